@@ -1,0 +1,117 @@
+//! Every `RCB_*` environment variable the library reads, parsed once on first use.
+//!
+//! A malformed value is an error that names the variable; it is reported by the first call that
+//! needs the configuration and by every later one (the parse is not retried).
+
+use crate::error::{Error, ErrorKind, Result};
+use once_cell::sync::Lazy;
+use std::path::PathBuf;
+
+/// Which GPU runtime backs the library (`RCB_BACKEND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// HIP if a HIP library loads and sees a device, else CUDA.
+    Auto,
+    Hip,
+    Cuda,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `RCB_BACKEND=hip|cuda|auto` (default `auto`).
+    pub backend: BackendChoice,
+    /// `RCB_HIP_LIBRARY`: load exactly this HIP runtime instead of searching for one.
+    pub hip_library: Option<PathBuf>,
+    /// `RCB_CUDA_LIBRARY`: load exactly this CUDA driver instead of `libcuda.so.1`.
+    pub cuda_library: Option<PathBuf>,
+}
+
+/// Names of the variables, for documentation and for error messages.
+pub const VARIABLES: &[(&str, &str)] = &[
+    ("RCB_BACKEND", "hip, cuda or auto (default auto: HIP if it sees a device, else CUDA)"),
+    ("RCB_HIP_LIBRARY", "path of the HIP runtime to load instead of searching libamdhip64.so.7/.6/.5"),
+    ("RCB_CUDA_LIBRARY", "path of the CUDA driver to load instead of libcuda.so.1"),
+    ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
+];
+
+static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
+
+/// The process-wide configuration, read from the environment on first use.
+pub fn get() -> Result<&'static Config> {
+    CONFIG.as_ref().map_err(Clone::clone)
+}
+
+impl Config {
+    /// Parses the configuration from any variable source (the environment in production, a map
+    /// in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Config> {
+        let text = |name: &str| -> Result<Option<String>> {
+            match lookup(name) {
+                None => Ok(None),
+                Some(v) => v
+                    .into_string()
+                    .map(|s| Some(s.trim().to_owned()))
+                    .map_err(|_| bad(name, "is not valid UTF-8")),
+            }
+        };
+        let path = |name: &str| -> Result<Option<PathBuf>> {
+            match text(name)? {
+                None => Ok(None),
+                Some(s) if s.is_empty() => Err(bad(name, "is set but empty")),
+                Some(s) => Ok(Some(PathBuf::from(s))),
+            }
+        };
+        let backend = match text("RCB_BACKEND")?.as_deref() {
+            None | Some("") | Some("auto") => BackendChoice::Auto,
+            Some("hip") => BackendChoice::Hip,
+            Some("cuda") => BackendChoice::Cuda,
+            Some(other) => {
+                return Err(bad("RCB_BACKEND", &format!("is {other:?}; expected hip, cuda or auto")));
+            }
+        };
+        Ok(Config {
+            backend,
+            hip_library: path("RCB_HIP_LIBRARY")?,
+            cuda_library: path("RCB_CUDA_LIBRARY")?,
+        })
+    }
+}
+
+fn bad(name: &str, what: &str) -> Error {
+    Error::new(ErrorKind::Config, format!("environment variable {name} {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Config> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|name| map.get(name).map(Into::into))
+    }
+
+    #[test]
+    fn defaults_to_auto_without_overrides() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.backend, BackendChoice::Auto);
+        assert!(c.hip_library.is_none() && c.cuda_library.is_none());
+    }
+
+    #[test]
+    fn reads_backend_and_paths() {
+        let c = parse(&[("RCB_BACKEND", "cuda"), ("RCB_HIP_LIBRARY", "/x/libamdhip64.so")]).unwrap();
+        assert_eq!(c.backend, BackendChoice::Cuda);
+        assert_eq!(c.hip_library.unwrap(), PathBuf::from("/x/libamdhip64.so"));
+    }
+
+    #[test]
+    fn malformed_values_name_the_variable() {
+        let e = parse(&[("RCB_BACKEND", "rocm")]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(e.message.contains("RCB_BACKEND") && e.message.contains("rocm"), "{}", e.message);
+        let e = parse(&[("RCB_HIP_LIBRARY", "")]).unwrap_err();
+        assert!(e.message.contains("RCB_HIP_LIBRARY"), "{}", e.message);
+    }
+}

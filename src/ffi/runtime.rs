@@ -1,0 +1,61 @@
+//! `rcb_runtime_info`: which GPU runtime the library loaded.
+
+use super::{arg_out, boundary, rcb_status, write_out};
+use crate::runtime::{self, Backend};
+use std::ffi::c_char;
+
+/// The HIP runtime (`libamdhip64`) backs the library.
+pub const RCB_BACKEND_HIP: i32 = 1;
+/// The CUDA driver (`libcuda.so.1`) backs the library.
+pub const RCB_BACKEND_CUDA: i32 = 2;
+
+/// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
+#[repr(C)]
+pub struct rcb_runtime_info {
+    /// `RCB_BACKEND_HIP` or `RCB_BACKEND_CUDA`.
+    pub backend: i32,
+    /// `hipRuntimeGetVersion` (major*10^7 + minor*10^5 + patch) or `cuDriverGetVersion`.
+    pub version: i32,
+    /// Number of devices the runtime sees (at least 1).
+    pub device_count: i32,
+    /// Number of optional features switched off (see the log at level info for which and why).
+    pub disabled_features: i32,
+    /// The library that was opened, NUL-terminated, truncated to fit.
+    pub library: [c_char; 256],
+}
+
+/// Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.
+///
+/// Returns `RCB_STATUS_RUNTIME_UNAVAILABLE` when no runtime library loads (the message lists each
+/// library tried and why), `RCB_STATUS_NO_DEVICE` when one loads but sees no GPU, and
+/// `RCB_STATUS_CONFIG` for a malformed `RCB_*` variable. A failed load is remembered: later calls
+/// report the same error. `out` is caller-owned and written only on success.
+///
+/// Thread-safety: any thread; concurrent first calls load the runtime once.
+///
+/// # Safety
+/// `out` must be NULL or point to writable memory for an `rcb_runtime_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let info = runtime::get()?.info();
+        let mut library = [0 as c_char; 256];
+        for (dst, &src) in library.iter_mut().zip(info.library.as_bytes().iter().take(255)) {
+            *dst = src as c_char;
+        }
+        let value = rcb_runtime_info {
+            backend: match info.backend {
+                Backend::Hip => RCB_BACKEND_HIP,
+                Backend::Cuda => RCB_BACKEND_CUDA,
+            },
+            version: info.version,
+            device_count: info.device_count,
+            disabled_features: info.disabled_features.len() as i32,
+            library,
+        };
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, value) };
+        Ok(())
+    })
+}

@@ -1,0 +1,171 @@
+//! Shared by the integration tests: picks the backend the same test bodies run on, loads the
+//! five test kernels on it, and reaches hipsim's test knobs when the software GPU is in use.
+//!
+//! Backend: `RCB_BACKEND=cuda` runs on a real GPU (skipped, with a message, when there is none);
+//! otherwise the tests load the software GPU (`target/<profile>/libamdhip64.so`, built by
+//! `cargo build -p hipsim`) through `RCB_HIP_LIBRARY`, exactly as a user would.
+#![allow(dead_code)]
+
+use rocm_cmdbuf::error::ErrorKind;
+use rocm_cmdbuf::runtime::{self, Backend, Function, Module, Runtime};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, Once};
+
+static SETUP: Once = Once::new();
+
+/// The directory holding the test executable's build outputs (`target/<profile>`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash>
+    exe.parent().and_then(|deps| deps.parent()).expect("target dir").to_path_buf()
+}
+
+pub fn hipsim_path() -> PathBuf {
+    target_dir().join("libamdhip64.so")
+}
+
+fn setup() {
+    SETUP.call_once(|| {
+        let wants_cuda = std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda");
+        if !wants_cuda && std::env::var_os("RCB_HIP_LIBRARY").is_none() {
+            let sim = hipsim_path();
+            assert!(sim.exists(), "the software GPU is not built: run `cargo build -p hipsim` (looked for {})", sim.display());
+            // SAFETY: runs once, before any test reads the environment through the library.
+            unsafe {
+                std::env::set_var("RCB_HIP_LIBRARY", &sim);
+                std::env::set_var("RCB_BACKEND", "hip");
+            }
+        }
+    });
+}
+
+/// The runtime the tests run on, or `None` (after printing why) when the requested real GPU is
+/// absent. Use as `let Some(rt) = common::runtime() else { return };`.
+pub fn runtime() -> Option<&'static dyn Runtime> {
+    setup();
+    match runtime::get() {
+        Ok(rt) => Some(rt),
+        Err(e) if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable) && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda") => {
+            eprintln!("SKIPPED: no GPU for RCB_BACKEND=cuda: {e}");
+            None
+        }
+        Err(e) => panic!("the test runtime did not load: {e}"),
+    }
+}
+
+/// The five test kernels (same C signatures in hipsim and in `tests/gpu/kernels.cu`).
+pub struct TestKernels {
+    pub module: Module,
+    pub fill_u32: Function,
+    pub axpy_f32: Function,
+    pub add_f32: Function,
+    pub copy_u8: Function,
+    pub sleep: Function,
+}
+
+pub fn kernels(rt: &dyn Runtime, device: i32) -> TestKernels {
+    let image: Vec<u8> = match rt.info().backend {
+        Backend::Hip => b"hipsim\0".to_vec(),
+        Backend::Cuda => {
+            let path = std::env::var_os("RCB_TEST_PTX").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("tests/gpu/kernels.ptx"));
+            let mut ptx = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            ptx.push(0);
+            ptx
+        }
+    };
+    let module = rt.module_load(device, &image).expect("load the test kernels");
+    let f = |name: &str| rt.module_function(module, name).expect(name);
+    TestKernels {
+        module,
+        fill_u32: f("rcb_test_fill_u32"),
+        axpy_f32: f("rcb_test_axpy_f32"),
+        add_f32: f("rcb_test_add_f32"),
+        copy_u8: f("rcb_test_copy_u8"),
+        sleep: f("rcb_test_sleep"),
+    }
+}
+
+/// hipsim's test knobs, when the software GPU is the runtime.
+pub struct Hipsim {
+    lib: libloading::Library,
+}
+
+pub fn hipsim() -> Option<Hipsim> {
+    let rt = runtime()?;
+    if rt.info().backend != Backend::Hip {
+        return None;
+    }
+    let path = std::env::var_os("RCB_HIP_LIBRARY")?;
+    // SAFETY: the library is already loaded by the runtime; this takes another reference.
+    let lib = unsafe { libloading::Library::new(path) }.ok()?;
+    // SAFETY: probing for a symbol only hipsim exports.
+    unsafe { lib.get::<unsafe extern "C" fn()>(b"hipsimResetCallCounts\0") }.ok()?;
+    Some(Hipsim { lib })
+}
+
+impl Hipsim {
+    fn sym<T: Copy>(&self, name: &str) -> T {
+        let cname = format!("{name}\0");
+        // SAFETY: the caller names a hipsim export with matching signature.
+        unsafe { *self.lib.get::<T>(cname.as_bytes()).unwrap_or_else(|e| panic!("hipsim lacks {name}: {e}")) }
+    }
+
+    pub fn call_count(&self, function: &str) -> u64 {
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> u64 = self.sym("hipsimGetCallCount");
+        let name = std::ffi::CString::new(function).unwrap();
+        unsafe { f(name.as_ptr()) }
+    }
+
+    pub fn live_count(&self, kind: &str) -> u64 {
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> u64 = self.sym("hipsimLiveCount");
+        let name = std::ffi::CString::new(kind).unwrap();
+        unsafe { f(name.as_ptr()) }
+    }
+
+    fn set(&self, export: &str, spec: &str) {
+        let f: unsafe extern "C" fn(*const std::ffi::c_char) -> i32 = self.sym(export);
+        let spec = std::ffi::CString::new(spec).unwrap();
+        assert_eq!(unsafe { f(spec.as_ptr()) }, 0, "{export}({spec:?})");
+    }
+
+    /// `name:n[,name:n]`: fail the n-th call of `name` from now; "" clears.
+    pub fn set_faults(&self, spec: &str) {
+        self.set("hipsimSetFaults", spec)
+    }
+
+    /// `clr138`, `opaque_extra`; "" clears.
+    pub fn set_quirks(&self, spec: &str) {
+        self.set("hipsimSetQuirks", spec)
+    }
+
+    /// `name:3400us[,...]`; "" clears.
+    pub fn set_latency(&self, spec: &str) {
+        self.set("hipsimSetLatency", spec)
+    }
+}
+
+/// Serialises tests that read process-wide counters or change hipsim's knobs.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Device buffer helpers for tests.
+pub fn upload_f32(rt: &dyn Runtime, device: i32, values: &[f32]) -> u64 {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = rt.malloc(device, bytes.len().max(1)).expect("malloc");
+    rt.copy_to_device(p, &bytes).expect("upload");
+    p
+}
+
+pub fn download_f32(rt: &dyn Runtime, ptr: u64, n: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; n * 4];
+    rt.copy_from_device(&mut bytes, ptr).expect("download");
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+pub fn download_u32(rt: &dyn Runtime, ptr: u64, n: usize) -> Vec<u32> {
+    let mut bytes = vec![0u8; n * 4];
+    rt.copy_from_device(&mut bytes, ptr).expect("download");
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
