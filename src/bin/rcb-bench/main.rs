@@ -1,0 +1,41 @@
+//! `rcb-bench`: the performance targets of the design, each measured against its baseline in
+//! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
+
+mod backend;
+mod table;
+
+use rocm_cmdbuf::runtime::Runtime;
+
+/// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
+type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
+
+const SCENARIOS: &[(&str, Scenario)] = &[];
+
+fn main() {
+    backend::probe_if_asked();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let wanted: Vec<&str> = args.iter().filter(|a| !a.starts_with("--")).map(String::as_str).collect();
+    if let Some(unknown) = wanted.iter().find(|w| !SCENARIOS.iter().any(|(n, _)| n == *w)) {
+        let names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+        eprintln!("unknown scenario {unknown:?}; known: {}", names.join(", "));
+        std::process::exit(2);
+    }
+    let rt = match backend::load() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rcb-bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    let info = rt.info();
+    println!("# rcb-bench on {} ({}, version {}, {} device(s))", info.backend.name(), info.library, info.version, info.device_count);
+    let mut failed = false;
+    for (name, run) in SCENARIOS.iter().filter(|(n, _)| wanted.is_empty() || wanted.contains(n)) {
+        if let Err(e) = run(rt, quick) {
+            eprintln!("scenario {name} failed: {e}");
+            failed = true;
+        }
+    }
+    std::process::exit(i32::from(failed));
+}
