@@ -18,3 +18,20 @@ if [ "$exported" != "$declared" ]; then
     exit 1
 fi
 echo "library checks passed: SONAME, no libamdhip64 dependency, $(echo "$exported" | wc -l) exports match the header"
+
+# Every export's body must run inside the panic boundary: the first statement after the
+# signature of each `extern "C" fn` in src/ffi/ is a call to boundary() or boundary_value().
+unguarded=$(awk '
+    /extern "C" fn rcb_/ { name = $0; sub(/.*fn /, "", name); sub(/\(.*/, "", name); pending = 1; body = 0 }
+    pending && !body { if ($0 ~ /\{[[:space:]]*$/) body = 1; next }
+    pending && body && NF {
+        if ($0 !~ /boundary(_value)?\(/) print FILENAME ": " name
+        pending = 0
+    }
+' $(find src/ffi -name '*.rs'))
+if [ -n "$unguarded" ]; then
+    echo "exports whose body does not start with boundary(...):"
+    echo "$unguarded"
+    exit 1
+fi
+echo "every export runs inside the panic boundary"
