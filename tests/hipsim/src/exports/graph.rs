@@ -41,7 +41,7 @@ pub(super) fn memcpy_kind_ok(kind: i32) -> HipResult {
 
 hip_export! {
     fn hipGraphCreate(g: *mut usize, flags: u32) {
-        if flags != 0 {
+        if g.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
         out(g, graph::lock().create(false, true))

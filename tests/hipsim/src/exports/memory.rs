@@ -37,6 +37,9 @@ fn set_async(dst: *mut c_void, value: u32, elem: u32, count: usize, s: usize) ->
 
 hip_export! {
     fn hipMalloc(p: *mut *mut c_void, size: usize) {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
         capture::check_unsafe_call()?;
         let dev = device::current()?;
         let addr = if size == 0 { 0 } else { memory::lock().malloc(dev, size)? };
@@ -44,6 +47,9 @@ hip_export! {
     }
 
     fn hipExtMallocWithFlags(p: *mut *mut c_void, size: usize, flags: u32) {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
         let dev = device::current()?;
         let addr = if flags == SIGNAL_MEMORY {
             if size != 8 {
@@ -68,6 +74,9 @@ hip_export! {
     }
 
     fn hipHostMalloc(p: *mut *mut c_void, size: usize, _flags: u32) {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
         let addr = if size == 0 { 0 } else { memory::lock().host_alloc(size, false)? };
         out(p, addr as *mut c_void)
     }

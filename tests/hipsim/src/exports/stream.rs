@@ -140,11 +140,14 @@ hip_export! {
     }
 
     fn hipEventCreate(e: *mut usize) {
+        if e.is_null() {
+            return Err(INVALID_VALUE);
+        }
         out(e, EVENTS.insert(Event::new(0)))
     }
 
     fn hipEventCreateWithFlags(e: *mut usize, flags: u32) {
-        if flags & !0x7 != 0 {
+        if e.is_null() || flags & !0x7 != 0 {
             return Err(INVALID_VALUE);
         }
         out(e, EVENTS.insert(Event::new(flags)))
