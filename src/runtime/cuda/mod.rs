@@ -35,57 +35,54 @@ pub struct CudaRuntime {
 
 /// Loads the CUDA driver, initialises it and checks that it sees at least one device.
 pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
-    let (library, name) = open(cfg)?;
-    let mut missing = Vec::new();
-    // SAFETY: the signatures in `api.rs` are the driver's; the library outlives the tables.
-    let Some(core) = (unsafe { Core::resolve(&library, &mut missing) }) else {
-        return Err(Error::new(
-            ErrorKind::RuntimeUnavailable,
-            format!("{name} is not a usable CUDA driver (CUDA 12.3 or newer is needed): missing {}", missing.join(", ")),
-        ));
-    };
-    // SAFETY: flags must be 0.
-    check(&core, "cuInit", unsafe { (core.cuInit)(0) }).map_err(|e| {
-        let kind = if e.kind == ErrorKind::NoDevice { ErrorKind::NoDevice } else { ErrorKind::RuntimeUnavailable };
-        Error::new(kind, format!("{name}: {e}"))
-    })?;
-    let mut version = 0;
-    // SAFETY: valid out-pointer.
-    check(&core, "cuDriverGetVersion", unsafe { (core.cuDriverGetVersion)(&mut version) })?;
-    let mut count = 0;
-    // SAFETY: valid out-pointer.
-    let rc = unsafe { (core.cuDeviceGetCount)(&mut count) };
-    if rc != 0 || count <= 0 {
-        return Err(Error::new(ErrorKind::NoDevice, format!("{name} sees no device: cuDeviceGetCount returned {rc} with {count} device(s)")));
-    }
-
-    let missing_in = |names: Vec<&str>| format!("{name} lacks {}", names.join(", "));
-    let vmm = resolve(&library, Vmm::resolve)
-        .map_err(missing_in)
-        .and_then(|v| all_devices_have(&core, count, layout::ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED").map(|()| v));
-    let memops = resolve(&library, MemOps::resolve)
-        .map_err(missing_in)
-        .and_then(|m| all_devices_have(&core, count, layout::ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, "CAN_USE_64_BIT_STREAM_MEM_OPS").map(|()| m));
-    let param_info = resolve(&library, ParamInfo::resolve).map_err(missing_in);
-    let attributes = resolve(&library, NodeAttributes::resolve).ok();
-    let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err()), ("kernel_params_read", param_info.as_ref().err())]
-        .into_iter()
-        .filter_map(|(feature, reason)| reason.map(|r| format!("{feature}: {r}")))
-        .collect();
-    let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(CudaRuntime {
-        core,
-        vmm,
-        memops,
-        param_info,
-        attributes,
-        contexts: Contexts::new(count),
-        info,
-        _library: library,
-    }))
+    Ok(Box::new(CudaRuntime::open(cfg)?))
 }
 
-fn open(cfg: &Config) -> Result<(Library, String)> {
+impl CudaRuntime {
+    fn open(cfg: &Config) -> Result<Self> {
+        let (library, name) = open_library(cfg)?;
+        let mut missing = Vec::new();
+        // SAFETY: the signatures in `api.rs` are the driver's; the library outlives the tables.
+        let Some(core) = (unsafe { Core::resolve(&library, &mut missing) }) else {
+            return Err(Error::new(
+                ErrorKind::RuntimeUnavailable,
+                format!("{name} is not a usable CUDA driver (CUDA 12.3 or newer is needed): missing {}", missing.join(", ")),
+            ));
+        };
+        // SAFETY: flags must be 0.
+        check(&core, "cuInit", unsafe { (core.cuInit)(0) }).map_err(|e| {
+            let kind = if e.kind == ErrorKind::NoDevice { ErrorKind::NoDevice } else { ErrorKind::RuntimeUnavailable };
+            Error::new(kind, format!("{name}: {e}"))
+        })?;
+        let mut version = 0;
+        // SAFETY: valid out-pointer.
+        check(&core, "cuDriverGetVersion", unsafe { (core.cuDriverGetVersion)(&mut version) })?;
+        let mut count = 0;
+        // SAFETY: valid out-pointer.
+        let rc = unsafe { (core.cuDeviceGetCount)(&mut count) };
+        if rc != 0 || count <= 0 {
+            return Err(Error::new(ErrorKind::NoDevice, format!("{name} sees no device: cuDeviceGetCount returned {rc} with {count} device(s)")));
+        }
+
+        let missing_in = |names: Vec<&str>| format!("{name} lacks {}", names.join(", "));
+        let vmm = resolve(&library, Vmm::resolve)
+            .map_err(missing_in)
+            .and_then(|v| all_devices_have(&core, count, layout::ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED").map(|()| v));
+        let memops = resolve(&library, MemOps::resolve)
+            .map_err(missing_in)
+            .and_then(|m| all_devices_have(&core, count, layout::ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, "CAN_USE_64_BIT_STREAM_MEM_OPS").map(|()| m));
+        let param_info = resolve(&library, ParamInfo::resolve).map_err(missing_in);
+        let attributes = resolve(&library, NodeAttributes::resolve).ok();
+        let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err()), ("kernel_params_read", param_info.as_ref().err())]
+            .into_iter()
+            .filter_map(|(feature, reason)| reason.map(|r| format!("{feature}: {r}")))
+            .collect();
+        let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
+        Ok(CudaRuntime { core, vmm, memops, param_info, attributes, contexts: Contexts::new(count), info, _library: library })
+    }
+}
+
+fn open_library(cfg: &Config) -> Result<(Library, String)> {
     let (path, shown) = match &cfg.cuda_library {
         Some(p) => (p.as_os_str().to_owned(), format!("RCB_CUDA_LIBRARY={}", p.display())),
         None => (DEFAULT_LIBRARY.into(), DEFAULT_LIBRARY.to_owned()),
@@ -662,5 +659,50 @@ impl Runtime for CudaRuntime {
         let memops = self.memops()?;
         // SAFETY: the driver validates stream and address; flags 0 keeps the memory barrier.
         self.call("cuStreamWriteValue64_v2", || unsafe { (memops.cuStreamWriteValue64_v2)(stream.0, p, value, 0) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What the backend-agnostic tests cannot reach through the `Runtime` interface: kernel
+    //! nodes built with `kernelParams` (as XLA builds them). Runs only with `RCB_BACKEND=cuda`.
+    use super::*;
+
+    #[test]
+    fn kernel_params_nodes_read_back_through_the_parameter_layout() {
+        if std::env::var("RCB_BACKEND").as_deref() != Ok("cuda") {
+            eprintln!("SKIPPED: needs RCB_BACKEND=cuda and a GPU");
+            return;
+        }
+        let rt = match CudaRuntime::open(crate::config::get().unwrap()) {
+            Ok(rt) => rt,
+            Err(e) if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable) => {
+                eprintln!("SKIPPED: no GPU for RCB_BACKEND=cuda: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        if rt.param_info.is_err() {
+            eprintln!("SKIPPED: {:?}", rt.param_info.as_ref().err());
+            return;
+        }
+        let path = std::env::var("RCB_TEST_PTX").unwrap_or_else(|_| String::from("tests/gpu/kernels.ptx"));
+        let ptx = std::fs::read(&path).unwrap();
+        let module = rt.module_load(0, &ptx).unwrap();
+        let fill = rt.module_function(module, "rcb_test_fill_u32").unwrap();
+        let (dst, value, n) = (0x7000_0000_1000u64, 0xabcd_0123u32, 77u64);
+        let mut values: [P; 3] = [&dst as *const u64 as P, &value as *const u32 as P, &n as *const u64 as P];
+        let graph = rt.graph_create().unwrap();
+        let params = KernelNodeParams { kernel_params: values.as_mut_ptr(), ..KernelNodeParams::new(fill.0, [1; 3], [32, 1, 1], 0, null_mut()) };
+        let mut node = null_mut();
+        rt.call("cuGraphAddKernelNode_v2", || unsafe { (rt.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, null(), 0, &params) }).unwrap();
+        let read = rt.kernel_node_read(Node(node)).unwrap();
+        let mut expected = dst.to_le_bytes().to_vec();
+        expected.extend(value.to_le_bytes());
+        expected.extend([0; 4]);
+        expected.extend(n.to_le_bytes());
+        assert_eq!(read.args.unwrap(), expected);
+        assert_eq!(read.function, fill);
+        rt.graph_destroy(graph).unwrap();
     }
 }
