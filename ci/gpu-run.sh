@@ -29,7 +29,7 @@ if command -v nvcc >/dev/null; then
 fi
 [ -f "$ptx" ] || { echo "no PTX for the test kernels"; exit 1; }
 
-export RCB_BACKEND=cuda RCB_TEST_PTX=$PWD/$ptx RUST_BACKTRACE=1
+export RCB_BACKEND=cuda RCB_TEST_PTX="$(realpath "$ptx")" RUST_BACKTRACE=1
 failed=0
 for bin in "$stage"/tests/*; do
     name=$(basename "$bin")

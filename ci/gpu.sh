@@ -20,8 +20,8 @@ import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
-        kind = m["target"]["kind"][0]
-        name = m["target"]["name"] if kind == "test" else kind + "-" + m["target"]["name"]
+        t = m["target"]
+        name = t["name"] if t["kind"] == ["test"] else "unit-" + t["name"]
         print(name + "\t" + m["executable"])
 ')
 [ ${#tests[@]} -gt 0 ] || { echo "ci/gpu.sh: cargo built no test binaries" >&2; exit 1; }
