@@ -400,6 +400,10 @@ impl Runtime for CudaRuntime {
         let mut n = 0usize;
         // SAFETY: a null array asks for the count.
         self.call("cuGraphGetNodes", || unsafe { (self.core.cuGraphGetNodes)(graph.0, null_mut(), &mut n) })?;
+        // The driver rejects a non-null array with a zero count.
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let mut nodes = vec![null_mut(); n];
         // SAFETY: the array holds `n` entries.
         self.check("cuGraphGetNodes", unsafe { (self.core.cuGraphGetNodes)(graph.0, nodes.as_mut_ptr(), &mut n) })?;
@@ -413,6 +417,9 @@ impl Runtime for CudaRuntime {
         self.call("cuGraphGetEdges_v2", || unsafe {
             (self.core.cuGraphGetEdges_v2)(graph.0, null_mut(), null_mut(), null_mut(), &mut n)
         })?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let (mut from, mut to, mut data) = (vec![null_mut(); n], vec![null_mut(); n], vec![[0u8; 8]; n]);
         // SAFETY: the three arrays hold `n` entries.
         self.check("cuGraphGetEdges_v2", unsafe {
