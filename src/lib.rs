@@ -16,3 +16,4 @@ pub mod ffi;
 mod logging;
 /// cbindgen:ignore
 pub mod runtime;
+pub mod vmm_pool;

@@ -7,9 +7,11 @@
 mod handle;
 mod runtime;
 mod status;
+mod vmm_pool;
 
 pub use runtime::*;
 pub use status::*;
+pub use vmm_pool::*;
 
 pub(crate) use handle::Registry;
 
