@@ -22,6 +22,26 @@
 #define RCB_BACKEND_CUDA 2
 
 /**
+ * `rcb_vmm_pool_config.backing`: one physical chunk per slot (`hipMemCreate`), permanently
+ * mapped at its own reserved range, with access for the device and every listed peer that can
+ * reach it.
+ */
+#define RCB_VMM_BACKING_VMM 1
+
+/**
+ * `rcb_vmm_pool_config.backing`: plain device allocations (`hipMalloc`) kept for the pool's
+ * life. `peers` is not used: peer access follows `hipDeviceEnablePeerAccess`.
+ */
+#define RCB_VMM_BACKING_DEVICE 2
+
+/**
+ * A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
+ * change, and a GPU-written timeline per slot. Opaque; the value is a handle id, never an
+ * address, so a freed or forged handle yields `RCB_STATUS_INVALID_HANDLE`.
+ */
+typedef struct rcb_vmm_pool rcb_vmm_pool;
+
+/**
  * The result of every fallible call: `RCB_OK` or one of the `RCB_STATUS_*` codes.
  */
 typedef int32_t rcb_status;
@@ -51,6 +71,75 @@ typedef struct rcb_runtime_info {
    */
   char library[256];
 } rcb_runtime_info;
+
+/**
+ * How to build a pool. Read during `rcb_vmm_pool_new` only; the caller keeps ownership of it
+ * and of the arrays it points to.
+ */
+typedef struct rcb_vmm_pool_config {
+  /**
+   * The device that owns the memory.
+   */
+  int32_t device;
+  /**
+   * `RCB_VMM_BACKING_VMM` or `RCB_VMM_BACKING_DEVICE`.
+   */
+  uint32_t backing;
+  /**
+   * Number of slots, at least 1. Iteration `i` uses slot `i % num_slots`.
+   */
+  uint32_t num_slots;
+  /**
+   * Number of buffers per slot (1 to 4096) and their sizes in bytes. A zero size gives that
+   * buffer address 0. In the VMM backing the buffers of a slot share one chunk, each starting
+   * on a 256-byte boundary, the chunk rounded up to the allocation granularity.
+   */
+  uint32_t num_buffers;
+  const uint64_t *buffer_sizes;
+  /**
+   * Devices (other than `device`, no repeats, at most 64) to grant read-write access to the
+   * VMM memory; those that cannot access `device` are skipped. May be NULL when `num_peers` is 0.
+   */
+  uint32_t num_peers;
+  const int32_t *peers;
+  /**
+   * How long `rcb_vmm_pool_acquire` and `rcb_vmm_pool_free` wait for the GPU; 0 takes
+   * `RCB_VMM_POOL_TIMEOUT_MS` (default 10 000 ms).
+   */
+  uint32_t timeout_ms;
+} rcb_vmm_pool_config;
+
+/**
+ * A slot held between `rcb_vmm_pool_acquire` and `rcb_vmm_pool_release`.
+ */
+typedef struct rcb_vmm_slot {
+  /**
+   * This use's iteration number (0, 1, 2, ... across the pool's life).
+   */
+  uint64_t iteration;
+  /**
+   * The slot index, `iteration % num_slots`.
+   */
+  uint32_t index;
+  /**
+   * Number of entries in `buffers` (the config's `num_buffers`).
+   */
+  uint32_t num_buffers;
+  /**
+   * The slot's buffer addresses, the same every time the slot comes round. Owned by the pool
+   * and valid until `rcb_vmm_pool_free`.
+   */
+  const uint64_t *buffers;
+} rcb_vmm_slot;
+
+/**
+ * One device-to-device copy.
+ */
+typedef struct rcb_vmm_copy {
+  uint64_t dst;
+  uint64_t src;
+  uint64_t bytes;
+} rcb_vmm_copy;
 
 /**
  * Success.
@@ -178,6 +267,101 @@ size_t rcb_last_error_message(char *buf, size_t len);
  * Thread-safety: any thread.
  */
 const char *rcb_version(void);
+
+/**
+ * Creates a pool: every slot's memory and timeline are made up front and kept until
+ * `rcb_vmm_pool_free`. On failure everything made so far is given back and `*out` is untouched.
+ *
+ * Returns `RCB_STATUS_INVALID_ARGUMENT` for zero or too many slots/buffers, a size over 2^46
+ * bytes, an unknown backing or a bad peer (the message names the field),
+ * `RCB_STATUS_UNSUPPORTED` when the runtime lacks VMM or stream memory operations, and the
+ * runtime's error (naming the call and the slot) when an allocation fails.
+ * The caller owns the new handle in `*out` and frees it with `rcb_vmm_pool_free`.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `config` must be NULL or point to a valid `rcb_vmm_pool_config` whose arrays hold the counts
+ * it states; `out` must be NULL or writable.
+ */
+rcb_status rcb_vmm_pool_new(const struct rcb_vmm_pool_config *config, struct rcb_vmm_pool **out);
+
+/**
+ * Takes the next iteration and waits until its slot's previous use has finished on the GPU
+ * (spinning briefly, then yielding), then fills `*out`.
+ *
+ * Returns `RCB_STATUS_TIMEOUT` when the slot is not free within the pool's timeout; the message
+ * names the slot, the awaited and the observed timeline values. That iteration is then spent
+ * (later ones do not wait for it) and `*out` is untouched. `out` is caller-owned; the addresses
+ * it receives are owned by the pool.
+ *
+ * Thread-safety: any thread; concurrent calls get distinct iterations, and a thread may wait
+ * here while another releases.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *out);
+
+/**
+ * Enqueues on `stream`, after the work already there, the timeline write that frees `slot` for
+ * its next use. `slot` (as filled by `rcb_vmm_pool_acquire`) is borrowed for the call; `stream`
+ * is the caller's `hipStream_t`.
+ *
+ * Returns `RCB_STATUS_INVALID_STATE` when the slot is not held by that iteration (released
+ * twice, or never acquired) and `RCB_STATUS_INVALID_ARGUMENT` for a slot index out of range.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `slot` must be NULL or point to a valid `rcb_vmm_slot`; `stream` must be a live stream.
+ */
+rcb_status rcb_vmm_pool_release(struct rcb_vmm_pool *pool,
+                                const struct rcb_vmm_slot *slot,
+                                void *stream);
+
+/**
+ * Enqueues `n` device-to-device copies on `stream` (inputs into a slot, live-outs back to the
+ * caller's addresses). Each copy must read or write inside one buffer of the pool without
+ * running past its end; all are checked before any is enqueued (the message names the bad
+ * `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `copies` must be NULL (only when `n` is 0) or point to `n` valid entries; `stream` must be a
+ * live stream.
+ */
+rcb_status rcb_vmm_pool_copy(struct rcb_vmm_pool *pool,
+                             void *stream,
+                             const struct rcb_vmm_copy *copies,
+                             size_t n);
+
+/**
+ * Writes slot `slot`'s timeline value to `*out`: `iteration + 1` of the last use the GPU has
+ * finished, 0 before the first. For monitoring and tests; `acquire` does the waiting.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+rcb_status rcb_vmm_pool_timeline(struct rcb_vmm_pool *pool, uint32_t slot, uint64_t *out);
+
+/**
+ * Waits (bounded by the pool's timeout) until the GPU has finished every slot, then unmaps,
+ * releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
+ *
+ * Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
+ * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases the pool stays live
+ * and can be freed later. A second free returns `RCB_STATUS_INVALID_HANDLE`.
+ *
+ * Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
+ *
+ * # Safety
+ * None beyond the C types: a stale or forged handle is looked up, never dereferenced.
+ */
+rcb_status rcb_vmm_pool_free(struct rcb_vmm_pool *pool);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -16,4 +16,5 @@ pub mod ffi;
 mod logging;
 /// cbindgen:ignore
 pub mod runtime;
+/// cbindgen:ignore
 pub mod vmm_pool;
