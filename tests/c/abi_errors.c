@@ -46,6 +46,17 @@ static void basic(void) {
     CHECK(s == RCB_STATUS_NULL_ARGUMENT, "rcb_runtime_load(NULL) returned %d", (int)s);
     CHECK(strstr(last_error(), "`out`") != NULL, "message does not name the argument: %s", last_error());
 
+    /* A handle that was never created is looked up, not dereferenced. */
+    struct rcb_vmm_pool *forged = (struct rcb_vmm_pool *)(uintptr_t)0x1230;
+    s = rcb_vmm_pool_free(forged);
+    CHECK(s == RCB_STATUS_INVALID_HANDLE, "freeing a forged handle returned %d", (int)s);
+    CHECK(strstr(last_error(), "not live") != NULL, "message: %s", last_error());
+    struct rcb_vmm_slot slot;
+    s = rcb_vmm_pool_acquire(forged, &slot);
+    CHECK(s == RCB_STATUS_INVALID_HANDLE, "acquire on a forged handle returned %d", (int)s);
+    CHECK(rcb_vmm_pool_free(NULL) == RCB_OK, "free(NULL) must be a no-op");
+
+    s = rcb_runtime_load(NULL);
     /* Length-only query, and truncation that still NUL-terminates. */
     size_t full = rcb_last_error_message(NULL, 0);
     CHECK(full == strlen("argument `out` is NULL"), "full length %zu", full);
