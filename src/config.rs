@@ -24,6 +24,10 @@ pub struct Config {
     pub hip_library: Option<PathBuf>,
     /// `RCB_CUDA_LIBRARY`: load exactly this CUDA driver instead of `libcuda.so.1`.
     pub cuda_library: Option<PathBuf>,
+    /// `RCB_STREAM_CACHE=0|1` (default 1): whether released streams are kept for reuse.
+    pub stream_cache: bool,
+    /// `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64): idle streams kept per (device, flags, priority).
+    pub stream_cache_max_per_key: usize,
 }
 
 /// Names of the variables, for documentation and for error messages.
@@ -32,6 +36,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RCB_HIP_LIBRARY", "path of the HIP runtime to load instead of searching libamdhip64.so.7/.6/.5"),
     ("RCB_CUDA_LIBRARY", "path of the CUDA driver to load instead of libcuda.so.1"),
     ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
+    ("RCB_STREAM_CACHE", "0 or 1 (default 1): keep released streams for reuse, in the library and the preload"),
+    ("RCB_STREAM_CACHE_MAX_PER_KEY", "idle streams kept per (device, flags, priority) (default 64)"),
 ];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
@@ -69,10 +75,23 @@ impl Config {
                 return Err(bad("RCB_BACKEND", &format!("is {other:?}; expected hip, cuda or auto")));
             }
         };
+        let stream_cache = match text("RCB_STREAM_CACHE")?.as_deref() {
+            None | Some("") | Some("1") => true,
+            Some("0") => false,
+            Some(other) => return Err(bad("RCB_STREAM_CACHE", &format!("is {other:?}; expected 0 or 1"))),
+        };
+        let stream_cache_max_per_key = match text("RCB_STREAM_CACHE_MAX_PER_KEY")? {
+            None => 64,
+            Some(s) => s.parse().map_err(|_| {
+                bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams"))
+            })?,
+        };
         Ok(Config {
             backend,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
+            stream_cache,
+            stream_cache_max_per_key,
         })
     }
 }
@@ -113,5 +132,23 @@ mod tests {
         assert!(e.message.contains("RCB_BACKEND") && e.message.contains("rocm"), "{}", e.message);
         let e = parse(&[("RCB_HIP_LIBRARY", "")]).unwrap_err();
         assert!(e.message.contains("RCB_HIP_LIBRARY"), "{}", e.message);
+    }
+
+    #[test]
+    fn stream_cache_defaults_on_with_64_per_key() {
+        let c = parse(&[]).unwrap();
+        assert!(c.stream_cache);
+        assert_eq!(c.stream_cache_max_per_key, 64);
+        let c = parse(&[("RCB_STREAM_CACHE", "0"), ("RCB_STREAM_CACHE_MAX_PER_KEY", "8")]).unwrap();
+        assert!(!c.stream_cache);
+        assert_eq!(c.stream_cache_max_per_key, 8);
+    }
+
+    #[test]
+    fn malformed_stream_cache_values_name_the_variable() {
+        let e = parse(&[("RCB_STREAM_CACHE", "yes")]).unwrap_err();
+        assert!(e.message.contains("RCB_STREAM_CACHE ") && e.message.contains("yes"), "{}", e.message);
+        let e = parse(&[("RCB_STREAM_CACHE_MAX_PER_KEY", "-1")]).unwrap_err();
+        assert!(e.message.contains("RCB_STREAM_CACHE_MAX_PER_KEY") && e.message.contains("-1"), "{}", e.message);
     }
 }

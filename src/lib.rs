@@ -10,3 +10,4 @@ pub mod error;
 pub mod ffi;
 mod logging;
 pub mod runtime;
+pub mod stream_cache;

@@ -7,9 +7,11 @@
 mod handle;
 mod runtime;
 mod status;
+mod stream;
 
 pub use runtime::*;
 pub use status::*;
+pub use stream::*;
 
 pub(crate) use handle::Registry;
 
