@@ -43,11 +43,10 @@ pub fn submit(t: &Target, op: Op) -> HipResult {
 
 /// Marks the stream's capture (if any) invalidated, e.g. after a forbidden synchronization.
 pub fn invalidate(t: &Target) {
-    if let Target::Stream(s) = t {
-        if let Some(c) = s.capture.lock().unwrap().as_mut() {
+    if let Target::Stream(s) = t
+        && let Some(c) = s.capture.lock().unwrap().as_mut() {
             c.invalidated = true;
         }
-    }
 }
 
 pub fn is_capturing(t: &Target) -> bool {
@@ -60,12 +59,11 @@ pub fn check_unsafe_call() -> HipResult {
     let me = std::thread::current().id();
     let mut hit = false;
     for s in STREAMS.values() {
-        if let Some(c) = s.capture.lock().unwrap().as_mut() {
-            if c.mode == MODE_GLOBAL || (c.mode == MODE_THREAD_LOCAL && c.thread == me) {
+        if let Some(c) = s.capture.lock().unwrap().as_mut()
+            && (c.mode == MODE_GLOBAL || (c.mode == MODE_THREAD_LOCAL && c.thread == me)) {
                 c.invalidated = true;
                 hit = true;
             }
-        }
     }
     if hit { Err(CAPTURE_UNSUPPORTED) } else { Ok(()) }
 }

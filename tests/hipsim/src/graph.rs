@@ -141,7 +141,9 @@ impl ParamView {
             values.fill(0xDD);
         }
         let mut size = Box::new(values.len());
-        let extra = Box::new([1 as *mut c_void, base.cast(), 2 as *mut c_void, (&mut *size as *mut usize).cast(), 3 as *mut c_void]);
+        // HIP_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END are small integers, not addresses.
+        let key = std::ptr::without_provenance_mut::<c_void>;
+        let extra = Box::new([key(1), base.cast(), key(2), (&mut *size as *mut usize).cast(), key(3)]);
         // ROCm 7.2 hands out its internal kernarg blob instead of a HIP_LAUNCH_PARAM list.
         let blob = Box::new([0x4b41_5247_424c_4f42, values.len() as u64, base as u64, 0]);
         ParamView { quirks, values, params, size, extra, blob }

@@ -224,7 +224,7 @@ impl Mem {
 /// 8-byte aligned words go through acquire/release atomics so that host-visible memory
 /// (signals) written by a stream is observed by a concurrently polling host thread.
 unsafe fn read_host(src: *const u8, out: &mut [u8]) {
-    if out.len() == 8 && (src as usize) % 8 == 0 {
+    if out.len() == 8 && (src as usize).is_multiple_of(8) {
         // SAFETY: aligned, 8 readable bytes.
         let v = unsafe { (*(src as *const AtomicU64)).load(Ordering::Acquire) };
         out.copy_from_slice(&v.to_ne_bytes());
@@ -234,7 +234,7 @@ unsafe fn read_host(src: *const u8, out: &mut [u8]) {
 }
 
 unsafe fn write_host(dst: *mut u8, data: &[u8]) {
-    if data.len() == 8 && (dst as usize) % 8 == 0 {
+    if data.len() == 8 && (dst as usize).is_multiple_of(8) {
         let v = u64::from_ne_bytes(data.try_into().expect("8 bytes"));
         // SAFETY: aligned, 8 writable bytes.
         unsafe { (*(dst as *const AtomicU64)).store(v, Ordering::Release) };

@@ -44,7 +44,7 @@ impl Default for Vmm {
 }
 
 fn granular(v: u64) -> bool {
-    v % GRANULARITY == 0
+    v.is_multiple_of(GRANULARITY)
 }
 
 impl Vmm {

@@ -200,6 +200,28 @@ hip_export! {
         })
     }
 
+    fn hipGraphMemcpyNodeSetParams1D(node: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: i32) {
+        memcpy_kind_ok(kind)?;
+        let mut gs = graph::lock();
+        let n = gs.node_mut(node)?;
+        if !matches!(n.op, Op::Memcpy { .. }) {
+            return Err(INVALID_VALUE);
+        }
+        n.set_op(Op::Memcpy { dst: dst as u64, src: src as u64, count, kind });
+        Ok(())
+    }
+
+    fn hipGraphMemsetNodeSetParams(node: usize, p: *const MemsetParams) {
+        let m = MemsetOp::from_c(p)?;
+        let mut gs = graph::lock();
+        let n = gs.node_mut(node)?;
+        if !matches!(n.op, Op::Memset(_)) {
+            return Err(INVALID_VALUE);
+        }
+        n.set_op(Op::Memset(m));
+        Ok(())
+    }
+
     fn hipGraphMemsetNodeGetParams(node: usize, p: *mut MemsetParams) {
         let Op::Memset(m) = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
         out(p, MemsetParams {
