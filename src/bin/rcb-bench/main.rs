@@ -2,6 +2,7 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod streams;
 mod table;
 
 use rocm_cmdbuf::runtime::Runtime;
@@ -9,7 +10,7 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[];
+const SCENARIOS: &[(&str, Scenario)] = &[("streams", streams::run)];
 
 fn main() {
     backend::probe_if_asked();
