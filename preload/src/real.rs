@@ -20,6 +20,10 @@ type Create = unsafe extern "C" fn(*mut HipStream) -> HipError;
 type CreateWithFlags = unsafe extern "C" fn(*mut HipStream, c_uint) -> HipError;
 type CreateWithPriority = unsafe extern "C" fn(*mut HipStream, c_uint, c_int) -> HipError;
 type OnStream = unsafe extern "C" fn(HipStream) -> HipError;
+type GetFlags = unsafe extern "C" fn(HipStream, *mut c_uint) -> HipError;
+type GetPriority = unsafe extern "C" fn(HipStream, *mut c_int) -> HipError;
+type GetDevice = unsafe extern "C" fn(*mut c_int) -> HipError;
+type PriorityRange = unsafe extern "C" fn(*mut c_int, *mut c_int) -> HipError;
 
 pub struct Real {
     pub create: Create,
@@ -27,10 +31,10 @@ pub struct Real {
     pub create_with_priority: CreateWithPriority,
     pub destroy: OnStream,
     query: OnStream,
-    get_flags: unsafe extern "C" fn(HipStream, *mut c_uint) -> HipError,
-    get_priority: unsafe extern "C" fn(HipStream, *mut c_int) -> HipError,
-    get_device: unsafe extern "C" fn(*mut c_int) -> HipError,
-    priority_range: unsafe extern "C" fn(*mut c_int, *mut c_int) -> HipError,
+    get_flags: GetFlags,
+    get_priority: GetPriority,
+    get_device: GetDevice,
+    priority_range: PriorityRange,
 }
 
 const RTLD_LAZY: c_int = 0x1;
@@ -68,26 +72,26 @@ impl Real {
     /// `handle` is `RTLD_NEXT` or a live `dlopen` handle of a HIP runtime.
     unsafe fn from(handle: *mut c_void) -> Option<Real> {
         macro_rules! sym {
-            ($name:literal) => {{
+            ($name:literal as $ty:ty) => {{
                 // SAFETY: the name is NUL-terminated; a non-null result is HIP's function of
                 // that name, whose signature the field's type spells.
                 let p = unsafe { dlsym(handle, concat!($name, "\0").as_ptr() as *const c_char) };
                 if p.is_null() {
                     return None;
                 }
-                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+                unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
             }};
         }
         Some(Real {
-            create: sym!("hipStreamCreate"),
-            create_with_flags: sym!("hipStreamCreateWithFlags"),
-            create_with_priority: sym!("hipStreamCreateWithPriority"),
-            destroy: sym!("hipStreamDestroy"),
-            query: sym!("hipStreamQuery"),
-            get_flags: sym!("hipStreamGetFlags"),
-            get_priority: sym!("hipStreamGetPriority"),
-            get_device: sym!("hipGetDevice"),
-            priority_range: sym!("hipDeviceGetStreamPriorityRange"),
+            create: sym!("hipStreamCreate" as Create),
+            create_with_flags: sym!("hipStreamCreateWithFlags" as CreateWithFlags),
+            create_with_priority: sym!("hipStreamCreateWithPriority" as CreateWithPriority),
+            destroy: sym!("hipStreamDestroy" as OnStream),
+            query: sym!("hipStreamQuery" as OnStream),
+            get_flags: sym!("hipStreamGetFlags" as GetFlags),
+            get_priority: sym!("hipStreamGetPriority" as GetPriority),
+            get_device: sym!("hipGetDevice" as GetDevice),
+            priority_range: sym!("hipDeviceGetStreamPriorityRange" as PriorityRange),
         })
     }
 
