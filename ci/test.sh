@@ -21,10 +21,8 @@ echo "$gpu_log" | grep -m1 'SKIPPED' || true
 echo "$(echo "$gpu_log" | grep -c 'SKIPPED') GPU test bodies skipped: no GPU on this machine (run ci/gpu.sh on a GPU machine)"
 echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
-for suite in tests/hipsim/run-c-tests.sh; do
-    if [ -f "$suite" ]; then
-        echo "== $suite"
-        bash "$suite" target/debug/libamdhip64.so
-    fi
-done
+echo "== the software GPU's own C suite"
+bash tests/hipsim/run-c-tests.sh target/debug/libamdhip64.so
+echo "== the LD_PRELOAD stream cache"
+bash tests/preload/run.sh target/debug
 echo "== all tests passed"

@@ -73,6 +73,33 @@ typedef struct rcb_runtime_info {
 } rcb_runtime_info;
 
 /**
+ * Counters of the stream cache, filled by `rcb_stream_cache_stats`.
+ */
+typedef struct rcb_stream_stats {
+  /**
+   * Acquires served by an idle cached stream.
+   */
+  uint64_t hits;
+  /**
+   * Acquires that found no idle stream and created one.
+   */
+  uint64_t misses;
+  /**
+   * Streams destroyed by a release (busy, unreadable, over `RCB_STREAM_CACHE_MAX_PER_KEY`,
+   * cache off) or by a trim.
+   */
+  uint64_t destroyed;
+  /**
+   * Idle streams kept in the cache now.
+   */
+  uint64_t kept;
+  /**
+   * Streams acquired and not yet released now.
+   */
+  uint64_t in_use;
+} rcb_stream_stats;
+
+/**
  * How to build a pool. Read during `rcb_vmm_pool_new` only; the caller keeps ownership of it
  * and of the arrays it points to.
  */
@@ -267,6 +294,58 @@ size_t rcb_last_error_message(char *buf, size_t len);
  * Thread-safety: any thread.
  */
 const char *rcb_version(void);
+
+/**
+ * Hands out a stream of `device` with exactly `flags` and `priority` (clamped to the device's
+ * priority range, as stream creation clamps it): an idle cached one when there is one, else a
+ * new one. With `RCB_STREAM_CACHE=0` every call creates a stream.
+ *
+ * On success `*stream` receives the stream; the caller owns it until it passes it to
+ * `rcb_stream_release` (never to `hipStreamDestroy`), and may use it with the runtime
+ * meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
+ * `RCB_STATUS_RUNTIME_ERROR` (or `RCB_STATUS_OUT_OF_MEMORY`) naming the runtime call.
+ *
+ * Thread-safety: any thread; a stream is never handed to two callers at once.
+ *
+ * # Safety
+ * `stream` must be NULL or point to writable memory for a `void*`.
+ */
+rcb_status rcb_stream_acquire(int32_t device, uint32_t flags, int32_t priority, void **stream);
+
+/**
+ * Gives back a stream from `rcb_stream_acquire`; ownership returns to the library. The stream
+ * is kept for reuse when `hipStreamQuery` reports it idle and its key has room, and destroyed
+ * otherwise (work still queued on a destroyed stream completes).
+ *
+ * A stream that is not held from the cache (never acquired, or already released) is
+ * `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
+ * the stream had to be destroyed and that failed, the status is the runtime's error and the
+ * stream counts as released.
+ *
+ * Thread-safety: any thread, not only the one that acquired the stream. Any value of `stream`
+ * is safe to pass: it is looked up, never dereferenced.
+ */
+rcb_status rcb_stream_release(void *stream);
+
+/**
+ * Destroys the idle cached streams of `device`, or of every device when `device` is -1.
+ * Streams currently acquired are not affected. Call it before resetting a device or unloading
+ * the runtime.
+ *
+ * Thread-safety: any thread.
+ */
+rcb_status rcb_stream_cache_trim(int32_t device);
+
+/**
+ * Copies the cache's counters for `device` (summed over every device when `device` is -1) into
+ * the caller-owned `*stats`, written only on success.
+ *
+ * Thread-safety: any thread; the counters are a snapshot.
+ *
+ * # Safety
+ * `stats` must be NULL or point to writable memory for an `rcb_stream_stats`.
+ */
+rcb_status rcb_stream_cache_stats(int32_t device, struct rcb_stream_stats *stats);
 
 /**
  * Creates a pool: every slot's memory and timeline are made up front and kept until

@@ -27,6 +27,10 @@ pub struct Config {
     /// `RCB_VMM_POOL_TIMEOUT_MS`: how long a VMM pool waits for the GPU to free a slot when its
     /// config leaves the timeout at 0 (default 10 000 ms).
     pub vmm_pool_timeout_ms: u32,
+    /// `RCB_STREAM_CACHE=0|1` (default 1): whether released streams are kept for reuse.
+    pub stream_cache: bool,
+    /// `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64): idle streams kept per (device, flags, priority).
+    pub stream_cache_max_per_key: usize,
 }
 
 /// Names of the variables, for documentation and for error messages.
@@ -36,6 +40,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RCB_CUDA_LIBRARY", "path of the CUDA driver to load instead of libcuda.so.1"),
     ("RCB_VMM_POOL_TIMEOUT_MS", "VMM pool wait for a free slot, in ms, when the pool's config says 0 (default 10000)"),
     ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
+    ("RCB_STREAM_CACHE", "0 or 1 (default 1): keep released streams for reuse, in the library and the preload"),
+    ("RCB_STREAM_CACHE_MAX_PER_KEY", "idle streams kept per (device, flags, priority) (default 64)"),
 ];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
@@ -81,11 +87,24 @@ impl Config {
                 .filter(|&ms| ms > 0)
                 .ok_or_else(|| bad("RCB_VMM_POOL_TIMEOUT_MS", &format!("is {s:?}; expected milliseconds from 1 to {}", u32::MAX)))?,
         };
+        let stream_cache = match text("RCB_STREAM_CACHE")?.as_deref() {
+            None | Some("") | Some("1") => true,
+            Some("0") => false,
+            Some(other) => return Err(bad("RCB_STREAM_CACHE", &format!("is {other:?}; expected 0 or 1"))),
+        };
+        let stream_cache_max_per_key = match text("RCB_STREAM_CACHE_MAX_PER_KEY")? {
+            None => 64,
+            Some(s) => s.parse().map_err(|_| {
+                bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams"))
+            })?,
+        };
         Ok(Config {
             backend,
             vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
+            stream_cache,
+            stream_cache_max_per_key,
         })
     }
 }
@@ -136,5 +155,23 @@ mod tests {
             let e = parse(&[("RCB_VMM_POOL_TIMEOUT_MS", bad)]).unwrap_err();
             assert!(e.message.contains("RCB_VMM_POOL_TIMEOUT_MS") && e.message.contains(bad), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn stream_cache_defaults_on_with_64_per_key() {
+        let c = parse(&[]).unwrap();
+        assert!(c.stream_cache);
+        assert_eq!(c.stream_cache_max_per_key, 64);
+        let c = parse(&[("RCB_STREAM_CACHE", "0"), ("RCB_STREAM_CACHE_MAX_PER_KEY", "8")]).unwrap();
+        assert!(!c.stream_cache);
+        assert_eq!(c.stream_cache_max_per_key, 8);
+    }
+
+    #[test]
+    fn malformed_stream_cache_values_name_the_variable() {
+        let e = parse(&[("RCB_STREAM_CACHE", "yes")]).unwrap_err();
+        assert!(e.message.contains("RCB_STREAM_CACHE ") && e.message.contains("yes"), "{}", e.message);
+        let e = parse(&[("RCB_STREAM_CACHE_MAX_PER_KEY", "-1")]).unwrap_err();
+        assert!(e.message.contains("RCB_STREAM_CACHE_MAX_PER_KEY") && e.message.contains("-1"), "{}", e.message);
     }
 }

@@ -18,3 +18,6 @@ mod logging;
 pub mod runtime;
 /// cbindgen:ignore
 pub mod vmm_pool;
+/// cbindgen:ignore
+/// cbindgen:ignore
+pub mod stream_cache;

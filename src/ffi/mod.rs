@@ -7,10 +7,12 @@
 mod handle;
 mod runtime;
 mod status;
+mod stream;
 mod vmm_pool;
 
 pub use runtime::*;
 pub use status::*;
+pub use stream::*;
 pub use vmm_pool::*;
 
 pub(crate) use handle::Registry;

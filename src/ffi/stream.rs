@@ -1,0 +1,109 @@
+//! `rcb_stream_*`: the stream handle cache.
+//!
+//! Streams cross as `void*` (`hipStream_t` / `CUstream`). They are the runtime's handles, not
+//! registry ids: the caller uses them directly with the runtime between acquire and release.
+
+use super::{arg_out, boundary, null_argument, rcb_status, write_out};
+use crate::error::{Error, Result};
+use crate::runtime::Stream;
+use crate::stream_cache;
+use std::ffi::c_void;
+
+/// Counters of the stream cache, filled by `rcb_stream_cache_stats`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct rcb_stream_stats {
+    /// Acquires served by an idle cached stream.
+    pub hits: u64,
+    /// Acquires that found no idle stream and created one.
+    pub misses: u64,
+    /// Streams destroyed by a release (busy, unreadable, over `RCB_STREAM_CACHE_MAX_PER_KEY`,
+    /// cache off) or by a trim.
+    pub destroyed: u64,
+    /// Idle streams kept in the cache now.
+    pub kept: u64,
+    /// Streams acquired and not yet released now.
+    pub in_use: u64,
+}
+
+/// Hands out a stream of `device` with exactly `flags` and `priority` (clamped to the device's
+/// priority range, as stream creation clamps it): an idle cached one when there is one, else a
+/// new one. With `RCB_STREAM_CACHE=0` every call creates a stream.
+///
+/// On success `*stream` receives the stream; the caller owns it until it passes it to
+/// `rcb_stream_release` (never to `hipStreamDestroy`), and may use it with the runtime
+/// meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
+/// `RCB_STATUS_RUNTIME_ERROR` (or `RCB_STATUS_OUT_OF_MEMORY`) naming the runtime call.
+///
+/// Thread-safety: any thread; a stream is never handed to two callers at once.
+///
+/// # Safety
+/// `stream` must be NULL or point to writable memory for a `void*`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_stream_acquire(device: i32, flags: u32, priority: i32, stream: *mut *mut c_void) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(stream, "stream")?;
+        let acquired = stream_cache::acquire(device, flags, priority)?;
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, acquired.0) };
+        Ok(())
+    })
+}
+
+/// Gives back a stream from `rcb_stream_acquire`; ownership returns to the library. The stream
+/// is kept for reuse when `hipStreamQuery` reports it idle and its key has room, and destroyed
+/// otherwise (work still queued on a destroyed stream completes).
+///
+/// A stream that is not held from the cache (never acquired, or already released) is
+/// `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
+/// the stream had to be destroyed and that failed, the status is the runtime's error and the
+/// stream counts as released.
+///
+/// Thread-safety: any thread, not only the one that acquired the stream. Any value of `stream`
+/// is safe to pass: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub extern "C" fn rcb_stream_release(stream: *mut c_void) -> rcb_status {
+    boundary(|| {
+        if stream.is_null() {
+            return Err(null_argument("stream"));
+        }
+        stream_cache::release(Stream(stream)).map(drop)
+    })
+}
+
+/// Destroys the idle cached streams of `device`, or of every device when `device` is -1.
+/// Streams currently acquired are not affected. Call it before resetting a device or unloading
+/// the runtime.
+///
+/// Thread-safety: any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn rcb_stream_cache_trim(device: i32) -> rcb_status {
+    boundary(|| stream_cache::trim(device_filter(device)?).map(drop))
+}
+
+/// Copies the cache's counters for `device` (summed over every device when `device` is -1) into
+/// the caller-owned `*stats`, written only on success.
+///
+/// Thread-safety: any thread; the counters are a snapshot.
+///
+/// # Safety
+/// `stats` must be NULL or point to writable memory for an `rcb_stream_stats`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_stream_cache_stats(device: i32, stats: *mut rcb_stream_stats) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(stats, "stats")?;
+        let s = stream_cache::stats(device_filter(device)?)?;
+        let value = rcb_stream_stats { hits: s.hits, misses: s.misses, destroyed: s.destroyed, kept: s.kept, in_use: s.in_use };
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, value) };
+        Ok(())
+    })
+}
+
+fn device_filter(device: i32) -> Result<Option<i32>> {
+    match device {
+        -1 => Ok(None),
+        d if d < -1 => Err(Error::invalid_argument(format!("device {d} is invalid: use -1 for every device"))),
+        d => Ok(Some(d)),
+    }
+}

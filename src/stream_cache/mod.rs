@@ -1,0 +1,101 @@
+//! The process-wide stream handle cache (DESIGN capability 5): idle streams kept per
+//! (device, flags, priority), checked idle before reuse, bounded per key.
+//!
+//! Creating a HIP stream costs milliseconds on MI300X and a PjRt client creates ~112 of them;
+//! a released stream that is idle is as good as a new one, so it is kept and handed out again.
+//! The logic lives in [`pool`] (shared with the `LD_PRELOAD` interposer); this module binds it to
+//! the process's [`Runtime`] and [`config`].
+
+mod pool;
+
+pub use pool::{Released, Stats};
+
+use crate::config;
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::{self, Runtime, Stream};
+use once_cell::sync::Lazy;
+use pool::{Pool, ReleaseError, Settings, StreamOps};
+
+struct RuntimeStreams(&'static dyn Runtime);
+
+impl StreamOps for RuntimeStreams {
+    type Stream = Stream;
+    type Error = Error;
+
+    fn priority_range(&self, device: i32) -> Result<(i32, i32)> {
+        self.0.stream_priority_range(device)
+    }
+    fn create(&self, device: i32, flags: u32, priority: i32) -> Result<Stream> {
+        self.0.stream_create(device, flags, priority)
+    }
+    fn destroy(&self, stream: Stream) -> Result<()> {
+        self.0.stream_destroy(stream)
+    }
+    fn is_idle(&self, stream: Stream) -> Result<bool> {
+        self.0.stream_is_idle(stream)
+    }
+    fn flags(&self, stream: Stream) -> Result<u32> {
+        self.0.stream_flags(stream)
+    }
+    fn priority(&self, stream: Stream) -> Result<i32> {
+        self.0.stream_priority(stream)
+    }
+}
+
+static POOL: Lazy<Result<Pool<Stream>>> = Lazy::new(|| {
+    let cfg = config::get()?;
+    Ok(Pool::new(Settings { enabled: cfg.stream_cache, max_per_key: cfg.stream_cache_max_per_key }))
+});
+
+fn pool() -> Result<(&'static Pool<Stream>, RuntimeStreams)> {
+    let pool = POOL.as_ref().map_err(Clone::clone)?;
+    Ok((pool, RuntimeStreams(runtime::get()?)))
+}
+
+/// An idle cached stream of `device` with exactly `flags` and `priority` (clamped to the
+/// device's range, as stream creation clamps it), or a new one. The caller owns it until
+/// [`release`].
+pub fn acquire(device: i32, flags: u32, priority: i32) -> Result<Stream> {
+    let (pool, rt) = pool()?;
+    pool.acquire(&rt, device, flags, priority)
+}
+
+/// Gives back a stream from [`acquire`]: kept for reuse when it is idle and its key has room,
+/// destroyed otherwise. A stream not handed out by the cache (never acquired, already released)
+/// is an [`ErrorKind::InvalidHandle`] error and is left alone. When the stream had to be
+/// destroyed and that failed, the error is returned and the cache has forgotten the stream.
+pub fn release(stream: Stream) -> Result<Released> {
+    let (pool, rt) = pool()?;
+    pool.release(&rt, stream).map_err(|e| match e {
+        ReleaseError::NotHeld => Error::new(
+            ErrorKind::InvalidHandle,
+            format!("stream {:p} is not held from the stream cache: never acquired, or already released", stream.0),
+        ),
+        ReleaseError::Destroy(e) => e.context(format!("stream {:p} could not be reused and destroying it failed", stream.0)),
+    })
+}
+
+/// Destroys the idle streams of `device` (every device when `None`); returns how many.
+pub fn trim(device: Option<i32>) -> Result<usize> {
+    let (pool, rt) = pool()?;
+    check_device(&rt, device)?;
+    pool.trim(&rt, device)
+        .map_err(|(n, e)| e.context(format!("trimming the stream cache ({n} idle stream(s) taken out and each destroy attempted; first failure)")))
+}
+
+/// The cache's counters for `device` (summed over every device when `None`).
+pub fn stats(device: Option<i32>) -> Result<Stats> {
+    let (pool, rt) = pool()?;
+    check_device(&rt, device)?;
+    Ok(pool.stats(device))
+}
+
+fn check_device(rt: &RuntimeStreams, device: Option<i32>) -> Result<()> {
+    let count = rt.0.info().device_count;
+    match device {
+        Some(d) if !(0..count).contains(&d) => {
+            Err(Error::invalid_argument(format!("device {d} does not exist ({count} device(s))")))
+        }
+        _ => Ok(()),
+    }
+}

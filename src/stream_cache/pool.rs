@@ -1,0 +1,429 @@
+//! The cache logic itself, independent of how streams are made: idle handles per
+//! (device, flags, priority) key and the set of handles currently handed out.
+//!
+//! This file uses `std` only and is compiled twice: into `librocm_cmdbuf.so` (behind the
+//! `Runtime` interface) and into `librocm_cmdbuf_preload.so` (behind the real `hipStream*`
+//! functions), so that the preload shares the logic without linking the library and its
+//! `rcb_*` exports (see docs/streams.md).
+//!
+//! Locks: one mutex over the idle lists and counters (few keys, short critical sections) and
+//! sixteen shards over the handed-out set. No lock is ever held while [`StreamOps`] is called.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+/// What the pool needs from a GPU runtime.
+pub trait StreamOps {
+    type Stream: Copy + Eq + Hash;
+    type Error;
+    /// `(least, greatest)` priority of `device`; numerically lower is higher priority.
+    fn priority_range(&self, device: i32) -> Result<(i32, i32), Self::Error>;
+    fn create(&self, device: i32, flags: u32, priority: i32) -> Result<Self::Stream, Self::Error>;
+    fn destroy(&self, stream: Self::Stream) -> Result<(), Self::Error>;
+    fn is_idle(&self, stream: Self::Stream) -> Result<bool, Self::Error>;
+    fn flags(&self, stream: Self::Stream) -> Result<u32, Self::Error>;
+    fn priority(&self, stream: Self::Stream) -> Result<i32, Self::Error>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Off: every acquire creates and every release destroys (handles are still tracked).
+    pub enabled: bool,
+    /// Idle handles kept per key; a release beyond it destroys the handle.
+    pub max_per_key: usize,
+}
+
+/// Counters for one device or, summed, for all of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Acquires served by an idle handle.
+    pub hits: u64,
+    /// Acquires that found no idle handle and created one.
+    pub misses: u64,
+    /// Handles destroyed on release (busy, unreadable, over the bound, cache off) or by trim.
+    pub destroyed: u64,
+    /// Idle handles kept now.
+    pub kept: u64,
+    /// Handles handed out and not yet released.
+    pub in_use: u64,
+}
+
+/// Why a release did not return the handle to the pool.
+#[derive(Debug)]
+pub enum ReleaseError<E> {
+    /// The handle is not handed out: never acquired, or already released.
+    NotHeld,
+    /// The handle was destroyed (it was not cacheable) and the destroy failed; the pool has
+    /// forgotten it.
+    Destroy(E),
+}
+
+/// What a release did with the handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    Kept,
+    Destroyed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    device: i32,
+    flags: u32,
+    priority: i32,
+}
+
+struct Slot<S> {
+    key: Key,
+    idle: Vec<S>,
+    hits: u64,
+    misses: u64,
+    destroyed: u64,
+}
+
+struct Idle<S> {
+    // A handful of keys in practice (devices × flag sets × priorities): a scan beats hashing.
+    slots: Vec<Slot<S>>,
+    ranges: Vec<(i32, (i32, i32))>,
+}
+
+/// What the pool remembers about a handed-out handle, read once at creation so that a release
+/// costs one `is_idle` call.
+#[derive(Clone, Copy)]
+struct Held {
+    key: Key,
+    /// False when flags or priority could not be read back: the key is then only a guess.
+    cacheable: bool,
+}
+
+const SHARDS: usize = 16;
+
+pub struct Pool<S> {
+    settings: Settings,
+    idle: Mutex<Idle<S>>,
+    held: [Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>>; SHARDS],
+}
+
+impl<S: Copy + Eq + Hash> Pool<S> {
+    pub fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            idle: Mutex::new(Idle { slots: Vec::new(), ranges: Vec::new() }),
+            held: std::array::from_fn(|_| Mutex::new(HashMap::default())),
+        }
+    }
+
+    /// An idle handle with exactly `flags` and `priority` (clamped to the device's range), or a
+    /// new one.
+    pub fn acquire<O: StreamOps<Stream = S>>(&self, ops: &O, device: i32, flags: u32, priority: i32) -> Result<S, O::Error> {
+        let (key, cached) = {
+            let mut idle = lock(&self.idle);
+            let range = match idle.range(device) {
+                Some(range) => range,
+                None => {
+                    drop(idle);
+                    let range = ops.priority_range(device)?;
+                    idle = lock(&self.idle);
+                    idle.remember(device, range);
+                    range
+                }
+            };
+            let key = Key { device, flags, priority: clamp(priority, range) };
+            let slot = idle.slot(key);
+            let cached = if self.settings.enabled { slot.idle.pop() } else { None };
+            match cached {
+                Some(_) => slot.hits += 1,
+                None => slot.misses += 1,
+            }
+            (key, cached)
+        };
+        let (stream, held) = match cached {
+            Some(stream) => (stream, Held { key, cacheable: true }),
+            None => {
+                let stream = ops.create(device, flags, key.priority)?;
+                (stream, read_back(ops, stream, key))
+            }
+        };
+        lock(self.shard(stream)).insert(stream, held);
+        Ok(stream)
+    }
+
+    /// Takes back a handed-out handle: kept when the cache is on, the handle's flags and priority
+    /// were read, it is idle and its key is below the bound; destroyed otherwise.
+    pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S) -> Result<Released, ReleaseError<O::Error>> {
+        let held = lock(self.shard(stream)).remove(&stream).ok_or(ReleaseError::NotHeld)?;
+        // An error reading the state counts as "not idle": a handle we cannot vouch for is
+        // never handed out again.
+        let reusable = self.settings.enabled && held.cacheable && matches!(ops.is_idle(stream), Ok(true));
+        {
+            let mut idle = lock(&self.idle);
+            let max = self.settings.max_per_key;
+            let slot = idle.slot(held.key);
+            if reusable && slot.idle.len() < max {
+                slot.idle.push(stream);
+                return Ok(Released::Kept);
+            }
+            slot.destroyed += 1;
+        }
+        ops.destroy(stream).map_err(ReleaseError::Destroy)?;
+        Ok(Released::Destroyed)
+    }
+
+    /// Destroys the idle handles of `device` (all devices when `None`) and returns how many were
+    /// destroyed. Every handle is destroyed even when some destroys fail; the first failure is
+    /// returned with the count so far.
+    pub fn trim<O: StreamOps<Stream = S>>(&self, ops: &O, device: Option<i32>) -> Result<usize, (usize, O::Error)> {
+        let taken: Vec<S> = {
+            let mut idle = lock(&self.idle);
+            let mut taken = Vec::new();
+            for slot in idle.slots.iter_mut().filter(|s| device.is_none_or(|d| s.key.device == d)) {
+                slot.destroyed += slot.idle.len() as u64;
+                taken.append(&mut slot.idle);
+            }
+            taken
+        };
+        let mut first_error = None;
+        for &stream in &taken {
+            if let Err(e) = ops.destroy(stream) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            None => Ok(taken.len()),
+            Some(e) => Err((taken.len(), e)),
+        }
+    }
+
+    pub fn stats(&self, device: Option<i32>) -> Stats {
+        let wanted = |d: i32| device.is_none_or(|w| w == d);
+        let mut stats = Stats::default();
+        for slot in lock(&self.idle).slots.iter().filter(|s| wanted(s.key.device)) {
+            stats.hits += slot.hits;
+            stats.misses += slot.misses;
+            stats.destroyed += slot.destroyed;
+            stats.kept += slot.idle.len() as u64;
+        }
+        for shard in &self.held {
+            stats.in_use += lock(shard).values().filter(|h| wanted(h.key.device)).count() as u64;
+        }
+        stats
+    }
+
+    fn shard(&self, stream: S) -> &Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>> {
+        let hash = BuildHasherDefault::<AddrHasher>::default().hash_one(stream);
+        &self.held[(hash >> 60) as usize % SHARDS]
+    }
+}
+
+impl<S> Idle<S> {
+    fn range(&self, device: i32) -> Option<(i32, i32)> {
+        self.ranges.iter().find(|(d, _)| *d == device).map(|&(_, range)| range)
+    }
+
+    fn remember(&mut self, device: i32, range: (i32, i32)) {
+        if self.range(device).is_none() {
+            self.ranges.push((device, range));
+        }
+    }
+
+    fn slot(&mut self, key: Key) -> &mut Slot<S> {
+        let i = match self.slots.iter().position(|s| s.key == key) {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot { key, idle: Vec::new(), hits: 0, misses: 0, destroyed: 0 });
+                self.slots.len() - 1
+            }
+        };
+        &mut self.slots[i]
+    }
+}
+
+fn read_back<O: StreamOps>(ops: &O, stream: O::Stream, requested: Key) -> Held {
+    match (ops.flags(stream), ops.priority(stream)) {
+        (Ok(flags), Ok(priority)) => Held { key: Key { flags, priority, ..requested }, cacheable: true },
+        _ => Held { key: requested, cacheable: false },
+    }
+}
+
+/// Clamps like the runtimes do: into `[greatest, least]`, whichever way round they come.
+fn clamp(priority: i32, (least, greatest): (i32, i32)) -> i32 {
+    priority.clamp(least.min(greatest), least.max(greatest))
+}
+
+/// The pool's state stays consistent at every unlock, so a panic elsewhere does not poison it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Handles are addresses: one multiply spreads them well enough, at a fraction of SipHash's cost
+/// on the hit path.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::HashSet;
+
+    /// A runtime that numbers its streams and lets a test mark them busy or unreadable.
+    #[derive(Default)]
+    struct Fake {
+        next: RefCell<usize>,
+        live: RefCell<HashMap<usize, (u32, i32)>>,
+        busy: RefCell<HashSet<usize>>,
+        unreadable: RefCell<HashSet<usize>>,
+        created: RefCell<u64>,
+        destroyed: RefCell<u64>,
+    }
+
+    impl StreamOps for Fake {
+        type Stream = usize;
+        type Error = String;
+        fn priority_range(&self, device: i32) -> Result<(i32, i32), String> {
+            if device == 7 { Err("no device 7".into()) } else { Ok((0, -2)) }
+        }
+        fn create(&self, _device: i32, flags: u32, priority: i32) -> Result<usize, String> {
+            let mut next = self.next.borrow_mut();
+            *next += 16;
+            self.live.borrow_mut().insert(*next, (flags, priority));
+            *self.created.borrow_mut() += 1;
+            Ok(*next)
+        }
+        fn destroy(&self, s: usize) -> Result<(), String> {
+            *self.destroyed.borrow_mut() += 1;
+            self.live.borrow_mut().remove(&s).map(drop).ok_or_else(|| format!("destroy of dead stream {s}"))
+        }
+        fn is_idle(&self, s: usize) -> Result<bool, String> {
+            Ok(!self.busy.borrow().contains(&s))
+        }
+        fn flags(&self, s: usize) -> Result<u32, String> {
+            if self.unreadable.borrow().contains(&s) { Err("unreadable".into()) } else { Ok(self.live.borrow()[&s].0) }
+        }
+        fn priority(&self, s: usize) -> Result<i32, String> {
+            Ok(self.live.borrow()[&s].1)
+        }
+    }
+
+    fn pool(max_per_key: usize) -> Pool<usize> {
+        Pool::new(Settings { enabled: true, max_per_key })
+    }
+
+    #[test]
+    fn a_released_idle_stream_is_reused_for_the_same_key_only() {
+        let (fake, pool) = (Fake::default(), pool(4));
+        let a = pool.acquire(&fake, 0, 1, -1).unwrap();
+        assert_eq!(pool.release(&fake, a).unwrap(), Released::Kept);
+        let other_flags = pool.acquire(&fake, 0, 0, -1).unwrap();
+        let other_priority = pool.acquire(&fake, 0, 1, 0).unwrap();
+        let other_device = pool.acquire(&fake, 1, 1, -1).unwrap();
+        assert!(![other_flags, other_priority, other_device].contains(&a));
+        assert_eq!(pool.acquire(&fake, 0, 1, -1).unwrap(), a);
+        assert_eq!(*fake.created.borrow(), 4);
+        let s = pool.stats(Some(0));
+        assert_eq!((s.hits, s.misses, s.kept, s.in_use), (1, 3, 0, 3));
+        assert_eq!(pool.stats(None).in_use, 4);
+    }
+
+    #[test]
+    fn priorities_are_clamped_before_keying() {
+        let (fake, pool) = (Fake::default(), pool(4));
+        let a = pool.acquire(&fake, 0, 0, -50).unwrap();
+        assert_eq!(fake.live.borrow()[&a].1, -2);
+        pool.release(&fake, a).unwrap();
+        assert_eq!(pool.acquire(&fake, 0, 0, -2).unwrap(), a);
+        let b = pool.acquire(&fake, 0, 0, 9).unwrap();
+        assert_eq!(fake.live.borrow()[&b].1, 0);
+    }
+
+    #[test]
+    fn busy_unreadable_and_surplus_streams_are_destroyed() {
+        let (fake, pool) = (Fake::default(), pool(1));
+        let busy = pool.acquire(&fake, 0, 0, 0).unwrap();
+        fake.busy.borrow_mut().insert(busy);
+        assert_eq!(pool.release(&fake, busy).unwrap(), Released::Destroyed);
+        assert!(!fake.live.borrow().contains_key(&busy));
+
+        let a = pool.acquire(&fake, 0, 0, 0).unwrap();
+        let b = pool.acquire(&fake, 0, 0, 0).unwrap();
+        assert_eq!(pool.release(&fake, a).unwrap(), Released::Kept);
+        assert_eq!(pool.release(&fake, b).unwrap(), Released::Destroyed, "over the bound of 1");
+
+        *fake.next.borrow_mut() = 1000;
+        fake.unreadable.borrow_mut().insert(1016);
+        let c = pool.acquire(&fake, 0, 0, -1).unwrap();
+        assert_eq!(c, 1016);
+        assert_eq!(pool.release(&fake, c).unwrap(), Released::Destroyed, "flags could not be read");
+        let s = pool.stats(None);
+        assert_eq!((s.destroyed, s.kept, s.in_use), (3, 1, 0));
+    }
+
+    #[test]
+    fn a_double_or_foreign_release_is_refused_without_side_effects() {
+        let (fake, pool) = (Fake::default(), pool(4));
+        let a = pool.acquire(&fake, 0, 0, 0).unwrap();
+        pool.release(&fake, a).unwrap();
+        assert!(matches!(pool.release(&fake, a), Err(ReleaseError::NotHeld)));
+        assert!(matches!(pool.release(&fake, 12345), Err(ReleaseError::NotHeld)));
+        assert_eq!(*fake.destroyed.borrow(), 0);
+        assert_eq!(pool.stats(None).kept, 1);
+        assert_eq!(pool.acquire(&fake, 0, 0, 0).unwrap(), a);
+        assert_eq!(pool.stats(None).in_use, 1);
+    }
+
+    #[test]
+    fn disabled_creates_and_destroys_every_time() {
+        let fake = Fake::default();
+        let pool = Pool::new(Settings { enabled: false, max_per_key: 64 });
+        for _ in 0..3 {
+            let s = pool.acquire(&fake, 0, 0, 0).unwrap();
+            assert_eq!(pool.release(&fake, s).unwrap(), Released::Destroyed);
+        }
+        assert_eq!((*fake.created.borrow(), *fake.destroyed.borrow()), (3, 3));
+        let s = pool.stats(None);
+        assert_eq!((s.hits, s.misses, s.destroyed, s.kept), (0, 3, 3, 0));
+    }
+
+    #[test]
+    fn trim_destroys_idle_streams_of_one_device_or_all() {
+        let (fake, pool) = (Fake::default(), pool(8));
+        let streams: Vec<usize> = [0, 0, 1].iter().map(|&d| pool.acquire(&fake, d, 0, 0).unwrap()).collect();
+        let held = pool.acquire(&fake, 0, 0, 0).unwrap();
+        for s in streams {
+            pool.release(&fake, s).unwrap();
+        }
+        assert_eq!(pool.trim(&fake, Some(0)).unwrap(), 2);
+        assert_eq!((pool.stats(Some(0)).kept, pool.stats(Some(1)).kept), (0, 1));
+        assert_eq!(pool.trim(&fake, None).unwrap(), 1);
+        assert_eq!(fake.live.borrow().len(), 1, "the handed-out stream survives trim");
+        assert_eq!(pool.release(&fake, held).unwrap(), Released::Kept);
+        assert_eq!(pool.stats(None).destroyed, 3);
+    }
+
+    #[test]
+    fn runtime_errors_leave_the_pool_unchanged() {
+        let (fake, pool) = (Fake::default(), pool(4));
+        assert_eq!(pool.acquire(&fake, 7, 0, 0).unwrap_err(), "no device 7");
+        assert_eq!(pool.stats(None), Stats::default());
+    }
+}

@@ -1,0 +1,315 @@
+//! The stream handle cache through its C ABI (`rcb_stream_*`), on the software GPU (or a real
+//! one with `RCB_BACKEND=cuda`; the hipsim call-counter checks are then skipped).
+//!
+//! The cache is process-wide, so every test holds `common::serial()`, starts from an empty cache
+//! (`rcb_stream_cache_trim(-1)`) and asserts on differences of the counters.
+
+mod common;
+
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{KernelParams, Runtime, Stream};
+use std::collections::HashSet;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+fn acquire(device: i32, flags: u32, priority: i32) -> Stream {
+    let mut s = std::ptr::null_mut();
+    let status = unsafe { rcb_stream_acquire(device, flags, priority, &mut s) };
+    assert_eq!(status, RCB_OK, "acquire({device}, {flags}, {priority}): {}", last_error());
+    assert!(!s.is_null());
+    Stream(s)
+}
+
+fn release(s: Stream) {
+    assert_eq!(rcb_stream_release(s.0), RCB_OK, "release: {}", last_error());
+}
+
+fn stats(device: i32) -> rcb_stream_stats {
+    let mut s = rcb_stream_stats::default();
+    assert_eq!(unsafe { rcb_stream_cache_stats(device, &mut s) }, RCB_OK, "{}", last_error());
+    s
+}
+
+fn last_error() -> String {
+    let mut buf = vec![0 as std::ffi::c_char; 512];
+    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+fn empty_cache() {
+    assert_eq!(rcb_stream_cache_trim(-1), RCB_OK, "{}", last_error());
+    assert_eq!(stats(-1).kept, 0);
+}
+
+/// Streams the runtime created, as hipsim counts them (`None` on a real GPU).
+fn creations() -> Option<u64> {
+    common::hipsim().map(|sim| sim.call_count("hipStreamCreateWithPriority"))
+}
+
+fn delta(after: Option<u64>, before: Option<u64>) -> Option<u64> {
+    Some(after? - before?)
+}
+
+fn fill(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, dst: u64, value: u32, n: u64) {
+    let mut args = Vec::new();
+    args.extend_from_slice(&dst.to_le_bytes());
+    args.extend_from_slice(&value.to_le_bytes());
+    args.extend_from_slice(&[0; 4]);
+    args.extend_from_slice(&n.to_le_bytes());
+    let launch = KernelParams { function: k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
+    rt.launch_kernel(&launch, stream).unwrap();
+}
+
+fn sleep(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, micros: u64) {
+    let args = micros.to_le_bytes();
+    let launch = KernelParams { function: k.sleep, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args: &args };
+    rt.launch_kernel(&launch, stream).unwrap();
+}
+
+#[test]
+fn released_streams_are_reused_instead_of_created() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let (before, created_before) = (stats(0), creations());
+    for _round in 0..10 {
+        let streams: Vec<Stream> = (0..8).map(|_| acquire(0, 0, 0)).collect();
+        assert_eq!(streams.iter().collect::<HashSet<_>>().len(), 8, "eight distinct streams at once");
+        streams.into_iter().for_each(release);
+    }
+    let after = stats(0);
+    assert_eq!((after.misses - before.misses, after.hits - before.hits), (8, 72));
+    assert_eq!((after.kept, after.in_use), (8, 0));
+    if let Some(created) = delta(creations(), created_before) {
+        assert_eq!(created, 8, "hipsim saw {created} stream creations for 80 acquires");
+    }
+
+    // A reused stream does real work correctly.
+    let k = common::kernels(rt, 0);
+    let buf = rt.malloc(0, 4 * 100).unwrap();
+    let s = acquire(0, 0, 0);
+    fill(rt, &k, s, buf, 0xC0FFEE, 100);
+    rt.stream_synchronize(s).unwrap();
+    release(s);
+    assert_eq!(common::download_u32(rt, buf, 100), vec![0xC0FFEE; 100]);
+    rt.free(buf).unwrap();
+}
+
+#[test]
+fn a_busy_stream_is_destroyed_on_release_never_handed_out() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let k = common::kernels(rt, 0);
+    let busy = acquire(0, 0, 0);
+    sleep(rt, &k, busy, 300_000);
+    assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
+    let (before, created_before) = (stats(0), creations());
+    release(busy);
+    let after = stats(0);
+    assert_eq!((after.destroyed - before.destroyed, after.kept), (1, 0));
+
+    let next = acquire(0, 0, 0);
+    assert_eq!(stats(0).misses - after.misses, 1, "the next acquire had nothing idle to reuse");
+    assert!(rt.stream_is_idle(next).unwrap());
+    if let Some(created) = delta(creations(), created_before) {
+        assert_eq!(created, 1);
+    }
+    release(next);
+}
+
+#[test]
+fn flags_priorities_and_devices_are_never_mixed() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let devices: Vec<i32> = (0..rt.info().device_count.min(2)).collect();
+    let (least, greatest) = rt.stream_priority_range(0).unwrap();
+    let priorities = [least, greatest];
+    let keys: Vec<(i32, u32, i32)> = devices
+        .iter()
+        .flat_map(|&d| [0u32, 1].into_iter().flat_map(move |f| priorities.into_iter().map(move |p| (d, f, p))))
+        .collect();
+    // Two rounds: the first creates one stream per key, the second must find each in its own key.
+    let before = stats(-1);
+    let mut first = Vec::new();
+    for round in 0..2 {
+        let streams: Vec<Stream> = keys.iter().map(|&(d, f, p)| acquire(d, f, p)).collect();
+        for (s, &(_, f, p)) in streams.iter().zip(&keys) {
+            assert_eq!(rt.stream_flags(*s).unwrap(), f);
+            assert_eq!(rt.stream_priority(*s).unwrap(), p);
+        }
+        if round == 0 {
+            first = streams.clone();
+        } else {
+            assert_eq!(streams, first, "each key got back its own stream");
+        }
+        streams.into_iter().for_each(release);
+    }
+    let s = stats(-1);
+    assert_eq!((s.misses - before.misses, s.hits - before.hits), (keys.len() as u64, keys.len() as u64));
+
+    // An out-of-range priority is clamped as creation clamps it, so it shares the clamped key.
+    let beyond = greatest - (least - greatest).abs() - 5;
+    let clamped = acquire(0, 0, beyond);
+    assert_eq!(rt.stream_priority(clamped).unwrap(), greatest);
+    assert_eq!(stats(-1).hits - before.hits, keys.len() as u64 + 1);
+    release(clamped);
+}
+
+#[test]
+fn at_most_max_per_key_idle_streams_are_kept() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let max = rocm_cmdbuf::config::get().unwrap().stream_cache_max_per_key as u64;
+    let live_before = common::hipsim().map(|sim| sim.live_count("stream"));
+    let before = stats(0);
+    let streams: Vec<Stream> = (0..max + 6).map(|_| acquire(0, 1, 0)).collect();
+    streams.into_iter().for_each(release);
+    let after = stats(0);
+    assert_eq!((after.kept, after.destroyed - before.destroyed), (max, 6));
+    if let (Some(sim), Some(live_before)) = (common::hipsim(), live_before) {
+        assert_eq!(sim.live_count("stream"), live_before + max);
+    }
+    let _ = rt;
+}
+
+#[test]
+fn trim_destroys_idle_streams_per_device_or_all() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    if rt.info().device_count < 2 {
+        eprintln!("SKIPPED: needs two devices");
+        return;
+    }
+    empty_cache();
+    let held = acquire(0, 0, 0);
+    let idle: Vec<Stream> = [0, 0, 0, 1, 1].iter().map(|&d| acquire(d, 0, 0)).collect();
+    idle.into_iter().for_each(release);
+    let live = common::hipsim().map(|sim| sim.live_count("stream"));
+    let before = stats(-1);
+    assert_eq!((stats(0).kept, stats(1).kept), (3, 2));
+
+    assert_eq!(rcb_stream_cache_trim(0), RCB_OK, "{}", last_error());
+    assert_eq!((stats(0).kept, stats(1).kept), (0, 2));
+    assert_eq!(rcb_stream_cache_trim(-1), RCB_OK, "{}", last_error());
+    assert_eq!(stats(1).kept, 0);
+    assert_eq!(stats(-1).destroyed - before.destroyed, 5);
+    if let (Some(sim), Some(live)) = (common::hipsim(), live) {
+        assert_eq!(sim.live_count("stream"), live - 5);
+    }
+    // The stream still held is untouched by trim and still usable.
+    assert!(rt.stream_is_idle(held).unwrap());
+    assert_eq!(stats(0).in_use, 1);
+    release(held);
+    assert_eq!(stats(0).kept, 1);
+
+    for bad in [-2, rt.info().device_count] {
+        assert_eq!(rcb_stream_cache_trim(bad), RCB_STATUS_INVALID_ARGUMENT);
+        assert!(last_error().contains(&format!("device {bad}")), "{}", last_error());
+    }
+}
+
+#[test]
+fn bad_input_gets_a_distinct_status_and_changes_nothing() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let s = acquire(0, 0, 0);
+    release(s);
+    let before = stats(-1);
+
+    assert_eq!(rcb_stream_release(s.0), RCB_STATUS_INVALID_HANDLE, "double release");
+    assert!(last_error().contains("already released"), "{}", last_error());
+    let foreign = rt.stream_create(0, 0, 0).unwrap();
+    assert_eq!(rcb_stream_release(foreign.0), RCB_STATUS_INVALID_HANDLE, "never acquired");
+    assert!(rt.stream_is_idle(foreign).unwrap(), "a refused release leaves the stream alive");
+    rt.stream_destroy(foreign).unwrap();
+    assert_eq!(rcb_stream_release(std::ptr::null_mut()), RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`stream`"), "{}", last_error());
+    assert_eq!(stats(-1), before, "refused releases changed the cache");
+
+    let created = creations();
+    assert_eq!(unsafe { rcb_stream_acquire(0, 0, 0, std::ptr::null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
+    assert_eq!(creations(), created, "nothing is created for a NULL output");
+    let mut out: *mut c_void = 0x1234 as *mut c_void;
+    assert_eq!(unsafe { rcb_stream_acquire(rt.info().device_count, 0, 0, &mut out) }, RCB_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("device"), "{}", last_error());
+    assert_eq!(out, 0x1234 as *mut c_void, "output written only on success");
+    assert_eq!(unsafe { rcb_stream_cache_stats(-1, std::ptr::null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
+    assert_eq!(stats(-1), before);
+}
+
+#[test]
+fn runtime_failures_are_reported_and_unreadable_streams_not_kept() {
+    let _serial = common::serial();
+    let Some(_rt) = common::runtime() else { return };
+    let Some(sim) = common::hipsim() else { return };
+    empty_cache();
+    let before = stats(0);
+    sim.set_faults("hipStreamCreateWithPriority:1");
+    let mut out = std::ptr::null_mut();
+    let status = unsafe { rcb_stream_acquire(0, 0, 0, &mut out) };
+    sim.set_faults("");
+    assert_eq!(status, RCB_STATUS_RUNTIME_ERROR);
+    assert!(last_error().contains("hipStreamCreateWithPriority"), "{}", last_error());
+    assert!(out.is_null());
+    assert_eq!(stats(0).in_use, before.in_use);
+
+    // Flags that cannot be read back make the key a guess: such a stream is never kept.
+    sim.set_faults("hipStreamGetFlags:1");
+    let unreadable = acquire(0, 0, 0);
+    sim.set_faults("");
+    release(unreadable);
+    let after = stats(0);
+    assert_eq!((after.kept, after.destroyed - before.destroyed), (0, 1));
+
+    // A query that fails on release also means "do not keep".
+    let s = acquire(0, 0, 0);
+    sim.set_faults("hipStreamQuery:1");
+    release(s);
+    sim.set_faults("");
+    assert_eq!((stats(0).kept, stats(0).destroyed - before.destroyed), (0, 2));
+}
+
+#[test]
+fn sixteen_threads_never_share_a_stream() {
+    let _serial = common::serial();
+    let Some(_rt) = common::runtime() else { return };
+    empty_cache();
+    let before = stats(0);
+    let created_before = creations();
+    let owned: Arc<Mutex<HashSet<usize>>> = Arc::default();
+    let threads: Vec<_> = (0..16u32)
+        .map(|t| {
+            let owned = Arc::clone(&owned);
+            std::thread::spawn(move || {
+                for i in 0..10_000u32 {
+                    // Two keys, and every eighth iteration holds two streams at once.
+                    let flags = (t + i) % 2;
+                    let mut held = vec![acquire(0, flags, 0)];
+                    if i % 8 == 0 {
+                        held.push(acquire(0, flags, 0));
+                    }
+                    for s in &held {
+                        assert!(owned.lock().unwrap().insert(s.0 as usize), "stream {:p} held by two owners", s.0);
+                    }
+                    for s in held {
+                        assert!(owned.lock().unwrap().remove(&(s.0 as usize)));
+                        release(s);
+                    }
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let after = stats(0);
+    let acquires = 16 * (10_000 + 10_000 / 8);
+    assert_eq!((after.hits + after.misses) - (before.hits + before.misses), acquires);
+    assert_eq!(after.in_use, 0);
+    assert!(after.misses - before.misses <= 2 * 32, "at most 32 streams per key are ever held at once");
+    if let Some(created) = delta(creations(), created_before) {
+        assert_eq!(created, after.misses - before.misses);
+    }
+}
