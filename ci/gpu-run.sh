@@ -3,8 +3,9 @@
 #   1. compiles .gpu/kernels.cu to PTX with nvcc (and says whether it matches the committed PTX);
 #   2. runs every staged test binary with RCB_BACKEND=cuda;
 #   3. runs rcb-bench if staged.
-# Logs go to $OUT (the device tool brings that folder back), else .gpu/out. Exits non-zero when
-# a test binary fails.
+# Logs go to $OUT (the device tool brings that folder back, at most 8 files), else .gpu/out:
+# summary.log, rcb-bench.md and logs.tar.gz (one log per test binary). Exits non-zero when a
+# test binary fails.
 set -uo pipefail
 
 stage=.gpu
@@ -31,16 +32,17 @@ fi
 
 export RCB_BACKEND=cuda RCB_TEST_PTX="$(realpath "$ptx")" RUST_BACKTRACE=1
 failed=0
+logs=$(mktemp -d)
 for bin in "$stage"/tests/*; do
     name=$(basename "$bin")
-    timeout 300 "$bin" --show-output > "$out/$name.log" 2>&1
+    timeout 300 "$bin" --show-output > "$logs/$name.log" 2>&1
     rc=$?
-    result=$(grep -h '^test result:' "$out/$name.log" | tail -1)
-    skipped=$(grep -c 'SKIPPED' "$out/$name.log")
+    result=$(grep -h '^test result:' "$logs/$name.log" | tail -1)
+    skipped=$(grep -c 'SKIPPED' "$logs/$name.log")
     echo "$name: rc=$rc ${result:-no result line} (SKIPPED messages: $skipped)"
     # Panics inside passing tests (tests of the panic boundary) are expected; show them on failure only.
     if [ $rc -ne 0 ]; then
-        grep -h -E '^test .* FAILED$|panicked at' "$out/$name.log" | sed 's/^/    /'
+        grep -h -E '^test .* FAILED$|panicked at' "$logs/$name.log" | sed 's/^/    /'
         failed=1
     fi
 done
@@ -50,4 +52,5 @@ if [ -x "$stage/rcb-bench" ]; then
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"
     cat "$out/rcb-bench.md"
 fi
+tar -czf "$out/logs.tar.gz" -C "$logs" .
 exit $failed
