@@ -5,6 +5,7 @@
 //! behind one interface), [`config`] (the `RCB_*` variables). Data flows down; below `ffi` every
 //! function returns [`error::Result`].
 
+pub mod cmdbuf;
 pub mod config;
 pub mod error;
 pub mod ffi;
