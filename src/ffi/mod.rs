@@ -4,10 +4,12 @@
 // C names (`rcb_status`, `rcb_cmdbuf`) are spelled exactly as in the header.
 #![allow(non_camel_case_types)]
 
+mod cmdbuf;
 mod handle;
 mod runtime;
 mod status;
 
+pub use cmdbuf::*;
 pub use runtime::*;
 pub use status::*;
 
