@@ -1,0 +1,73 @@
+//! Events: each record gets a generation number; the event completes when the stream
+//! reaches the record, and waiters wait for the generation current when they asked.
+
+use std::sync::{Condvar, LazyLock, Mutex};
+use std::time::Instant;
+
+use crate::handles::Registry;
+
+pub const DISABLE_TIMING: u32 = 2;
+
+#[derive(Default)]
+struct State {
+    recorded: u64,
+    completed: u64,
+    time: Option<Instant>,
+}
+
+pub struct Event {
+    pub flags: u32,
+    st: Mutex<State>,
+    cv: Condvar,
+}
+
+pub static EVENTS: LazyLock<Registry<Event>> = LazyLock::new(Registry::new);
+
+impl Event {
+    pub fn new(flags: u32) -> Self {
+        Event { flags, st: Mutex::new(State::default()), cv: Condvar::new() }
+    }
+
+    pub fn begin_record(&self) -> u64 {
+        let mut s = self.st.lock().unwrap();
+        s.recorded += 1;
+        s.recorded
+    }
+
+    pub fn complete(&self, generation: u64) {
+        let mut s = self.st.lock().unwrap();
+        if generation > s.completed {
+            s.completed = generation;
+            s.time = Some(Instant::now());
+        }
+        self.cv.notify_all();
+    }
+
+    /// Record-and-complete, for records that execute inside a running graph.
+    pub fn record_now(&self) {
+        let g = self.begin_record();
+        self.complete(g);
+    }
+
+    pub fn latest(&self) -> u64 {
+        self.st.lock().unwrap().recorded
+    }
+
+    pub fn wait_for(&self, generation: u64) {
+        let mut s = self.st.lock().unwrap();
+        while s.completed < generation {
+            s = self.cv.wait(s).unwrap();
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        let s = self.st.lock().unwrap();
+        s.completed >= s.recorded
+    }
+
+    /// Completion time, if the latest record has completed.
+    pub fn time(&self) -> Option<Option<Instant>> {
+        let s = self.st.lock().unwrap();
+        (s.completed >= s.recorded).then_some(s.time)
+    }
+}

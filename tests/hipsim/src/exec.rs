@@ -1,0 +1,147 @@
+//! Executable graphs: deep snapshots of a template taken at instantiate time, run in
+//! topological order on a stream. Exec setters copy-on-write so in-flight launches
+//! keep the parameters they were launched with.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+use crate::error::{HipResult, INVALID_HANDLE};
+use crate::graph::{Graphs, Op};
+use crate::memory;
+
+#[derive(Clone)]
+pub struct ExecNode {
+    /// The template node this was instantiated from; exec setters address nodes by it.
+    pub handle: usize,
+    pub deps: Vec<usize>,
+    pub op: Op,
+    pub child: Option<ExecGraph>,
+}
+
+#[derive(Clone)]
+pub struct ExecGraph {
+    pub nodes: Vec<ExecNode>,
+    order: Vec<usize>,
+}
+
+static EXECS: LazyLock<Mutex<HashMap<usize, Arc<ExecGraph>>>> = LazyLock::new(Default::default);
+
+pub fn execs() -> MutexGuard<'static, HashMap<usize, Arc<ExecGraph>>> {
+    EXECS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn get(h: usize) -> HipResult<Arc<ExecGraph>> {
+    execs().get(&h).cloned().ok_or(INVALID_HANDLE)
+}
+
+/// hipGraphExecUpdateResult values for a failed comparison.
+pub const UPDATE_TOPOLOGY_CHANGED: i32 = 2;
+pub const UPDATE_NODE_TYPE_CHANGED: i32 = 3;
+
+impl ExecGraph {
+    pub fn snapshot(gs: &Graphs, g: usize) -> HipResult<ExecGraph> {
+        let order = gs.topo_order(g)?;
+        let gr = gs.graph(g)?;
+        let index: HashMap<usize, usize> = gr.nodes.iter().enumerate().map(|(i, n)| (n.handle, i)).collect();
+        let mut nodes = Vec::with_capacity(gr.nodes.len());
+        for n in &gr.nodes {
+            let child = match n.op {
+                Op::Child(c) => Some(ExecGraph::snapshot(gs, c)?),
+                _ => None,
+            };
+            nodes.push(ExecNode { handle: n.handle, deps: n.deps.iter().map(|d| index[d]).collect(), op: n.op.clone(), child });
+        }
+        Ok(ExecGraph { nodes, order })
+    }
+
+    /// Builds an embedded template equal to this snapshot (for capturing a graph launch).
+    pub fn to_template(&self, gs: &mut Graphs) -> HipResult<usize> {
+        let g = gs.create(true, true);
+        let mut handles = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let op = match &n.child {
+                Some(c) => Op::Child(c.to_template(gs)?),
+                None => n.op.clone(),
+            };
+            handles.push(0);
+            let deps: Vec<usize> = n.deps.iter().map(|&i| handles[i]).collect();
+            *handles.last_mut().expect("pushed") = gs.add(g, &deps, op)?;
+        }
+        Ok(g)
+    }
+
+    pub fn run(&self, dev: i32) -> HipResult {
+        for &i in &self.order {
+            let n = &self.nodes[i];
+            match &n.child {
+                Some(c) => c.run(dev)?,
+                None => run_op(&n.op, dev)?,
+            }
+        }
+        Ok(())
+    }
+
+    pub fn find_mut(&mut self, handle: usize) -> Option<&mut ExecNode> {
+        for n in &mut self.nodes {
+            if n.handle == handle {
+                return Some(n);
+            }
+            if let Some(found) = n.child.as_mut().and_then(|c| c.find_mut(handle)) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// Same node count, types and edges (recursively); Err((result, offending node)).
+    pub fn same_topology(&self, other: &ExecGraph) -> Result<(), (i32, usize)> {
+        if self.nodes.len() != other.nodes.len() {
+            return Err((UPDATE_TOPOLOGY_CHANGED, 0));
+        }
+        for (a, b) in self.nodes.iter().zip(&other.nodes) {
+            if a.op.type_code() != b.op.type_code() {
+                return Err((UPDATE_NODE_TYPE_CHANGED, b.handle));
+            }
+            if a.deps != b.deps {
+                return Err((UPDATE_TOPOLOGY_CHANGED, b.handle));
+            }
+            if let (Some(ca), Some(cb)) = (&a.child, &b.child) {
+                ca.same_topology(cb)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes all parameters from a graph of the same topology, keeping this exec's node identities.
+    pub fn take_params(&mut self, other: &ExecGraph) {
+        for (a, b) in self.nodes.iter_mut().zip(&other.nodes) {
+            a.op = b.op.clone();
+            if let (Some(ca), Some(cb)) = (a.child.as_mut(), &b.child) {
+                ca.take_params(cb);
+            }
+        }
+    }
+}
+
+pub fn run_op(op: &Op, dev: i32) -> HipResult {
+    match op {
+        Op::Kernel(k) => k.kernel.run(dev, &k.args),
+        Op::Memcpy { dst, src, count, kind } => memory::copy(dev, *dst, *src, *count, *kind),
+        Op::Memset(m) => memory::memset(dev, m.dst, m.value, m.elem, m.width, m.height, m.pitch),
+        // SAFETY: a host function supplied by the program for exactly this call.
+        Op::Host { func, user } => {
+            unsafe { func(*user as *mut std::ffi::c_void) };
+            Ok(())
+        }
+        Op::Child(_) | Op::Empty => Ok(()),
+        Op::EventRecord(e) => {
+            e.record_now();
+            Ok(())
+        }
+        Op::EventWait(e) => {
+            e.wait_for(e.latest());
+            Ok(())
+        }
+        Op::WriteValue64 { ptr, value } => memory::lock().write(dev, *ptr, &value.to_ne_bytes()),
+    }
+}

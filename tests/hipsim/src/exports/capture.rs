@@ -1,0 +1,72 @@
+use crate::capture::{Capture, MODE_GLOBAL, MODE_THREAD_LOCAL};
+use crate::error::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CAPTURE_WRONG_THREAD, ILLEGAL_STATE, INVALID_VALUE};
+use crate::ffi::{hip_export, out};
+use crate::graph;
+use crate::stream::{Target, resolve};
+
+const STATUS_NONE: i32 = 0;
+const STATUS_ACTIVE: i32 = 1;
+const STATUS_INVALIDATED: i32 = 2;
+
+fn status(t: &Target) -> (i32, u64) {
+    match t {
+        Target::Null(_) => (STATUS_NONE, 0),
+        Target::Stream(s) => match s.capture.lock().unwrap().as_ref() {
+            None => (STATUS_NONE, 0),
+            Some(c) if c.invalidated => (STATUS_INVALIDATED, c.graph as u64),
+            Some(c) => (STATUS_ACTIVE, c.graph as u64),
+        },
+    }
+}
+
+hip_export! {
+    fn hipStreamBeginCapture(h: usize, mode: i32) {
+        let Target::Stream(s) = resolve(h)? else { return Err(CAPTURE_UNSUPPORTED) };
+        if !(0..=2).contains(&mode) {
+            return Err(INVALID_VALUE);
+        }
+        let mut cap = s.capture.lock().unwrap();
+        if cap.is_some() {
+            return Err(ILLEGAL_STATE);
+        }
+        let g = graph::lock().create(false, false);
+        *cap = Some(Capture { mode, thread: std::thread::current().id(), graph: g, last: None, invalidated: false });
+        Ok(())
+    }
+
+    fn hipStreamEndCapture(h: usize, g: *mut usize) {
+        if g.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let Target::Stream(s) = resolve(h)? else { return Err(ILLEGAL_STATE) };
+        let mut cap = s.capture.lock().unwrap();
+        let c = cap.as_ref().ok_or(ILLEGAL_STATE)?;
+        if (c.mode == MODE_GLOBAL || c.mode == MODE_THREAD_LOCAL) && c.thread != std::thread::current().id() {
+            return Err(CAPTURE_WRONG_THREAD);
+        }
+        let c = cap.take().expect("checked");
+        drop(cap);
+        let mut gs = graph::lock();
+        if c.invalidated {
+            gs.destroy(c.graph)?;
+            *g = 0;
+            return Err(CAPTURE_INVALIDATED);
+        }
+        gs.set_visible(c.graph);
+        *g = c.graph;
+        Ok(())
+    }
+
+    fn hipStreamIsCapturing(h: usize, st: *mut i32) {
+        out(st, status(&resolve(h)?).0)
+    }
+
+    fn hipStreamGetCaptureInfo(h: usize, st: *mut i32, id: *mut u64) {
+        let (s, i) = status(&resolve(h)?);
+        out(st, s)?;
+        if !id.is_null() {
+            *id = i;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+use std::ffi::c_char;
+
+use crate::device;
+use crate::error::{self, INVALID_VALUE, NO_DEVICE};
+use crate::ffi::{counted, hip_export, out};
+use crate::stream;
+
+/// ROCm 6.2 (major * 10^7 + minor * 10^5 + patch).
+const VERSION: i32 = 60241134;
+
+hip_export! {
+    fn hipInit(_flags: u32) {
+        Ok(())
+    }
+
+    fn hipRuntimeGetVersion(v: *mut i32) {
+        out(v, VERSION)
+    }
+
+    fn hipDriverGetVersion(v: *mut i32) {
+        out(v, VERSION)
+    }
+
+    fn hipGetDeviceCount(count: *mut i32) {
+        let n = device::count();
+        out(count, n)?;
+        if n == 0 { Err(NO_DEVICE) } else { Ok(()) }
+    }
+
+    fn hipSetDevice(d: i32) {
+        device::set_current(d)
+    }
+
+    fn hipGetDevice(d: *mut i32) {
+        out(d, device::current()?)
+    }
+
+    fn hipDeviceGetAttribute(value: *mut i32, attr: i32, d: i32) {
+        device::check(d)?;
+        out(value, device::attribute(attr).ok_or(INVALID_VALUE)?)
+    }
+
+    fn hipDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) {
+        if !least.is_null() {
+            *least = 1;
+        }
+        if !greatest.is_null() {
+            *greatest = -1;
+        }
+        Ok(())
+    }
+
+    fn hipDeviceCanAccessPeer(can: *mut i32, d: i32, peer: i32) {
+        device::check(d)?;
+        device::check(peer)?;
+        out(can, i32::from(d != peer))
+    }
+
+    fn hipDeviceSynchronize() {
+        stream::sync_device(device::current()?)
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetErrorName(code: i32) -> *const c_char {
+    counted("hipGetErrorName", c"hipErrorUnknown".as_ptr(), || error::name(code).as_ptr().cast())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetErrorString(code: i32) -> *const c_char {
+    counted("hipGetErrorString", c"unknown error".as_ptr(), || error::description(code).as_ptr().cast())
+}

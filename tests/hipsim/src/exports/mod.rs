@@ -1,0 +1,11 @@
+//! The exported C API, grouped like the HIP reference manual.
+
+mod capture;
+mod device;
+mod exec;
+mod graph;
+mod knobs;
+mod memory;
+mod module;
+mod stream;
+mod vmm;

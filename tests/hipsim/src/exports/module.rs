@@ -1,0 +1,55 @@
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
+
+use crate::abi::Dim3;
+use crate::capture;
+use crate::error::{INVALID_IMAGE, INVALID_VALUE, NOT_FOUND};
+use crate::ffi::{cstr, hip_export, out};
+use crate::graph::Op;
+use crate::kernels;
+use crate::module::{FUNCTIONS, Function, MODULES, Module, kernel_op};
+use crate::stream::resolve;
+
+const IMAGE: &[u8] = b"hipsim\0";
+
+hip_export! {
+    fn hipModuleLoadData(m: *mut usize, image: *const c_void) {
+        if m.is_null() || image.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let img = image as *const u8;
+        // Compare byte by byte so a short foreign image is never over-read.
+        for (i, &b) in IMAGE.iter().enumerate() {
+            if *img.add(i) != b {
+                return Err(INVALID_IMAGE);
+            }
+        }
+        out(m, MODULES.insert(Module { functions: Mutex::new(HashMap::new()) }))
+    }
+
+    fn hipModuleUnload(m: usize) {
+        let module = MODULES.remove(m)?;
+        for (_, f) in module.functions.lock().unwrap().drain() {
+            let _ = FUNCTIONS.remove(f);
+        }
+        Ok(())
+    }
+
+    fn hipModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) {
+        let module = MODULES.get(m)?;
+        let kernel = kernels::find(cstr(name)?).ok_or(NOT_FOUND)?;
+        let mut fns = module.functions.lock().unwrap();
+        let h = *fns.entry(kernel.name).or_insert_with(|| FUNCTIONS.insert(Function { kernel }));
+        out(f, h)
+    }
+
+    fn hipModuleLaunchKernel(
+        f: usize, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
+        shmem: u32, s: usize, kernel_params: *mut *mut c_void, extra: *mut *mut c_void,
+    ) {
+        let t = resolve(s)?;
+        let op = kernel_op(f, Dim3 { x: gx, y: gy, z: gz }, Dim3 { x: bx, y: by, z: bz }, shmem, kernel_params, extra)?;
+        capture::submit(&t, Op::Kernel(op))
+    }
+}

@@ -1,0 +1,197 @@
+use std::sync::Arc;
+
+use crate::capture;
+use crate::error::{CAPTURE_UNSUPPORTED, HipResult, INVALID_HANDLE, INVALID_VALUE, NOT_READY};
+use crate::event::{DISABLE_TIMING, EVENTS, Event};
+use crate::ffi::{hip_export, out};
+use crate::graph::{self, Op};
+use crate::memory;
+use crate::stream::{self, STREAMS, Target, resolve};
+
+fn create(s: *mut usize, flags: u32, priority: i32) -> HipResult {
+    if s.is_null() || flags > stream::NON_BLOCKING {
+        return Err(INVALID_VALUE);
+    }
+    let h = stream::create(flags, priority)?;
+    unsafe { out(s, h) }
+}
+
+/// Synchronizing a capturing stream is illegal and breaks the capture.
+fn refuse_if_capturing(t: &Target) -> HipResult {
+    if capture::is_capturing(t) {
+        capture::invalidate(t);
+        return Err(CAPTURE_UNSUPPORTED);
+    }
+    Ok(())
+}
+
+/// hipStreamWaitValue64 comparison (hipStreamWaitValueGte/Eq/And/Nor).
+fn wait_satisfied(flags: u32, cur: u64, value: u64, mask: u64) -> bool {
+    let cur = cur & mask;
+    match flags {
+        0 => cur >= value,
+        1 => cur == value,
+        2 => cur & value != 0,
+        _ => !(cur | value) != 0,
+    }
+}
+
+hip_export! {
+    fn hipStreamCreate(s: *mut usize) {
+        create(s, 0, 0)
+    }
+
+    fn hipStreamCreateWithFlags(s: *mut usize, flags: u32) {
+        create(s, flags, 0)
+    }
+
+    fn hipStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) {
+        create(s, flags, priority)
+    }
+
+    fn hipStreamDestroy(h: usize) {
+        let s = STREAMS.get(h)?;
+        if let Some(c) = s.capture.lock().unwrap().take() {
+            let _ = graph::lock().destroy(c.graph);
+        }
+        s.wait_idle();
+        s.close();
+        STREAMS.remove(h).map(drop)
+    }
+
+    fn hipStreamQuery(h: usize) {
+        match resolve(h)? {
+            Target::Null(_) => Ok(()),
+            t @ Target::Stream(_) => {
+                refuse_if_capturing(&t)?;
+                let Target::Stream(s) = t else { unreachable!() };
+                s.query()
+            }
+        }
+    }
+
+    fn hipStreamSynchronize(h: usize) {
+        match resolve(h)? {
+            Target::Null(d) => {
+                stream::drain_blocking(d);
+                Ok(())
+            }
+            t @ Target::Stream(_) => {
+                refuse_if_capturing(&t)?;
+                let Target::Stream(s) = t else { unreachable!() };
+                s.sync()
+            }
+        }
+    }
+
+    fn hipStreamGetFlags(h: usize, flags: *mut u32) {
+        match resolve(h)? {
+            Target::Null(_) => out(flags, 0),
+            Target::Stream(s) => out(flags, s.flags),
+        }
+    }
+
+    fn hipStreamGetPriority(h: usize, priority: *mut i32) {
+        match resolve(h)? {
+            Target::Null(_) => out(priority, 0),
+            Target::Stream(s) => out(priority, s.priority),
+        }
+    }
+
+    fn hipStreamGetDevice(h: usize, d: *mut i32) {
+        out(d, resolve(h)?.device())
+    }
+
+    fn hipStreamWaitEvent(h: usize, e: usize, _flags: u32) {
+        let t = resolve(h)?;
+        let ev = EVENTS.get(e)?;
+        if capture::record(&t, &Op::EventWait(ev.clone()))? {
+            return Ok(());
+        }
+        let generation = ev.latest();
+        t.submit(Box::new(move || {
+            ev.wait_for(generation);
+            Ok(())
+        }))
+    }
+
+    fn hipStreamWriteValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, _flags: u32) {
+        capture::submit(&resolve(h)?, Op::WriteValue64 { ptr: ptr as u64, value })
+    }
+
+    fn hipStreamWaitValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, flags: u32, mask: u64) {
+        let t = resolve(h)?;
+        if flags > 3 {
+            return Err(INVALID_VALUE);
+        }
+        if capture::is_capturing(&t) {
+            return Err(CAPTURE_UNSUPPORTED);
+        }
+        let dev = t.device();
+        let addr = ptr as u64;
+        t.submit(Box::new(move || loop {
+            let mut b = [0u8; 8];
+            memory::lock().read(dev, addr, &mut b)?;
+            if wait_satisfied(flags, u64::from_ne_bytes(b), value, mask) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }))
+    }
+
+    fn hipEventCreate(e: *mut usize) {
+        if e.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        out(e, EVENTS.insert(Event::new(0)))
+    }
+
+    fn hipEventCreateWithFlags(e: *mut usize, flags: u32) {
+        if e.is_null() || flags & !0x7 != 0 {
+            return Err(INVALID_VALUE);
+        }
+        out(e, EVENTS.insert(Event::new(flags)))
+    }
+
+    fn hipEventDestroy(e: usize) {
+        EVENTS.remove(e).map(drop)
+    }
+
+    fn hipEventRecord(e: usize, h: usize) {
+        let ev = EVENTS.get(e)?;
+        let t = resolve(h)?;
+        if capture::record(&t, &Op::EventRecord(ev.clone()))? {
+            return Ok(());
+        }
+        let generation = ev.begin_record();
+        t.submit(Box::new(move || {
+            ev.complete(generation);
+            Ok(())
+        }))
+    }
+
+    fn hipEventSynchronize(e: usize) {
+        let ev = EVENTS.get(e)?;
+        ev.wait_for(ev.latest());
+        Ok(())
+    }
+
+    fn hipEventQuery(e: usize) {
+        if EVENTS.get(e)?.is_done() { Ok(()) } else { Err(NOT_READY) }
+    }
+
+    fn hipEventElapsedTime(ms: *mut f32, start: usize, stop: usize) {
+        let (a, b): (Arc<Event>, Arc<Event>) = (EVENTS.get(start)?, EVENTS.get(stop)?);
+        if (a.flags | b.flags) & DISABLE_TIMING != 0 {
+            return Err(INVALID_HANDLE);
+        }
+        match (a.time(), b.time()) {
+            (Some(Some(ta)), Some(Some(tb))) => {
+                let d = if tb >= ta { (tb - ta).as_secs_f64() } else { -(ta - tb).as_secs_f64() };
+                out(ms, (d * 1e3) as f32)
+            }
+            (Some(None), _) | (_, Some(None)) => Err(INVALID_HANDLE),
+            _ => Err(NOT_READY),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Graph templates: nodes, edges and the per-node parameter arrays handed out by GetParams.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+use crate::abi::{Dim3, KernelNodeParams, MemsetParams};
+use crate::error::{HipResult, INVALID_HANDLE, INVALID_VALUE};
+use crate::event::Event;
+use crate::handles::next_handle;
+use crate::kernels::Kernel;
+use crate::knobs;
+
+#[derive(Clone)]
+pub struct KernelOp {
+    pub kernel: &'static Kernel,
+    pub func: usize,
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub shmem: u32,
+    pub args: Vec<u8>,
+    /// Added with `extra` (packed buffer) rather than `kernelParams`.
+    pub extra_style: bool,
+}
+
+#[derive(Clone, Copy)]
+pub struct MemsetOp {
+    pub dst: u64,
+    pub elem: u32,
+    pub width: usize,
+    pub height: usize,
+    pub pitch: usize,
+    pub value: u32,
+}
+
+impl MemsetOp {
+    pub unsafe fn from_c(p: *const MemsetParams) -> HipResult<Self> {
+        let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
+        if ![1, 2, 4].contains(&p.element_size) || p.height == 0 || p.width == 0 {
+            return Err(INVALID_VALUE);
+        }
+        Ok(MemsetOp { dst: p.dst as u64, elem: p.element_size, width: p.width, height: p.height, pitch: p.pitch, value: p.value })
+    }
+}
+
+#[derive(Clone)]
+pub enum Op {
+    Kernel(KernelOp),
+    Memcpy { dst: u64, src: u64, count: usize, kind: i32 },
+    Memset(MemsetOp),
+    Host { func: unsafe extern "C" fn(*mut c_void), user: usize },
+    /// Handle of the embedded clone (a graph owned by this node).
+    Child(usize),
+    Empty,
+    EventWait(Arc<Event>),
+    EventRecord(Arc<Event>),
+    /// hipStreamWriteValue64 captured into a graph.
+    WriteValue64 { ptr: u64, value: u64 },
+}
+
+impl Op {
+    /// ROCm 6.x hipGraphNodeType; the captured stream write uses ROCm 7's BatchMemOp (14).
+    pub fn type_code(&self) -> i32 {
+        match self {
+            Op::Kernel(_) => 0,
+            Op::Memcpy { .. } => 1,
+            Op::Memset(_) => 2,
+            Op::Host { .. } => 3,
+            Op::Child(_) => 4,
+            Op::Empty => 5,
+            Op::EventWait(_) => 6,
+            Op::EventRecord(_) => 7,
+            Op::WriteValue64 { .. } => 14,
+        }
+    }
+}
+
+/// Arrays returned by hipGraphKernelNodeGetParams; they live as long as the node's parameters.
+struct ParamView {
+    quirks: (bool, bool),
+    #[expect(dead_code, reason = "owns the argument bytes that `params`, `extra` and `blob` point into")]
+    values: Box<[u8]>,
+    params: Box<[*mut c_void]>,
+    #[expect(dead_code, reason = "owns the size word that `extra` points to")]
+    size: Box<usize>,
+    extra: Box<[*mut c_void; 5]>,
+    blob: Box<[u64; 4]>,
+}
+
+// SAFETY: the raw pointers only point into the view's own boxes.
+unsafe impl Send for ParamView {}
+
+pub struct Node {
+    pub handle: usize,
+    pub op: Op,
+    pub deps: Vec<usize>,
+    views: Vec<ParamView>,
+}
+
+impl Node {
+    pub fn set_op(&mut self, op: Op) {
+        self.op = op;
+        self.views.clear();
+    }
+
+    pub fn kernel_params(&mut self) -> HipResult<KernelNodeParams> {
+        let Op::Kernel(k) = &self.op else { return Err(INVALID_VALUE) };
+        let quirks = (knobs::get().clr138(), knobs::get().opaque_extra());
+        if !self.views.iter().any(|v| v.quirks == quirks) {
+            self.views.push(ParamView::new(k, quirks));
+        }
+        let v = self.views.iter_mut().find(|v| v.quirks == quirks).expect("just ensured");
+        let (kernel_params, extra) = if quirks.1 {
+            (std::ptr::null_mut(), v.blob.as_mut_ptr().cast())
+        } else if k.extra_style {
+            (std::ptr::null_mut(), v.extra.as_mut_ptr())
+        } else {
+            (v.params.as_mut_ptr(), std::ptr::null_mut())
+        };
+        Ok(KernelNodeParams {
+            block_dim: k.block,
+            extra,
+            func: k.func as *mut c_void,
+            grid_dim: k.grid,
+            kernel_params,
+            shared_mem_bytes: k.shmem,
+        })
+    }
+}
+
+impl ParamView {
+    fn new(k: &KernelOp, quirks: (bool, bool)) -> Self {
+        let (clr138, _) = quirks;
+        let mut values: Box<[u8]> = k.args.clone().into_boxed_slice();
+        let base = values.as_mut_ptr();
+        let (offs, _) = k.kernel.layout();
+        // SAFETY: offsets lie inside the packed buffer.
+        let params: Box<[*mut c_void]> = offs.iter().map(|&o| unsafe { base.add(o) }.cast()).collect();
+        if clr138 && !k.extra_style {
+            // clr#138: the array points at argument storage the runtime has already freed.
+            values.fill(0xDD);
+        }
+        let mut size = Box::new(values.len());
+        // HIP_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END are small integers, not addresses.
+        let key = std::ptr::without_provenance_mut::<c_void>;
+        let extra = Box::new([key(1), base.cast(), key(2), (&mut *size as *mut usize).cast(), key(3)]);
+        // ROCm 7.2 hands out its internal kernarg blob instead of a HIP_LAUNCH_PARAM list.
+        let blob = Box::new([0x4b41_5247_424c_4f42, values.len() as u64, base as u64, 0]);
+        ParamView { quirks, values, params, size, extra, blob }
+    }
+}
+
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    /// Owned by a child-graph node; not destroyable or counted on its own.
+    pub embedded: bool,
+    /// False while a capture is still building it.
+    pub visible: bool,
+}
+
+#[derive(Default)]
+pub struct Graphs {
+    graphs: HashMap<usize, Graph>,
+    owner: HashMap<usize, usize>,
+}
+
+static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
+
+pub fn lock() -> MutexGuard<'static, Graphs> {
+    GRAPHS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Graphs {
+    pub fn create(&mut self, embedded: bool, visible: bool) -> usize {
+        let h = next_handle();
+        self.graphs.insert(h, Graph { nodes: Vec::new(), embedded, visible });
+        h
+    }
+
+    pub fn graph(&self, g: usize) -> HipResult<&Graph> {
+        self.graphs.get(&g).ok_or(INVALID_HANDLE)
+    }
+
+    pub fn set_visible(&mut self, g: usize) {
+        if let Some(gr) = self.graphs.get_mut(&g) {
+            gr.visible = true;
+        }
+    }
+
+    pub fn live_visible(&self) -> usize {
+        self.graphs.values().filter(|g| g.visible && !g.embedded).count()
+    }
+
+    pub fn owner_of(&self, node: usize) -> HipResult<usize> {
+        self.owner.get(&node).copied().ok_or(INVALID_HANDLE)
+    }
+
+    pub fn node(&self, node: usize) -> HipResult<&Node> {
+        let g = self.owner_of(node)?;
+        Ok(self.graphs[&g].nodes.iter().find(|n| n.handle == node).expect("owner map is exact"))
+    }
+
+    pub fn node_mut(&mut self, node: usize) -> HipResult<&mut Node> {
+        let g = self.owner_of(node)?;
+        let gr = self.graphs.get_mut(&g).expect("owner map is exact");
+        Ok(gr.nodes.iter_mut().find(|n| n.handle == node).expect("owner map is exact"))
+    }
+
+    /// Adds a node; a Child op must already hold this graph's private clone.
+    pub fn add(&mut self, g: usize, deps: &[usize], op: Op) -> HipResult<usize> {
+        self.graph(g)?;
+        for (i, d) in deps.iter().enumerate() {
+            if self.owner.get(d) != Some(&g) || deps[..i].contains(d) {
+                return Err(INVALID_VALUE);
+            }
+        }
+        let h = next_handle();
+        self.graphs.get_mut(&g).expect("checked").nodes.push(Node { handle: h, op, deps: deps.to_vec(), views: Vec::new() });
+        self.owner.insert(h, g);
+        Ok(h)
+    }
+
+    pub fn add_edge(&mut self, g: usize, from: usize, to: usize) -> HipResult {
+        if self.owner_of(from)? != g || self.owner_of(to)? != g || from == to {
+            return Err(INVALID_VALUE);
+        }
+        let n = self.node_mut(to)?;
+        if n.deps.contains(&from) {
+            return Err(INVALID_VALUE);
+        }
+        n.deps.push(from);
+        Ok(())
+    }
+
+    /// Deep copy with fresh node handles; child graphs are cloned too.
+    pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
+        let plan: Vec<(usize, Op, Vec<usize>)> =
+            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
+        let dst = self.create(embedded, true);
+        let mut map = HashMap::new();
+        for (old, op, deps) in plan {
+            let op = match op {
+                Op::Child(c) => Op::Child(self.clone_graph(c, true)?),
+                other => other,
+            };
+            let deps: Vec<usize> = deps.iter().map(|d| map[d]).collect();
+            let h = next_handle();
+            self.graphs.get_mut(&dst).expect("created").nodes.push(Node { handle: h, op, deps, views: Vec::new() });
+            self.owner.insert(h, dst);
+            map.insert(old, h);
+        }
+        Ok(dst)
+    }
+
+    pub fn destroy(&mut self, g: usize) -> HipResult {
+        let gr = self.graphs.remove(&g).ok_or(INVALID_HANDLE)?;
+        for n in gr.nodes {
+            self.owner.remove(&n.handle);
+            if let Op::Child(c) = n.op {
+                self.destroy(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Node indices in dependency order (ties by insertion order); a cycle is an error.
+    pub fn topo_order(&self, g: usize) -> HipResult<Vec<usize>> {
+        let gr = self.graph(g)?;
+        let index: HashMap<usize, usize> = gr.nodes.iter().enumerate().map(|(i, n)| (n.handle, i)).collect();
+        let mut indeg: Vec<usize> = gr.nodes.iter().map(|n| n.deps.len()).collect();
+        let mut out_edges = vec![Vec::new(); gr.nodes.len()];
+        for (i, n) in gr.nodes.iter().enumerate() {
+            for d in &n.deps {
+                out_edges[index[d]].push(i);
+            }
+        }
+        let mut ready: std::collections::BTreeSet<usize> = (0..gr.nodes.len()).filter(|&i| indeg[i] == 0).collect();
+        let mut order = Vec::with_capacity(gr.nodes.len());
+        while let Some(i) = ready.pop_first() {
+            order.push(i);
+            for &j in &out_edges[i] {
+                indeg[j] -= 1;
+                if indeg[j] == 0 {
+                    ready.insert(j);
+                }
+            }
+        }
+        if order.len() != gr.nodes.len() {
+            return Err(INVALID_VALUE);
+        }
+        Ok(order)
+    }
+}

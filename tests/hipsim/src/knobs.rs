@@ -1,0 +1,178 @@
+//! Test knobs: call counters, fault injection, quirks and host-side latencies.
+//! Everything can be preset from HIPSIM_* environment variables (read once, on the
+//! first call into the library) and changed later through the hipsim* exports.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::error::{HipResult, UNKNOWN};
+
+struct Fault {
+    name: String,
+    nth: u64,
+    code: i32,
+    seen: u64,
+}
+
+#[derive(Default)]
+struct State {
+    calls: BTreeMap<String, u64>,
+    faults: Vec<Fault>,
+    latency: HashMap<String, Duration>,
+}
+
+pub struct Knobs {
+    state: Mutex<State>,
+    pub devices: i32,
+    stats: bool,
+    clr138: AtomicBool,
+    opaque_extra: AtomicBool,
+}
+
+static KNOBS: OnceLock<Knobs> = OnceLock::new();
+
+pub fn get() -> &'static Knobs {
+    KNOBS.get_or_init(|| {
+        let env = |k: &str| std::env::var(k).unwrap_or_default();
+        let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
+        let k = Knobs {
+            state: Mutex::new(State::default()),
+            devices,
+            stats: env("HIPSIM_STATS") == "1",
+            clr138: AtomicBool::new(false),
+            opaque_extra: AtomicBool::new(false),
+        };
+        // A malformed variable is reported rather than silently ignored: tests rely on it.
+        if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
+            eprintln!("hipsim: ignoring malformed HIPSIM_FAIL");
+        }
+        if k.set_quirks(&env("HIPSIM_QUIRKS")).is_err() {
+            eprintln!("hipsim: ignoring malformed HIPSIM_QUIRKS");
+        }
+        if k.set_latency(&env("HIPSIM_LATENCY")).is_err() {
+            eprintln!("hipsim: ignoring malformed HIPSIM_LATENCY");
+        }
+        k
+    })
+}
+
+fn entries(spec: &str) -> impl Iterator<Item = &str> {
+    spec.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn parse_duration(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let n: u64 = s[..split].parse().ok()?;
+    match &s[split..] {
+        "ns" => Some(Duration::from_nanos(n)),
+        "us" => Some(Duration::from_micros(n)),
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        _ => None,
+    }
+}
+
+impl Knobs {
+    /// Counts the call, then applies an injected fault or latency configured for `name`.
+    pub fn enter(&self, name: &str, injectable: bool) -> HipResult {
+        let (fault, delay) = {
+            let mut st = self.state.lock().unwrap();
+            *st.calls.entry(name.to_string()).or_default() += 1;
+            if !injectable {
+                return Ok(());
+            }
+            let mut fault = None;
+            for f in st.faults.iter_mut().filter(|f| f.name == name && f.seen < f.nth) {
+                f.seen += 1;
+                if f.seen == f.nth {
+                    fault = Some(f.code);
+                }
+            }
+            (fault, st.latency.get(name).copied())
+        };
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
+        fault.map_or(Ok(()), Err)
+    }
+
+    pub fn call_count(&self, name: &str) -> u64 {
+        self.state.lock().unwrap().calls.get(name).copied().unwrap_or(0)
+    }
+
+    pub fn reset_counts(&self) {
+        self.state.lock().unwrap().calls.clear();
+    }
+
+    /// `name:n[:code],...`; replaces the current set and counts calls from now on.
+    pub fn set_faults(&self, spec: &str) -> Result<(), ()> {
+        let mut faults = Vec::new();
+        for e in entries(spec) {
+            let parts: Vec<&str> = e.split(':').collect();
+            let (name, nth, code) = match parts.as_slice() {
+                [n, k] => (*n, k.parse::<u64>().map_err(|_| ())?, UNKNOWN),
+                [n, k, c] => (*n, k.parse::<u64>().map_err(|_| ())?, c.parse::<i32>().map_err(|_| ())?),
+                _ => return Err(()),
+            };
+            if name.is_empty() || nth == 0 {
+                return Err(());
+            }
+            faults.push(Fault { name: name.to_string(), nth, code, seen: 0 });
+        }
+        self.state.lock().unwrap().faults = faults;
+        Ok(())
+    }
+
+    pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
+        let (mut clr138, mut opaque) = (false, false);
+        for e in entries(spec) {
+            match e {
+                "clr138" => clr138 = true,
+                "opaque_extra" => opaque = true,
+                _ => return Err(()),
+            }
+        }
+        self.clr138.store(clr138, Ordering::Relaxed);
+        self.opaque_extra.store(opaque, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn set_latency(&self, spec: &str) -> Result<(), ()> {
+        let mut map = HashMap::new();
+        for e in entries(spec) {
+            let (name, d) = e.split_once(':').ok_or(())?;
+            map.insert(name.to_string(), parse_duration(d).ok_or(())?);
+        }
+        self.state.lock().unwrap().latency = map;
+        Ok(())
+    }
+
+    pub fn clr138(&self) -> bool {
+        self.clr138.load(Ordering::Relaxed)
+    }
+
+    pub fn opaque_extra(&self) -> bool {
+        self.opaque_extra.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs at process exit (the library is linked `-z nodelete`, so never earlier).
+extern "C" fn print_stats() {
+    let Some(k) = KNOBS.get() else { return };
+    if !k.stats {
+        return;
+    }
+    let Ok(st) = k.state.lock() else { return };
+    let mut out = String::from("hipsim call counts:\n");
+    for (name, n) in st.calls.iter().filter(|(_, n)| **n > 0) {
+        out.push_str(&format!("  {name} {n}\n"));
+    }
+    // SAFETY: plain write(2) of an owned buffer; std's stderr may already be torn down.
+    unsafe { libc::write(2, out.as_ptr().cast(), out.len()) };
+}
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static PRINT_STATS_AT_EXIT: extern "C" fn() = print_stats;

@@ -1,0 +1,205 @@
+/* Test knobs: counters, live counts, fault injection, quirks, latency, device count.
+ * argv[1] selects a scenario; the env-* scenarios expect the matching HIPSIM_* variable. */
+#include "check.h"
+
+static hipGraphNode_t kernel_node(hipGraph_t g, hipFunction_t fill, int extra_style, void *dst) {
+    static fill_args_t fa;
+    static size_t size = 24;
+    static void *extra[5];
+    static uint32_t v = 0x1234;
+    static uint64_t n = 16;
+    static void *dstp;
+    dstp = dst;
+    void *params[] = {&dstp, &v, &n};
+    fa = (fill_args_t){dst, 0x1234, 0, 16};
+    extra[0] = HIP_LAUNCH_PARAM_BUFFER_POINTER; extra[1] = &fa;
+    extra[2] = HIP_LAUNCH_PARAM_BUFFER_SIZE; extra[3] = &size; extra[4] = HIP_LAUNCH_PARAM_END;
+    hipKernelNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.func = fill;
+    p.gridDim = (dim3){1, 1, 1};
+    p.blockDim = (dim3){1, 1, 1};
+    if (extra_style) p.extra = extra; else p.kernelParams = params;
+    hipGraphNode_t node;
+    CHECK(hipGraphAddKernelNode(&node, g, NULL, 0, &p));
+    return node;
+}
+
+/* clr138: kernelParams point at garbage; opaque_extra: extra is not a HIP_LAUNCH_PARAM list. */
+static void check_quirks(int clr138, int opaque) {
+    hipModule_t m = load_module();
+    hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
+    void *d;
+    CHECK(hipMalloc(&d, 64));
+    hipGraph_t g;
+    CHECK(hipGraphCreate(&g, 0));
+    hipGraphNode_t kp = kernel_node(g, fill, 0, d), ex = kernel_node(g, fill, 1, d);
+    hipKernelNodeParams p;
+    CHECK(hipGraphKernelNodeGetParams(kp, &p));
+    if (opaque) {
+        EXPECT(p.kernelParams == NULL && p.extra != NULL);
+        EXPECT(p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_POINTER && p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_SIZE);
+        CHECK(hipGraphKernelNodeGetParams(ex, &p));
+        EXPECT(p.kernelParams == NULL && p.extra != NULL && p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_POINTER);
+    } else if (clr138) {
+        EXPECT(p.kernelParams != NULL && p.extra == NULL);
+        EXPECT(*(void **)p.kernelParams[0] != d && *(uint32_t *)p.kernelParams[1] != 0x1234);
+        CHECK(hipGraphKernelNodeGetParams(ex, &p)); /* extra-style nodes are unaffected */
+        EXPECT(((fill_args_t *)p.extra[1])->value == 0x1234);
+    } else {
+        EXPECT(p.kernelParams != NULL && *(void **)p.kernelParams[0] == d && *(uint32_t *)p.kernelParams[1] == 0x1234);
+    }
+    /* Either way the node itself still computes the right thing. */
+    hipGraphExec_t e;
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    CHECK(hipGraphLaunch(e, NULL));
+    uint32_t host[16];
+    CHECK(hipMemcpy(host, d, sizeof host, hipMemcpyDeviceToHost));
+    expect_u32(host, 16, 0x1234);
+    CHECK(hipGraphExecDestroy(e));
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipFree(d));
+    CHECK(hipModuleUnload(m));
+}
+
+static double time_get_device(void) {
+    int d;
+    double t0 = now_ms();
+    CHECK(hipGetDevice(&d));
+    return now_ms() - t0;
+}
+
+static void api(void) {
+    /* Counters. */
+    int d;
+    hipsimResetCallCounts();
+    for (int i = 0; i < 3; i++) CHECK(hipGetDevice(&d));
+    EXPECT(hipsimGetCallCount("hipGetDevice") == 3);
+    EXPECT(hipsimGetCallCount("hipMalloc") == 0);
+    EXPECT(hipsimGetCallCount("noSuchFunction") == 0);
+    hipsimResetCallCounts();
+    EXPECT(hipsimGetCallCount("hipGetDevice") == 0);
+
+    /* Live counts balance across create/destroy of every kind. */
+    const char *kinds[] = {"alloc", "physical", "reservation", "mapping", "stream", "event", "graph", "exec", "module"};
+    uint64_t before[9];
+    for (int i = 0; i < 9; i++) before[i] = hipsimLiveCount(kinds[i]);
+    EXPECT(hipsimLiveCount("bogus") == UINT64_MAX);
+    void *p;
+    hipStream_t s;
+    hipEvent_t ev;
+    hipGraph_t g;
+    hipGraphExec_t ge;
+    hipModule_t m;
+    prop6_t prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    hipMemGenericAllocationHandle_t h;
+    void *va;
+    CHECK(hipMalloc(&p, 16));
+    CHECK(hipMemCreate(&h, 2 << 20, (const hipMemAllocationProp *)&prop, 0));
+    CHECK(hipMemAddressReserve(&va, 2 << 20, 0, NULL, 0));
+    CHECK(hipMemMap(va, 2 << 20, 0, h, 0));
+    CHECK(hipStreamCreate(&s));
+    CHECK(hipEventCreate(&ev));
+    CHECK(hipGraphCreate(&g, 0));
+    CHECK(hipGraphInstantiate(&ge, g, NULL, NULL, 0));
+    CHECK(hipModuleLoadData(&m, "hipsim"));
+    for (int i = 0; i < 9; i++) EXPECT(hipsimLiveCount(kinds[i]) == before[i] + 1);
+    CHECK(hipModuleUnload(m));
+    CHECK(hipGraphExecDestroy(ge));
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipEventDestroy(ev));
+    CHECK(hipStreamDestroy(s));
+    CHECK(hipMemUnmap(va, 2 << 20));
+    CHECK(hipMemAddressFree(va, 2 << 20));
+    CHECK(hipMemRelease(h));
+    CHECK(hipFree(p));
+    for (int i = 0; i < 9; i++) EXPECT(hipsimLiveCount(kinds[i]) == before[i]);
+    EXPECT(hipsimGetCallCount("hipMalloc") == 1 && hipsimGetCallCount("hipFree") == 1);
+
+    /* Faults: exactly the Nth call from now fails, once. */
+    EXPECT(hipsimSetFaults("hipGetDevice:2,hipStreamCreate:1:2") == 0);
+    CHECK(hipGetDevice(&d));
+    EXPECT_ERR(hipGetDevice(&d), hipErrorUnknown);
+    CHECK(hipGetDevice(&d));
+    EXPECT_ERR(hipStreamCreate(&s), hipErrorOutOfMemory);
+    CHECK(hipStreamCreate(&s));
+    CHECK(hipStreamDestroy(s));
+    EXPECT(hipsimSetFaults("hipGetDevice") == -1);
+    EXPECT(hipsimSetFaults("hipGetDevice:x") == -1);
+    EXPECT(hipsimSetFaults("hipGetDevice:0") == -1);
+    EXPECT(hipsimSetFaults("hipGetDevice:1") == 0);
+    EXPECT(hipsimSetFaults("") == 0); /* clears */
+    CHECK(hipGetDevice(&d));
+
+    /* Quirks. */
+    check_quirks(0, 0);
+    EXPECT(hipsimSetQuirks("clr138") == 0);
+    check_quirks(1, 0);
+    EXPECT(hipsimSetQuirks("opaque_extra") == 0);
+    check_quirks(0, 1);
+    EXPECT(hipsimSetQuirks("nonsense") == -1);
+    EXPECT(hipsimSetQuirks("") == 0);
+    check_quirks(0, 0);
+
+    /* Latency. */
+    EXPECT(hipsimSetLatency("hipGetDevice:30ms") == 0);
+    EXPECT(time_get_device() >= 29.0);
+    EXPECT(hipsimSetLatency("hipGetDevice:2000us") == 0);
+    double t = time_get_device();
+    EXPECT(t >= 1.9 && t < 25.0);
+    EXPECT(hipsimSetLatency("hipGetDevice:3parsecs") == -1);
+    EXPECT(hipsimSetLatency("") == 0);
+    EXPECT(time_get_device() < 1.5);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "api";
+    int n = -1;
+    void *p;
+    if (!strcmp(mode, "api")) {
+        api();
+    } else if (!strcmp(mode, "env-fail")) { /* HIPSIM_FAIL=hipMalloc:3,hipStreamCreate:2:801 */
+        for (int i = 1; i <= 4; i++) {
+            hipError_t e = hipMalloc(&p, 8);
+            EXPECT((int)e == (i == 3 ? hipErrorUnknown : hipSuccess));
+            if (e == hipSuccess) CHECK(hipFree(p));
+        }
+        hipStream_t s;
+        CHECK(hipStreamCreate(&s));
+        EXPECT_ERR(hipStreamCreate(&s), hipErrorNotSupported);
+    } else if (!strcmp(mode, "env-quirks")) { /* HIPSIM_QUIRKS=clr138,opaque_extra */
+        check_quirks(1, 1);
+        EXPECT(hipsimSetQuirks("clr138") == 0);
+        check_quirks(1, 0);
+    } else if (!strcmp(mode, "env-latency")) { /* HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us */
+        hipStream_t s;
+        double t0 = now_ms();
+        CHECK(hipStreamCreate(&s));
+        EXPECT(now_ms() - t0 >= 39.0);
+        EXPECT(time_get_device() >= 1.4);
+        CHECK(hipStreamDestroy(s));
+    } else if (!strcmp(mode, "no-devices")) { /* HIPSIM_DEVICES=0 */
+        EXPECT_ERR(hipGetDeviceCount(&n), hipErrorNoDevice);
+        EXPECT(n == 0);
+        EXPECT_ERR(hipSetDevice(0), hipErrorNoDevice);
+        EXPECT_ERR(hipMalloc(&p, 8), hipErrorNoDevice);
+        hipStream_t s;
+        EXPECT_ERR(hipStreamCreate(&s), hipErrorNoDevice);
+    } else if (!strcmp(mode, "one-device")) { /* HIPSIM_DEVICES=1 */
+        CHECK(hipGetDeviceCount(&n));
+        EXPECT(n == 1);
+        EXPECT_ERR(hipSetDevice(1), hipErrorInvalidDevice);
+    } else if (!strcmp(mode, "stats")) { /* HIPSIM_STATS=1: the runner checks stderr */
+        CHECK(hipMalloc(&p, 8));
+        CHECK(hipFree(p));
+        CHECK(hipMalloc(&p, 8));
+        CHECK(hipFree(p));
+    } else {
+        fprintf(stderr, "unknown scenario %s\n", mode);
+        return 2;
+    }
+    PASS();
+}
