@@ -3,13 +3,14 @@
 
 mod backend;
 mod table;
+mod update;
 
 use rocm_cmdbuf::runtime::Runtime;
 
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[];
+const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run)];
 
 fn main() {
     backend::probe_if_asked();
