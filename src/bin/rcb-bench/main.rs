@@ -2,6 +2,7 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod kernels;
 mod table;
 mod update;
 

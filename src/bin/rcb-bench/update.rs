@@ -9,10 +9,11 @@
 //! update on a nested command buffer (template setters) and those template setters alone, whose
 //! difference is the library's own host cost.
 
+use crate::kernels;
 use crate::table::{Table, median_ns, ratio, time};
 use rocm_cmdbuf::cmdbuf::args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{Backend, Exec, Function, Graph, KernelParams, Node, Runtime};
+use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
 use std::ffi::c_void;
 
 const ELEMENTS: u64 = 16;
@@ -21,20 +22,6 @@ type R<T> = Result<T, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-fn add_kernel(rt: &dyn Runtime) -> R<Function> {
-    let image = match rt.info().backend {
-        Backend::Hip => b"hipsim\0".to_vec(),
-        Backend::Cuda => {
-            let path = std::env::var("RCB_TEST_PTX").unwrap_or_else(|_| "tests/gpu/kernels.ptx".into());
-            let mut ptx = std::fs::read(&path).map_err(|e| format!("read {path}: {e}"))?;
-            ptx.push(0);
-            ptx
-        }
-    };
-    let module = rt.module_load(0, &image).map_err(err)?;
-    rt.module_function(module, "rcb_test_add_f32").map_err(err)
 }
 
 /// Bases of the 3·N allocations in two placements; odd updates use `b` for moved ones.
@@ -158,7 +145,7 @@ fn time_update(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize, touched: usize
 }
 
 pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
-    let f = add_kernel(rt)?;
+    let f = kernels::load(rt, "rcb_test_add_f32")?;
     let sizes: &[usize] = if quick { &[100, 1000] } else { &[100, 1000, 10_000] };
     let mut main = Table::new(
         format!("update: N kernel nodes (rcb_test_add_f32: 3 pointer + 1 value arguments = 3 sites per node), 10 % of allocations moved, on {}", rt.info().backend.name()),
