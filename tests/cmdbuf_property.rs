@@ -51,7 +51,7 @@ struct Case {
 
 fn random_case(rng: &mut XorShift) -> Case {
     let buffers = 3 + rng.below(3);
-    let mut slice = |rng: &mut XorShift| (rng.below(buffers), SPAN * rng.below(2));
+    let slice = |rng: &mut XorShift| (rng.below(buffers), SPAN * rng.below(2));
     let mut ops = Vec::new();
     for i in 0..2 + rng.below(5) {
         let op = match rng.below(5) {

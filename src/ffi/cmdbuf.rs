@@ -49,9 +49,12 @@ pub const RCB_ARG_VALUE: u32 = 0;
 pub const RCB_ARG_DEVICE_PTR: u32 = 1;
 
 /// Most arguments of one kernel launch.
-pub const RCB_MAX_KERNEL_ARGS: usize = cmdbuf::MAX_ARGS;
+pub const RCB_MAX_KERNEL_ARGS: usize = 4096;
 /// Most entries of an allocation table.
-pub const RCB_MAX_ALLOCATIONS: usize = cmdbuf::MAX_ALLOCATIONS;
+pub const RCB_MAX_ALLOCATIONS: usize = 1 << 24;
+
+// Literals so that cbindgen can write them; the limits themselves live in `cmdbuf`.
+const _: () = assert!(RCB_MAX_KERNEL_ARGS == cmdbuf::MAX_ARGS && RCB_MAX_ALLOCATIONS == cmdbuf::MAX_ALLOCATIONS);
 
 /// One kernel argument: `size` bytes at `value` (borrowed for the call; copied into the node).
 ///

@@ -116,7 +116,7 @@ fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool) -> R<
                 num_args: args.len(),
             };
             let mut node = 0;
-            let deps: &[rcb_node] = prev.as_ref().map(std::slice::from_ref).unwrap_or(&[]);
+            let deps: &[rcb_node] = prev.as_slice();
             check(rcb_cmdbuf_add_kernel(cb, deps.as_ptr(), deps.len(), &launch, &mut node), "rcb_cmdbuf_add_kernel")?;
             prev = Some(node);
         }
