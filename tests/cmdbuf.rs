@@ -575,3 +575,26 @@ fn distinct_command_buffers_work_in_parallel_threads() {
         }
     });
 }
+
+#[test]
+fn a_primary_template_catches_up_with_in_place_updates_when_embedded() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let out2 = gpu.moved_copy(out, BYTES as usize);
+    assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]).updated_nodes, 2);
+    // The template (cloned here) must hold out2 too, not only the executable graph.
+    let parent = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, cb.0, &mut node) });
+    parent.finalize();
+    gpu.write(out, &[-3.0; N]);
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(3.0));
+    assert_eq!(gpu.read(d, N), iota(3.0));
+    assert_eq!(gpu.read(out, N), vec![-3.0; N]);
+}
