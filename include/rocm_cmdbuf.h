@@ -12,6 +12,27 @@
 #define RCB_VERSION_PATCH 0
 
 /**
+ * `rcb_kernel_arg.kind`: plain bytes, never patched even when they equal an address.
+ */
+#define RCB_ARG_VALUE 0
+
+/**
+ * `rcb_kernel_arg.kind`: an 8-byte device address (`value` points to a `uint64_t`), patched when
+ * it lies inside an allocation of the table.
+ */
+#define RCB_ARG_DEVICE_PTR 1
+
+/**
+ * Most arguments of one kernel launch.
+ */
+#define RCB_MAX_KERNEL_ARGS 4096
+
+/**
+ * Most entries of an allocation table.
+ */
+#define RCB_MAX_ALLOCATIONS (1 << 24)
+
+/**
  * The HIP runtime (`libamdhip64`) backs the library.
  */
 #define RCB_BACKEND_HIP 1
@@ -35,6 +56,22 @@
 #define RCB_VMM_BACKING_DEVICE 2
 
 /**
+ * A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
+ * the caller, freed with `rcb_cmdbuf_free`.
+ *
+ * Life cycle: recording (add nodes, optionally set the allocation table or capture a stream)
+ * → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`) →
+ * `rcb_cmdbuf_begin_update` → updating (`rcb_cmdbuf_update_*` on existing nodes) →
+ * `rcb_cmdbuf_finalize` → finalized → … A call the state does not allow returns
+ * `RCB_STATUS_INVALID_STATE` and changes nothing.
+ *
+ * Thread-safety: one thread at a time per command buffer (calls on one buffer from several
+ * threads are serialised by a lock, but their order is then arbitrary); distinct command
+ * buffers may be used from different threads in parallel.
+ */
+typedef struct rcb_cmdbuf rcb_cmdbuf;
+
+/**
  * A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
  * change, and a GPU-written timeline per slot. Opaque; the value is a handle id, never an
  * address, so a freed or forged handle yields `RCB_STATUS_INVALID_HANDLE`.
@@ -45,6 +82,81 @@ typedef struct rcb_vmm_pool rcb_vmm_pool;
  * The result of every fallible call: `RCB_OK` or one of the `RCB_STATUS_*` codes.
  */
 typedef int32_t rcb_status;
+
+/**
+ * One allocation of the table (XLA's buffer allocation index = position in the array): device
+ * address `base`, `size` bytes. An address belongs to it when `base <= p < base + size` (or
+ * `p == base` when `size` is 0); when several contain it, the greatest base wins, then the
+ * lowest index.
+ */
+typedef struct rcb_allocation {
+  uint64_t base;
+  uint64_t size;
+} rcb_allocation;
+
+/**
+ * A node of a command buffer. The value encodes the owning command buffer: a node of another
+ * command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.
+ * Valid as long as its command buffer lives; nothing to free.
+ */
+typedef uint64_t rcb_node;
+
+/**
+ * One kernel argument: `size` bytes at `value` (borrowed for the call; copied into the node).
+ *
+ * Packing: arguments are laid out in order, each at the next multiple of its alignment, where
+ * the alignment is the largest power of two dividing `size`, capped at 16; there is no tail
+ * padding. This matches scalars, pointers and vector types. A struct whose alignment is smaller
+ * than that rule gives (an 8-byte struct of two `uint32_t` has alignment 4 but would be placed
+ * at a multiple of 8) must be passed split into its fields, or padded by the caller.
+ */
+typedef struct rcb_kernel_arg {
+  const void *value;
+  uint32_t size;
+  /**
+   * `RCB_ARG_VALUE` or `RCB_ARG_DEVICE_PTR` (then `size` must be 8).
+   */
+  uint32_t kind;
+} rcb_kernel_arg;
+
+/**
+ * A kernel launch. `function` is a `hipFunction_t` (or `CUfunction`); `args` points to
+ * `num_args` arguments (NULL allowed when `num_args` is 0), borrowed for the call.
+ */
+typedef struct rcb_kernel_launch {
+  void *function;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_mem_bytes;
+  const struct rcb_kernel_arg *args;
+  size_t num_args;
+} rcb_kernel_launch;
+
+/**
+ * What `rcb_cmdbuf_update_allocations` did.
+ */
+typedef struct rcb_update_report {
+  /**
+   * Allocations whose base changed.
+   */
+  uint32_t moved_allocations;
+  /**
+   * Recorded addresses rewritten (each: new base + the same offset).
+   */
+  uint64_t patched_sites;
+  /**
+   * Nodes whose new parameters reached the runtime, each counted once.
+   */
+  uint64_t updated_nodes;
+  /**
+   * 1 when the update could not be completed in place (the number of allocations or a size
+   * changed: nothing was changed; or a runtime call failed part-way: launches are refused
+   * until a re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
+   * `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node,
+   * `rcb_cmdbuf_finalize`.
+   */
+  uint32_t needs_rerecord;
+} rcb_update_report;
 
 /**
  * Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
@@ -246,6 +358,355 @@ typedef struct rcb_vmm_copy {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Creates a primary command buffer for `device`: it owns a new, empty graph, is instantiated
+ * at its first `rcb_cmdbuf_finalize`, can be launched, and applies updates to its executable
+ * graph. On success `*out` is a new handle that the caller owns and frees with
+ * `rcb_cmdbuf_free`.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or point to writable memory for a pointer.
+ */
+rcb_status rcb_cmdbuf_new(int32_t device, struct rcb_cmdbuf **out);
+
+/**
+ * Creates a nested command buffer for `device`: never instantiated and never launched itself,
+ * it is meant to be cloned into another command buffer with `rcb_cmdbuf_add_child`; updates go
+ * to its template graph. On success `*out` is a new handle that the caller owns and frees with
+ * `rcb_cmdbuf_free`.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or point to writable memory for a pointer.
+ */
+rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
+
+/**
+ * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
+ * do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
+ * `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
+ * already enqueued are not waited for (synchronize the stream first).
+ *
+ * Thread-safety: any thread, not concurrently with other calls on `cb`.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
+ */
+rcb_status rcb_cmdbuf_free(struct rcb_cmdbuf *cb);
+
+/**
+ * Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
+ * `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
+ * from now on that lies inside an allocation becomes a patch site of it. Allowed while recording
+ * or updating (re-recording starts with this call).
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries.
+ */
+rcb_status rcb_cmdbuf_set_allocations(struct rcb_cmdbuf *cb,
+                                      const struct rcb_allocation *allocs,
+                                      size_t n);
+
+/**
+ * Adds a kernel node after the `ndeps` nodes in `deps` (NULL allowed when `ndeps` is 0; at most
+ * the node count). The arguments are packed into one blob owned by the node (see
+ * `rcb_kernel_arg`); `launch` and everything it points to is borrowed for the call only. Each
+ * `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site. `*node` is written on
+ * success. Recording state only.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described.
+ */
+rcb_status rcb_cmdbuf_add_kernel(struct rcb_cmdbuf *cb,
+                                 const rcb_node *deps,
+                                 size_t ndeps,
+                                 const struct rcb_kernel_launch *launch,
+                                 rcb_node *node);
+
+/**
+ * Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
+ * `rcb_cmdbuf_add_kernel`). `dst` and `src` inside allocations become patch sites. `*node` is
+ * written on success. Recording state only.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described.
+ */
+rcb_status rcb_cmdbuf_add_memcpy_d2d(struct rcb_cmdbuf *cb,
+                                     const rcb_node *deps,
+                                     size_t ndeps,
+                                     uint64_t dst,
+                                     uint64_t src,
+                                     uint64_t bytes,
+                                     rcb_node *node);
+
+/**
+ * Adds a memset of `count` (> 0) elements of `element_size` bytes (1, 2 or 4) at `dst`, each
+ * set to `pattern` (which must fit in `element_size` bytes), after `deps`. `dst` inside an
+ * allocation becomes a patch site. `*node` is written on success. Recording state only.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described.
+ */
+rcb_status rcb_cmdbuf_add_memset(struct rcb_cmdbuf *cb,
+                                 const rcb_node *deps,
+                                 size_t ndeps,
+                                 uint64_t dst,
+                                 uint32_t pattern,
+                                 uint32_t element_size,
+                                 uint64_t count,
+                                 rcb_node *node);
+
+/**
+ * Adds an empty node (a join point) after `deps`. `*node` is written on success. Recording
+ * state only.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described.
+ */
+rcb_status rcb_cmdbuf_add_empty(struct rcb_cmdbuf *cb,
+                                const rcb_node *deps,
+                                size_t ndeps,
+                                rcb_node *node);
+
+/**
+ * Adds a child node holding a clone of `child`'s graph (a finalized command buffer, usually a
+ * nested one) after `deps`. `child` is borrowed for the call and stays owned by the caller; later
+ * changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). Addresses inside the
+ * clone are not patch sites of `cb`. `*node` is written on success. Recording state only.
+ *
+ * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+ * thread during the call.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described.
+ */
+rcb_status rcb_cmdbuf_add_child(struct rcb_cmdbuf *cb,
+                                const rcb_node *deps,
+                                size_t ndeps,
+                                const struct rcb_cmdbuf *child,
+                                rcb_node *node);
+
+/**
+ * Adds a child node holding a clone of the raw graph `graph` (a `hipGraph_t`, borrowed for the
+ * call; the caller keeps owning it) after `deps`. `*node` is written on success. Recording
+ * state only.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described; `graph` must be a live graph.
+ */
+rcb_status rcb_cmdbuf_add_child_graph(struct rcb_cmdbuf *cb,
+                                      const rcb_node *deps,
+                                      size_t ndeps,
+                                      void *graph,
+                                      rcb_node *node);
+
+/**
+ * Replaces the launch of kernel node `node` (function, dimensions and arguments may all
+ * change) and sends it to the runtime at once; its patch sites are replaced. Updating state
+ * only. On failure the node keeps its previous parameters.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described for `rcb_cmdbuf_add_kernel`.
+ */
+rcb_status rcb_cmdbuf_update_kernel(struct rcb_cmdbuf *cb,
+                                    rcb_node node,
+                                    const struct rcb_kernel_launch *launch);
+
+/**
+ * Replaces the operands of memcpy node `node` (as for `rcb_cmdbuf_add_memcpy_d2d`). Updating
+ * state only. On failure the node keeps its previous parameters.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_update_memcpy_d2d(struct rcb_cmdbuf *cb,
+                                        rcb_node node,
+                                        uint64_t dst,
+                                        uint64_t src,
+                                        uint64_t bytes);
+
+/**
+ * Replaces the parameters of memset node `node` (as for `rcb_cmdbuf_add_memset`). Updating
+ * state only. On failure the node keeps its previous parameters.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_update_memset(struct rcb_cmdbuf *cb,
+                                    rcb_node node,
+                                    uint64_t dst,
+                                    uint32_t pattern,
+                                    uint32_t element_size,
+                                    uint64_t count);
+
+/**
+ * Gives child node `node` of a primary command buffer the graph of `child` (a finalized command
+ * buffer with the same topology as the one the node was added with), in the executable graph.
+ * Updating state only. A child node of a nested command buffer cannot be updated in place
+ * (`RCB_STATUS_UNSUPPORTED`: the runtime has no template setter for child graphs). `child` is
+ * borrowed for the call.
+ *
+ * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+ * thread during the call.
+ *
+ * # Safety
+ * Handles must be NULL or valid.
+ */
+rcb_status rcb_cmdbuf_update_child(struct rcb_cmdbuf *cb,
+                                   rcb_node node,
+                                   const struct rcb_cmdbuf *child);
+
+/**
+ * Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
+ * thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
+ * the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+ *
+ * Thread-safety: the capture belongs to the calling thread; end it on the same thread.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `stream` a live stream.
+ */
+rcb_status rcb_cmdbuf_capture_begin(struct rcb_cmdbuf *cb, void *stream);
+
+/**
+ * Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
+ * one is destroyed) and the command buffer is recording again. Addresses inside a captured
+ * graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+ *
+ * Thread-safety: the thread that began the capture.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_capture_end(struct rcb_cmdbuf *cb);
+
+/**
+ * Finalizes recording or an update. The first finalize adds one empty node to an empty graph
+ * (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
+ * after an update never re-instantiates, and pushes any node a failed address update left
+ * behind.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_finalize(struct rcb_cmdbuf *cb);
+
+/**
+ * Moves a finalized command buffer to the updating state, where `rcb_cmdbuf_update_*` re-record
+ * existing nodes (in any order) until `rcb_cmdbuf_finalize`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
+
+/**
+ * Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
+ * call; NULL is the default stream). A nested or unfinalized one gives
+ * `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `stream` NULL or a live stream.
+ */
+rcb_status rcb_cmdbuf_launch(struct rcb_cmdbuf *cb, void *stream);
+
+/**
+ * Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
+ * by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
+ * replaces it); do not destroy or change it. For a primary command buffer, updates made to the
+ * executable graph are first copied to the template's kernel, memcpy and memset nodes.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `graph` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_graph(struct rcb_cmdbuf *cb, void **graph);
+
+/**
+ * Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
+ * `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
+ * never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `exec` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
+
+/**
+ * Moves allocations of a finalized command buffer in place. `allocs` is the new table (`n`
+ * entries, borrowed for the call); entry `i` is compared with the recorded entry `i`. For each
+ * allocation whose base changed, every patch site gets the new base plus its offset; each
+ * touched node is then sent to the runtime once (executable graph of a primary command
+ * buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
+ * comparison per entry plus the sites of the moved allocations; no scan of the nodes.
+ *
+ * Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place: a
+ * different `n` or a changed size (then nothing changed), or a runtime call failing part-way
+ * (logged at warn; the table and the library's copy of the parameters are the new ones, the
+ * nodes not yet sent are kept aside and launches are refused until they are re-recorded or
+ * sent by the next `rcb_cmdbuf_finalize` or update). `*report` is written on success.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
+                                         const struct rcb_allocation *allocs,
+                                         size_t n,
+                                         struct rcb_update_report *report);
+
+/**
+ * Writes the number of nodes recorded through this API (a captured graph's own nodes are not
+ * counted) to `*count`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `count` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
+
+/**
+ * Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `count` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
 
 /**
  * Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.

@@ -9,6 +9,8 @@
 //! constant inside the library never leaks into `include/rocm_cmdbuf.h`.
 
 /// cbindgen:ignore
+pub mod cmdbuf;
+/// cbindgen:ignore
 pub mod config;
 /// cbindgen:ignore
 pub mod error;
@@ -18,6 +20,5 @@ mod logging;
 pub mod runtime;
 /// cbindgen:ignore
 pub mod vmm_pool;
-/// cbindgen:ignore
 /// cbindgen:ignore
 pub mod stream_cache;

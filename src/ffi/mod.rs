@@ -4,12 +4,14 @@
 // C names (`rcb_status`, `rcb_cmdbuf`) are spelled exactly as in the header.
 #![allow(non_camel_case_types)]
 
+mod cmdbuf;
 mod handle;
 mod runtime;
 mod status;
 mod stream;
 mod vmm_pool;
 
+pub use cmdbuf::*;
 pub use runtime::*;
 pub use status::*;
 pub use stream::*;

@@ -2,8 +2,10 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod kernels;
 mod streams;
 mod table;
+mod update;
 mod vmm;
 
 use rocm_cmdbuf::runtime::Runtime;
@@ -11,7 +13,7 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[("streams", streams::run), ("vmm", vmm::run)];
+const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run), ("streams", streams::run), ("vmm", vmm::run)];
 
 fn main() {
     backend::probe_if_asked();

@@ -1,0 +1,240 @@
+//! Scenario `update`: moving 10 % of the allocations of a command buffer of N kernel nodes.
+//!
+//! Each node is `rcb_test_add_f32(out, x, y, n)` over its own three allocations (the test
+//! kernel with the most pointer parameters: 3 pointers + 1 value, so 3 sites per node, not the
+//! 4 + 2 of the design's target); every tenth node's allocations move, so 10 % of the
+//! allocations and 10 % of the nodes are touched. Measured in one run, medians:
+//! (a) re-record + instantiate, (b) re-record + whole-graph exec update, (c) the floor: only the
+//! exec SetParams calls of the touched nodes, (d) `rcb_cmdbuf_update_allocations`; then the same
+//! update on a nested command buffer (template setters) and those template setters alone, whose
+//! difference is the library's own host cost.
+
+use crate::kernels;
+use crate::table::{Table, median_ns, ratio, time};
+use rocm_cmdbuf::cmdbuf::args::{ArgKind, KernelArg, pack};
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
+use std::ffi::c_void;
+
+const ELEMENTS: u64 = 16;
+
+type R<T> = Result<T, String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Bases of the 3·N allocations in two placements; odd updates use `b` for moved ones.
+struct Layout {
+    a: Vec<u64>,
+    b: Vec<u64>,
+    moved: Vec<bool>,
+}
+
+impl Layout {
+    fn new(rt: &dyn Runtime, nodes: usize) -> R<Layout> {
+        let bytes = (ELEMENTS * 4) as usize;
+        let mut a = Vec::with_capacity(3 * nodes);
+        let mut b = Vec::with_capacity(3 * nodes);
+        let mut moved = Vec::with_capacity(3 * nodes);
+        for i in 0..3 * nodes {
+            let p = rt.malloc(0, bytes).map_err(err)?;
+            let m = (i / 3) % 10 == 0;
+            a.push(p);
+            b.push(if m { rt.malloc(0, bytes).map_err(err)? } else { p });
+            moved.push(m);
+        }
+        Ok(Layout { a, b, moved })
+    }
+
+    fn table(&self, second: bool) -> Vec<rcb_allocation> {
+        let bases = if second { &self.b } else { &self.a };
+        bases.iter().map(|&base| rcb_allocation { base, size: ELEMENTS * 4 }).collect()
+    }
+
+    fn blob(&self, node: usize, second: bool) -> Vec<u8> {
+        let bases = if second { &self.b } else { &self.a };
+        let ptrs: Vec<[u8; 8]> = (0..3).map(|j| bases[3 * node + j].to_ne_bytes()).collect();
+        let n = ELEMENTS.to_ne_bytes();
+        let args: Vec<KernelArg<'_>> = ptrs
+            .iter()
+            .map(|p| KernelArg { value: p, kind: ArgKind::DevicePtr })
+            .chain([KernelArg { value: &n, kind: ArgKind::Value }])
+            .collect();
+        pack(&args).expect("four valid arguments").blob
+    }
+
+    fn free(&self, rt: &dyn Runtime) -> R<()> {
+        for (i, &p) in self.a.iter().enumerate() {
+            rt.free(p).map_err(err)?;
+            if self.moved[i] {
+                rt.free(self.b[i]).map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn params<'a>(f: Function, blob: &'a [u8]) -> KernelParams<'a> {
+    KernelParams { function: f, grid: [1, 1, 1], block: [ELEMENTS as u32, 1, 1], shared_mem_bytes: 0, args: blob }
+}
+
+/// A chain of N nodes built directly on the runtime, as a re-record builds it.
+fn build_graph(rt: &dyn Runtime, f: Function, blobs: &[Vec<u8>]) -> R<(Graph, Vec<Node>)> {
+    let g = rt.graph_create().map_err(err)?;
+    let mut nodes: Vec<Node> = Vec::with_capacity(blobs.len());
+    for blob in blobs {
+        let deps: &[Node] = nodes.last().map(std::slice::from_ref).unwrap_or(&[]);
+        let node = rt.add_kernel_node(g, deps, &params(f, blob)).map_err(err)?;
+        nodes.push(node);
+    }
+    Ok((g, nodes))
+}
+
+/// A command buffer with the same chain, recorded through the C ABI.
+fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool) -> R<*mut rcb_cmdbuf> {
+    let mut cb = std::ptr::null_mut();
+    let check = |s: rcb_status, what: &str| if s == RCB_OK { Ok(()) } else { Err(format!("{what}: status {s}")) };
+    // SAFETY: valid out-pointers and arrays that outlive each call.
+    unsafe {
+        check(if nested { rcb_cmdbuf_new_nested(0, &mut cb) } else { rcb_cmdbuf_new(0, &mut cb) }, "rcb_cmdbuf_new")?;
+        let table = layout.table(false);
+        check(rcb_cmdbuf_set_allocations(cb, table.as_ptr(), table.len()), "rcb_cmdbuf_set_allocations")?;
+        let n = ELEMENTS;
+        let mut prev: Option<rcb_node> = None;
+        for i in 0..nodes {
+            let ptrs = [layout.a[3 * i], layout.a[3 * i + 1], layout.a[3 * i + 2]];
+            let mut args: Vec<rcb_kernel_arg> =
+                ptrs.iter().map(|p| rcb_kernel_arg { value: p as *const u64 as *const c_void, size: 8, kind: RCB_ARG_DEVICE_PTR }).collect();
+            args.push(rcb_kernel_arg { value: &n as *const u64 as *const c_void, size: 8, kind: RCB_ARG_VALUE });
+            let launch = rcb_kernel_launch {
+                function: f.0,
+                grid: [1, 1, 1],
+                block: [ELEMENTS as u32, 1, 1],
+                shared_mem_bytes: 0,
+                args: args.as_ptr(),
+                num_args: args.len(),
+            };
+            let mut node = 0;
+            let deps: &[rcb_node] = prev.as_slice();
+            check(rcb_cmdbuf_add_kernel(cb, deps.as_ptr(), deps.len(), &launch, &mut node), "rcb_cmdbuf_add_kernel")?;
+            prev = Some(node);
+        }
+        check(rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")?;
+    }
+    Ok(cb)
+}
+
+/// Times `rcb_cmdbuf_update_allocations` alternating between the two placements, checking
+/// every report.
+fn time_update(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize, touched: usize) -> R<f64> {
+    let tables = [layout.table(false), layout.table(true)];
+    let mut second = false;
+    let mut failure = None;
+    let ns = median_ns(runs, || {
+        second = !second;
+        let t = &tables[usize::from(second)];
+        let mut report = rcb_update_report::default();
+        // SAFETY: a live handle, a table of t.len() entries and a writable report.
+        let s = unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) };
+        if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes as usize != touched {
+            failure = Some(format!("update_allocations: status {s}, report {report:?}"));
+        }
+    });
+    failure.map_or(Ok(ns), Err)
+}
+
+pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
+    let f = kernels::load(rt, "rcb_test_add_f32")?;
+    let sizes: &[usize] = if quick { &[100, 1000] } else { &[100, 1000, 10_000] };
+    let mut main = Table::new(
+        format!("update: N kernel nodes (rcb_test_add_f32: 3 pointer + 1 value arguments = 3 sites per node), 10 % of allocations moved, on {}", rt.info().backend.name()),
+        &["N", "touched nodes", "moved sites", "(a) re-record + instantiate", "(b) re-record + exec update", "(c) SetParams floor", "(d) update_allocations", "(a)/(d)", "(b)/(d)", "(d)/(c)"],
+    );
+    let mut host = Table::new(
+        "update: host cost of the library (nested command buffer: update minus its template setters)",
+        &["N", "moved sites", "nested update_allocations", "template setters alone", "host cost", "per moved site"],
+    );
+    for &n in sizes {
+        let runs = if quick { 5 } else if n >= 10_000 { 7 } else { 21 };
+        let layout = Layout::new(rt, n)?;
+        let touched: Vec<usize> = (0..n).filter(|i| i % 10 == 0).collect();
+        let sites = 3 * touched.len();
+        let blobs = [(0..n).map(|i| layout.blob(i, false)).collect::<Vec<_>>(), (0..n).map(|i| layout.blob(i, true)).collect::<Vec<_>>()];
+        let mut failure: Option<String> = None;
+        let mut note = |r: R<()>| {
+            if let Err(e) = r {
+                failure.get_or_insert(e);
+            }
+        };
+
+        let mut flip = false;
+        let a = median_ns(runs, || {
+            flip = !flip;
+            note((|| {
+                let (g, _) = build_graph(rt, f, &blobs[usize::from(flip)])?;
+                let e = rt.instantiate(g).map_err(err)?;
+                rt.exec_destroy(e).map_err(err)?;
+                rt.graph_destroy(g).map_err(err)
+            })());
+        });
+
+        let (g0, nodes) = build_graph(rt, f, &blobs[0])?;
+        let exec: Exec = rt.instantiate(g0).map_err(err)?;
+        let b = median_ns(runs, || {
+            flip = !flip;
+            note((|| {
+                let (g, _) = build_graph(rt, f, &blobs[usize::from(flip)])?;
+                rt.exec_update(exec, g).map_err(err)?;
+                rt.graph_destroy(g).map_err(err)
+            })());
+        });
+        let c = median_ns(runs, || {
+            flip = !flip;
+            for &i in &touched {
+                note(rt.exec_kernel_node_set(exec, nodes[i], &params(f, &blobs[usize::from(flip)][i])).map_err(err));
+            }
+        });
+        let template = median_ns(runs, || {
+            flip = !flip;
+            for &i in &touched {
+                note(rt.kernel_node_set(nodes[i], &params(f, &blobs[usize::from(flip)][i])).map_err(err));
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        rt.exec_destroy(exec).map_err(err)?;
+        rt.graph_destroy(g0).map_err(err)?;
+
+        let primary = record_cmdbuf(f, &layout, n, false)?;
+        let d = time_update(primary, &layout, runs, touched.len());
+        let nested = record_cmdbuf(f, &layout, n, true)?;
+        let e = time_update(nested, &layout, runs, touched.len());
+        // SAFETY: handles from record_cmdbuf, freed once.
+        unsafe {
+            rcb_cmdbuf_free(primary);
+            rcb_cmdbuf_free(nested);
+        }
+        let (d, e) = (d?, e?);
+        layout.free(rt)?;
+
+        main.row(vec![
+            n.to_string(),
+            touched.len().to_string(),
+            sites.to_string(),
+            time(a),
+            time(b),
+            time(c),
+            time(d),
+            ratio(a, d),
+            ratio(b, d),
+            format!("{:.2}", d / c),
+        ]);
+        let own = (e - template).max(0.0);
+        host.row(vec![n.to_string(), sites.to_string(), time(e), time(template), time(own), time(own / sites as f64)]);
+    }
+    main.print();
+    host.print();
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! Packing kernel arguments into the one blob a kernel node owns (passed extra-style).
+//!
+//! Layout rule (the same as a kernel's parameter space): each argument is placed at the next
+//! multiple of its alignment, where the alignment is the largest power of two dividing its
+//! size, capped at 16; the blob ends right after the last argument (no tail padding). The rule
+//! is right for scalars, pointers and vectors. A struct whose real alignment is smaller than the
+//! rule says (an 8-byte struct of two `u32`, alignment 4, would be placed at a multiple of 8)
+//! must be passed split into its fields, or padded by the caller so that both sides agree.
+
+use crate::error::{Error, Result};
+
+/// Most arguments one launch may have (a larger count is certainly a caller bug).
+pub const MAX_ARGS: usize = 4096;
+/// Largest packed blob: the CUDA 12.1+ kernel parameter limit, also above any HIP kernarg size.
+pub const MAX_BLOB_BYTES: usize = 32764;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// Plain bytes: never patched, even when they equal an allocation address.
+    Value,
+    /// An 8-byte device address: patched when it lies inside an allocation.
+    DevicePtr,
+}
+
+/// One argument as the caller gives it; `value` is borrowed for the call.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelArg<'a> {
+    pub value: &'a [u8],
+    pub kind: ArgKind,
+}
+
+/// The packed blob and where its device pointers are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedArgs {
+    pub blob: Vec<u8>,
+    /// Byte offsets in `blob` of the `DevicePtr` arguments, in argument order.
+    pub pointers: Vec<u32>,
+}
+
+/// Alignment of an argument of `size` bytes (`size` > 0).
+pub fn alignment(size: usize) -> usize {
+    1 << size.trailing_zeros().min(4)
+}
+
+pub fn pack(args: &[KernelArg<'_>]) -> Result<PackedArgs> {
+    if args.len() > MAX_ARGS {
+        return Err(Error::invalid_argument(format!("{} kernel arguments exceed the limit of {MAX_ARGS}", args.len())));
+    }
+    let mut end = 0usize;
+    let mut offsets = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        let size = a.value.len();
+        if size == 0 {
+            return Err(Error::invalid_argument(format!("kernel argument {i} has size 0")));
+        }
+        if a.kind == ArgKind::DevicePtr && size != 8 {
+            return Err(Error::invalid_argument(format!("kernel argument {i} is a device pointer of size {size}; it must be 8")));
+        }
+        let at = end.next_multiple_of(alignment(size));
+        end = at + size;
+        if end > MAX_BLOB_BYTES {
+            return Err(Error::invalid_argument(format!(
+                "kernel arguments need more than {MAX_BLOB_BYTES} bytes (argument {i} ends at byte {end})"
+            )));
+        }
+        offsets.push(at);
+    }
+    let mut blob = vec![0u8; end];
+    let mut pointers = Vec::new();
+    for (a, &at) in args.iter().zip(&offsets) {
+        blob[at..at + a.value.len()].copy_from_slice(a.value);
+        if a.kind == ArgKind::DevicePtr {
+            pointers.push(at as u32);
+        }
+    }
+    Ok(PackedArgs { blob, pointers })
+}
+
+/// Reads the 8-byte address at `at` in `blob`.
+pub fn read_ptr(blob: &[u8], at: u32) -> u64 {
+    let at = at as usize;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&blob[at..at + 8]);
+    u64::from_ne_bytes(b)
+}
+
+/// Writes an 8-byte address at `at` in `blob`.
+pub fn write_ptr(blob: &mut [u8], at: u32, address: u64) {
+    let at = at as usize;
+    blob[at..at + 8].copy_from_slice(&address.to_ne_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(b: &[u8]) -> KernelArg<'_> {
+        KernelArg { value: b, kind: ArgKind::Value }
+    }
+    fn p(b: &[u8]) -> KernelArg<'_> {
+        KernelArg { value: b, kind: ArgKind::DevicePtr }
+    }
+
+    #[test]
+    fn alignment_is_the_largest_power_of_two_dividing_the_size_capped_at_16() {
+        let cases = [(1, 1), (2, 2), (3, 1), (4, 4), (6, 2), (8, 8), (12, 4), (16, 16), (24, 8), (32, 16), (48, 16)];
+        for (size, align) in cases {
+            assert_eq!(alignment(size), align, "size {size}");
+        }
+    }
+
+    #[test]
+    fn packs_mixed_sizes_with_natural_alignment_and_no_tail_padding() {
+        let ptr = 0x1000_2000_3000_4000u64.to_ne_bytes();
+        let f = 2.5f32.to_ne_bytes();
+        let n = 77u64.to_ne_bytes();
+        let wide = [0xabu8; 16];
+        let c = [7u8];
+        // (u64* y, float a, u64 n, 16-byte value, u8 c, float* x)
+        let packed = pack(&[p(&ptr), v(&f), v(&n), v(&wide), v(&c), p(&ptr)]).unwrap();
+        // y@0, a@8, n@16, wide@32 (16-aligned), c@48, x@56; ends at 64.
+        assert_eq!(packed.blob.len(), 64);
+        assert_eq!(packed.pointers, vec![0, 56]);
+        assert_eq!(&packed.blob[8..12], &f);
+        assert_eq!(&packed.blob[12..16], &[0; 4], "padding is zeroed");
+        assert_eq!(&packed.blob[16..24], &n);
+        assert_eq!(&packed.blob[24..32], &[0; 8]);
+        assert_eq!(&packed.blob[32..48], &wide);
+        assert_eq!(packed.blob[48], 7);
+        assert_eq!(read_ptr(&packed.blob, 56), 0x1000_2000_3000_4000);
+        // (u64, u32) is 12 bytes, not the 16 of a padded struct.
+        assert_eq!(pack(&[p(&ptr), v(&f)]).unwrap().blob.len(), 12);
+    }
+
+    #[test]
+    fn zero_arguments_give_an_empty_blob() {
+        let packed = pack(&[]).unwrap();
+        assert!(packed.blob.is_empty() && packed.pointers.is_empty());
+    }
+
+    #[test]
+    fn rejects_bad_arguments_naming_the_index() {
+        let e = pack(&[v(&[1]), v(&[])]).unwrap_err();
+        assert!(e.message.contains("argument 1") && e.message.contains("size 0"), "{}", e.message);
+        let e = pack(&[p(&[0; 4])]).unwrap_err();
+        assert!(e.message.contains("argument 0") && e.message.contains("must be 8"), "{}", e.message);
+        let big = vec![0u8; 20000];
+        let e = pack(&[v(&big), v(&big)]).unwrap_err();
+        assert!(e.message.contains("argument 1"), "{}", e.message);
+    }
+
+    #[test]
+    fn read_and_write_round_trip() {
+        let mut blob = vec![0u8; 24];
+        write_ptr(&mut blob, 16, 0xdead_beef_0000_0010);
+        assert_eq!(read_ptr(&blob, 16), 0xdead_beef_0000_0010);
+        assert_eq!(&blob[..16], &[0; 16]);
+    }
+}

@@ -1,0 +1,409 @@
+//! The command buffer: a HIP graph whose nodes' parameters the library owns, an allocation
+//! table, and the patch sites that let allocations move without re-recording.
+//!
+//! A primary command buffer is instantiated at its first finalize and updates go to its
+//! executable graph; a nested one is never instantiated (it is cloned into a parent as a child
+//! node) and updates go to its template graph. A primary's template is brought up to date
+//! lazily, when someone asks for it ([`CmdBuf::graph`]).
+//!
+//! Thread-safety: `&mut self` everywhere; one thread at a time per command buffer.
+
+pub mod allocations;
+pub mod args;
+mod nodes;
+mod patch;
+mod state;
+mod update;
+
+pub use allocations::{Allocation, MAX_ALLOCATIONS};
+pub use args::{ArgKind, KernelArg, MAX_ARGS};
+pub use update::UpdateReport;
+
+use crate::error::{Error, Result};
+use crate::runtime::{CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
+use allocations::AllocationTable;
+use nodes::{KernelRecord, NodeRecord, Params};
+use patch::PatchTable;
+use state::{Op, State};
+
+/// A node's index in its command buffer.
+pub type NodeId = u32;
+
+/// Most nodes one command buffer may hold.
+pub const MAX_NODES: usize = 1 << 31;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Instantiated at finalize; launchable.
+    Primary,
+    /// Never instantiated; embedded into other command buffers as a child.
+    Nested,
+}
+
+/// A kernel launch; the argument values are borrowed for the call and copied into the node.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelLaunch<'a> {
+    pub function: Function,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub args: &'a [KernelArg<'a>],
+}
+
+/// A 1-D memset of `count` elements of `element_size` bytes (1, 2 or 4) set to `pattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memset {
+    pub dst: u64,
+    pub pattern: u32,
+    pub element_size: u32,
+    pub count: u64,
+}
+
+pub struct CmdBuf {
+    rt: &'static dyn Runtime,
+    kind: Kind,
+    state: State,
+    graph: Graph,
+    exec: Option<Exec>,
+    /// The graph came from stream capture: its nodes are the runtime's, not in `nodes`.
+    captured: bool,
+    nodes: Vec<NodeRecord>,
+    allocs: AllocationTable,
+    patches: PatchTable,
+    scratch: update::Scratch,
+    /// Nodes whose last push failed; pushed again by the next update or finalize.
+    unpushed: Vec<NodeId>,
+    /// A primary's template lags behind its executable graph.
+    template_stale: bool,
+}
+
+impl CmdBuf {
+    pub fn new(rt: &'static dyn Runtime, device: i32, kind: Kind) -> Result<Self> {
+        let count = rt.info().device_count;
+        if !(0..count).contains(&device) {
+            return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
+        }
+        Ok(Self {
+            rt,
+            kind,
+            state: State::Recording,
+            graph: rt.graph_create()?,
+            exec: None,
+            captured: false,
+            nodes: Vec::new(),
+            allocs: AllocationTable::default(),
+            patches: PatchTable::default(),
+            scratch: update::Scratch::default(),
+            unpushed: Vec::new(),
+            template_stale: false,
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of recorded addresses that lie inside an allocation.
+    pub fn site_count(&self) -> usize {
+        self.patches.len()
+    }
+
+    /// Replaces the allocation table. Every recorded address is attributed to the new table, so
+    /// re-recording after a reported `needs_rerecord` starts with this call.
+    pub fn set_allocations(&mut self, allocs: &[Allocation]) -> Result<()> {
+        self.state.allow(Op::SetAllocations)?;
+        allocations::validate(allocs)?;
+        self.allocs.set(allocs);
+        self.patches.reset(allocs.len());
+        for id in 0..self.nodes.len() {
+            self.nodes[id].sites.clear();
+            self.attach_sites(id as NodeId);
+        }
+        Ok(())
+    }
+
+    pub fn add_kernel(&mut self, deps: &[NodeId], launch: &KernelLaunch<'_>) -> Result<NodeId> {
+        let params = kernel_params(launch)?;
+        self.record(deps, params)
+    }
+
+    pub fn add_memcpy(&mut self, deps: &[NodeId], copy: MemcpyParams) -> Result<NodeId> {
+        self.record(deps, memcpy_params(copy)?)
+    }
+
+    pub fn add_memset(&mut self, deps: &[NodeId], set: Memset) -> Result<NodeId> {
+        self.record(deps, memset_params(set)?)
+    }
+
+    pub fn add_empty(&mut self, deps: &[NodeId]) -> Result<NodeId> {
+        self.record(deps, Params::Empty)
+    }
+
+    /// Adds a child node holding a clone of `child` (the caller keeps `child`).
+    pub fn add_child(&mut self, deps: &[NodeId], child: Graph) -> Result<NodeId> {
+        self.state.allow(Op::Add)?;
+        let raw_deps = self.raw_deps(deps)?;
+        let raw = self.rt.add_child_node(self.graph, &raw_deps, child)?;
+        Ok(self.push_record(raw, Params::Child))
+    }
+
+    pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
+        self.rerecord(node, kernel_params(launch)?)
+    }
+
+    pub fn update_memcpy(&mut self, node: NodeId, copy: MemcpyParams) -> Result<()> {
+        self.rerecord(node, memcpy_params(copy)?)
+    }
+
+    pub fn update_memset(&mut self, node: NodeId, set: Memset) -> Result<()> {
+        self.rerecord(node, memset_params(set)?)
+    }
+
+    /// Replaces the graph of a child node of a primary command buffer (same topology).
+    pub fn update_child(&mut self, node: NodeId, child: Graph) -> Result<()> {
+        self.state.allow(Op::Update)?;
+        let record = self.node_of_kind(node, "child")?;
+        match self.exec {
+            Some(exec) => self.rt.exec_child_node_set(exec, record.raw, child),
+            None => Err(Error::unsupported(
+                "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
+            )),
+        }
+    }
+
+    /// Starts capturing `stream` (thread-local mode); the captured graph replaces this command
+    /// buffer's graph at [`Self::capture_end`].
+    pub fn capture_begin(&mut self, stream: Stream) -> Result<()> {
+        self.state.allow(Op::CaptureBegin)?;
+        if !self.nodes.is_empty() || self.captured {
+            return Err(Error::invalid_state("capture needs a command buffer with no nodes yet"));
+        }
+        self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        self.state = State::Capturing(stream);
+        Ok(())
+    }
+
+    pub fn capture_end(&mut self) -> Result<()> {
+        self.state.allow(Op::CaptureEnd)?;
+        let State::Capturing(stream) = self.state else { unreachable!("checked by allow") };
+        self.state = State::Recording;
+        let captured = self.rt.end_capture(stream)?;
+        if let Err(e) = self.rt.graph_destroy(self.graph) {
+            log::warn!("destroying the graph replaced by a capture: {e}");
+        }
+        self.graph = captured;
+        self.captured = true;
+        Ok(())
+    }
+
+    /// Ends recording or an update. The first finalize gives an empty graph one empty node and
+    /// instantiates a primary command buffer; later ones push what an earlier failed update
+    /// left behind and never re-instantiate.
+    pub fn finalize(&mut self) -> Result<()> {
+        self.state.allow(Op::Finalize)?;
+        if self.state == State::Recording {
+            let empty = if self.captured { self.rt.graph_nodes(self.graph)?.is_empty() } else { self.nodes.is_empty() };
+            if empty {
+                self.record(&[], Params::Empty)?;
+            }
+            if self.kind == Kind::Primary {
+                self.exec = Some(self.rt.instantiate(self.graph)?);
+            }
+        } else {
+            self.push_unpushed()?;
+        }
+        self.state = State::Finalized;
+        Ok(())
+    }
+
+    pub fn begin_update(&mut self) -> Result<()> {
+        self.state.allow(Op::BeginUpdate)?;
+        self.state = State::Updating;
+        Ok(())
+    }
+
+    pub fn launch(&mut self, stream: Stream) -> Result<()> {
+        self.state.allow(Op::Launch)?;
+        let exec = self.exec.ok_or_else(|| Error::invalid_state("a nested command buffer cannot be launched; add it to a primary one as a child"))?;
+        if !self.unpushed.is_empty() {
+            return Err(Error::invalid_state(format!(
+                "{} node(s) hold stale parameters after a failed address update (needs_rerecord); re-record them (begin_update, update the nodes, finalize) before launching",
+                self.unpushed.len()
+            )));
+        }
+        self.rt.graph_launch(exec, stream)
+    }
+
+    /// The template graph (owned by the command buffer), brought up to date first.
+    pub fn graph(&mut self) -> Result<Graph> {
+        if self.template_stale {
+            for record in &self.nodes {
+                record.params.push(self.rt, None, record.raw)?;
+            }
+            self.template_stale = false;
+        }
+        Ok(self.graph)
+    }
+
+    /// The template to clone when this command buffer becomes a child of another.
+    pub fn graph_to_embed(&mut self) -> Result<Graph> {
+        self.state.allow(Op::Embed)?;
+        self.graph()
+    }
+
+    /// The executable graph of a primary command buffer that has been finalized.
+    pub fn exec(&self) -> Result<Exec> {
+        self.exec.ok_or_else(|| match self.kind {
+            Kind::Nested => Error::invalid_state("a nested command buffer has no executable graph"),
+            Kind::Primary => Error::invalid_state("the command buffer has not been finalized yet"),
+        })
+    }
+
+    fn record(&mut self, deps: &[NodeId], params: Params) -> Result<NodeId> {
+        self.state.allow(Op::Add)?;
+        let raw_deps = self.raw_deps(deps)?;
+        let raw = params.add_to(self.rt, self.graph, &raw_deps)?;
+        Ok(self.push_record(raw, params))
+    }
+
+    fn push_record(&mut self, raw: Node, params: Params) -> NodeId {
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(NodeRecord::new(raw, params));
+        self.attach_sites(id);
+        id
+    }
+
+    /// Replaces a node's parameters: pushed first, so a failure leaves everything as it was.
+    fn rerecord(&mut self, node: NodeId, params: Params) -> Result<()> {
+        self.state.allow(Op::Update)?;
+        let record = self.node_of_kind(node, params.kind_name())?;
+        params.push(self.rt, self.exec, record.raw)?;
+        self.template_stale |= self.exec.is_some();
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
+        record.unpushed = false;
+        for site in record.sites.drain(..) {
+            self.patches.remove(site);
+        }
+        self.attach_sites(node);
+        Ok(())
+    }
+
+    fn attach_sites(&mut self, node: NodeId) {
+        let record = &mut self.nodes[node as usize];
+        let (allocs, patches) = (&mut self.allocs, &mut self.patches);
+        record.params.for_each_slot(|slot, address| {
+            if let Some((alloc, offset)) = allocs.lookup(address) {
+                record.sites.push(patches.add(node, slot, alloc, offset));
+            }
+        });
+    }
+
+    fn raw_deps(&self, deps: &[NodeId]) -> Result<Vec<Node>> {
+        if self.nodes.len() >= MAX_NODES {
+            return Err(Error::invalid_argument(format!("the command buffer already holds the maximum of {MAX_NODES} nodes")));
+        }
+        deps.iter().map(|&d| self.node(d).map(|r| r.raw)).collect()
+    }
+
+    fn node(&self, node: NodeId) -> Result<&NodeRecord> {
+        self.nodes.get(node as usize).ok_or_else(|| {
+            Error::invalid_argument(format!("node {node} does not exist in this command buffer ({} nodes)", self.nodes.len()))
+        })
+    }
+
+    fn node_of_kind(&self, node: NodeId, kind: &str) -> Result<&NodeRecord> {
+        let record = self.node(node)?;
+        if record.params.kind_name() != kind {
+            return Err(Error::invalid_argument(format!("node {node} is a {} node, not a {kind} node", record.params.kind_name())));
+        }
+        Ok(record)
+    }
+
+    fn destroy_graph(&self, graph: Graph) {
+        if let Err(e) = self.rt.graph_destroy(graph) {
+            log::warn!("destroying a command buffer's graph: {e}");
+        }
+    }
+
+    fn push_unpushed(&mut self) -> Result<()> {
+        while let Some(&node) = self.unpushed.last() {
+            let record = &mut self.nodes[node as usize];
+            if record.unpushed {
+                record.params.push(self.rt, self.exec, record.raw)?;
+                record.unpushed = false;
+            }
+            self.unpushed.pop();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CmdBuf {
+    fn drop(&mut self) {
+        if let State::Capturing(stream) = self.state {
+            match self.rt.end_capture(stream) {
+                Ok(g) => self.destroy_graph(g),
+                Err(e) => log::warn!("ending the capture of a freed command buffer: {e}"),
+            }
+        }
+        if let Some(exec) = self.exec.take()
+            && let Err(e) = self.rt.exec_destroy(exec)
+        {
+            log::warn!("destroying a command buffer's executable graph: {e}");
+        }
+        self.destroy_graph(self.graph);
+    }
+}
+
+fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
+    for (name, dims) in [("grid", launch.grid), ("block", launch.block)] {
+        if let Some(i) = dims.iter().position(|&d| d == 0) {
+            return Err(Error::invalid_argument(format!("launch {name}[{i}] is 0")));
+        }
+    }
+    let packed = args::pack(launch.args)?;
+    Ok(Params::Kernel(KernelRecord {
+        function: launch.function,
+        grid: launch.grid,
+        block: launch.block,
+        shared_mem_bytes: launch.shared_mem_bytes,
+        blob: packed.blob,
+        pointers: packed.pointers,
+    }))
+}
+
+fn memcpy_params(copy: MemcpyParams) -> Result<Params> {
+    if copy.bytes == 0 {
+        return Err(Error::invalid_argument("memcpy of 0 bytes"));
+    }
+    Ok(Params::Memcpy(copy))
+}
+
+fn memset_params(set: Memset) -> Result<Params> {
+    if !matches!(set.element_size, 1 | 2 | 4) {
+        return Err(Error::invalid_argument(format!("memset element_size is {}; it must be 1, 2 or 4", set.element_size)));
+    }
+    if set.element_size < 4 && set.pattern >> (8 * set.element_size) != 0 {
+        return Err(Error::invalid_argument(format!(
+            "memset pattern {:#x} does not fit in {} byte(s)",
+            set.pattern, set.element_size
+        )));
+    }
+    let width = usize::try_from(set.count).ok().filter(|&w| w > 0 && w.checked_mul(set.element_size as usize).is_some());
+    let Some(width) = width else {
+        return Err(Error::invalid_argument(format!("memset count {} is 0 or too large", set.count)));
+    };
+    Ok(Params::Memset(MemsetParams {
+        dst: set.dst,
+        value: set.pattern,
+        element_size: set.element_size,
+        width,
+        height: 1,
+        pitch: width * set.element_size as usize,
+    }))
+}

@@ -1,0 +1,112 @@
+//! Node records: the library's own copy of every node's parameters (the "shadow"), which is
+//! what gets patched and pushed. Parameters are never read back from the runtime (ROCm/clr#138:
+//! the arrays it hands out are its own and dangle).
+
+use super::args::{read_ptr, write_ptr};
+use super::patch::Slot;
+use crate::error::Result;
+use crate::runtime::{Exec, Function, Graph, KernelParams, MemcpyParams, MemsetParams, Node, Runtime};
+
+/// A kernel node's launch shape and its packed arguments.
+#[derive(Clone, Debug)]
+pub struct KernelRecord {
+    pub function: Function,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub blob: Vec<u8>,
+    /// Offsets of the device-pointer arguments in `blob`.
+    pub pointers: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Params {
+    Kernel(KernelRecord),
+    Memcpy(MemcpyParams),
+    Memset(MemsetParams),
+    Empty,
+    Child,
+}
+
+impl Params {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Params::Kernel(_) => "kernel",
+            Params::Memcpy(_) => "memcpy",
+            Params::Memset(_) => "memset",
+            Params::Empty => "empty",
+            Params::Child => "child",
+        }
+    }
+
+    /// Calls `f` with every address slot and the address it holds now.
+    pub fn for_each_slot(&self, mut f: impl FnMut(Slot, u64)) {
+        match self {
+            Params::Kernel(k) => k.pointers.iter().for_each(|&at| f(Slot::KernelArg(at), read_ptr(&k.blob, at))),
+            Params::Memcpy(c) => {
+                f(Slot::MemcpyDst, c.dst);
+                f(Slot::MemcpySrc, c.src);
+            }
+            Params::Memset(s) => f(Slot::MemsetDst, s.dst),
+            Params::Empty | Params::Child => {}
+        }
+    }
+
+    /// Stores `address` in `slot`; the slot came from [`Self::for_each_slot`] of this node.
+    #[inline]
+    pub fn write(&mut self, slot: Slot, address: u64) {
+        match (self, slot) {
+            (Params::Kernel(k), Slot::KernelArg(at)) => write_ptr(&mut k.blob, at, address),
+            (Params::Memcpy(c), Slot::MemcpyDst) => c.dst = address,
+            (Params::Memcpy(c), Slot::MemcpySrc) => c.src = address,
+            (Params::Memset(s), Slot::MemsetDst) => s.dst = address,
+            (params, slot) => unreachable!("slot {slot:?} recorded for a {} node", params.kind_name()),
+        }
+    }
+
+    fn kernel_params(k: &KernelRecord) -> KernelParams<'_> {
+        KernelParams { function: k.function, grid: k.grid, block: k.block, shared_mem_bytes: k.shared_mem_bytes, args: &k.blob }
+    }
+
+    /// Adds this node to `graph`; a child is added by [`Runtime::add_child_node`] instead.
+    pub fn add_to(&self, rt: &dyn Runtime, graph: Graph, deps: &[Node]) -> Result<Node> {
+        match self {
+            Params::Kernel(k) => rt.add_kernel_node(graph, deps, &Self::kernel_params(k)),
+            Params::Memcpy(c) => rt.add_memcpy_node(graph, deps, c),
+            Params::Memset(s) => rt.add_memset_node(graph, deps, s),
+            Params::Empty => rt.add_empty_node(graph, deps),
+            Params::Child => unreachable!("child nodes are added with the graph they clone"),
+        }
+    }
+
+    /// Sends the parameters to the executable graph (`Some(exec)`) or to the template node.
+    /// Empty and child nodes have nothing to send.
+    pub fn push(&self, rt: &dyn Runtime, exec: Option<Exec>, node: Node) -> Result<()> {
+        match (self, exec) {
+            (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &Self::kernel_params(k)),
+            (Params::Kernel(k), None) => rt.kernel_node_set(node, &Self::kernel_params(k)),
+            (Params::Memcpy(c), Some(e)) => rt.exec_memcpy_node_set(e, node, c),
+            (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
+            (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),
+            (Params::Memset(s), None) => rt.memset_node_set(node, s),
+            (Params::Empty | Params::Child, _) => Ok(()),
+        }
+    }
+}
+
+pub struct NodeRecord {
+    pub raw: Node,
+    pub params: Params,
+    /// Ids of this node's patch sites.
+    pub sites: Vec<u32>,
+    /// The last address update that touched this node (dedupes pushes without a set).
+    pub epoch: u64,
+    /// The runtime holds older parameters than `params` (a push failed).
+    pub unpushed: bool,
+}
+
+impl NodeRecord {
+    pub fn new(raw: Node, params: Params) -> Self {
+        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false }
+    }
+}

@@ -1,0 +1,85 @@
+//! The life cycle, mirroring XLA's command buffers:
+//! recording → finalized → updating → finalized → …, with capture as a detour from an empty
+//! recording buffer.
+
+use crate::error::{Error, Result};
+use crate::runtime::Stream;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Recording,
+    Capturing(Stream),
+    Finalized,
+    Updating,
+}
+
+/// What a call wants to do; [`State::allow`] says whether the state permits it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Add,
+    Update,
+    SetAllocations,
+    CaptureBegin,
+    CaptureEnd,
+    Finalize,
+    BeginUpdate,
+    Launch,
+    UpdateAllocations,
+    Embed,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Recording => "recording",
+            State::Capturing(_) => "capturing",
+            State::Finalized => "finalized",
+            State::Updating => "updating",
+        }
+    }
+
+    pub fn allow(self, op: Op) -> Result<()> {
+        use Op::*;
+        use State::*;
+        let (ok, hint) = match op {
+            Add => (self == Recording, "nodes can only be added while recording; after finalize, update existing nodes"),
+            Update => (self == Updating, "nodes are updated between begin_update and finalize"),
+            SetAllocations => (matches!(self, Recording | Updating), "a finalized command buffer moves allocations with update_allocations"),
+            CaptureBegin => (self == Recording, "capture starts from a recording command buffer with no nodes"),
+            CaptureEnd => (matches!(self, Capturing(_)), "no capture is in progress"),
+            Finalize => (matches!(self, Recording | Updating), "only a recording or updating command buffer can be finalized"),
+            BeginUpdate => (self == Finalized, "an update starts from a finalized command buffer"),
+            Launch => (self == Finalized, "only a finalized command buffer can be launched"),
+            UpdateAllocations => (self == Finalized, "allocations are moved on a finalized command buffer"),
+            Embed => (self == Finalized, "a command buffer must be finalized before it is added as a child"),
+        };
+        if ok { Ok(()) } else { Err(Error::invalid_state(format!("the command buffer is {}: {hint}", self.name()))) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_state_allows_exactly_its_operations() {
+        use Op::*;
+        let all = [Add, Update, SetAllocations, CaptureBegin, CaptureEnd, Finalize, BeginUpdate, Launch, UpdateAllocations, Embed];
+        let capturing = State::Capturing(Stream(std::ptr::null_mut()));
+        let allowed: [(State, &[Op]); 4] = [
+            (State::Recording, &[Add, SetAllocations, CaptureBegin, Finalize]),
+            (capturing, &[CaptureEnd]),
+            (State::Finalized, &[BeginUpdate, Launch, UpdateAllocations, Embed]),
+            (State::Updating, &[Update, SetAllocations, Finalize]),
+        ];
+        for (state, ops) in allowed {
+            for op in all {
+                let r = state.allow(op);
+                assert_eq!(r.is_ok(), ops.contains(&op), "{state:?} {op:?}");
+                if let Err(e) = r {
+                    assert!(e.message.contains(state.name()), "{}", e.message);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Moving allocations in place: the work is proportional to the sites of the allocations that
+//! moved (plus one comparison per table entry), never to the number of nodes.
+
+use super::allocations::{self, Allocation};
+use super::state::Op;
+use super::{CmdBuf, Kind, NodeId};
+use crate::error::Result;
+
+/// What an address update did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// Allocations whose base changed.
+    pub moved_allocations: u32,
+    /// Recorded addresses rewritten.
+    pub patched_sites: u64,
+    /// Nodes whose new parameters reached the runtime (each once).
+    pub updated_nodes: u64,
+    /// The update could not be applied in place: the table changed shape (count or a size), or
+    /// a runtime call failed part-way. The caller must re-record.
+    pub needs_rerecord: bool,
+}
+
+/// Buffers reused by every update, so an update allocates nothing once they have grown.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
+    epoch: u64,
+    moved: Vec<u32>,
+    touched: Vec<NodeId>,
+}
+
+impl CmdBuf {
+    /// Compares `new` with the recorded table and moves what moved: each site of a moved
+    /// allocation gets the new base plus its old offset, then each touched node is pushed once
+    /// (to the executable graph of a primary buffer, to the template of a nested one).
+    ///
+    /// A different count or a changed size reports `needs_rerecord` and changes nothing. A
+    /// failing push reports `needs_rerecord` too: the shadow parameters and the table are then
+    /// the new ones, the nodes not yet pushed are remembered (and refused at launch) until a
+    /// re-record or the next finalize or update pushes them.
+    pub fn update_allocations(&mut self, new: &[Allocation]) -> Result<UpdateReport> {
+        self.state.allow(Op::UpdateAllocations)?;
+        let mut report = UpdateReport::default();
+        let old = self.allocs.entries();
+        if new.len() != old.len() {
+            log::info!("allocation count changed from {} to {}: re-record needed", old.len(), new.len());
+            report.needs_rerecord = true;
+            return Ok(report);
+        }
+        let scratch = &mut self.scratch;
+        scratch.moved.clear();
+        for (i, (n, o)) in new.iter().zip(old).enumerate() {
+            if n.size != o.size {
+                log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
+                report.needs_rerecord = true;
+                return Ok(report);
+            }
+            if n.base != o.base {
+                // Unmoved entries equal recorded ones, which were validated when recorded.
+                allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
+                scratch.moved.push(i as u32);
+            }
+        }
+        report.moved_allocations = scratch.moved.len() as u32;
+
+        scratch.epoch += 1;
+        let epoch = scratch.epoch;
+        scratch.touched.clear();
+        for node in self.unpushed.drain(..) {
+            let record = &mut self.nodes[node as usize];
+            if record.unpushed && record.epoch != epoch {
+                record.epoch = epoch;
+                scratch.touched.push(node);
+            }
+        }
+        for &alloc in &scratch.moved {
+            let base = new[alloc as usize].base;
+            for &id in self.patches.of_allocation(alloc) {
+                let site = self.patches.get(id);
+                let record = &mut self.nodes[site.node as usize];
+                record.params.write(site.slot, base + site.offset);
+                if record.epoch != epoch {
+                    record.epoch = epoch;
+                    scratch.touched.push(site.node);
+                }
+            }
+            report.patched_sites += self.patches.of_allocation(alloc).len() as u64;
+            self.allocs.rebase(alloc as usize, base);
+        }
+
+        for (k, &node) in scratch.touched.iter().enumerate() {
+            let record = &mut self.nodes[node as usize];
+            match record.params.push(self.rt, self.exec, record.raw) {
+                Ok(()) => {
+                    record.unpushed = false;
+                    report.updated_nodes += 1;
+                }
+                Err(e) => {
+                    log::warn!(
+                        "address update stopped after {k} of {} node(s): {e}; the command buffer needs a re-record",
+                        scratch.touched.len()
+                    );
+                    for &rest in &scratch.touched[k..] {
+                        self.nodes[rest as usize].unpushed = true;
+                        self.unpushed.push(rest);
+                    }
+                    report.needs_rerecord = true;
+                    break;
+                }
+            }
+        }
+        self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
+        Ok(report)
+    }
+}

@@ -1,0 +1,790 @@
+//! `rcb_cmdbuf`: a command buffer (a HIP graph whose node parameters the library owns) with an
+//! allocation table, so that moved allocations are patched in place.
+//!
+//! Methods: `rcb_cmdbuf_new`, `rcb_cmdbuf_new_nested`, `rcb_cmdbuf_free`,
+//! `rcb_cmdbuf_set_allocations`, `rcb_cmdbuf_add_kernel`, `rcb_cmdbuf_add_memcpy_d2d`,
+//! `rcb_cmdbuf_add_memset`, `rcb_cmdbuf_add_empty`, `rcb_cmdbuf_add_child`,
+//! `rcb_cmdbuf_add_child_graph`, `rcb_cmdbuf_update_kernel`, `rcb_cmdbuf_update_memcpy_d2d`,
+//! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
+//! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
+//! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
+//! `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`.
+
+use super::Registry;
+use super::handle::lock;
+use super::{arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use crate::cmdbuf::{self, Allocation, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::{self, Function, Graph, MemcpyParams, Stream};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
+
+/// A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
+/// the caller, freed with `rcb_cmdbuf_free`.
+///
+/// Life cycle: recording (add nodes, optionally set the allocation table or capture a stream)
+/// → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`) →
+/// `rcb_cmdbuf_begin_update` → updating (`rcb_cmdbuf_update_*` on existing nodes) →
+/// `rcb_cmdbuf_finalize` → finalized → … A call the state does not allow returns
+/// `RCB_STATUS_INVALID_STATE` and changes nothing.
+///
+/// Thread-safety: one thread at a time per command buffer (calls on one buffer from several
+/// threads are serialised by a lock, but their order is then arbitrary); distinct command
+/// buffers may be used from different threads in parallel.
+pub struct rcb_cmdbuf {
+    _private: [u8; 0],
+}
+
+/// A node of a command buffer. The value encodes the owning command buffer: a node of another
+/// command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.
+/// Valid as long as its command buffer lives; nothing to free.
+pub type rcb_node = u64;
+
+/// `rcb_kernel_arg.kind`: plain bytes, never patched even when they equal an address.
+pub const RCB_ARG_VALUE: u32 = 0;
+/// `rcb_kernel_arg.kind`: an 8-byte device address (`value` points to a `uint64_t`), patched when
+/// it lies inside an allocation of the table.
+pub const RCB_ARG_DEVICE_PTR: u32 = 1;
+
+/// Most arguments of one kernel launch.
+pub const RCB_MAX_KERNEL_ARGS: usize = 4096;
+/// Most entries of an allocation table.
+pub const RCB_MAX_ALLOCATIONS: usize = 1 << 24;
+
+// Literals so that cbindgen can write them; the limits themselves live in `cmdbuf`.
+const _: () = assert!(RCB_MAX_KERNEL_ARGS == cmdbuf::MAX_ARGS && RCB_MAX_ALLOCATIONS == cmdbuf::MAX_ALLOCATIONS);
+
+/// One kernel argument: `size` bytes at `value` (borrowed for the call; copied into the node).
+///
+/// Packing: arguments are laid out in order, each at the next multiple of its alignment, where
+/// the alignment is the largest power of two dividing `size`, capped at 16; there is no tail
+/// padding. This matches scalars, pointers and vector types. A struct whose alignment is smaller
+/// than that rule gives (an 8-byte struct of two `uint32_t` has alignment 4 but would be placed
+/// at a multiple of 8) must be passed split into its fields, or padded by the caller.
+#[repr(C)]
+pub struct rcb_kernel_arg {
+    pub value: *const c_void,
+    pub size: u32,
+    /// `RCB_ARG_VALUE` or `RCB_ARG_DEVICE_PTR` (then `size` must be 8).
+    pub kind: u32,
+}
+
+/// A kernel launch. `function` is a `hipFunction_t` (or `CUfunction`); `args` points to
+/// `num_args` arguments (NULL allowed when `num_args` is 0), borrowed for the call.
+#[repr(C)]
+pub struct rcb_kernel_launch {
+    pub function: *mut c_void,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub args: *const rcb_kernel_arg,
+    pub num_args: usize,
+}
+
+/// One allocation of the table (XLA's buffer allocation index = position in the array): device
+/// address `base`, `size` bytes. An address belongs to it when `base <= p < base + size` (or
+/// `p == base` when `size` is 0); when several contain it, the greatest base wins, then the
+/// lowest index.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct rcb_allocation {
+    pub base: u64,
+    pub size: u64,
+}
+
+/// What `rcb_cmdbuf_update_allocations` did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct rcb_update_report {
+    /// Allocations whose base changed.
+    pub moved_allocations: u32,
+    /// Recorded addresses rewritten (each: new base + the same offset).
+    pub patched_sites: u64,
+    /// Nodes whose new parameters reached the runtime, each counted once.
+    pub updated_nodes: u64,
+    /// 1 when the update could not be completed in place (the number of allocations or a size
+    /// changed: nothing was changed; or a runtime call failed part-way: launches are refused
+    /// until a re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
+    /// `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node,
+    /// `rcb_cmdbuf_finalize`.
+    pub needs_rerecord: u32,
+}
+
+// `rcb_allocation` and `Allocation` are the same two u64 fields, so a table from C is read in
+// place instead of being copied on every update.
+const _: () = {
+    assert!(size_of::<rcb_allocation>() == size_of::<Allocation>());
+    assert!(align_of::<rcb_allocation>() == align_of::<Allocation>());
+    assert!(std::mem::offset_of!(rcb_allocation, base) == std::mem::offset_of!(Allocation, base));
+    assert!(std::mem::offset_of!(rcb_allocation, size) == std::mem::offset_of!(Allocation, size));
+};
+
+fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
+    // SAFETY: identical layout (checked above), both plain old data.
+    unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
+}
+
+fn handle_id(cb: *const rcb_cmdbuf, name: &str) -> Result<usize> {
+    if cb.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, format!("argument `{name}` is NULL")));
+    }
+    Ok(cb as usize)
+}
+
+fn get(cb: *const rcb_cmdbuf, name: &str) -> Result<(usize, Arc<Mutex<CmdBuf>>)> {
+    let id = handle_id(cb, name)?;
+    Ok((id, CMDBUFS.get(id)?))
+}
+
+/// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
+fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
+    let (id, object) = get(cb, "cb")?;
+    let mut guard = lock(&object, "rcb_cmdbuf")?;
+    f(id, &mut guard)
+}
+
+fn node_handle(cb: usize, node: NodeId) -> rcb_node {
+    ((cb as u64) << 32) | (u64::from(node) + 1)
+}
+
+fn node_id(cb: usize, node: rcb_node) -> Result<NodeId> {
+    let owner = (node >> 32) as usize;
+    let index = node & 0xffff_ffff;
+    if owner != cb {
+        if owner != 0 && index != 0 && CMDBUFS.get(owner).is_ok() {
+            return Err(Error::new(
+                ErrorKind::ForeignNode,
+                format!("node {node:#x} belongs to command buffer {owner:#x}, not to {cb:#x}"),
+            ));
+        }
+        return Err(Error::invalid_argument(format!("{node:#x} is not a node handle")));
+    }
+    if index == 0 {
+        return Err(Error::invalid_argument(format!("{node:#x} is not a node handle")));
+    }
+    Ok((index - 1) as NodeId)
+}
+
+/// # Safety
+/// `deps` must be NULL or point to `ndeps` node handles.
+unsafe fn deps_of(id: usize, cb: &CmdBuf, deps: *const rcb_node, ndeps: usize) -> Result<Vec<NodeId>> {
+    // SAFETY: forwarded from the caller.
+    let deps = unsafe { arg_slice(deps, ndeps, "deps", cb.node_count()) }?;
+    deps.iter().map(|&d| node_id(id, d)).collect()
+}
+
+/// The launch's arguments, still borrowed from C.
+struct Launch<'a> {
+    function: Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem_bytes: u32,
+    args: Vec<KernelArg<'a>>,
+}
+
+/// # Safety
+/// `launch` must be NULL or valid, with `num_args` valid arguments whose values are readable.
+unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> {
+    // SAFETY: forwarded from the caller.
+    let l = unsafe { arg_ref(launch, "launch") }?;
+    if l.function.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+    }
+    // SAFETY: forwarded from the caller.
+    let raw = unsafe { arg_slice(l.args, l.num_args, "launch->args", cmdbuf::MAX_ARGS) }?;
+    let mut args = Vec::with_capacity(raw.len());
+    for (i, a) in raw.iter().enumerate() {
+        let kind = match a.kind {
+            RCB_ARG_VALUE => ArgKind::Value,
+            RCB_ARG_DEVICE_PTR => ArgKind::DevicePtr,
+            k => {
+                return Err(Error::invalid_argument(format!(
+                    "launch->args[{i}].kind is {k}; expected RCB_ARG_VALUE (0) or RCB_ARG_DEVICE_PTR (1)"
+                )));
+            }
+        };
+        if a.size as usize > cmdbuf::args::MAX_BLOB_BYTES {
+            return Err(Error::invalid_argument(format!("launch->args[{i}].size {} is too large", a.size)));
+        }
+        if a.value.is_null() {
+            return Err(Error::new(ErrorKind::NullArgument, format!("argument `launch->args[{i}].value` is NULL")));
+        }
+        // SAFETY: non-null; the caller promises `size` readable bytes for the call.
+        let value = unsafe { std::slice::from_raw_parts(a.value as *const u8, a.size as usize) };
+        args.push(KernelArg { value, kind });
+    }
+    Ok(Launch { function: Function(l.function), grid: l.grid, block: l.block, shared_mem_bytes: l.shared_mem_bytes, args })
+}
+
+impl Launch<'_> {
+    fn view(&self) -> KernelLaunch<'_> {
+        KernelLaunch {
+            function: self.function,
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+            args: &self.args,
+        }
+    }
+}
+
+fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
+    let bytes = usize::try_from(bytes).map_err(|_| Error::invalid_argument(format!("memcpy of {bytes} bytes is too large")))?;
+    Ok(MemcpyParams { dst, src, bytes })
+}
+
+fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
+    let out = arg_out(out, "out")?;
+    let cb = CmdBuf::new(runtime::get()?, device, kind)?;
+    let id = CMDBUFS.insert(cb);
+    if id > u32::MAX as usize {
+        CMDBUFS.remove(id)?;
+        return Err(Error::new(ErrorKind::OutOfMemory, "command buffer handle ids are exhausted"));
+    }
+    // SAFETY: checked by arg_out.
+    unsafe { write_out(out, id as *mut rcb_cmdbuf) };
+    Ok(())
+}
+
+/// Creates a primary command buffer for `device`: it owns a new, empty graph, is instantiated
+/// at its first `rcb_cmdbuf_finalize`, can be launched, and applies updates to its executable
+/// graph. On success `*out` is a new handle that the caller owns and frees with
+/// `rcb_cmdbuf_free`.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `out` must be NULL or point to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_new(device: i32, out: *mut *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| new(device, Kind::Primary, out))
+}
+
+/// Creates a nested command buffer for `device`: never instantiated and never launched itself,
+/// it is meant to be cloned into another command buffer with `rcb_cmdbuf_add_child`; updates go
+/// to its template graph. On success `*out` is a new handle that the caller owns and frees with
+/// `rcb_cmdbuf_free`.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `out` must be NULL or point to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| new(device, Kind::Nested, out))
+}
+
+/// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
+/// do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
+/// `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
+/// already enqueued are not waited for (synchronize the stream first).
+///
+/// Thread-safety: any thread, not concurrently with other calls on `cb`.
+///
+/// # Safety
+/// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| {
+        if cb.is_null() {
+            return Ok(());
+        }
+        CMDBUFS.remove(cb as usize).map(drop)
+    })
+}
+
+/// Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
+/// `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
+/// from now on that lies inside an allocation becomes a patch site of it. Allowed while recording
+/// or updating (re-recording starts with this call).
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_set_allocations(cb: *mut rcb_cmdbuf, allocs: *const rcb_allocation, n: usize) -> rcb_status {
+    boundary(|| {
+        with(cb, |_, cb| {
+            // SAFETY: forwarded from the caller.
+            let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
+            cb.set_allocations(as_allocations(table))
+        })
+    })
+}
+
+/// Adds a kernel node after the `ndeps` nodes in `deps` (NULL allowed when `ndeps` is 0; at most
+/// the node count). The arguments are packed into one blob owned by the node (see
+/// `rcb_kernel_arg`); `launch` and everything it points to is borrowed for the call only. Each
+/// `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site. `*node` is written on
+/// success. Recording state only.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    launch: *const rcb_kernel_launch,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let launch = unsafe { launch_of(launch) }?;
+            let n = cb.add_kernel(&deps, &launch.view())?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
+/// `rcb_cmdbuf_add_kernel`). `dst` and `src` inside allocations become patch sites. `*node` is
+/// written on success. Recording state only.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_memcpy_d2d(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    dst: u64,
+    src: u64,
+    bytes: u64,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let n = cb.add_memcpy(&deps, memcpy(dst, src, bytes)?)?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Adds a memset of `count` (> 0) elements of `element_size` bytes (1, 2 or 4) at `dst`, each
+/// set to `pattern` (which must fit in `element_size` bytes), after `deps`. `dst` inside an
+/// allocation becomes a patch site. `*node` is written on success. Recording state only.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    dst: u64,
+    pattern: u32,
+    element_size: u32,
+    count: u64,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let n = cb.add_memset(&deps, Memset { dst, pattern, element_size, count })?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Adds an empty node (a join point) after `deps`. `*node` is written on success. Recording
+/// state only.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const rcb_node, ndeps: usize, node: *mut rcb_node) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let n = cb.add_empty(&deps)?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Locks two command buffers in handle order (so two threads embedding each other's buffers
+/// cannot deadlock) and runs `f(parent, child)`.
+fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf, &mut CmdBuf) -> Result<()>) -> Result<()> {
+    let (id, parent) = get(cb, "cb")?;
+    let (child_id, child) = get(child, "child")?;
+    if id == child_id {
+        return Err(Error::invalid_argument("a command buffer cannot be its own child"));
+    }
+    let (first, second) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
+    let mut first = lock(first, "rcb_cmdbuf")?;
+    let mut second = lock(second, "rcb_cmdbuf")?;
+    let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
+    f(id, p, c)
+}
+
+/// Adds a child node holding a clone of `child`'s graph (a finalized command buffer, usually a
+/// nested one) after `deps`. `child` is borrowed for the call and stays owned by the caller; later
+/// changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). Addresses inside the
+/// clone are not patch sites of `cb`. `*node` is written on success. Recording state only.
+///
+/// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+/// thread during the call.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_child(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    child: *const rcb_cmdbuf,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with_pair(cb, child, |id, cb, child| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let graph = child.graph_to_embed()?;
+            let n = cb.add_child(&deps, graph)?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Adds a child node holding a clone of the raw graph `graph` (a `hipGraph_t`, borrowed for the
+/// call; the caller keeps owning it) after `deps`. `*node` is written on success. Recording
+/// state only.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described; `graph` must be a live graph.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    graph: *mut c_void,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        if graph.is_null() {
+            return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
+        }
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let n = cb.add_child(&deps, Graph(graph))?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Replaces the launch of kernel node `node` (function, dimensions and arguments may all
+/// change) and sends it to the runtime at once; its patch sites are replaced. Updating state
+/// only. On failure the node keeps its previous parameters.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described for `rcb_cmdbuf_add_kernel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_kernel(cb: *mut rcb_cmdbuf, node: rcb_node, launch: *const rcb_kernel_launch) -> rcb_status {
+    boundary(|| {
+        with(cb, |id, cb| {
+            let n = node_id(id, node)?;
+            // SAFETY: forwarded from the caller.
+            let launch = unsafe { launch_of(launch) }?;
+            cb.update_kernel(n, &launch.view())
+        })
+    })
+}
+
+/// Replaces the operands of memcpy node `node` (as for `rcb_cmdbuf_add_memcpy_d2d`). Updating
+/// state only. On failure the node keeps its previous parameters.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_memcpy_d2d(cb: *mut rcb_cmdbuf, node: rcb_node, dst: u64, src: u64, bytes: u64) -> rcb_status {
+    boundary(|| with(cb, |id, cb| cb.update_memcpy(node_id(id, node)?, memcpy(dst, src, bytes)?)))
+}
+
+/// Replaces the parameters of memset node `node` (as for `rcb_cmdbuf_add_memset`). Updating
+/// state only. On failure the node keeps its previous parameters.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_memset(
+    cb: *mut rcb_cmdbuf,
+    node: rcb_node,
+    dst: u64,
+    pattern: u32,
+    element_size: u32,
+    count: u64,
+) -> rcb_status {
+    boundary(|| with(cb, |id, cb| cb.update_memset(node_id(id, node)?, Memset { dst, pattern, element_size, count })))
+}
+
+/// Gives child node `node` of a primary command buffer the graph of `child` (a finalized command
+/// buffer with the same topology as the one the node was added with), in the executable graph.
+/// Updating state only. A child node of a nested command buffer cannot be updated in place
+/// (`RCB_STATUS_UNSUPPORTED`: the runtime has no template setter for child graphs). `child` is
+/// borrowed for the call.
+///
+/// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+/// thread during the call.
+///
+/// # Safety
+/// Handles must be NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_node, child: *const rcb_cmdbuf) -> rcb_status {
+    boundary(|| {
+        with_pair(cb, child, |id, cb, child| {
+            let n = node_id(id, node)?;
+            let graph = child.graph_to_embed()?;
+            cb.update_child(n, graph)
+        })
+    })
+}
+
+/// Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
+/// thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
+/// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+///
+/// Thread-safety: the capture belongs to the calling thread; end it on the same thread.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `stream` a live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_capture_begin(cb: *mut rcb_cmdbuf, stream: *mut c_void) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.capture_begin(Stream(stream))))
+}
+
+/// Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
+/// one is destroyed) and the command buffer is recording again. Addresses inside a captured
+/// graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+///
+/// Thread-safety: the thread that began the capture.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_capture_end(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.capture_end()))
+}
+
+/// Finalizes recording or an update. The first finalize adds one empty node to an empty graph
+/// (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
+/// after an update never re-instantiates, and pushes any node a failed address update left
+/// behind.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_finalize(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.finalize()))
+}
+
+/// Moves a finalized command buffer to the updating state, where `rcb_cmdbuf_update_*` re-record
+/// existing nodes (in any order) until `rcb_cmdbuf_finalize`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.begin_update()))
+}
+
+/// Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
+/// call; NULL is the default stream). A nested or unfinalized one gives
+/// `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `stream` NULL or a live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_launch(cb: *mut rcb_cmdbuf, stream: *mut c_void) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.launch(Stream(stream))))
+}
+
+/// Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
+/// by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
+/// replaces it); do not destroy or change it. For a primary command buffer, updates made to the
+/// executable graph are first copied to the template's kernel, memcpy and memset nodes.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `graph` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut c_void) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(graph, "graph")?;
+        with(cb, |_, cb| {
+            let g = cb.graph()?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, g.0) };
+            Ok(())
+        })
+    })
+}
+
+/// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
+/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
+/// never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `exec` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_void) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(exec, "exec")?;
+        with(cb, |_, cb| {
+            let e = cb.exec()?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, e.0) };
+            Ok(())
+        })
+    })
+}
+
+/// Moves allocations of a finalized command buffer in place. `allocs` is the new table (`n`
+/// entries, borrowed for the call); entry `i` is compared with the recorded entry `i`. For each
+/// allocation whose base changed, every patch site gets the new base plus its offset; each
+/// touched node is then sent to the runtime once (executable graph of a primary command
+/// buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
+/// comparison per entry plus the sites of the moved allocations; no scan of the nodes.
+///
+/// Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place: a
+/// different `n` or a changed size (then nothing changed), or a runtime call failing part-way
+/// (logged at warn; the table and the library's copy of the parameters are the new ones, the
+/// nodes not yet sent are kept aside and launches are refused until they are re-recorded or
+/// sent by the next `rcb_cmdbuf_finalize` or update). `*report` is written on success.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
+    cb: *mut rcb_cmdbuf,
+    allocs: *const rcb_allocation,
+    n: usize,
+    report: *mut rcb_update_report,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(report, "report")?;
+        with(cb, |_, cb| {
+            // SAFETY: forwarded from the caller.
+            let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
+            let r = cb.update_allocations(as_allocations(table))?;
+            let value = rcb_update_report {
+                moved_allocations: r.moved_allocations,
+                patched_sites: r.patched_sites,
+                updated_nodes: r.updated_nodes,
+                needs_rerecord: u32::from(r.needs_rerecord),
+            };
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, value) };
+            Ok(())
+        })
+    })
+}
+
+/// Writes the number of nodes recorded through this API (a captured graph's own nodes are not
+/// counted) to `*count`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `count` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_node_count(cb: *mut rcb_cmdbuf, count: *mut usize) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(count, "count")?;
+        with(cb, |_, cb| {
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, cb.node_count()) };
+            Ok(())
+        })
+    })
+}
+
+/// Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `count` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut usize) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(count, "count")?;
+        with(cb, |_, cb| {
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, cb.site_count()) };
+            Ok(())
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_handles_round_trip_and_reject_forgeries() {
+        let h = node_handle(0x1230, 41);
+        assert_eq!(node_id(0x1230, h).unwrap(), 41);
+        let e = node_id(0x1230, 0x1230 << 32).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        // Owner never registered: made up, not foreign.
+        let e = node_id(0x1230, node_handle(0x9990, 0)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert!(e.message.contains("not a node handle"), "{}", e.message);
+    }
+}

@@ -1,0 +1,600 @@
+//! The command buffer through its C ABI: graphs of the test kernels, in-place address updates,
+//! fault injection, quirks, and every error path. Runs on the software GPU by default and on a
+//! real GPU with `RCB_BACKEND=cuda` (hipsim-only checks are skipped there).
+
+mod cmdbuf_helpers;
+mod common;
+
+use cmdbuf_helpers::*;
+use rocm_cmdbuf::ffi::*;
+use std::ptr::{null, null_mut};
+
+const N: usize = 64;
+const BYTES: u64 = (N * 4) as u64;
+
+fn iota(offset: f32) -> Vec<f32> {
+    (0..N).map(|i| i as f32 + offset).collect()
+}
+
+/// fill(x = 1) → axpy(y += 2x) → add(out = x + y) → memcpy(d = out), over four allocations.
+struct Chain {
+    y: u64,
+    out: u64,
+    d: u64,
+    nodes: [rcb_node; 4],
+}
+
+fn record_chain(gpu: &Gpu, cb: &Cb, x: u64, y: u64, out: u64, d: u64) -> Chain {
+    let n = N as u64;
+    let k = &gpu.k;
+    let n0 = cb.kernel(&[], k.fill_u32, n, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
+    let n1 = cb.kernel(&[n0], k.axpy_f32, n, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(2.0), Arg::U64(n)]);
+    let n2 = cb.kernel(&[n1], k.add_f32, n, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::U64(n)]);
+    let n3 = cb.memcpy(&[n2], d, out, BYTES);
+    Chain { y, out, d, nodes: [n0, n1, n2, n3] }
+}
+
+fn chain_buffers(gpu: &Gpu) -> (u64, u64, u64, u64) {
+    (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]))
+}
+
+/// Records the chain, launches it, moves x and out, updates in place, launches again and
+/// checks the results at the new addresses and the old buffers untouched.
+fn chain_moves_in_place(gpu: &Gpu) {
+    let (x, y, out, d) = chain_buffers(gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    let c = record_chain(gpu, &cb, x, y, out, d);
+    // x: fill, axpy, add (3); y: axpy, add (2); out: add, memcpy src (2); d: memcpy dst (1).
+    assert_eq!(cb.sites(), 8);
+    cb.finalize();
+    cb.launch(gpu);
+    assert_eq!(gpu.read(c.y, N), iota(2.0));
+    assert_eq!(gpu.read(c.out, N), iota(3.0));
+    assert_eq!(gpu.read(c.d, N), iota(3.0));
+
+    let (x2, out2) = (gpu.moved_copy(x, BYTES as usize), gpu.moved_copy(out, BYTES as usize));
+    gpu.write(x2, &[0.0; N]);
+    gpu.write(x, &[-7.0; N]);
+    gpu.write(out, &[-9.0; N]);
+    let report = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]);
+    assert_eq!(report.moved_allocations, 2);
+    assert_eq!(report.patched_sites, 5);
+    assert_eq!(report.updated_nodes, 4);
+    assert_eq!(report.needs_rerecord, 0);
+    cb.launch(gpu);
+    assert_eq!(gpu.read(x2, N), vec![1.0; N], "fill wrote at the new address");
+    assert_eq!(gpu.read(y, N), iota(4.0));
+    assert_eq!(gpu.read(out2, N), iota(5.0));
+    assert_eq!(gpu.read(d, N), iota(5.0), "memcpy read from the new address");
+    assert_eq!(gpu.read(x, N), vec![-7.0; N], "old x untouched");
+    assert_eq!(gpu.read(out, N), vec![-9.0; N], "old out untouched");
+    for p in [x, y, out, d, x2, out2] {
+        gpu.rt.free(p).unwrap();
+    }
+}
+
+#[test]
+fn a_chain_runs_and_follows_moved_allocations() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    chain_moves_in_place(&gpu);
+}
+
+#[test]
+fn a_diamond_over_interior_pointers_follows_its_allocation() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let n = N as u64;
+    let k = &gpu.k;
+    let x = gpu.upload(&[0.0; N]);
+    // y1 and y2 are two halves of one allocation; out gets y1 + y2.
+    let ys = gpu.upload(&[iota(0.0), iota(100.0)].concat());
+    let out = gpu.upload(&[0.0; N]);
+    let (y1, y2) = (ys, ys + BYTES);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (ys, 2 * BYTES), (out, BYTES)]);
+    let top = cb.kernel(&[], k.fill_u32, n, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
+    let left = cb.kernel(&[top], k.axpy_f32, n, &[Arg::Ptr(y1), Arg::Ptr(x), Arg::F32(3.0), Arg::U64(n)]);
+    let right = cb.kernel(&[top], k.axpy_f32, n, &[Arg::Ptr(y2), Arg::Ptr(x), Arg::F32(5.0), Arg::U64(n)]);
+    cb.kernel(&[left, right], k.add_f32, n, &[Arg::Ptr(out), Arg::Ptr(y1), Arg::Ptr(y2), Arg::U64(n)]);
+    cb.finalize();
+    cb.launch(&gpu);
+    let expect: Vec<f32> = (0..N).map(|i| (i as f32 + 3.0) + (i as f32 + 105.0)).collect();
+    assert_eq!(gpu.read(out, N), expect);
+
+    let ys2 = gpu.moved_copy(ys, 2 * BYTES as usize);
+    gpu.write(ys, &[-1.0; 2 * N]);
+    let report = cb.update_allocs(&[(x, BYTES), (ys2, 2 * BYTES), (out, BYTES)]);
+    assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (1, 4, 3));
+    cb.launch(&gpu);
+    let expect: Vec<f32> = (0..N).map(|i| (i as f32 + 6.0) + (i as f32 + 110.0)).collect();
+    assert_eq!(gpu.read(out, N), expect);
+    assert_eq!(gpu.read(ys2 + BYTES, N), iota(110.0), "the interior pointer kept its offset");
+    assert_eq!(gpu.read(ys, 2 * N), vec![-1.0; 2 * N], "old buffer untouched");
+}
+
+#[test]
+fn memset_and_memcpy_nodes_are_patched() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let a = gpu.upload(&[0.0; N]);
+    let b = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(a, BYTES), (b, BYTES)]);
+    // a[0..16) = 0xab bytes, a[16..32) = 0x1234 halves, a[32..64) = 0xdeadbeef words (interior dsts).
+    let s1 = cb.memset(&[], a, 0xab, 1, 16);
+    let s2 = cb.memset(&[s1], a + 16, 0x1234, 2, 8);
+    let s4 = cb.memset(&[s2], a + 32, 0xdead_beef, 4, 8);
+    // b[64..128) = a[0..64)
+    cb.memcpy(&[s4], b + 64, a, 64);
+    assert_eq!(cb.sites(), 5);
+    cb.finalize();
+    let mut expect = vec![0xabu8; 16];
+    expect.extend([0x34, 0x12].repeat(8));
+    expect.extend(0xdead_beefu32.to_le_bytes().repeat(8));
+    cb.launch(&gpu);
+    assert_eq!(gpu.read_bytes(b + 64, 64), expect);
+
+    let a2 = gpu.rt.malloc(0, BYTES as usize).unwrap();
+    let b2 = gpu.rt.malloc(0, BYTES as usize).unwrap();
+    gpu.rt.copy_to_device(a2, &[0; BYTES as usize]).unwrap();
+    gpu.rt.copy_to_device(b2, &[0; BYTES as usize]).unwrap();
+    gpu.rt.copy_to_device(a, &[0x5a; BYTES as usize]).unwrap();
+    gpu.rt.copy_to_device(b, &[0x5a; BYTES as usize]).unwrap();
+    let report = cb.update_allocs(&[(a2, BYTES), (b2, BYTES)]);
+    assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (2, 5, 4));
+    cb.launch(&gpu);
+    assert_eq!(gpu.read_bytes(b2 + 64, 64), expect);
+    assert_eq!(gpu.read_bytes(a2, 64), expect);
+    assert_eq!(gpu.read_bytes(a, BYTES as usize), vec![0x5a; BYTES as usize], "old buffers untouched");
+    assert_eq!(gpu.read_bytes(b, BYTES as usize), vec![0x5a; BYTES as usize]);
+}
+
+#[test]
+fn a_value_argument_equal_to_an_old_base_is_not_rewritten() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let y = gpu.upload(&[0.0; 2 * N]);
+    let x = gpu.upload(&[1.0; 2 * N]);
+    // Allocation 2 is bookkeeping only: its base (64) equals the element count, a plain value.
+    let fake_base = N as u64;
+    let cb = Cb::primary();
+    cb.set_allocs(&[(y, 2 * BYTES), (x, 2 * BYTES), (fake_base, 16)]);
+    cb.kernel(&[], gpu.k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(fake_base)]);
+    assert_eq!(cb.sites(), 2, "only the two pointers are sites");
+    cb.finalize();
+    let report = cb.update_allocs(&[(y, 2 * BYTES), (x, 2 * BYTES), (2 * fake_base, 16)]);
+    assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (1, 0, 0));
+    cb.launch(&gpu);
+    let got = gpu.read(y, 2 * N);
+    assert_eq!(&got[..N], &[1.0; N][..]);
+    assert_eq!(&got[N..], &[0.0; N][..], "n stayed 64: a rewritten n (128) would have written here");
+}
+
+#[test]
+fn each_touched_node_is_pushed_once_and_nothing_when_nothing_moved() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    let allocs = [(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)];
+    cb.set_allocs(&allocs);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let instantiations = sim.call_count("hipGraphInstantiate");
+
+    let before = sim.call_count("hipGraphExecKernelNodeSetParams");
+    let memcpy_before = sim.call_count("hipGraphExecMemcpyNodeSetParams1D");
+    let report = cb.update_allocs(&allocs);
+    assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (0, 0, 0));
+    assert_eq!(sim.call_count("hipGraphExecKernelNodeSetParams"), before);
+
+    // x moves: three kernel nodes point into it (fill once, axpy once, add once).
+    let x2 = gpu.moved_copy(x, BYTES as usize);
+    let report = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    assert_eq!((report.patched_sites, report.updated_nodes), (3, 3));
+    assert_eq!(sim.call_count("hipGraphExecKernelNodeSetParams") - before, 3);
+    assert_eq!(sim.call_count("hipGraphExecMemcpyNodeSetParams1D"), memcpy_before);
+
+    cb.begin_update();
+    cb.finalize();
+    assert_eq!(sim.call_count("hipGraphInstantiate"), instantiations, "a finalize after an update does not re-instantiate");
+}
+
+#[test]
+fn a_changed_size_or_count_needs_a_rerecord_and_changes_nothing() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let x2 = gpu.moved_copy(x, BYTES as usize);
+    let grown = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, 2 * BYTES), (d, BYTES)]);
+    assert_eq!(grown, rcb_update_report { needs_rerecord: 1, ..Default::default() });
+    let fewer = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, BYTES)]);
+    assert_eq!(fewer, rcb_update_report { needs_rerecord: 1, ..Default::default() });
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x, N), vec![1.0; N], "still recorded at the old address");
+    assert_eq!(gpu.read(x2, N), vec![0.0; N]);
+    assert_eq!(gpu.read(out, N), iota(3.0));
+}
+
+#[test]
+fn a_failing_push_needs_a_rerecord_and_the_rerecord_is_correct() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim() else { return };
+    let n = N as u64;
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    let c = record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+
+    let (x2, y2, out2) = (gpu.moved_copy(x, BYTES as usize), gpu.moved_copy(y, BYTES as usize), gpu.moved_copy(out, BYTES as usize));
+    let moved = [(x2, BYTES), (y2, BYTES), (out2, BYTES), (d, BYTES)];
+    sim.set_faults("hipGraphExecKernelNodeSetParams:3");
+    let report = cb.update_allocs(&moved);
+    sim.set_faults("");
+    assert_eq!(report.needs_rerecord, 1);
+    assert_eq!(report.moved_allocations, 3);
+    assert_eq!(report.updated_nodes, 2, "two kernel nodes reached the exec before the third push failed");
+    fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "needs_rerecord");
+
+    // The full re-record of the C API contract.
+    cb.begin_update();
+    cb.set_allocs(&moved);
+    let k = &gpu.k;
+    let [n0, n1, n2, n3] = c.nodes;
+    cb.update_kernel(n0, k.fill_u32, n, &[Arg::Ptr(x2), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
+    cb.update_kernel(n1, k.axpy_f32, n, &[Arg::Ptr(y2), Arg::Ptr(x2), Arg::F32(2.0), Arg::U64(n)]);
+    cb.update_kernel(n2, k.add_f32, n, &[Arg::Ptr(out2), Arg::Ptr(x2), Arg::Ptr(y2), Arg::U64(n)]);
+    ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, n3, d, out2, BYTES) });
+    cb.finalize();
+    gpu.write(x, &[-7.0; N]);
+    gpu.write(y, &[-7.0; N]);
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(y2, N), iota(2.0));
+    assert_eq!(gpu.read(out2, N), iota(3.0));
+    assert_eq!(gpu.read(d, N), iota(3.0));
+    assert_eq!(gpu.read(y, N), vec![-7.0; N]);
+
+    // After the re-record, in-place updates work again.
+    let y3 = gpu.moved_copy(y2, BYTES as usize);
+    let report = cb.update_allocs(&[(x2, BYTES), (y3, BYTES), (out2, BYTES), (d, BYTES)]);
+    assert_eq!((report.needs_rerecord, report.patched_sites), (0, 2));
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(y3, N), iota(4.0));
+}
+
+#[test]
+fn a_failed_push_is_repaired_by_the_next_finalize() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let x2 = gpu.moved_copy(x, BYTES as usize);
+    sim.set_faults("hipGraphExecKernelNodeSetParams:1");
+    let report = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    sim.set_faults("");
+    assert_eq!((report.needs_rerecord, report.updated_nodes), (1, 0));
+    cb.begin_update();
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x2, N), vec![1.0; N]);
+    assert_eq!(gpu.read(out, N), iota(3.0));
+}
+
+#[test]
+fn quirks_that_break_reading_parameters_back_change_nothing() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim() else { return };
+    for quirk in ["clr138", "opaque_extra", "clr138,opaque_extra"] {
+        sim.set_quirks(quirk);
+        chain_moves_in_place(&gpu);
+    }
+    sim.set_quirks("");
+}
+
+#[test]
+fn a_nested_buffer_updates_its_template_and_reaches_the_parent_through_update_child() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let allocs = [(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)];
+    let child = Cb::nested();
+    child.set_allocs(&allocs);
+    record_chain(&gpu, &child, x, y, out, d);
+    child.finalize();
+    fails(unsafe { rcb_cmdbuf_launch(child.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "nested");
+    let mut exec = null_mut();
+    fails(unsafe { rcb_cmdbuf_exec(child.0, &mut exec) }, RCB_STATUS_INVALID_STATE, "nested");
+
+    let parent = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, child.0, &mut node) });
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d, N), iota(3.0));
+
+    let sim = common::hipsim();
+    let template_sets = sim.as_ref().map(|s| (s.call_count("hipGraphKernelNodeSetParams"), s.call_count("hipGraphMemcpyNodeSetParams1D")));
+    let out2 = gpu.moved_copy(out, BYTES as usize);
+    let report = child.update_allocs(&[(x, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]);
+    assert_eq!((report.patched_sites, report.updated_nodes), (2, 2));
+    if let (Some(sim), Some((kernels, copies))) = (sim, template_sets) {
+        assert_eq!(sim.call_count("hipGraphKernelNodeSetParams") - kernels, 1, "the add node, in the template");
+        assert_eq!(sim.call_count("hipGraphMemcpyNodeSetParams1D") - copies, 1);
+    }
+    parent.begin_update();
+    ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, child.0) });
+    parent.finalize();
+    gpu.write(out, &[-3.0; N]);
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(5.0));
+    assert_eq!(gpu.read(d, N), iota(5.0));
+    assert_eq!(gpu.read(out, N), vec![-3.0; N]);
+
+    // A nested parent cannot update a child node in place.
+    let nested_parent = Cb::nested();
+    let mut n2 = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(nested_parent.0, null(), 0, child.0, &mut n2) });
+    nested_parent.finalize();
+    nested_parent.begin_update();
+    fails(unsafe { rcb_cmdbuf_update_child(nested_parent.0, n2, child.0) }, RCB_STATUS_UNSUPPORTED, "nested");
+}
+
+#[test]
+fn a_raw_graph_child_is_cloned() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let g = gpu.rt.graph_create().unwrap();
+    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &5u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
+    let params = rocm_cmdbuf::runtime::KernelParams { function: gpu.k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
+    gpu.rt.add_kernel_node(g, &[], &params).unwrap();
+    let cb = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, g.0, &mut node) });
+    gpu.rt.graph_destroy(g).unwrap();
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![5; N]);
+}
+
+#[test]
+fn a_captured_stream_becomes_the_graph() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    let mut node = 0;
+    fails(
+        with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)], |l| unsafe {
+            rcb_cmdbuf_add_kernel(cb.0, null(), 0, l, &mut node)
+        }),
+        RCB_STATUS_INVALID_STATE,
+        "capturing",
+    );
+    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &9u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
+    let params = rocm_cmdbuf::runtime::KernelParams { function: gpu.k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
+    gpu.rt.launch_kernel(&params, gpu.stream).unwrap();
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![0; N], "captured, not run");
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![9; N]);
+
+    // Capture needs an empty recording buffer.
+    let busy = Cb::primary();
+    busy.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    fails(unsafe { rcb_cmdbuf_capture_begin(busy.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "no nodes");
+    fails(unsafe { rcb_cmdbuf_capture_end(busy.0) }, RCB_STATUS_INVALID_STATE, "no capture");
+}
+
+#[test]
+fn an_empty_buffer_gets_one_empty_node_and_launches() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let cb = Cb::primary();
+    cb.finalize();
+    let mut g = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut g) });
+    let nodes = gpu.rt.graph_nodes(rocm_cmdbuf::runtime::Graph(g)).unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(gpu.rt.node_type(nodes[0]).unwrap(), rocm_cmdbuf::runtime::NodeType::Empty);
+    cb.launch(&gpu);
+    let mut exec = null_mut();
+    ok(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) });
+    assert!(!exec.is_null());
+}
+
+#[test]
+fn the_state_machine_refuses_misuse() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let fill = |cb: &Cb| cb.try_kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let cb = Cb::primary();
+    let node = fill(&cb).unwrap();
+    let update = |cb: &Cb| with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(2), Arg::U64(1)], |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, node, l) });
+    fails(update(&cb), RCB_STATUS_INVALID_STATE, "recording");
+    fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "recording");
+    fails(unsafe { rcb_cmdbuf_begin_update(cb.0) }, RCB_STATUS_INVALID_STATE, "recording");
+    let mut report = rcb_update_report::default();
+    fails(unsafe { rcb_cmdbuf_update_allocations(cb.0, null(), 0, &mut report) }, RCB_STATUS_INVALID_STATE, "recording");
+    let mut exec = null_mut();
+    fails(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) }, RCB_STATUS_INVALID_STATE, "not been finalized");
+    cb.finalize();
+    assert_eq!(fill(&cb), Err(RCB_STATUS_INVALID_STATE));
+    assert!(last_error().contains("finalized"), "{}", last_error());
+    fails(update(&cb), RCB_STATUS_INVALID_STATE, "finalized");
+    fails(unsafe { rcb_cmdbuf_finalize(cb.0) }, RCB_STATUS_INVALID_STATE, "finalized");
+    let t = table(&[(x, BYTES)]);
+    fails(unsafe { rcb_cmdbuf_set_allocations(cb.0, t.as_ptr(), 1) }, RCB_STATUS_INVALID_STATE, "update_allocations");
+    cb.begin_update();
+    ok(update(&cb));
+    fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "updating");
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, 1), vec![2], "the update reached the exec");
+}
+
+#[test]
+fn bad_arguments_get_distinct_statuses_naming_the_argument() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let mut out = null_mut();
+    fails(unsafe { rcb_cmdbuf_new(0, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`out`");
+    fails(unsafe { rcb_cmdbuf_new(99, &mut out) }, RCB_STATUS_INVALID_ARGUMENT, "device 99");
+    ok(unsafe { rcb_cmdbuf_free(null_mut()) });
+
+    let cb = Cb::primary();
+    let other = Cb::primary();
+    let a = cb.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let foreign = other.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let mut node = 0;
+    // Dependencies.
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, &foreign, 1, &mut node) }, RCB_STATUS_FOREIGN_NODE, "belongs to");
+    let made_up: rcb_node = 12345;
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, &made_up, 1, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "not a node handle");
+    let beyond = a + 7;
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, &beyond, 1, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "does not exist");
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, [a, a].as_ptr(), 2, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "deps");
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, null(), 1, &mut node) }, RCB_STATUS_NULL_ARGUMENT, "`deps`");
+    fails(unsafe { rcb_cmdbuf_add_empty(cb.0, null(), 0, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`node`");
+    fails(unsafe { rcb_cmdbuf_add_empty(null_mut(), null(), 0, &mut node) }, RCB_STATUS_NULL_ARGUMENT, "`cb`");
+
+    // Launch descriptions.
+    let k = gpu.k.fill_u32;
+    let add = |l: &rcb_kernel_launch| {
+        let mut n = 0;
+        unsafe { rcb_cmdbuf_add_kernel(cb.0, null(), 0, l, &mut n) }
+    };
+    fails(unsafe { rcb_cmdbuf_add_kernel(cb.0, null(), 0, null(), &mut node) }, RCB_STATUS_NULL_ARGUMENT, "`launch`");
+    let base = |f: &mut dyn FnMut(&mut rcb_kernel_launch) -> rcb_status| {
+        with_launch(k, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)], |l| {
+            let mut l = rcb_kernel_launch { ..*l };
+            f(&mut l)
+        })
+    };
+    fails(base(&mut |l| { l.function = null_mut(); add(l) }), RCB_STATUS_NULL_ARGUMENT, "launch->function");
+    fails(base(&mut |l| { l.grid[1] = 0; add(l) }), RCB_STATUS_INVALID_ARGUMENT, "grid[1]");
+    fails(base(&mut |l| { l.num_args = 5000; add(l) }), RCB_STATUS_INVALID_ARGUMENT, "launch->args");
+    fails(base(&mut |l| { l.args = null(); add(l) }), RCB_STATUS_NULL_ARGUMENT, "launch->args");
+    let bad_args = |edit: fn(&mut rcb_kernel_arg)| {
+        let p = x;
+        let mut arg = rcb_kernel_arg { value: &p as *const u64 as *const _, size: 8, kind: RCB_ARG_DEVICE_PTR };
+        edit(&mut arg);
+        let l = rcb_kernel_launch { function: k.0, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &arg, num_args: 1 };
+        add(&l)
+    };
+    fails(bad_args(|a| a.kind = 7), RCB_STATUS_INVALID_ARGUMENT, "launch->args[0].kind is 7");
+    fails(bad_args(|a| a.value = null()), RCB_STATUS_NULL_ARGUMENT, "launch->args[0].value");
+    fails(bad_args(|a| a.size = 4), RCB_STATUS_INVALID_ARGUMENT, "must be 8");
+    fails(bad_args(|a| a.size = 0), RCB_STATUS_INVALID_ARGUMENT, "size 0");
+
+    // Memcpy and memset.
+    fails(unsafe { rcb_cmdbuf_add_memcpy_d2d(cb.0, null(), 0, x, x + 4, 0, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "0 bytes");
+    fails(unsafe { rcb_cmdbuf_add_memset(cb.0, null(), 0, x, 1, 3, 4, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "element_size");
+    fails(unsafe { rcb_cmdbuf_add_memset(cb.0, null(), 0, x, 0x1ff, 1, 4, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "does not fit");
+    fails(unsafe { rcb_cmdbuf_add_memset(cb.0, null(), 0, x, 1, 4, 0, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "count 0");
+
+    // Allocation tables.
+    let t = table(&[(x, BYTES)]);
+    fails(unsafe { rcb_cmdbuf_set_allocations(cb.0, null(), 1) }, RCB_STATUS_NULL_ARGUMENT, "`allocs`");
+    fails(unsafe { rcb_cmdbuf_set_allocations(cb.0, t.as_ptr(), (1 << 24) + 1) }, RCB_STATUS_INVALID_ARGUMENT, "allocs");
+    let wraps = table(&[(x, BYTES), (u64::MAX - 1, 4)]);
+    fails(unsafe { rcb_cmdbuf_set_allocations(cb.0, wraps.as_ptr(), 2) }, RCB_STATUS_INVALID_ARGUMENT, "allocation 1");
+
+    // Node kinds and foreign nodes in updates.
+    cb.finalize();
+    cb.begin_update();
+    fails(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, a, x, x, 4) }, RCB_STATUS_INVALID_ARGUMENT, "kernel node, not a memcpy");
+    fails(unsafe { rcb_cmdbuf_update_memset(cb.0, foreign, x, 0, 4, 1) }, RCB_STATUS_FOREIGN_NODE, "belongs to");
+    fails(unsafe { rcb_cmdbuf_update_child(cb.0, a, cb.0) }, RCB_STATUS_INVALID_ARGUMENT, "own child");
+    let mut report = rcb_update_report::default();
+    cb.finalize();
+    fails(unsafe { rcb_cmdbuf_update_allocations(cb.0, t.as_ptr(), 1, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`report`");
+    assert_eq!(unsafe { rcb_cmdbuf_update_allocations(cb.0, t.as_ptr(), 1, &mut report) }, RCB_OK);
+    let mut g = null_mut();
+    fails(unsafe { rcb_cmdbuf_graph(cb.0, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`graph`");
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut g) });
+
+    // Unknown and freed handles.
+    let stale = Cb::primary();
+    let raw = stale.0;
+    drop(stale);
+    fails(unsafe { rcb_cmdbuf_finalize(raw) }, RCB_STATUS_INVALID_HANDLE, "rcb_cmdbuf");
+    fails(unsafe { rcb_cmdbuf_free(raw) }, RCB_STATUS_INVALID_HANDLE, "not live");
+    fails(unsafe { rcb_cmdbuf_finalize(0x10 as *mut rcb_cmdbuf) }, RCB_STATUS_INVALID_HANDLE, "not live");
+    // A node of a freed command buffer is no longer anyone's.
+    let gone = Cb::primary();
+    let gone_node = gone.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    drop(gone);
+    let fresh = Cb::primary();
+    fresh.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    fails(unsafe { rcb_cmdbuf_add_empty(fresh.0, &gone_node, 1, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "not a node handle");
+}
+
+#[test]
+fn distinct_command_buffers_work_in_parallel_threads() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let gpu = &gpu;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                let stream = gpu.rt.stream_create(0, 1, 0).unwrap();
+                let x = gpu.upload(&[0.0; N]);
+                let cb = Cb::primary();
+                cb.set_allocs(&[(x, BYTES)]);
+                let mut prev = Vec::new();
+                for i in 0..8u32 {
+                    prev = vec![cb.kernel(&prev, gpu.k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(t * 100 + i), Arg::U64(N as u64)])];
+                }
+                cb.finalize();
+                let x2 = gpu.moved_copy(x, BYTES as usize);
+                assert_eq!(cb.update_allocs(&[(x2, BYTES)]).updated_nodes, 8);
+                ok(unsafe { rcb_cmdbuf_launch(cb.0, stream.0) });
+                gpu.rt.stream_synchronize(stream).unwrap();
+                assert_eq!(common::download_u32(gpu.rt, x2, N), vec![t * 100 + 7; N]);
+                gpu.rt.stream_destroy(stream).unwrap();
+            });
+        }
+    });
+}
+
+#[test]
+fn a_primary_template_catches_up_with_in_place_updates_when_embedded() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let out2 = gpu.moved_copy(out, BYTES as usize);
+    assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]).updated_nodes, 2);
+    // The template (cloned here) must hold out2 too, not only the executable graph.
+    let parent = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, cb.0, &mut node) });
+    parent.finalize();
+    gpu.write(out, &[-3.0; N]);
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(3.0));
+    assert_eq!(gpu.read(d, N), iota(3.0));
+    assert_eq!(gpu.read(out, N), vec![-3.0; N]);
+}

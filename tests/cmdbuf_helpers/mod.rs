@@ -1,0 +1,206 @@
+//! Shared by `tests/cmdbuf.rs` and `tests/cmdbuf_property.rs`: the C ABI wrapped just enough to
+//! write graphs of the test kernels in a line each.
+#![allow(dead_code)]
+
+use crate::common::{self, TestKernels};
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{Function, Runtime, Stream};
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+pub struct Gpu {
+    pub rt: &'static dyn Runtime,
+    pub k: TestKernels,
+    pub stream: Stream,
+}
+
+pub fn gpu() -> Option<Gpu> {
+    let rt = common::runtime()?;
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, 1, 0).expect("stream");
+    Some(Gpu { rt, k, stream })
+}
+
+impl Gpu {
+    pub fn sync(&self) {
+        self.rt.stream_synchronize(self.stream).expect("synchronize");
+    }
+
+    pub fn upload(&self, values: &[f32]) -> u64 {
+        common::upload_f32(self.rt, 0, values)
+    }
+
+    pub fn write(&self, ptr: u64, values: &[f32]) {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.rt.copy_to_device(ptr, &bytes).expect("write");
+    }
+
+    pub fn read(&self, ptr: u64, n: usize) -> Vec<f32> {
+        common::download_f32(self.rt, ptr, n)
+    }
+
+    pub fn read_bytes(&self, ptr: u64, n: usize) -> Vec<u8> {
+        let mut b = vec![0u8; n];
+        self.rt.copy_from_device(&mut b, ptr).expect("read");
+        b
+    }
+
+    /// A new buffer holding a copy of `bytes` bytes at `old` (a moved allocation).
+    pub fn moved_copy(&self, old: u64, bytes: usize) -> u64 {
+        let data = self.read_bytes(old, bytes);
+        let p = self.rt.malloc(0, bytes.max(1)).expect("malloc");
+        self.rt.copy_to_device(p, &data).expect("copy");
+        p
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let _ = self.rt.stream_destroy(self.stream);
+    }
+}
+
+pub fn last_error() -> String {
+    let mut buf = vec![0 as std::ffi::c_char; 1024];
+    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+#[track_caller]
+pub fn ok(status: rcb_status) {
+    assert_eq!(status, RCB_OK, "{}", last_error());
+}
+
+/// Asserts the status and that the last error message contains `needle`.
+#[track_caller]
+pub fn fails(status: rcb_status, expected: rcb_status, needle: &str) {
+    let msg = last_error();
+    assert_eq!(status, expected, "message: {msg}");
+    assert!(msg.contains(needle), "message {msg:?} should contain {needle:?}");
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    Ptr(u64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+}
+
+/// Runs `body` with a launch of `f` over `n` elements; the argument values live for the call.
+pub fn with_launch<R>(f: Function, n: u64, args: &[Arg], body: impl FnOnce(&rcb_kernel_launch) -> R) -> R {
+    let storage: Vec<[u8; 8]> = args
+        .iter()
+        .map(|a| match *a {
+            Arg::Ptr(p) | Arg::U64(p) => p.to_ne_bytes(),
+            Arg::U32(v) => (v as u64).to_ne_bytes(),
+            Arg::F32(v) => (v.to_bits() as u64).to_ne_bytes(),
+        })
+        .collect();
+    let raw: Vec<rcb_kernel_arg> = args
+        .iter()
+        .zip(&storage)
+        .map(|(a, s)| {
+            let (size, kind) = match a {
+                Arg::Ptr(_) => (8, RCB_ARG_DEVICE_PTR),
+                Arg::U64(_) => (8, RCB_ARG_VALUE),
+                Arg::U32(_) | Arg::F32(_) => (4, RCB_ARG_VALUE),
+            };
+            // Little-endian: the first 4 bytes of the 8-byte store are the 4-byte value.
+            rcb_kernel_arg { value: s.as_ptr() as *const c_void, size, kind }
+        })
+        .collect();
+    let launch = rcb_kernel_launch {
+        function: f.0,
+        grid: [n.div_ceil(256).max(1) as u32, 1, 1],
+        block: [256, 1, 1],
+        shared_mem_bytes: 0,
+        args: raw.as_ptr(),
+        num_args: raw.len(),
+    };
+    body(&launch)
+}
+
+/// A command buffer freed on drop.
+pub struct Cb(pub *mut rcb_cmdbuf);
+
+pub fn table(allocs: &[(u64, u64)]) -> Vec<rcb_allocation> {
+    allocs.iter().map(|&(base, size)| rcb_allocation { base, size }).collect()
+}
+
+impl Cb {
+    pub fn primary() -> Cb {
+        let mut cb = null_mut();
+        ok(unsafe { rcb_cmdbuf_new(0, &mut cb) });
+        Cb(cb)
+    }
+
+    pub fn nested() -> Cb {
+        let mut cb = null_mut();
+        ok(unsafe { rcb_cmdbuf_new_nested(0, &mut cb) });
+        Cb(cb)
+    }
+
+    pub fn set_allocs(&self, allocs: &[(u64, u64)]) {
+        let t = table(allocs);
+        ok(unsafe { rcb_cmdbuf_set_allocations(self.0, t.as_ptr(), t.len()) });
+    }
+
+    pub fn try_kernel(&self, deps: &[rcb_node], f: Function, n: u64, args: &[Arg]) -> Result<rcb_node, rcb_status> {
+        let mut node = 0;
+        let s = with_launch(f, n, args, |l| unsafe { rcb_cmdbuf_add_kernel(self.0, deps.as_ptr(), deps.len(), l, &mut node) });
+        if s == RCB_OK { Ok(node) } else { Err(s) }
+    }
+
+    pub fn kernel(&self, deps: &[rcb_node], f: Function, n: u64, args: &[Arg]) -> rcb_node {
+        self.try_kernel(deps, f, n, args).unwrap_or_else(|s| panic!("add_kernel: {s}: {}", last_error()))
+    }
+
+    pub fn update_kernel(&self, node: rcb_node, f: Function, n: u64, args: &[Arg]) {
+        ok(with_launch(f, n, args, |l| unsafe { rcb_cmdbuf_update_kernel(self.0, node, l) }));
+    }
+
+    pub fn memcpy(&self, deps: &[rcb_node], dst: u64, src: u64, bytes: u64) -> rcb_node {
+        let mut node = 0;
+        ok(unsafe { rcb_cmdbuf_add_memcpy_d2d(self.0, deps.as_ptr(), deps.len(), dst, src, bytes, &mut node) });
+        node
+    }
+
+    pub fn memset(&self, deps: &[rcb_node], dst: u64, pattern: u32, element_size: u32, count: u64) -> rcb_node {
+        let mut node = 0;
+        ok(unsafe { rcb_cmdbuf_add_memset(self.0, deps.as_ptr(), deps.len(), dst, pattern, element_size, count, &mut node) });
+        node
+    }
+
+    pub fn finalize(&self) {
+        ok(unsafe { rcb_cmdbuf_finalize(self.0) });
+    }
+
+    pub fn begin_update(&self) {
+        ok(unsafe { rcb_cmdbuf_begin_update(self.0) });
+    }
+
+    pub fn launch(&self, gpu: &Gpu) {
+        ok(unsafe { rcb_cmdbuf_launch(self.0, gpu.stream.0) });
+        gpu.sync();
+    }
+
+    pub fn update_allocs(&self, allocs: &[(u64, u64)]) -> rcb_update_report {
+        let t = table(allocs);
+        let mut report = rcb_update_report::default();
+        ok(unsafe { rcb_cmdbuf_update_allocations(self.0, t.as_ptr(), t.len(), &mut report) });
+        report
+    }
+
+    pub fn sites(&self) -> usize {
+        let mut n = 0;
+        ok(unsafe { rcb_cmdbuf_site_count(self.0, &mut n) });
+        n
+    }
+}
+
+impl Drop for Cb {
+    fn drop(&mut self) {
+        unsafe { rcb_cmdbuf_free(self.0) };
+    }
+}
