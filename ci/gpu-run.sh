@@ -2,7 +2,7 @@
 # Runs ON the GPU machine, from the repository root, what ci/gpu.sh staged in .gpu/:
 #   1. compiles .gpu/kernels.cu to PTX with nvcc (and says whether it matches the committed PTX);
 #   2. runs every staged test binary with RCB_BACKEND=cuda;
-#   3. runs rcb-bench if staged.
+#   3. runs rcb-demo and rcb-bench if staged.
 # Logs go to $OUT (the device tool brings that folder back, at most 8 files), else .gpu/out:
 # summary.log, rcb-bench.md and logs.tar.gz (one log per test binary). Exits non-zero when a
 # test binary fails.
@@ -47,6 +47,9 @@ for bin in "$stage"/tests/*; do
     fi
 done
 
+if [ -x "$stage/rcb-demo" ]; then
+    "$stage/rcb-demo" || failed=1
+fi
 if [ -x "$stage/rcb-bench" ]; then
     timeout 300 "$stage/rcb-bench" > "$out/rcb-bench.md" 2>&1
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"

@@ -13,7 +13,7 @@ dest_root=$(cd "${1:-$here}" && pwd)
 stage="$dest_root/.gpu"
 
 cd "$here"
-cargo build --release --bin rcb-bench
+cargo build --release --bin rcb-bench --bin rcb-demo
 mapfile -t tests < <(
     cargo test --release -p rocm_cmdbuf --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -34,7 +34,7 @@ for entry in "${tests[@]}"; do
     # Debug info is for local debugging only; the carried tree is limited to 64 MiB.
     objcopy --strip-debug "$exe" "$stage/tests/$name"
 done
-objcopy --strip-debug target/release/rcb-bench "$stage/rcb-bench"
+for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
 cp tests/gpu/kernels.cu ci/gpu-run.sh "$stage/"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
 
