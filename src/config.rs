@@ -24,6 +24,9 @@ pub struct Config {
     pub hip_library: Option<PathBuf>,
     /// `RCB_CUDA_LIBRARY`: load exactly this CUDA driver instead of `libcuda.so.1`.
     pub cuda_library: Option<PathBuf>,
+    /// `RCB_VMM_POOL_TIMEOUT_MS`: how long a VMM pool waits for the GPU to free a slot when its
+    /// config leaves the timeout at 0 (default 10 000 ms).
+    pub vmm_pool_timeout_ms: u32,
 }
 
 /// Names of the variables, for documentation and for error messages.
@@ -31,6 +34,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RCB_BACKEND", "hip, cuda or auto (default auto: HIP if it sees a device, else CUDA)"),
     ("RCB_HIP_LIBRARY", "path of the HIP runtime to load instead of searching libamdhip64.so.7/.6/.5"),
     ("RCB_CUDA_LIBRARY", "path of the CUDA driver to load instead of libcuda.so.1"),
+    ("RCB_VMM_POOL_TIMEOUT_MS", "VMM pool wait for a free slot, in ms, when the pool's config says 0 (default 10000)"),
     ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
 ];
 
@@ -69,8 +73,17 @@ impl Config {
                 return Err(bad("RCB_BACKEND", &format!("is {other:?}; expected hip, cuda or auto")));
             }
         };
+        let vmm_pool_timeout_ms = match text("RCB_VMM_POOL_TIMEOUT_MS")?.as_deref() {
+            None | Some("") => 10_000,
+            Some(s) => s
+                .parse::<u32>()
+                .ok()
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| bad("RCB_VMM_POOL_TIMEOUT_MS", &format!("is {s:?}; expected milliseconds from 1 to {}", u32::MAX)))?,
+        };
         Ok(Config {
             backend,
+            vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
         })
@@ -113,5 +126,15 @@ mod tests {
         assert!(e.message.contains("RCB_BACKEND") && e.message.contains("rocm"), "{}", e.message);
         let e = parse(&[("RCB_HIP_LIBRARY", "")]).unwrap_err();
         assert!(e.message.contains("RCB_HIP_LIBRARY"), "{}", e.message);
+    }
+
+    #[test]
+    fn vmm_pool_timeout_defaults_and_rejects_zero_or_garbage() {
+        assert_eq!(parse(&[]).unwrap().vmm_pool_timeout_ms, 10_000);
+        assert_eq!(parse(&[("RCB_VMM_POOL_TIMEOUT_MS", "250")]).unwrap().vmm_pool_timeout_ms, 250);
+        for bad in ["0", "-5", "1.5s"] {
+            let e = parse(&[("RCB_VMM_POOL_TIMEOUT_MS", bad)]).unwrap_err();
+            assert!(e.message.contains("RCB_VMM_POOL_TIMEOUT_MS") && e.message.contains(bad), "{}", e.message);
+        }
     }
 }

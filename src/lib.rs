@@ -4,10 +4,19 @@
 //! Layers, top to bottom: [`ffi`] (the C ABI only), the features, [`runtime`] (the GPU runtime
 //! behind one interface), [`config`] (the `RCB_*` variables). Data flows down; below `ffi` every
 //! function returns [`error::Result`].
+//!
+//! Only `ffi` reaches the C header: every other module is marked `cbindgen:ignore`, so a public
+//! constant inside the library never leaks into `include/rocm_cmdbuf.h`.
 
+/// cbindgen:ignore
 pub mod cmdbuf;
+/// cbindgen:ignore
 pub mod config;
+/// cbindgen:ignore
 pub mod error;
 pub mod ffi;
 mod logging;
+/// cbindgen:ignore
 pub mod runtime;
+/// cbindgen:ignore
+pub mod vmm_pool;

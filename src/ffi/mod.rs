@@ -8,10 +8,12 @@ mod cmdbuf;
 mod handle;
 mod runtime;
 mod status;
+mod vmm_pool;
 
 pub use cmdbuf::*;
 pub use runtime::*;
 pub use status::*;
+pub use vmm_pool::*;
 
 pub(crate) use handle::Registry;
 

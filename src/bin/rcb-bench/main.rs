@@ -4,13 +4,14 @@
 mod backend;
 mod table;
 mod update;
+mod vmm;
 
 use rocm_cmdbuf::runtime::Runtime;
 
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run)];
+const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run), ("vmm", vmm::run)];
 
 fn main() {
     backend::probe_if_asked();

@@ -6,7 +6,7 @@ use hip_runtime_sys::{hipExtent, hipMemAllocationProp, hipMemLocation, hipMemset
 use std::ffi::{c_int, c_void};
 
 /// First runtime with real VMM, the 5.3+ `hipMemAllocationProp` and the 5.3+ node-type numbers.
-pub const ROCM_5_3: i32 = 50_300_000;
+const ROCM_5_3: i32 = 50_300_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {

@@ -7,7 +7,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LAZY, RTLD_LOCAL};
 use libloading::Library;
 
 /// Newest first: a process that already holds one of these gets it back.
-pub const CANDIDATES: [&str; 4] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"];
+const CANDIDATES: [&str; 4] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"];
 
 // Not exported by libloading; the value is the same on every Linux libc.
 const RTLD_NOLOAD: i32 = 0x4;

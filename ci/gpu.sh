@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Prepares a GPU run: builds the release test binaries of this crate and rcb-bench HERE (the GPU
+# machine has no Rust toolchain), stages them with the test kernels and ci/gpu-run.sh into
+# .gpu/ of the repository root that the device tool sends, and prints the one command to run.
+#
+#   ci/gpu.sh [REPO_ROOT]     REPO_ROOT: the checkout the device tool carries (default: this one)
+#
+# Every test binary Cargo builds for this crate is staged, so later features' tests run too.
+set -euo pipefail
+
+here=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+dest_root=$(cd "${1:-$here}" && pwd)
+stage="$dest_root/.gpu"
+
+cd "$here"
+cargo build --release --bin rcb-bench
+mapfile -t tests < <(
+    cargo test --release -p rocm_cmdbuf --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        t = m["target"]
+        name = t["name"] if t["kind"] == ["test"] else "unit-" + t["name"]
+        print(name + "\t" + m["executable"])
+')
+[ ${#tests[@]} -gt 0 ] || { echo "ci/gpu.sh: cargo built no test binaries" >&2; exit 1; }
+
+rm -rf "$stage"
+mkdir -p "$stage/tests"
+for entry in "${tests[@]}"; do
+    name=${entry%%$'\t'*}
+    exe=${entry#*$'\t'}
+    # Debug info is for local debugging only; the carried tree is limited to 64 MiB.
+    objcopy --strip-debug "$exe" "$stage/tests/$name"
+done
+objcopy --strip-debug target/release/rcb-bench "$stage/rcb-bench"
+cp tests/gpu/kernels.cu ci/gpu-run.sh "$stage/"
+if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
+
+# Never commit the staging area into that checkout.
+exclude=$(git -C "$dest_root" rev-parse --git-path info/exclude)
+case $exclude in /*) ;; *) exclude="$dest_root/$exclude" ;; esac
+if ! git -C "$dest_root" check-ignore -q .gpu/rcb-bench; then
+    mkdir -p "$(dirname "$exclude")"
+    echo "/.gpu/" >> "$exclude"
+fi
+
+echo "staged in $stage ($(du -sh "$stage" | cut -f1)):"
+ls -1 "$stage" "$stage/tests" | sed 's/^/  /'
+echo
+echo "run on the GPU machine (device tool, repository root $dest_root):"
+echo "  command: bash .gpu/gpu-run.sh    carry: [\".gpu\"]"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need on a fresh Debian machine; idempotent.
+#   - libamdhip64-dev: real ROCm 5.2 HIP headers (hip-runtime-sys builds against them) and a real
+#     libamdhip64.so.5 (the tests check that it reports "no device" cleanly here).
+#   - cbindgen at the pinned version that generated include/rocm_cmdbuf.h.
+set -euo pipefail
+CBINDGEN_VERSION=0.29.2
+
+if ! dpkg -s libamdhip64-dev >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y --no-install-recommends libamdhip64-dev ||
+        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends libamdhip64-dev; }
+fi
+for tool in gcc g++ nm readelf; do
+    command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
+done
+if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
+    cargo install --locked --quiet cbindgen --version "$CBINDGEN_VERSION"
+fi

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test on a machine without a GPU (the software GPU stands in): set-up, build,
+# header drift and export checks, Rust tests of the whole workspace, the C/C++ ABI tests, the
+# software GPU's own C suite and the LD_PRELOAD test. GPU tests run on a GPU machine: ci/gpu.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/setup.sh
+
+echo "== build"
+cargo build --workspace --all-targets --quiet
+echo "== header and exports"
+bash ci/header.sh --verify
+bash ci/check-library.sh target/debug
+echo "== Rust tests (software GPU)"
+cargo test --workspace --quiet
+echo "== GPU tests (RCB_BACKEND=cuda)"
+# The same test bodies run on a real GPU through ci/gpu.sh; here they must skip, and say so.
+gpu_log=$(RCB_BACKEND=cuda cargo test --quiet -p rocm_cmdbuf --tests -- --nocapture 2>&1) ||
+    { echo "$gpu_log"; echo "GPU tests failed instead of skipping"; exit 1; }
+echo "$gpu_log" | grep -m1 'SKIPPED' || true
+echo "$(echo "$gpu_log" | grep -c 'SKIPPED') GPU test bodies skipped: no GPU on this machine (run ci/gpu.sh on a GPU machine)"
+echo "== C and C++ ABI tests"
+bash tests/c/run.sh target/debug
+for suite in tests/hipsim/run-c-tests.sh; do
+    if [ -f "$suite" ]; then
+        echo "== $suite"
+        bash "$suite" target/debug/libamdhip64.so
+    fi
+done
+echo "== all tests passed"

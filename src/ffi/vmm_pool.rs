@@ -1,0 +1,244 @@
+//! `rcb_vmm_pool_*`: the circular VMM pool behind the C ABI.
+
+use super::handle::lock;
+use super::{Registry, arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use crate::config;
+use crate::error::Result;
+use crate::runtime::Stream;
+use crate::vmm_pool::{Backing, DeviceCopy, Lease, MAX_BUFFERS, MAX_PEERS, PoolConfig, VmmPool};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
+/// change, and a GPU-written timeline per slot. Opaque; the value is a handle id, never an
+/// address, so a freed or forged handle yields `RCB_STATUS_INVALID_HANDLE`.
+pub struct rcb_vmm_pool {
+    _opaque: [u8; 0],
+}
+
+/// `rcb_vmm_pool_config.backing`: one physical chunk per slot (`hipMemCreate`), permanently
+/// mapped at its own reserved range, with access for the device and every listed peer that can
+/// reach it.
+pub const RCB_VMM_BACKING_VMM: u32 = 1;
+/// `rcb_vmm_pool_config.backing`: plain device allocations (`hipMalloc`) kept for the pool's
+/// life. `peers` is not used: peer access follows `hipDeviceEnablePeerAccess`.
+pub const RCB_VMM_BACKING_DEVICE: u32 = 2;
+
+/// How to build a pool. Read during `rcb_vmm_pool_new` only; the caller keeps ownership of it
+/// and of the arrays it points to.
+#[repr(C)]
+pub struct rcb_vmm_pool_config {
+    /// The device that owns the memory.
+    pub device: i32,
+    /// `RCB_VMM_BACKING_VMM` or `RCB_VMM_BACKING_DEVICE`.
+    pub backing: u32,
+    /// Number of slots, at least 1. Iteration `i` uses slot `i % num_slots`.
+    pub num_slots: u32,
+    /// Number of buffers per slot (1 to 4096) and their sizes in bytes. A zero size gives that
+    /// buffer address 0. In the VMM backing the buffers of a slot share one chunk, each starting
+    /// on a 256-byte boundary, the chunk rounded up to the allocation granularity.
+    pub num_buffers: u32,
+    pub buffer_sizes: *const u64,
+    /// Devices (other than `device`, no repeats, at most 64) to grant read-write access to the
+    /// VMM memory; those that cannot access `device` are skipped. May be NULL when `num_peers` is 0.
+    pub num_peers: u32,
+    pub peers: *const i32,
+    /// How long `rcb_vmm_pool_acquire` and `rcb_vmm_pool_free` wait for the GPU; 0 takes
+    /// `RCB_VMM_POOL_TIMEOUT_MS` (default 10 000 ms).
+    pub timeout_ms: u32,
+}
+
+/// A slot held between `rcb_vmm_pool_acquire` and `rcb_vmm_pool_release`.
+#[repr(C)]
+pub struct rcb_vmm_slot {
+    /// This use's iteration number (0, 1, 2, ... across the pool's life).
+    pub iteration: u64,
+    /// The slot index, `iteration % num_slots`.
+    pub index: u32,
+    /// Number of entries in `buffers` (the config's `num_buffers`).
+    pub num_buffers: u32,
+    /// The slot's buffer addresses, the same every time the slot comes round. Owned by the pool
+    /// and valid until `rcb_vmm_pool_free`.
+    pub buffers: *const u64,
+}
+
+/// One device-to-device copy.
+#[repr(C)]
+pub struct rcb_vmm_copy {
+    pub dst: u64,
+    pub src: u64,
+    pub bytes: u64,
+}
+
+static POOLS: Registry<Arc<VmmPool>> = Registry::new("rcb_vmm_pool");
+
+fn live_pool(handle: *mut rcb_vmm_pool) -> Result<Arc<VmmPool>> {
+    let entry = POOLS.get(handle as usize)?;
+    // Held only to clone: acquire may wait for another thread's release, so no lock across calls.
+    Ok(Arc::clone(&*lock(&entry, "rcb_vmm_pool")?))
+}
+
+/// Creates a pool: every slot's memory and timeline are made up front and kept until
+/// `rcb_vmm_pool_free`. On failure everything made so far is given back and `*out` is untouched.
+///
+/// Returns `RCB_STATUS_INVALID_ARGUMENT` for zero or too many slots/buffers, a size over 2^46
+/// bytes, an unknown backing or a bad peer (the message names the field),
+/// `RCB_STATUS_UNSUPPORTED` when the runtime lacks VMM or stream memory operations, and the
+/// runtime's error (naming the call and the slot) when an allocation fails.
+/// The caller owns the new handle in `*out` and frees it with `rcb_vmm_pool_free`.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `config` must be NULL or point to a valid `rcb_vmm_pool_config` whose arrays hold the counts
+/// it states; `out` must be NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, out: *mut *mut rcb_vmm_pool) -> rcb_status {
+    boundary(|| {
+        // SAFETY: validity is the caller's promise.
+        let c = unsafe { arg_ref(config, "config") }?;
+        let out = arg_out(out, "out")?;
+        // SAFETY: the counts are the caller's promise; arg_slice bounds them first.
+        let sizes = unsafe { arg_slice(c.buffer_sizes, c.num_buffers as usize, "buffer_sizes", MAX_BUFFERS) }?;
+        let peers = unsafe { arg_slice(c.peers, c.num_peers as usize, "peers", MAX_PEERS) }?;
+        let backing = match c.backing {
+            RCB_VMM_BACKING_VMM => Backing::Vmm,
+            RCB_VMM_BACKING_DEVICE => Backing::Device,
+            other => {
+                return Err(crate::error::Error::invalid_argument(format!(
+                    "backing: {other} is neither RCB_VMM_BACKING_VMM (1) nor RCB_VMM_BACKING_DEVICE (2)"
+                )));
+            }
+        };
+        let timeout_ms = match c.timeout_ms {
+            0 => config::get()?.vmm_pool_timeout_ms,
+            ms => ms,
+        };
+        let pool = VmmPool::new(&PoolConfig {
+            device: c.device,
+            backing,
+            slots: c.num_slots as usize,
+            buffer_sizes: sizes.to_vec(),
+            peers: peers.to_vec(),
+            timeout: Duration::from_millis(timeout_ms.into()),
+        })?;
+        let id = POOLS.insert(Arc::new(pool));
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, id as *mut rcb_vmm_pool) };
+        Ok(())
+    })
+}
+
+/// Takes the next iteration and waits until its slot's previous use has finished on the GPU
+/// (spinning briefly, then yielding), then fills `*out`.
+///
+/// Returns `RCB_STATUS_TIMEOUT` when the slot is not free within the pool's timeout; the message
+/// names the slot, the awaited and the observed timeline values. That iteration is then spent
+/// (later ones do not wait for it) and `*out` is untouched. `out` is caller-owned; the addresses
+/// it receives are owned by the pool.
+///
+/// Thread-safety: any thread; concurrent calls get distinct iterations, and a thread may wait
+/// here while another releases.
+///
+/// # Safety
+/// `out` must be NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut rcb_vmm_slot) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let pool = live_pool(pool)?;
+        let lease = pool.acquire()?;
+        let buffers = pool.addresses(lease.slot)?;
+        let value = rcb_vmm_slot {
+            iteration: lease.iteration,
+            index: lease.slot as u32,
+            num_buffers: buffers.len() as u32,
+            buffers: buffers.as_ptr(),
+        };
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, value) };
+        Ok(())
+    })
+}
+
+/// Enqueues on `stream`, after the work already there, the timeline write that frees `slot` for
+/// its next use. `slot` (as filled by `rcb_vmm_pool_acquire`) is borrowed for the call; `stream`
+/// is the caller's `hipStream_t`.
+///
+/// Returns `RCB_STATUS_INVALID_STATE` when the slot is not held by that iteration (released
+/// twice, or never acquired) and `RCB_STATUS_INVALID_ARGUMENT` for a slot index out of range.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `slot` must be NULL or point to a valid `rcb_vmm_slot`; `stream` must be a live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_release(pool: *mut rcb_vmm_pool, slot: *const rcb_vmm_slot, stream: *mut c_void) -> rcb_status {
+    boundary(|| {
+        // SAFETY: validity is the caller's promise.
+        let slot = unsafe { arg_ref(slot, "slot") }?;
+        live_pool(pool)?.release(Lease { slot: slot.index as usize, iteration: slot.iteration }, Stream(stream))
+    })
+}
+
+/// Enqueues `n` device-to-device copies on `stream` (inputs into a slot, live-outs back to the
+/// caller's addresses). Each copy must read or write inside one buffer of the pool without
+/// running past its end; all are checked before any is enqueued (the message names the bad
+/// `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `copies` must be NULL (only when `n` is 0) or point to `n` valid entries; `stream` must be a
+/// live stream.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_copy(pool: *mut rcb_vmm_pool, stream: *mut c_void, copies: *const rcb_vmm_copy, n: usize) -> rcb_status {
+    boundary(|| {
+        // SAFETY: the count is the caller's promise; arg_slice bounds it first.
+        let copies = unsafe { arg_slice(copies, n, "copies", 1 << 20) }?;
+        let copies: Vec<DeviceCopy> = copies.iter().map(|c| DeviceCopy { dst: c.dst, src: c.src, bytes: c.bytes }).collect();
+        live_pool(pool)?.copy(Stream(stream), &copies)
+    })
+}
+
+/// Writes slot `slot`'s timeline value to `*out`: `iteration + 1` of the last use the GPU has
+/// finished, 0 before the first. For monitoring and tests; `acquire` does the waiting.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `out` must be NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_timeline(pool: *mut rcb_vmm_pool, slot: u32, out: *mut u64) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let value = live_pool(pool)?.timeline(slot as usize)?;
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, value) };
+        Ok(())
+    })
+}
+
+/// Waits (bounded by the pool's timeout) until the GPU has finished every slot, then unmaps,
+/// releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
+///
+/// Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
+/// `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases the pool stays live
+/// and can be freed later. A second free returns `RCB_STATUS_INVALID_HANDLE`.
+///
+/// Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
+///
+/// # Safety
+/// None beyond the C types: a stale or forged handle is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_free(pool: *mut rcb_vmm_pool) -> rcb_status {
+    boundary(|| {
+        if pool.is_null() {
+            return Ok(());
+        }
+        live_pool(pool)?.wait_idle()?;
+        // The memory goes when the last reference drops (here, unless a call is still in flight).
+        POOLS.remove(pool as usize).map(drop)
+    })
+}

@@ -1,0 +1,115 @@
+//! The CUDA driver entry points this library calls, grouped by feature. `Core` is required; the
+//! others are optional and switch one feature off when the driver lacks them.
+//!
+//! Only versioned names: the unsuffixed exports keep their first ABI (`cuMemAlloc` takes 32-bit
+//! pointers, `cuGraphAddKernelNode` the 56-byte v1 struct, `cuStreamBeginCapture` no mode), and
+//! `cuda.h` maps the names to the `_v2` symbols only for code compiled against it.
+
+use super::layout::{AccessDesc, AllocationProp, EdgeDataRaw, KernelNodeParams, Memcpy3D, MemsetNodeParams, UpdateResultInfo};
+use crate::runtime::symbols::symbol_table;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+type P = *mut c_void;
+/// `CUresult`, kept as an integer: the driver may return codes newer than any enum of ours.
+pub type R = c_int;
+/// `CUdeviceptr`.
+type D = u64;
+
+symbol_table! {
+    pub struct Core {
+        cuInit: fn(c_uint) -> R;
+        cuDriverGetVersion: fn(*mut c_int) -> R;
+        cuGetErrorName: fn(R, *mut *const c_char) -> R;
+        cuGetErrorString: fn(R, *mut *const c_char) -> R;
+        cuDeviceGetCount: fn(*mut c_int) -> R;
+        cuDeviceGet: fn(*mut c_int, c_int) -> R;
+        cuDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> R;
+        cuDeviceCanAccessPeer: fn(*mut c_int, c_int, c_int) -> R;
+        cuDevicePrimaryCtxRetain: fn(*mut P, c_int) -> R;
+        cuCtxGetCurrent: fn(*mut P) -> R;
+        cuCtxSetCurrent: fn(P) -> R;
+        cuCtxGetStreamPriorityRange: fn(*mut c_int, *mut c_int) -> R;
+        cuMemAlloc_v2: fn(*mut D, usize) -> R;
+        cuMemFree_v2: fn(D) -> R;
+        cuMemcpyHtoD_v2: fn(D, *const c_void, usize) -> R;
+        cuMemcpyDtoH_v2: fn(*mut c_void, D, usize) -> R;
+        cuMemcpyDtoDAsync_v2: fn(D, D, usize, P) -> R;
+        cuStreamCreateWithPriority: fn(*mut P, c_uint, c_int) -> R;
+        cuStreamDestroy_v2: fn(P) -> R;
+        cuStreamQuery: fn(P) -> R;
+        cuStreamSynchronize: fn(P) -> R;
+        cuStreamGetFlags: fn(P, *mut c_uint) -> R;
+        cuStreamGetPriority: fn(P, *mut c_int) -> R;
+        cuModuleLoadData: fn(*mut P, *const c_void) -> R;
+        cuModuleUnload: fn(P) -> R;
+        cuModuleGetFunction: fn(*mut P, P, *const c_char) -> R;
+        cuLaunchKernel: fn(P, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, P, *mut P, *mut P) -> R;
+        cuGraphCreate: fn(*mut P, c_uint) -> R;
+        cuGraphDestroy: fn(P) -> R;
+        cuGraphAddKernelNode_v2: fn(*mut P, P, *const P, usize, *const KernelNodeParams) -> R;
+        cuGraphAddMemcpyNode: fn(*mut P, P, *const P, usize, *const Memcpy3D, P) -> R;
+        cuGraphAddMemsetNode: fn(*mut P, P, *const P, usize, *const MemsetNodeParams, P) -> R;
+        cuGraphAddEmptyNode: fn(*mut P, P, *const P, usize) -> R;
+        cuGraphAddChildGraphNode: fn(*mut P, P, *const P, usize, P) -> R;
+        cuGraphAddDependencies_v2: fn(P, *const P, *const P, *const EdgeDataRaw, usize) -> R;
+        cuGraphGetNodes: fn(P, *mut P, *mut usize) -> R;
+        cuGraphGetEdges_v2: fn(P, *mut P, *mut P, *mut EdgeDataRaw, *mut usize) -> R;
+        cuGraphNodeGetType: fn(P, *mut c_int) -> R;
+        cuGraphKernelNodeGetParams_v2: fn(P, *mut KernelNodeParams) -> R;
+        cuGraphKernelNodeSetParams_v2: fn(P, *const KernelNodeParams) -> R;
+        cuGraphMemcpyNodeGetParams: fn(P, *mut Memcpy3D) -> R;
+        cuGraphMemcpyNodeSetParams: fn(P, *const Memcpy3D) -> R;
+        cuGraphMemsetNodeGetParams: fn(P, *mut MemsetNodeParams) -> R;
+        cuGraphMemsetNodeSetParams: fn(P, *const MemsetNodeParams) -> R;
+        cuGraphChildGraphNodeGetGraph: fn(P, *mut P) -> R;
+        cuGraphInstantiateWithFlags: fn(*mut P, P, u64) -> R;
+        cuGraphExecDestroy: fn(P) -> R;
+        cuGraphExecKernelNodeSetParams_v2: fn(P, P, *const KernelNodeParams) -> R;
+        cuGraphExecMemcpyNodeSetParams: fn(P, P, *const Memcpy3D, P) -> R;
+        cuGraphExecMemsetNodeSetParams: fn(P, P, *const MemsetNodeParams, P) -> R;
+        cuGraphExecChildGraphNodeSetParams: fn(P, P, P) -> R;
+        cuGraphExecUpdate_v2: fn(P, P, *mut UpdateResultInfo) -> R;
+        cuGraphLaunch: fn(P, P) -> R;
+        cuStreamBeginCapture_v2: fn(P, c_int) -> R;
+        cuStreamEndCapture: fn(P, *mut P) -> R;
+    }
+}
+
+symbol_table! {
+    /// Virtual memory management (CUDA 10.2+).
+    pub struct Vmm {
+        cuMemCreate: fn(*mut u64, usize, *const AllocationProp, u64) -> R;
+        cuMemRelease: fn(u64) -> R;
+        cuMemAddressReserve: fn(*mut D, usize, usize, D, u64) -> R;
+        cuMemAddressFree: fn(D, usize) -> R;
+        cuMemMap: fn(D, usize, usize, u64, u64) -> R;
+        cuMemUnmap: fn(D, usize) -> R;
+        cuMemSetAccess: fn(D, usize, *const AccessDesc, usize) -> R;
+        cuMemGetAllocationGranularity: fn(*mut usize, *const AllocationProp, c_int) -> R;
+    }
+}
+
+symbol_table! {
+    /// Pinned mapped host memory and 64-bit stream writes, for the GPU-written timeline.
+    pub struct MemOps {
+        cuMemHostAlloc: fn(*mut P, usize, c_uint) -> R;
+        cuMemFreeHost: fn(P) -> R;
+        cuMemHostGetDevicePointer_v2: fn(*mut D, P, c_uint) -> R;
+        cuStreamWriteValue64_v2: fn(P, D, u64, c_uint) -> R;
+    }
+}
+
+symbol_table! {
+    /// Parameter layouts of compiled kernels (CUDA 12.4+), to read back `kernelParams` nodes.
+    pub struct ParamInfo {
+        cuFuncGetParamInfo: fn(P, usize, *mut usize, *mut usize) -> R;
+        cuKernelGetFunction: fn(*mut P, P) -> R;
+    }
+}
+
+symbol_table! {
+    /// Kernel-node launch attributes (CUDA 11.7+).
+    pub struct NodeAttributes {
+        cuGraphKernelNodeCopyAttributes: fn(P, P) -> R;
+    }
+}

@@ -1,0 +1,104 @@
+/* Error paths of the C ABI, compiled as C11 (this file) and as C++17 (abi_errors.cpp includes it).
+ * Usage: abi_errors MODE, where MODE is the situation the environment sets up:
+ *   basic       any environment: status strings, version, NULL arguments, last-error buffer rules
+ *   unloadable  RCB_BACKEND=hip RCB_HIP_LIBRARY=<missing file>: the runtime cannot load
+ *   no-device   RCB_BACKEND=hip RCB_HIP_LIBRARY=<real libamdhip64 on a machine without GPU>
+ *   bad-config  RCB_BACKEND=<garbage>
+ *   loads       RCB_HIP_LIBRARY=<the software GPU>: the runtime loads and reports devices
+ * Exits 0 when every check holds, 1 otherwise (each failed check is printed). */
+#include "rocm_cmdbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                  \
+            fputc('\n', stderr);                           \
+            failures++;                                    \
+        }                                                  \
+    } while (0)
+
+static const char *last_error(void) {
+    static char buf[1024];
+    size_t n = rcb_last_error_message(buf, sizeof buf);
+    CHECK(n < sizeof buf, "message of %zu bytes truncated", n);
+    return buf;
+}
+
+static void basic(void) {
+    for (rcb_status s = RCB_OK; s <= RCB_STATUS_PANIC; s++) {
+        const char *text = rcb_status_str(s);
+        CHECK(text != NULL && strncmp(text, "RCB_", 4) == 0, "status %d -> %s", (int)s, text ? text : "(null)");
+    }
+    CHECK(strcmp(rcb_status_str(9999), "unknown rcb_status code") == 0, "unknown code text: %s", rcb_status_str(9999));
+
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d.%d.%d", RCB_VERSION_MAJOR, RCB_VERSION_MINOR, RCB_VERSION_PATCH);
+    CHECK(strcmp(rcb_version(), expected) == 0, "rcb_version %s, header says %s", rcb_version(), expected);
+
+    rcb_status s = rcb_runtime_load(NULL);
+    CHECK(s == RCB_STATUS_NULL_ARGUMENT, "rcb_runtime_load(NULL) returned %d", (int)s);
+    CHECK(strstr(last_error(), "`out`") != NULL, "message does not name the argument: %s", last_error());
+
+    /* A handle that was never created is looked up, not dereferenced. */
+    struct rcb_vmm_pool *forged = (struct rcb_vmm_pool *)(uintptr_t)0x1230;
+    s = rcb_vmm_pool_free(forged);
+    CHECK(s == RCB_STATUS_INVALID_HANDLE, "freeing a forged handle returned %d", (int)s);
+    CHECK(strstr(last_error(), "not live") != NULL, "message: %s", last_error());
+    struct rcb_vmm_slot slot;
+    s = rcb_vmm_pool_acquire(forged, &slot);
+    CHECK(s == RCB_STATUS_INVALID_HANDLE, "acquire on a forged handle returned %d", (int)s);
+    CHECK(rcb_vmm_pool_free(NULL) == RCB_OK, "free(NULL) must be a no-op");
+
+    s = rcb_runtime_load(NULL);
+    /* Length-only query, and truncation that still NUL-terminates. */
+    size_t full = rcb_last_error_message(NULL, 0);
+    CHECK(full == strlen("argument `out` is NULL"), "full length %zu", full);
+    char tiny[5];
+    memset(tiny, 'x', sizeof tiny);
+    CHECK(rcb_last_error_message(tiny, sizeof tiny) == full, "truncated call must return the full length");
+    CHECK(strcmp(tiny, "argu") == 0, "truncated copy is '%.5s'", tiny);
+}
+
+static void expect_load_failure(rcb_status expected, const char *needle) {
+    rcb_runtime_info info;
+    memset(&info, 0xAB, sizeof info);
+    rcb_status s = rcb_runtime_load(&info);
+    CHECK(s == expected, "rcb_runtime_load returned %d (%s), expected %d; message: %s", (int)s, rcb_status_str(s),
+          (int)expected, last_error());
+    CHECK(strstr(last_error(), needle) != NULL, "message lacks '%s': %s", needle, last_error());
+    CHECK(info.backend == (int32_t)0xABABABAB, "output written on failure");
+    /* A failed load is remembered and reported again. */
+    CHECK(rcb_runtime_load(&info) == expected, "second load attempt changed status");
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "basic";
+    if (strcmp(mode, "basic") == 0) {
+        basic();
+    } else if (strcmp(mode, "unloadable") == 0) {
+        expect_load_failure(RCB_STATUS_RUNTIME_UNAVAILABLE, "cannot be loaded");
+    } else if (strcmp(mode, "no-device") == 0) {
+        expect_load_failure(RCB_STATUS_NO_DEVICE, "sees no device");
+    } else if (strcmp(mode, "bad-config") == 0) {
+        expect_load_failure(RCB_STATUS_CONFIG, "RCB_BACKEND");
+    } else if (strcmp(mode, "loads") == 0) {
+        rcb_runtime_info info;
+        rcb_status s = rcb_runtime_load(&info);
+        CHECK(s == RCB_OK, "load failed: %s", last_error());
+        CHECK(s != RCB_OK || (info.backend == RCB_BACKEND_HIP && info.device_count >= 1 && info.library[0] != '\0'),
+              "info: backend %d, %d devices, library '%s'", (int)info.backend, (int)info.device_count, info.library);
+        CHECK(rcb_last_error_message(NULL, 0) == 0, "success left a message: %s", last_error());
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("%s: %s\n", mode, failures ? "FAIL" : "ok");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,465 @@
+//! The circular VMM pool through its C ABI, on the software GPU (or a real one with
+//! `RCB_BACKEND=cuda`): results per iteration, waiting only for the slot's own previous use,
+//! time-outs, clean failure under fault injection, a graph that needs no update, bad input.
+
+mod common;
+
+use common::TestKernels;
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{DevicePtr, Exec, Graph, KernelParams, Runtime, Stream};
+use std::ffi::CStr;
+use std::ptr::{null, null_mut};
+use std::time::{Duration, Instant};
+
+const NON_BLOCKING: u32 = 1;
+/// Elements per buffer in the add tests.
+const LEN: usize = 16;
+const BYTES: u64 = (LEN * 4) as u64;
+/// Slot buffers of the add tests: x, y, out.
+const SIZES: [u64; 3] = [BYTES, BYTES, BYTES];
+
+fn last_error() -> String {
+    let mut buf = vec![0 as std::ffi::c_char; 1024];
+    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+fn config(backing: u32, slots: u32, sizes: &[u64], timeout_ms: u32) -> rcb_vmm_pool_config {
+    rcb_vmm_pool_config {
+        device: 0,
+        backing,
+        num_slots: slots,
+        num_buffers: sizes.len() as u32,
+        buffer_sizes: sizes.as_ptr(),
+        num_peers: 0,
+        peers: null(),
+        timeout_ms,
+    }
+}
+
+fn new_pool(config: &rcb_vmm_pool_config) -> *mut rcb_vmm_pool {
+    let mut pool = null_mut();
+    let status = unsafe { rcb_vmm_pool_new(config, &mut pool) };
+    assert_eq!(status, RCB_OK, "rcb_vmm_pool_new: {}", last_error());
+    pool
+}
+
+fn acquire(pool: *mut rcb_vmm_pool) -> rcb_vmm_slot {
+    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null() };
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(pool, &mut slot) }, RCB_OK, "acquire: {}", last_error());
+    slot
+}
+
+fn buffers(slot: &rcb_vmm_slot) -> Vec<u64> {
+    unsafe { std::slice::from_raw_parts(slot.buffers, slot.num_buffers as usize) }.to_vec()
+}
+
+fn release(pool: *mut rcb_vmm_pool, slot: &rcb_vmm_slot, stream: Stream) {
+    assert_eq!(unsafe { rcb_vmm_pool_release(pool, slot, stream.0) }, RCB_OK, "release: {}", last_error());
+}
+
+fn copy(pool: *mut rcb_vmm_pool, stream: Stream, copies: &[rcb_vmm_copy]) {
+    assert_eq!(unsafe { rcb_vmm_pool_copy(pool, stream.0, copies.as_ptr(), copies.len()) }, RCB_OK, "copy: {}", last_error());
+}
+
+fn timeline(pool: *mut rcb_vmm_pool, slot: u32) -> u64 {
+    let mut v = u64::MAX;
+    assert_eq!(unsafe { rcb_vmm_pool_timeline(pool, slot, &mut v) }, RCB_OK, "timeline: {}", last_error());
+    v
+}
+
+fn free(pool: *mut rcb_vmm_pool) {
+    assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_OK, "free: {}", last_error());
+}
+
+/// Packs kernel arguments with natural alignment and no tail padding.
+fn pack(args: &[&[u8]]) -> Vec<u8> {
+    let mut blob = Vec::new();
+    for a in args {
+        blob.resize(blob.len().next_multiple_of(a.len()), 0);
+        blob.extend_from_slice(a);
+    }
+    blob
+}
+
+fn add_args(out: u64, x: u64, y: u64) -> Vec<u8> {
+    pack(&[&out.to_le_bytes(), &x.to_le_bytes(), &y.to_le_bytes(), &(LEN as u64).to_le_bytes()])
+}
+
+fn launch(rt: &dyn Runtime, function: rocm_cmdbuf::runtime::Function, args: &[u8], stream: Stream) {
+    rt.launch_kernel(&KernelParams { function, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args }, stream).expect("launch");
+}
+
+fn sleep(rt: &dyn Runtime, k: &TestKernels, micros: u64, stream: Stream) {
+    launch(rt, k.sleep, &micros.to_le_bytes(), stream);
+}
+
+fn inputs(i: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..LEN).map(|j| (i * 100 + j) as f32).collect();
+    let y = (0..LEN).map(|j| (i as f32) * 0.5 - j as f32).collect();
+    (x, y)
+}
+
+fn expected(i: usize) -> Vec<f32> {
+    let (x, y) = inputs(i);
+    x.iter().zip(&y).map(|(a, b)| a + b).collect()
+}
+
+const COUNTED: [&str; 4] = ["alloc", "physical", "reservation", "mapping"];
+
+fn live(sim: Option<&common::Hipsim>) -> Vec<u64> {
+    sim.map_or_else(Vec::new, |s| COUNTED.iter().map(|k| s.live_count(k)).collect())
+}
+
+/// Per iteration: inputs copied into the slot, a sleep that keeps the GPU behind, add, the
+/// live-out copied back to this iteration's own caller buffer, release.
+fn run_iterations(backing: u32, slots: u32) {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let sim = common::hipsim();
+    let k = common::kernels(rt, 0);
+    let before = live(sim.as_ref());
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(backing, slots, &SIZES, 30_000));
+    let n = slots as usize;
+    let iterations = 3 * n + 1;
+    let caller: Vec<(u64, u64, u64)> = (0..iterations)
+        .map(|i| {
+            let (x, y) = inputs(i);
+            (common::upload_f32(rt, 0, &x), common::upload_f32(rt, 0, &y), common::upload_f32(rt, 0, &[0.0; LEN]))
+        })
+        .collect();
+    let mut seen: Vec<Option<Vec<u64>>> = vec![None; n];
+    for (i, &(x, y, out)) in caller.iter().enumerate() {
+        let slot = acquire(pool);
+        assert_eq!((slot.iteration, slot.index as usize), (i as u64, i % n));
+        let addrs = buffers(&slot);
+        // Stable: the slot has the same addresses every time round.
+        assert_eq!(*seen[i % n].get_or_insert_with(|| addrs.clone()), addrs);
+        if i >= n {
+            // The slot's previous use is finished: its timeline moved and its result is home.
+            assert!(timeline(pool, slot.index) > (i - n) as u64, "iteration {i}");
+            assert_eq!(common::download_f32(rt, caller[i - n].2, LEN), expected(i - n), "iteration {} done before {i} took its slot", i - n);
+        }
+        if i > 0 && (n > 1 || i < n) {
+            // Acquire did not wait for the whole stream: other slots' work is still queued.
+            assert!(!rt.stream_is_idle(stream).unwrap(), "iteration {i} of {n} slot(s) waited for more than its slot");
+        }
+        let [sx, sy, sout] = addrs[..] else { panic!("three buffers") };
+        copy(pool, stream, &[rcb_vmm_copy { dst: sx, src: x, bytes: BYTES }, rcb_vmm_copy { dst: sy, src: y, bytes: BYTES }]);
+        sleep(rt, &k, 20_000, stream);
+        launch(rt, k.add_f32, &add_args(sout, sx, sy), stream);
+        copy(pool, stream, &[rcb_vmm_copy { dst: out, src: sout, bytes: BYTES }]);
+        release(pool, &slot, stream);
+    }
+    rt.stream_synchronize(stream).unwrap();
+    for (i, &(_, _, out)) in caller.iter().enumerate() {
+        assert_eq!(common::download_f32(rt, out, LEN), expected(i), "iteration {i}");
+    }
+    let all: Vec<u64> = seen.iter().flat_map(|s| s.clone().unwrap()).collect();
+    let mut distinct = all.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), all.len(), "no buffer of one slot aliases another slot: {all:x?}");
+    free(pool);
+    for (x, y, out) in caller {
+        [x, y, out].into_iter().for_each(|p| rt.free(p).unwrap());
+    }
+    rt.stream_destroy(stream).unwrap();
+    assert_eq!(live(sim.as_ref()), before, "{COUNTED:?} balance after free");
+}
+
+#[test]
+fn vmm_backing_one_slot() {
+    run_iterations(RCB_VMM_BACKING_VMM, 1);
+}
+
+#[test]
+fn vmm_backing_two_slots() {
+    run_iterations(RCB_VMM_BACKING_VMM, 2);
+}
+
+#[test]
+fn vmm_backing_three_slots() {
+    run_iterations(RCB_VMM_BACKING_VMM, 3);
+}
+
+#[test]
+fn device_backing_one_slot() {
+    run_iterations(RCB_VMM_BACKING_DEVICE, 1);
+}
+
+#[test]
+fn device_backing_three_slots() {
+    run_iterations(RCB_VMM_BACKING_DEVICE, 3);
+}
+
+#[test]
+fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let timeout = Duration::from_millis(50);
+    let pool = new_pool(&config(RCB_VMM_BACKING_VMM, 1, &SIZES, timeout.as_millis() as u32));
+    let first = acquire(pool);
+    sleep(rt, &k, 1_000_000, stream);
+    release(pool, &first, stream);
+
+    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let start = Instant::now();
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(pool, &mut slot) }, RCB_STATUS_TIMEOUT);
+    assert!(start.elapsed() >= timeout, "gave up before the configured timeout");
+    let msg = last_error();
+    assert!(msg.contains("slot 0") && msg.contains("timeline value 1") && msg.contains("observed 0"), "{msg}");
+    assert_eq!((slot.iteration, slot.index), (77, 77), "output untouched on failure");
+    // The GPU is still busy: free refuses to unmap under it and leaves the pool usable.
+    assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_STATUS_TIMEOUT, "{}", last_error());
+
+    rt.stream_synchronize(stream).unwrap();
+    // The timed-out iteration 1 is spent; iteration 2 does not wait for it.
+    let next = acquire(pool);
+    assert_eq!((next.iteration, next.index), (2, 0));
+    assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_STATUS_INVALID_STATE, "slot still held");
+    assert!(last_error().contains("held by iteration 2"));
+    release(pool, &next, stream);
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}
+
+/// Fails the n-th call of each creation call in turn; nothing may be left behind.
+#[test]
+fn creation_fails_cleanly_at_every_step() {
+    let Some(_) = common::runtime() else { return };
+    let Some(sim) = common::hipsim() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
+    let _serial = common::serial();
+    let steps: &[(u32, &str, u32)] = &[
+        (RCB_VMM_BACKING_VMM, "hipMemGetAllocationGranularity", 1),
+        (RCB_VMM_BACKING_VMM, "hipExtMallocWithFlags", 3),
+        (RCB_VMM_BACKING_VMM, "hipMemCreate", 3),
+        (RCB_VMM_BACKING_VMM, "hipMemAddressReserve", 3),
+        (RCB_VMM_BACKING_VMM, "hipMemMap", 3),
+        (RCB_VMM_BACKING_VMM, "hipMemSetAccess", 3),
+        (RCB_VMM_BACKING_DEVICE, "hipExtMallocWithFlags", 3),
+        (RCB_VMM_BACKING_DEVICE, "hipMalloc", 6),
+    ];
+    let sizes = [BYTES, 0, 3 << 20];
+    for &(backing, call, calls_per_pool) in steps {
+        for nth in 1..=calls_per_pool {
+            let before = live(Some(&sim));
+            let (maps, unmaps) = (sim.call_count("hipMemMap"), sim.call_count("hipMemUnmap"));
+            sim.set_faults(&format!("{call}:{nth}"));
+            let mut pool = 0x5a5a as *mut rcb_vmm_pool;
+            let status = unsafe { rcb_vmm_pool_new(&config(backing, 3, &sizes, 1000), &mut pool) };
+            sim.set_faults("");
+            let msg = last_error();
+            assert_ne!(status, RCB_OK, "{call}:{nth} must fail creation");
+            assert!(msg.contains(call), "{call}:{nth}: {msg}");
+            assert_eq!(pool as usize, 0x5a5a, "output untouched");
+            assert_eq!(live(Some(&sim)), before, "{call}:{nth} leaked {COUNTED:?}");
+            let mapped = sim.call_count("hipMemMap") - maps - u64::from(call == "hipMemMap");
+            assert_eq!(sim.call_count("hipMemUnmap") - unmaps, mapped, "{call}:{nth}: one unmap per successful map");
+        }
+    }
+}
+
+/// A graph recorded once per slot over the pool's addresses runs 100 iterations with changing
+/// inputs without a single update.
+#[test]
+fn a_recorded_graph_needs_no_update_across_100_iterations() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let sim = common::hipsim();
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_VMM, 2, &SIZES, 30_000));
+    let mut execs: Vec<(Graph, Exec)> = Vec::new();
+    for _ in 0..2 {
+        let slot = acquire(pool);
+        let [x, y, out] = buffers(&slot)[..] else { panic!("three buffers") };
+        let graph = rt.graph_create().unwrap();
+        let args = add_args(out, x, y);
+        rt.add_kernel_node(graph, &[], &KernelParams { function: k.add_f32, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &args })
+            .unwrap();
+        execs.push((graph, rt.instantiate(graph).unwrap()));
+        release(pool, &slot, stream);
+    }
+    let updates = ["hipGraphExecKernelNodeSetParams", "hipGraphExecUpdate", "hipGraphKernelNodeSetParams", "hipGraphInstantiate"];
+    let count = |s: &common::Hipsim| updates.iter().map(|u| s.call_count(u)).collect::<Vec<_>>();
+    let counts_before = sim.as_ref().map(count);
+    let caller: Vec<(DevicePtr, DevicePtr, DevicePtr)> = (0..100)
+        .map(|i| {
+            let (x, y) = inputs(i);
+            (common::upload_f32(rt, 0, &x), common::upload_f32(rt, 0, &y), common::upload_f32(rt, 0, &[0.0; LEN]))
+        })
+        .collect();
+    for &(x, y, out) in &caller {
+        let slot = acquire(pool);
+        let [sx, sy, sout] = buffers(&slot)[..] else { panic!("three buffers") };
+        copy(pool, stream, &[rcb_vmm_copy { dst: sx, src: x, bytes: BYTES }, rcb_vmm_copy { dst: sy, src: y, bytes: BYTES }]);
+        rt.graph_launch(execs[slot.index as usize].1, stream).unwrap();
+        copy(pool, stream, &[rcb_vmm_copy { dst: out, src: sout, bytes: BYTES }]);
+        release(pool, &slot, stream);
+    }
+    rt.stream_synchronize(stream).unwrap();
+    for (i, &(_, _, out)) in caller.iter().enumerate() {
+        assert_eq!(common::download_f32(rt, out, LEN), expected(i), "iteration {i}");
+    }
+    assert_eq!(sim.as_ref().map(count), counts_before, "no graph update or re-instantiation: {updates:?}");
+    for (graph, exec) in execs {
+        rt.exec_destroy(exec).unwrap();
+        rt.graph_destroy(graph).unwrap();
+    }
+    for (x, y, out) in caller {
+        [x, y, out].into_iter().for_each(|p| rt.free(p).unwrap());
+    }
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}
+
+#[test]
+fn concurrent_acquires_get_distinct_iterations_and_exclusive_slots() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 3, &[BYTES], 30_000)) as usize;
+    let held: Vec<std::sync::atomic::AtomicBool> = (0..3).map(|_| Default::default()).collect();
+    let mut iterations: Vec<u64> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let held = &held;
+                s.spawn(move || {
+                    let pool = pool as *mut rcb_vmm_pool;
+                    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+                    let mut mine = Vec::new();
+                    for _ in 0..50 {
+                        let slot = acquire(pool);
+                        assert!(!held[slot.index as usize].swap(true, std::sync::atomic::Ordering::AcqRel), "slot {} held twice", slot.index);
+                        assert_eq!(slot.index as u64, slot.iteration % 3);
+                        mine.push(slot.iteration);
+                        held[slot.index as usize].store(false, std::sync::atomic::Ordering::Release);
+                        release(pool, &slot, stream);
+                    }
+                    rt.stream_synchronize(stream).unwrap();
+                    rt.stream_destroy(stream).unwrap();
+                    mine
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    iterations.sort();
+    assert_eq!(iterations, (0..200).collect::<Vec<u64>>());
+    free(pool as *mut rcb_vmm_pool);
+}
+
+#[test]
+fn zero_size_buffers_get_address_zero_in_both_backings() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    for backing in [RCB_VMM_BACKING_VMM, RCB_VMM_BACKING_DEVICE] {
+        let pool = new_pool(&config(backing, 2, &[0, 8, 0], 1000));
+        for _ in 0..2 {
+            let slot = acquire(pool);
+            let b = buffers(&slot);
+            assert!(b[0] == 0 && b[1] != 0 && b[2] == 0, "{b:x?}");
+            release(pool, &slot, stream);
+        }
+        rt.stream_synchronize(stream).unwrap();
+        free(pool);
+    }
+    rt.stream_destroy(stream).unwrap();
+}
+
+/// A peer granted access writes into the pool's VMM memory from its own stream.
+#[test]
+fn a_listed_peer_can_use_vmm_slots() {
+    let Some(rt) = common::runtime() else { return };
+    if rt.info().device_count < 2 {
+        return eprintln!("SKIPPED: peer access needs 2 devices; this runtime sees {}", rt.info().device_count);
+    }
+    let _serial = common::serial();
+    if !rt.can_access_peer(1, 0).unwrap() {
+        return eprintln!("SKIPPED: device 1 cannot access device 0");
+    }
+    let k1 = common::kernels(rt, 1);
+    let stream1 = rt.stream_create(1, NON_BLOCKING, 0).unwrap();
+    let peers = [1];
+    let mut cfg = config(RCB_VMM_BACKING_VMM, 2, &[BYTES], 1000);
+    (cfg.peers, cfg.num_peers) = (peers.as_ptr(), 1);
+    let pool = new_pool(&cfg);
+    let slot = acquire(pool);
+    let b = buffers(&slot)[0];
+    let fill = pack(&[&b.to_le_bytes(), &0xfeed_u32.to_le_bytes(), &(LEN as u64).to_le_bytes()]);
+    launch(rt, k1.fill_u32, &fill, stream1);
+    release(pool, &slot, stream1);
+    rt.stream_synchronize(stream1).unwrap();
+    assert_eq!(common::download_u32(rt, b, LEN), vec![0xfeed; LEN]);
+    free(pool);
+    rt.stream_destroy(stream1).unwrap();
+}
+
+#[test]
+fn bad_input_gets_a_distinct_status_naming_the_argument() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let mut out = 0x77 as *mut rcb_vmm_pool;
+    let status = |cfg: &rcb_vmm_pool_config, out: &mut *mut rcb_vmm_pool| unsafe { rcb_vmm_pool_new(cfg, out) };
+    assert_eq!(unsafe { rcb_vmm_pool_new(null(), &mut out) }, RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`config`"));
+    assert_eq!(unsafe { rcb_vmm_pool_new(&config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0), null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`out`"));
+    let cases: Vec<(rcb_vmm_pool_config, &str)> = vec![
+        (config(RCB_VMM_BACKING_VMM, 0, &SIZES, 0), "num_slots"),
+        (config(RCB_VMM_BACKING_VMM, 1, &[], 0), "num_buffers"),
+        (config(RCB_VMM_BACKING_DEVICE, 1, &[8, u64::MAX], 0), "buffer_sizes[1]"),
+        (config(0, 1, &SIZES, 0), "backing"),
+        (rcb_vmm_pool_config { device: 99, ..config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0) }, "device"),
+        (rcb_vmm_pool_config { num_peers: 1, peers: &0, ..config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0) }, "peers[0]"),
+    ];
+    for (cfg, name) in &cases {
+        assert_eq!(status(cfg, &mut out), RCB_STATUS_INVALID_ARGUMENT, "{name}");
+        assert!(last_error().starts_with(name), "{name}: {}", last_error());
+    }
+    let null_sizes = rcb_vmm_pool_config { buffer_sizes: null(), ..config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0) };
+    assert_eq!(status(&null_sizes, &mut out), RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`buffer_sizes`"));
+    assert_eq!(out as usize, 0x77, "output untouched on failure");
+
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 2, &SIZES, 1000));
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(pool, null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
+    let slot = acquire(pool);
+    assert_eq!(slot.iteration, 0, "a failed acquire takes no iteration");
+    let b = buffers(&slot);
+    let outside = common::upload_f32(rt, 0, &[0.0; LEN]);
+    let bad_copies: &[(rcb_vmm_copy, &str)] = &[
+        (rcb_vmm_copy { dst: outside, src: outside, bytes: 4 }, "neither dst"),
+        (rcb_vmm_copy { dst: b[0] + 8, src: outside, bytes: BYTES }, "run past the end of slot 0 buffer 0"),
+    ];
+    for (c, what) in bad_copies {
+        let ok = rcb_vmm_copy { dst: b[1], src: outside, bytes: 4 };
+        assert_eq!(unsafe { rcb_vmm_pool_copy(pool, stream.0, [ok, rcb_vmm_copy { ..*c }].as_ptr(), 2) }, RCB_STATUS_INVALID_ARGUMENT);
+        assert!(last_error().starts_with("copies[1]") && last_error().contains(what), "{}", last_error());
+    }
+    assert_eq!(unsafe { rcb_vmm_pool_copy(pool, stream.0, null(), 1) }, RCB_STATUS_NULL_ARGUMENT);
+    let forged = rcb_vmm_slot { index: 5, ..slot };
+    assert_eq!(unsafe { rcb_vmm_pool_release(pool, &forged, stream.0) }, RCB_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("slot 5 does not exist"));
+    let wrong = rcb_vmm_slot { iteration: 9, ..slot };
+    assert_eq!(unsafe { rcb_vmm_pool_release(pool, &wrong, stream.0) }, RCB_STATUS_INVALID_STATE);
+    release(pool, &slot, stream);
+    assert_eq!(unsafe { rcb_vmm_pool_release(pool, &slot, stream.0) }, RCB_STATUS_INVALID_STATE, "double release");
+    assert!(last_error().contains("already released"));
+    rt.stream_synchronize(stream).unwrap();
+
+    assert_eq!(unsafe { rcb_vmm_pool_free(null_mut()) }, RCB_OK);
+    free(pool);
+    for status in [unsafe { rcb_vmm_pool_free(pool) }, unsafe { rcb_vmm_pool_acquire(pool, &mut rcb_vmm_slot { ..slot }) }] {
+        assert_eq!(status, RCB_STATUS_INVALID_HANDLE);
+        assert!(last_error().contains("rcb_vmm_pool handle"), "{}", last_error());
+    }
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(0x1234 as *mut rcb_vmm_pool, &mut rcb_vmm_slot { ..slot }) }, RCB_STATUS_INVALID_HANDLE);
+    rt.free(outside).unwrap();
+    rt.stream_destroy(stream).unwrap();
+}
