@@ -19,4 +19,6 @@ mod logging;
 /// cbindgen:ignore
 pub mod runtime;
 /// cbindgen:ignore
+pub mod trace_cache;
+/// cbindgen:ignore
 pub mod vmm_pool;

@@ -118,7 +118,7 @@ const _: () = {
     assert!(std::mem::offset_of!(rcb_allocation, size) == std::mem::offset_of!(Allocation, size));
 };
 
-fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
+pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     // SAFETY: identical layout (checked above), both plain old data.
     unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
 }

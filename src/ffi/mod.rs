@@ -8,11 +8,13 @@ mod cmdbuf;
 mod handle;
 mod runtime;
 mod status;
+mod trace_cache;
 mod vmm_pool;
 
 pub use cmdbuf::*;
 pub use runtime::*;
 pub use status::*;
+pub use trace_cache::*;
 pub use vmm_pool::*;
 
 pub(crate) use handle::Registry;
