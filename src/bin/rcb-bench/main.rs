@@ -2,7 +2,9 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod flatten;
 mod table;
+mod trace_cache;
 mod update;
 mod vmm;
 
@@ -11,7 +13,8 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run), ("vmm", vmm::run)];
+const SCENARIOS: &[(&str, Scenario)] =
+    &[("update", update::run), ("vmm", vmm::run), ("flatten", flatten::run), ("trace-cache", trace_cache::run)];
 
 fn main() {
     backend::probe_if_asked();

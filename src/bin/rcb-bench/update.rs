@@ -23,7 +23,7 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn add_kernel(rt: &dyn Runtime) -> R<Function> {
+pub(crate) fn add_kernel(rt: &dyn Runtime) -> R<Function> {
     let image = match rt.info().backend {
         Backend::Hip => b"hipsim\0".to_vec(),
         Backend::Cuda => {
