@@ -120,6 +120,8 @@ fn zeroed(gpu: &Gpu) -> u64 {
 
 #[test]
 fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let k = &gpu.k;
     let (x, y, out, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
@@ -163,6 +165,8 @@ fn capture_mixed(gpu: &Gpu, sim: &SimApi, x: u64, y: u64, d: u64, z: u64) -> Gra
 
 #[test]
 fn a_captured_graph_is_flattened_launched_and_relocated() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
     let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
@@ -195,6 +199,8 @@ fn a_captured_graph_is_flattened_launched_and_relocated() {
 
 #[test]
 fn kernel_params_launches_fall_back_on_hip_with_the_reason_and_still_run() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
@@ -245,6 +251,8 @@ fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason
 
 #[test]
 fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
     let x = zeroed(&gpu);
@@ -257,9 +265,10 @@ fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
 
 #[test]
 fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(sim) = common::hipsim() else { return };
     let Some(gpu) = gpu() else { return };
-    let _serial = common::serial();
     let x = zeroed(&gpu);
     let g = sleeping_child(&gpu, x, |_, _| {});
     sim.set_quirks("opaque_extra");
@@ -269,6 +278,8 @@ fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
 
 #[test]
 fn nested_child_graphs_are_flattened_recursively_keeping_their_order() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let rt = gpu.rt;
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
@@ -300,6 +311,8 @@ fn nested_child_graphs_are_flattened_recursively_keeping_their_order() {
 
 #[test]
 fn a_single_exit_is_the_group_and_deps_reach_the_roots() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let k = &gpu.k;
     let (x, y) = (zeroed(&gpu), zeroed(&gpu));
@@ -319,6 +332,8 @@ fn a_single_exit_is_the_group_and_deps_reach_the_roots() {
 
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(_gpu) = gpu() else { return };
     let parent = Cb::primary();
     let child = Cb::nested();

@@ -102,6 +102,8 @@ fn buffers(gpu: &Gpu, y0: f32) -> (u64, u64) {
 
 #[test]
 fn hit_relocation_and_capture() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let tc = Tc::new(4);
     let (x, y) = buffers(&gpu, 1.0);
@@ -130,6 +132,8 @@ fn hit_relocation_and_capture() {
 
 #[test]
 fn least_recently_used_entries_are_evicted_first() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let tc = Tc::new(2);
     // Different sizes: no key can be relocated into another.
@@ -153,6 +157,8 @@ fn least_recently_used_entries_are_evicted_first() {
 
 #[test]
 fn capacity_one_keeps_the_last_graph_only() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let tc = Tc::new(1);
     let (x, y) = buffers(&gpu, 0.0);
@@ -172,9 +178,10 @@ fn capacity_one_keeps_the_last_graph_only() {
 
 #[test]
 fn a_failing_trace_function_leaves_the_cache_unchanged() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let sim = common::hipsim();
-    let _serial = common::serial();
     let tc = Tc::new(4);
     let (x, y) = buffers(&gpu, 1.0);
     let mut w = work(&gpu, x, y, 2.0);
@@ -201,6 +208,8 @@ fn a_failing_trace_function_leaves_the_cache_unchanged() {
 
 #[test]
 fn bad_input_is_refused() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let mut tc = null_mut();
     fails(unsafe { rcb_trace_cache_new(0, &mut tc) }, RCB_STATUS_INVALID_ARGUMENT, "capacity 0");
@@ -220,6 +229,8 @@ fn bad_input_is_refused() {
 
 #[test]
 fn sixteen_threads_with_their_own_caches() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(_) = gpu() else { return };
     std::thread::scope(|s| {
         for t in 0..16 {
@@ -242,9 +253,10 @@ fn sixteen_threads_with_their_own_caches() {
 
 #[test]
 fn twenty_records_with_moving_addresses_capture_once() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
     let Some(sim) = common::hipsim() else { return };
     let Some(gpu) = gpu() else { return };
-    let _serial = common::serial();
     let tc = Tc::new(4);
     sim.set_latency("hipStreamEndCapture:250ms");
     let before = sim.call_count("hipStreamEndCapture");
