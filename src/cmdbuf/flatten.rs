@@ -277,7 +277,9 @@ fn topological_order(preds: &[Vec<(usize, EdgeData)>], succs: &[Vec<usize>]) -> 
 mod tests {
     use super::*;
 
-    fn graph(n: usize, edges: &[(usize, usize)]) -> (Vec<Vec<(usize, EdgeData)>>, Vec<Vec<usize>>) {
+    type Adjacency = (Vec<Vec<(usize, EdgeData)>>, Vec<Vec<usize>>);
+
+    fn graph(n: usize, edges: &[(usize, usize)]) -> Adjacency {
         let mut preds = vec![Vec::new(); n];
         let mut succs = vec![Vec::new(); n];
         for &(a, b) in edges {
