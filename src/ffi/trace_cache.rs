@@ -41,7 +41,9 @@ pub const RCB_TRACE_RELOCATED: u32 = 1;
 /// `rcb_trace_cache_get_or_trace` outcome: a new capture.
 pub const RCB_TRACE_TRACED: u32 = 2;
 /// Largest capacity of a trace cache.
-pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = crate::trace_cache::MAX_CAPACITY;
+pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = 1 << 20;
+// A literal, so that cbindgen can write it into the header.
+const _: () = assert!(RCB_TRACE_CACHE_MAX_CAPACITY == crate::trace_cache::MAX_CAPACITY);
 
 fn handle_id(tc: *const rcb_trace_cache) -> Result<usize> {
     if tc.is_null() {
