@@ -2,29 +2,34 @@
 # Runs ON the GPU machine, from the repository root, what ci/gpu.sh staged in .gpu/:
 #   1. compiles .gpu/kernels.cu to PTX with nvcc (and says whether it matches the committed PTX);
 #   2. runs every staged test binary with RCB_BACKEND=cuda;
-#   3. runs rcb-demo and rcb-bench if staged.
-# Logs go to $OUT (the device tool brings that folder back, at most 8 files), else .gpu/out:
-# summary.log, rcb-bench.md and logs.tar.gz (one log per test binary). Exits non-zero when a
-# test binary fails.
+#   3. runs rcb-demo if staged;
+#   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
+#      flattened and relocated through the C ABI);
+#   5. runs rcb-bench if staged.
+# The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
+# rcb-bench.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
+# when a test binary, the demonstration or the torch check fails.
 set -uo pipefail
 
 stage=.gpu
 out=${OUT:-$stage/out}
-mkdir -p "$out"
+logs=$(mktemp -d)/logs
+mkdir -p "$out" "$logs"
 exec > >(tee "$out/summary.log") 2>&1
+trap 'tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs' EXIT
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 ptx=$stage/kernels.ptx
 if command -v nvcc >/dev/null; then
     nvcc --version | tail -1
-    if nvcc -ptx -arch=sm_90 -o "$out/kernels.ptx" "$stage/kernels.cu"; then
+    if nvcc -ptx -arch=sm_90 -o "$logs/kernels.ptx" "$stage/kernels.cu"; then
         if [ ! -f "$ptx" ]; then
-            ptx=$out/kernels.ptx
+            ptx=$logs/kernels.ptx
             echo "ptx: no committed PTX staged; using the one just compiled"
-        elif cmp -s "$ptx" "$out/kernels.ptx"; then
+        elif cmp -s "$ptx" "$logs/kernels.ptx"; then
             echo "ptx: the committed tests/gpu/kernels.ptx matches nvcc's output"
         else
-            echo "ptx: the committed tests/gpu/kernels.ptx DIFFERS from nvcc's output (see $out/kernels.ptx)"
+            echo "ptx: the committed tests/gpu/kernels.ptx DIFFERS from nvcc's output (see logs/kernels.ptx)"
         fi
     fi
 fi
@@ -50,6 +55,16 @@ done
 if [ -x "$stage/rcb-demo" ]; then
     "$stage/rcb-demo" || failed=1
 fi
+if [ -f "$stage/torch_flatten.py" ] && python3 -c 'import torch' 2>/dev/null; then
+    RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" timeout 300 python3 "$stage/torch_flatten.py" > "$logs/torch_flatten.log" 2>&1
+    rc=$?
+    echo "torch_flatten: rc=$rc"
+    grep -h -E '^(PASS|FAIL|torch|resnet18: SKIPPED)' "$logs/torch_flatten.log" | sed 's/^/    /'
+    [ $rc -eq 0 ] || { tail -5 "$logs/torch_flatten.log" | sed 's/^/    /'; failed=1; }
+else
+    echo "torch_flatten: skipped (no python3 with torch)"
+fi
+
 if [ -x "$stage/rcb-bench" ]; then
     timeout 300 "$stage/rcb-bench" > "$out/rcb-bench.md" 2>&1
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares a GPU run: builds the release test binaries of this crate and rcb-bench HERE (the GPU
+# Prepares a GPU run: builds the release test binaries of this crate, rcb-bench and the library HERE (the GPU
 # machine has no Rust toolchain), stages them with the test kernels and ci/gpu-run.sh into
 # .gpu/ of the repository root that the device tool sends, and prints the one command to run.
 #
@@ -13,7 +13,7 @@ dest_root=$(cd "${1:-$here}" && pwd)
 stage="$dest_root/.gpu"
 
 cd "$here"
-cargo build --release --bin rcb-bench --bin rcb-demo
+cargo build --release --bin rcb-bench --bin rcb-demo --lib
 mapfile -t tests < <(
     cargo test --release -p rocm_cmdbuf --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
@@ -35,7 +35,9 @@ for entry in "${tests[@]}"; do
     objcopy --strip-debug "$exe" "$stage/tests/$name"
 done
 for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
-cp tests/gpu/kernels.cu ci/gpu-run.sh "$stage/"
+# The C library itself, for tests/gpu/torch_flatten.py (ctypes, RCB_LIBRARY).
+objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
+cp tests/gpu/kernels.cu tests/gpu/torch_flatten.py ci/gpu-run.sh "$stage/"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
 
 # Never commit the staging area into that checkout.

@@ -33,6 +33,11 @@
 #define RCB_MAX_ALLOCATIONS (1 << 24)
 
 /**
+ * Longest fallback reason `rcb_flatten_report.reason` holds, terminating NUL included.
+ */
+#define RCB_FLATTEN_REASON_LEN 256
+
+/**
  * The HIP runtime (`libamdhip64`) backs the library.
  */
 #define RCB_BACKEND_HIP 1
@@ -41,6 +46,27 @@
  * The CUDA driver (`libcuda.so.1`) backs the library.
  */
 #define RCB_BACKEND_CUDA 2
+
+/**
+ * `rcb_trace_cache_get_or_trace` outcome: an entry with exactly these allocations.
+ */
+#define RCB_TRACE_HIT 0
+
+/**
+ * `rcb_trace_cache_get_or_trace` outcome: an entry with the same shape, its graph patched in
+ * place to the new addresses (no capture).
+ */
+#define RCB_TRACE_RELOCATED 1
+
+/**
+ * `rcb_trace_cache_get_or_trace` outcome: a new capture.
+ */
+#define RCB_TRACE_TRACED 2
+
+/**
+ * Largest capacity of a trace cache.
+ */
+#define RCB_TRACE_CACHE_MAX_CAPACITY (1 << 20)
 
 /**
  * `rcb_vmm_pool_config.backing`: one physical chunk per slot (`hipMemCreate`), permanently
@@ -70,6 +96,19 @@
  * buffers may be used from different threads in parallel.
  */
 typedef struct rcb_cmdbuf rcb_cmdbuf;
+
+/**
+ * A trace cache (opaque). Created by `rcb_trace_cache_new`, owned by the caller, freed with
+ * `rcb_trace_cache_free`. It owns every graph it returns.
+ *
+ * Use one cache per traced command (one GEMM, collective or custom call of a command buffer):
+ * two allocation lists of the same shape (count and sizes) are assumed to trace to the same
+ * graph up to addresses.
+ *
+ * Thread-safety: one thread at a time per cache (calls on one cache are serialised by a lock);
+ * distinct caches may be used from different threads in parallel.
+ */
+typedef struct rcb_trace_cache rcb_trace_cache;
 
 /**
  * A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
@@ -159,6 +198,31 @@ typedef struct rcb_update_report {
 } rcb_update_report;
 
 /**
+ * What `rcb_cmdbuf_add_flattened_child` did.
+ */
+typedef struct rcb_flatten_report {
+  /**
+   * 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
+   * node (its addresses are then not patch sites) and `reason` says why.
+   */
+  uint32_t flattened;
+  /**
+   * Nodes re-created in the parent (an added join node not counted), or after a fallback the
+   * number of top-level nodes of the child.
+   */
+  uint32_t nodes;
+  /**
+   * Patch sites the re-created nodes added to the parent.
+   */
+  uint32_t sites;
+  /**
+   * After a fallback, why (NUL-terminated, cut at a character boundary if longer); empty
+   * otherwise.
+   */
+  char reason[RCB_FLATTEN_REASON_LEN];
+} rcb_flatten_report;
+
+/**
  * Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
  */
 typedef struct rcb_runtime_info {
@@ -210,6 +274,14 @@ typedef struct rcb_stream_stats {
    */
   uint64_t in_use;
 } rcb_stream_stats;
+
+/**
+ * Issues the traced command's work on `stream` (a `hipStream_t` / `CUstream` being captured).
+ * `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
+ * other value fails the call with `RCB_STATUS_CALLBACK_FAILED` (the value is in the message).
+ * It must not synchronize the stream or start another capture on it.
+ */
+typedef int32_t (*rcb_trace_fn)(void *user_data, void *stream);
 
 /**
  * How to build a pool. Read during `rcb_vmm_pool_new` only; the caller keeps ownership of it
@@ -709,6 +781,51 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
 rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
 
 /**
+ * Flattens a child into `cb` after `deps`: the child's nodes are re-created in `cb` in
+ * topological order with every edge (edge data included) and nested child graphs flattened
+ * recursively, so their addresses become patch sites of `cb` and move with
+ * `rcb_cmdbuf_update_allocations` like any other node. Recording state only.
+ *
+ * The child is exactly one of `child` (a finalized command buffer, borrowed for the call: its
+ * nodes keep their exact argument layout and sites) or `graph` (a `hipGraph_t` / `CUgraph`
+ * the library did not build, e.g. from stream capture; borrowed for the call, still owned by
+ * the caller); the other must be NULL.
+ *
+ * Kernel nodes of a raw graph: their packed parameters are read back (an `extra` buffer list is
+ * copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)
+ * and their launch attributes copied. Their pointer sites are found by scanning every
+ * 8-byte-aligned word of the packed parameters (structs included) for a value inside an
+ * allocation of `cb`'s table. Trade-off: a plain value (an integer, a pair of floats) that
+ * happens to equal an address inside an allocation is patched as if it were a pointer. List only
+ * the allocations that move; a child of your own command buffer has no such risk.
+ *
+ * Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
+ * `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
+ * flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
+ * (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
+ * dependency lost either way.
+ *
+ * `*group` is written on success: the node later commands depend on (the child's single exit
+ * node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.
+ * A runtime failure while nodes are being added returns its status and leaves the nodes added
+ * so far in `cb` (re-record it).
+ *
+ * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+ * thread during the call.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `deps` NULL or `ndeps` handles; `child` NULL or a handle;
+ * `graph` NULL or a live graph; `group` and `report` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
+                                          const rcb_node *deps,
+                                          size_t ndeps,
+                                          const struct rcb_cmdbuf *child,
+                                          void *graph,
+                                          rcb_node *group,
+                                          struct rcb_flatten_report *report);
+
+/**
  * Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.
  *
  * Returns `RCB_STATUS_RUNTIME_UNAVAILABLE` when no runtime library loads (the message lists each
@@ -807,6 +924,70 @@ rcb_status rcb_stream_cache_trim(int32_t device);
  * `stats` must be NULL or point to writable memory for an `rcb_stream_stats`.
  */
 rcb_status rcb_stream_cache_stats(int32_t device, struct rcb_stream_stats *stats);
+
+/**
+ * Creates a trace cache holding at most `capacity` graphs (1 to
+ * `RCB_TRACE_CACHE_MAX_CAPACITY`); when full, the least recently used one is evicted. On success
+ * `*out` is a new handle that the caller owns and frees with `rcb_trace_cache_free`.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `out` must be NULL or point to writable memory for a pointer.
+ */
+rcb_status rcb_trace_cache_new(size_t capacity, struct rcb_trace_cache **out);
+
+/**
+ * Frees a trace cache and every graph it holds (graphs it returned become invalid; executable
+ * graphs instantiated from them, and clones of them, stay valid). `NULL` is a no-op; a freed or
+ * unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+ *
+ * Thread-safety: any thread, not concurrently with other calls on `tc`.
+ *
+ * # Safety
+ * `tc` must be NULL or a handle from `rcb_trace_cache_new`.
+ */
+rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
+
+/**
+ * Returns in `*graph` the graph of the command that `trace_fn` issues, for the allocations
+ * `allocs` (`n` entries of (base, size); NULL allowed when `n` is 0; borrowed for the call), and
+ * in `*outcome` how it was obtained:
+ * - `RCB_TRACE_HIT`: a cached graph recorded for exactly these (base, size) entries (compared by
+ *   a hash first, then entry by entry);
+ * - `RCB_TRACE_RELOCATED`: no exact entry, but one of the same shape (same `n`, same sizes, in
+ *   order) whose nodes could all be flattened: its graph's addresses inside the old allocations
+ *   are rewritten to the new bases (same offsets) in place, and its key becomes `allocs`;
+ *   `trace_fn` is not called. The least recently used such entry is the one relocated.
+ * - `RCB_TRACE_TRACED`: `trace_fn(user_data, stream)` was called while `stream` was captured
+ *   (thread-local mode), and the captured graph flattened into a new entry (see
+ *   `rcb_cmdbuf_add_flattened_child` for what can be flattened and how pointer sites are found
+ *   by scanning; a capture that cannot be flattened is cached for hits but never relocated). The
+ *   least recently used entry is evicted when the cache is full.
+ *
+ * The graph (`hipGraph_t` / `CUgraph`) is owned by the cache and borrowed by the caller until the
+ * next call on this cache or its free: instantiate it, or clone it into a command buffer, before
+ * then. Do not destroy or modify it.
+ *
+ * When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
+ * and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+ *
+ * Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
+ * during the call.
+ *
+ * # Safety
+ * `tc` NULL or a handle; `stream` a stream of the runtime; `allocs` NULL or `n` readable entries;
+ * `trace_fn` NULL or a function safe to call with `user_data`; `graph` and `outcome` NULL or
+ * writable.
+ */
+rcb_status rcb_trace_cache_get_or_trace(struct rcb_trace_cache *tc,
+                                        void *stream,
+                                        const struct rcb_allocation *allocs,
+                                        size_t n,
+                                        rcb_trace_fn trace_fn,
+                                        void *user_data,
+                                        void **graph,
+                                        uint32_t *outcome);
 
 /**
  * Creates a pool: every slot's memory and timeline are made up front and kept until

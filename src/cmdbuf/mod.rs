@@ -10,6 +10,7 @@
 
 pub mod allocations;
 pub mod args;
+mod flatten;
 mod nodes;
 mod patch;
 mod state;
@@ -17,6 +18,7 @@ mod update;
 
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
+pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::UpdateReport;
 
 use crate::error::{Error, Result};

@@ -15,7 +15,8 @@ pub struct KernelRecord {
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
     pub blob: Vec<u8>,
-    /// Offsets of the device-pointer arguments in `blob`.
+    /// Offsets in `blob` of the words that may hold device addresses: the pointer arguments, or
+    /// every 8-byte-aligned word of a node flattened from a graph with no known layout.
     pub pointers: Vec<u32>,
 }
 

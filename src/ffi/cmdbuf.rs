@@ -8,7 +8,7 @@
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
-//! `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`.
+//! `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
 
 use super::Registry;
 use super::handle::lock;
@@ -121,7 +121,7 @@ const _: () = {
     assert!(std::mem::offset_of!(rcb_allocation, size) == std::mem::offset_of!(Allocation, size));
 };
 
-fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
+pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     // SAFETY: identical layout (checked above), both plain old data.
     unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
 }
@@ -772,9 +772,128 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
     })
 }
 
+/// Longest fallback reason `rcb_flatten_report.reason` holds, terminating NUL included.
+pub const RCB_FLATTEN_REASON_LEN: usize = 256;
+
+/// What `rcb_cmdbuf_add_flattened_child` did.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct rcb_flatten_report {
+    /// 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
+    /// node (its addresses are then not patch sites) and `reason` says why.
+    pub flattened: u32,
+    /// Nodes re-created in the parent (an added join node not counted), or after a fallback the
+    /// number of top-level nodes of the child.
+    pub nodes: u32,
+    /// Patch sites the re-created nodes added to the parent.
+    pub sites: u32,
+    /// After a fallback, why (NUL-terminated, cut at a character boundary if longer); empty
+    /// otherwise.
+    pub reason: [std::ffi::c_char; RCB_FLATTEN_REASON_LEN],
+}
+
+fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
+    let mut reason = [0 as std::ffi::c_char; RCB_FLATTEN_REASON_LEN];
+    if let Some(text) = &r.fallback {
+        let mut end = text.len().min(RCB_FLATTEN_REASON_LEN - 1);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        for (dst, &b) in reason.iter_mut().zip(&text.as_bytes()[..end]) {
+            *dst = b as std::ffi::c_char;
+        }
+    }
+    rcb_flatten_report { flattened: u32::from(r.fallback.is_none()), nodes: r.nodes, sites: r.sites, reason }
+}
+
+/// Flattens a child into `cb` after `deps`: the child's nodes are re-created in `cb` in
+/// topological order with every edge (edge data included) and nested child graphs flattened
+/// recursively, so their addresses become patch sites of `cb` and move with
+/// `rcb_cmdbuf_update_allocations` like any other node. Recording state only.
+///
+/// The child is exactly one of `child` (a finalized command buffer, borrowed for the call: its
+/// nodes keep their exact argument layout and sites) or `graph` (a `hipGraph_t` / `CUgraph`
+/// the library did not build, e.g. from stream capture; borrowed for the call, still owned by
+/// the caller); the other must be NULL.
+///
+/// Kernel nodes of a raw graph: their packed parameters are read back (an `extra` buffer list is
+/// copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)
+/// and their launch attributes copied. Their pointer sites are found by scanning every
+/// 8-byte-aligned word of the packed parameters (structs included) for a value inside an
+/// allocation of `cb`'s table. Trade-off: a plain value (an integer, a pair of floats) that
+/// happens to equal an address inside an allocation is patched as if it were a pointer. List only
+/// the allocations that move; a child of your own command buffer has no such risk.
+///
+/// Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
+/// `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
+/// flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
+/// (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
+/// dependency lost either way.
+///
+/// `*group` is written on success: the node later commands depend on (the child's single exit
+/// node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.
+/// A runtime failure while nodes are being added returns its status and leaves the nodes added
+/// so far in `cb` (re-record it).
+///
+/// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+/// thread during the call.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `deps` NULL or `ndeps` handles; `child` NULL or a handle;
+/// `graph` NULL or a live graph; `group` and `report` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    child: *const rcb_cmdbuf,
+    graph: *mut c_void,
+    group: *mut rcb_node,
+    report: *mut rcb_flatten_report,
+) -> rcb_status {
+    boundary(|| {
+        let group_out = arg_out(group, "group")?;
+        let report_out = arg_out(report, "report")?;
+        let done = |id: usize, (node, r): (NodeId, cmdbuf::FlattenReport)| {
+            // SAFETY: checked by arg_out.
+            unsafe {
+                write_out(group_out, node_handle(id, node));
+                write_out(report_out, flatten_report(&r));
+            }
+        };
+        match (child.is_null(), graph.is_null()) {
+            (true, true) => Err(Error::new(ErrorKind::NullArgument, "arguments `child` and `graph` are both NULL; give exactly one")),
+            (false, false) => Err(Error::invalid_argument("arguments `child` and `graph` are both set; give exactly one")),
+            (false, true) => with_pair(cb, child, |id, cb, child| {
+                // SAFETY: forwarded from the caller.
+                let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+                done(id, cb.add_flattened_child(&deps, cmdbuf::FlattenSource::CmdBuf(child))?);
+                Ok(())
+            }),
+            (true, false) => with(cb, |id, cb| {
+                // SAFETY: forwarded from the caller.
+                let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+                done(id, cb.add_flattened_child(&deps, cmdbuf::FlattenSource::Graph(Graph(graph)))?);
+                Ok(())
+            }),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_fallback_reason_is_cut_at_a_character_boundary_and_terminated() {
+        let text = format!("{}é", "x".repeat(RCB_FLATTEN_REASON_LEN - 2));
+        let r = flatten_report(&cmdbuf::FlattenReport { fallback: Some(text), nodes: 3, sites: 0 });
+        assert_eq!((r.flattened, r.nodes), (0, 3));
+        let reason = unsafe { std::ffi::CStr::from_ptr(r.reason.as_ptr()) }.to_str().unwrap();
+        assert_eq!(reason, "x".repeat(RCB_FLATTEN_REASON_LEN - 2), "the 2-byte character does not fit");
+        let r = flatten_report(&cmdbuf::FlattenReport { fallback: None, nodes: 2, sites: 5 });
+        assert_eq!((r.flattened, r.sites, r.reason[0]), (1, 5, 0));
+    }
 
     #[test]
     fn node_handles_round_trip_and_reject_forgeries() {

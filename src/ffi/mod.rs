@@ -9,12 +9,14 @@ mod handle;
 mod runtime;
 mod status;
 mod stream;
+mod trace_cache;
 mod vmm_pool;
 
 pub use cmdbuf::*;
 pub use runtime::*;
 pub use status::*;
 pub use stream::*;
+pub use trace_cache::*;
 pub use vmm_pool::*;
 
 pub(crate) use handle::Registry;

@@ -2,9 +2,11 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod flatten;
 mod kernels;
 mod streams;
 mod table;
+mod trace_cache;
 mod update;
 mod vmm;
 
@@ -13,7 +15,13 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[("update", update::run), ("streams", streams::run), ("vmm", vmm::run)];
+const SCENARIOS: &[(&str, Scenario)] = &[
+    ("update", update::run),
+    ("streams", streams::run),
+    ("vmm", vmm::run),
+    ("flatten", flatten::run),
+    ("trace-cache", trace_cache::run),
+];
 
 fn main() {
     backend::probe_if_asked();

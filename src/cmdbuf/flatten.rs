@@ -1,0 +1,320 @@
+//! Flattening a child (another command buffer or a raw captured graph) into a command buffer:
+//! its nodes are re-created one by one, so their addresses become patch sites of the parent.
+//!
+//! Two phases. The plan reads the whole child (nested child graphs included) into a scratch
+//! list in topological order and decides whether every node can be re-created; only then are
+//! nodes added. A node that cannot be re-created makes the whole child fall back to one cloned
+//! child node, so the parent never holds half a child and never loses a dependency.
+//!
+//! Kernel nodes of a command buffer keep their argument layout and pointer offsets. Kernel nodes
+//! of a raw graph have no known layout: every 8-byte-aligned word of their packed parameters is a
+//! candidate site, and the words that hold an address inside an allocation become sites (a plain
+//! value equal to such an address would be patched too; that is the price of not knowing the
+//! layout).
+
+use super::nodes::{KernelRecord, Params};
+use super::state::Op;
+use super::{CmdBuf, NodeId};
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::{Edge, EdgeData, Graph, Node, NodeType, Runtime};
+use std::collections::HashMap;
+
+/// What to flatten.
+pub enum Source<'a> {
+    /// A finalized command buffer; its own nodes keep their exact argument layout.
+    CmdBuf(&'a mut CmdBuf),
+    /// A graph the library did not build (borrowed; the caller keeps owning it).
+    Graph(Graph),
+}
+
+/// What [`CmdBuf::add_flattened_child`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlattenReport {
+    /// `None`: flattened. `Some(reason)`: the child became one cloned child node.
+    pub fallback: Option<String>,
+    /// Nodes re-created in the parent (the join node excluded), or the child's top-level node
+    /// count after a fallback.
+    pub nodes: u32,
+    /// Patch sites the flattened nodes added.
+    pub sites: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dep {
+    /// A node of the parent given by the caller.
+    Parent(NodeId),
+    /// An earlier entry of the plan.
+    Planned(usize),
+}
+
+struct Planned {
+    params: Params,
+    deps: Vec<(Dep, EdgeData)>,
+    /// The raw kernel node whose launch attributes the new node copies.
+    attributes_from: Option<Node>,
+}
+
+/// Why a child cannot be flattened (becomes the fallback reason).
+struct Refusal(String);
+
+struct Planner<'a> {
+    rt: &'a dyn Runtime,
+    /// Parameters of the nodes the library recorded itself, by raw node.
+    known: HashMap<Node, &'a Params>,
+    plan: Vec<Planned>,
+}
+
+impl CmdBuf {
+    /// Re-creates `source`'s nodes after `deps` and returns the node later commands depend on
+    /// (the child's single exit node, or an empty join node after all of them) with a report.
+    /// When a node cannot be flattened the child is added as one cloned child node instead
+    /// (logged at warn, reason in the report).
+    ///
+    /// A runtime failure while the nodes are being added leaves the nodes added so far in the
+    /// command buffer (recorded, so they are patched like any other) and returns the error.
+    pub fn add_flattened_child(&mut self, deps: &[NodeId], source: Source<'_>) -> Result<(NodeId, FlattenReport)> {
+        self.state.allow(Op::Add)?;
+        self.raw_deps(deps)?;
+        let (graph, known) = match &source {
+            Source::CmdBuf(child) => {
+                child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
+                let known = if child.captured { HashMap::new() } else { child.nodes.iter().map(|r| (r.raw, &r.params)).collect() };
+                (child.graph, known)
+            }
+            Source::Graph(g) => (*g, HashMap::new()),
+        };
+        let mut planner = Planner { rt: self.rt, known, plan: Vec::new() };
+        let incoming: Vec<(Dep, EdgeData)> = deps.iter().map(|&d| (Dep::Parent(d), EdgeData::default())).collect();
+        match planner.graph(graph, &incoming)? {
+            Ok(exits) => {
+                let plan = planner.plan;
+                self.add_plan(deps, plan, exits)
+            }
+            Err(Refusal(reason)) => {
+                log::warn!("child graph not flattened, added as one child node instead: {reason}");
+                let nodes = self.rt.graph_nodes(graph)?.len() as u32;
+                let embedded = match source {
+                    Source::CmdBuf(child) => child.graph_to_embed()?,
+                    Source::Graph(g) => g,
+                };
+                let group = self.add_child(deps, embedded)?;
+                Ok((group, FlattenReport { fallback: Some(reason), nodes, sites: 0 }))
+            }
+        }
+    }
+
+    fn add_plan(&mut self, deps: &[NodeId], plan: Vec<Planned>, exits: Vec<usize>) -> Result<(NodeId, FlattenReport)> {
+        let sites_before = self.patches.len();
+        let first = self.nodes.len() as NodeId;
+        let mut data_edges = Vec::new();
+        for (k, entry) in plan.into_iter().enumerate() {
+            let added = self.add_planned(first, entry, &mut data_edges);
+            if let Err(e) = added {
+                return Err(e.context(format!(
+                    "flattening stopped after {k} node(s); they stay in the command buffer, which should be re-recorded"
+                )));
+            }
+        }
+        let count = self.nodes.len() as NodeId - first;
+        if !data_edges.is_empty() {
+            self.rt.add_edges(self.graph, &data_edges).map_err(|e| e.context("re-creating edges that carry edge data"))?;
+        }
+        let group = match exits.as_slice() {
+            [single] => first + *single as NodeId,
+            _ => {
+                let join: Vec<NodeId> = if exits.is_empty() { deps.to_vec() } else { exits.iter().map(|&e| first + e as NodeId).collect() };
+                self.add_empty(&join)?
+            }
+        };
+        Ok((group, FlattenReport { fallback: None, nodes: count, sites: (self.patches.len() - sites_before) as u32 }))
+    }
+
+    fn add_planned(&mut self, first: NodeId, entry: Planned, data_edges: &mut Vec<Edge>) -> Result<()> {
+        let raw_of = |nodes: &[super::nodes::NodeRecord], dep: Dep| match dep {
+            Dep::Parent(id) => nodes[id as usize].raw,
+            Dep::Planned(i) => nodes[(first as usize) + i].raw,
+        };
+        let plain: Vec<Node> =
+            entry.deps.iter().filter(|(_, data)| *data == EdgeData::default()).map(|&(d, _)| raw_of(&self.nodes, d)).collect();
+        let raw = entry.params.add_to(self.rt, self.graph, &plain)?;
+        if let Some(src) = entry.attributes_from {
+            self.rt.copy_kernel_node_attributes(raw, src)?;
+        }
+        for &(d, data) in entry.deps.iter().filter(|(_, data)| *data != EdgeData::default()) {
+            data_edges.push(Edge { from: raw_of(&self.nodes, d), to: raw, data });
+        }
+        self.push_record(raw, entry.params);
+        Ok(())
+    }
+}
+
+impl Planner<'_> {
+    /// Plans `graph`'s nodes after `incoming` (given to its root nodes) and returns its exit
+    /// entries (those nothing inside the graph waits for). The outer `Result` is a runtime
+    /// failure to list the graph, the inner one a refusal to flatten.
+    fn graph(&mut self, graph: Graph, incoming: &[(Dep, EdgeData)]) -> Result<Result<Vec<usize>, Refusal>> {
+        let nodes = self.rt.graph_nodes(graph).map_err(|e| e.context("listing the child graph's nodes"))?;
+        let edges = self.rt.graph_edges(graph).map_err(|e| e.context("listing the child graph's edges"))?;
+        let index: HashMap<Node, usize> = nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let mut preds: Vec<Vec<(usize, EdgeData)>> = vec![Vec::new(); nodes.len()];
+        let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for e in &edges {
+            let (Some(&from), Some(&to)) = (index.get(&e.from), index.get(&e.to)) else {
+                return Err(Error::new(ErrorKind::Runtime, "the child graph lists an edge between nodes it does not hold"));
+            };
+            preds[to].push((from, e.data));
+            succs[from].push(to);
+        }
+        let Some(order) = topological_order(&preds, &succs) else {
+            return Err(Error::new(ErrorKind::Runtime, "the child graph has a cycle"));
+        };
+        // The plan entries that stand for each node: itself, or a nested graph's exits.
+        let mut exits_of: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for i in order {
+            let mut deps: Vec<(Dep, EdgeData)> = if preds[i].is_empty() {
+                incoming.to_vec()
+            } else {
+                preds[i].iter().flat_map(|&(p, data)| exits_of[p].iter().map(move |&e| (Dep::Planned(e), data))).collect()
+            };
+            dedup(&mut deps);
+            match self.node(nodes[i], deps)? {
+                Ok(exits) => exits_of[i] = exits,
+                Err(refusal) => return Ok(Err(refusal)),
+            }
+        }
+        // Each plan entry stands for one node, so exits never repeat.
+        Ok(Ok((0..nodes.len()).filter(|&i| succs[i].is_empty()).flat_map(|i| exits_of[i].clone()).collect()))
+    }
+
+    fn node(&mut self, node: Node, deps: Vec<(Dep, EdgeData)>) -> Result<Result<Vec<usize>, Refusal>> {
+        if let Some(&params) = self.known.get(&node) {
+            return Ok(Ok(vec![self.push(params.clone(), deps, None)]));
+        }
+        let refuse = |what: String| Ok(Err(Refusal(what)));
+        let kind = match self.rt.node_type(node) {
+            Ok(kind) => kind,
+            Err(e) => return refuse(format!("reading a node's type: {e}")),
+        };
+        let params = match kind {
+            NodeType::Kernel => match self.rt.kernel_node_read(node) {
+                Ok(k) => match k.args {
+                    Ok(blob) => {
+                        let pointers = (0..blob.len() / 8).map(|w| (w * 8) as u32).collect();
+                        let record = KernelRecord {
+                            function: k.function,
+                            grid: k.grid,
+                            block: k.block,
+                            shared_mem_bytes: k.shared_mem_bytes,
+                            blob,
+                            pointers,
+                        };
+                        return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
+                    }
+                    Err(reason) => return refuse(format!("a kernel node's arguments cannot be read: {reason}")),
+                },
+                Err(e) => return refuse(format!("reading a kernel node: {e}")),
+            },
+            NodeType::Memcpy => match self.rt.memcpy_node_read(node) {
+                Ok(c) => Params::Memcpy(c),
+                Err(e) => return refuse(format!("reading a memcpy node: {e}")),
+            },
+            NodeType::Memset => match self.rt.memset_node_read(node) {
+                Ok(s) => Params::Memset(s),
+                Err(e) => return refuse(format!("reading a memset node: {e}")),
+            },
+            NodeType::Empty => Params::Empty,
+            NodeType::Child => {
+                let inner = match self.rt.child_node_graph(node) {
+                    Ok(g) => g,
+                    Err(e) => return refuse(format!("reading a nested child node: {e}")),
+                };
+                return match self.graph(inner, &deps)? {
+                    // An empty nested graph still orders what comes before and after it.
+                    Ok(exits) if exits.is_empty() => Ok(Ok(vec![self.push(Params::Empty, deps, None)])),
+                    other => Ok(other),
+                };
+            }
+            other => return refuse(format!("the child graph holds a {other:?} node, which cannot be flattened")),
+        };
+        Ok(Ok(vec![self.push(params, deps, None)]))
+    }
+
+    fn push(&mut self, params: Params, deps: Vec<(Dep, EdgeData)>, attributes_from: Option<Node>) -> usize {
+        self.plan.push(Planned { params, deps, attributes_from });
+        self.plan.len() - 1
+    }
+}
+
+fn dedup(deps: &mut Vec<(Dep, EdgeData)>) {
+    let mut seen = Vec::with_capacity(deps.len());
+    deps.retain(|d| {
+        let new = !seen.contains(d);
+        if new {
+            seen.push(*d);
+        }
+        new
+    });
+}
+
+/// Kahn's algorithm, taking ready nodes in index order; `None` when there is a cycle.
+fn topological_order(preds: &[Vec<(usize, EdgeData)>], succs: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let mut waiting: Vec<usize> = preds.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..preds.len()).rev().filter(|&i| waiting[i] == 0).collect();
+    let mut order = Vec::with_capacity(preds.len());
+    while let Some(i) = ready.pop() {
+        order.push(i);
+        for &s in succs[i].iter().rev() {
+            waiting[s] -= 1;
+            if waiting[s] == 0 {
+                ready.push(s);
+            }
+        }
+    }
+    (order.len() == preds.len()).then_some(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Adjacency = (Vec<Vec<(usize, EdgeData)>>, Vec<Vec<usize>>);
+
+    fn graph(n: usize, edges: &[(usize, usize)]) -> Adjacency {
+        let mut preds = vec![Vec::new(); n];
+        let mut succs = vec![Vec::new(); n];
+        for &(a, b) in edges {
+            preds[b].push((a, EdgeData::default()));
+            succs[a].push(b);
+        }
+        (preds, succs)
+    }
+
+    #[test]
+    fn topological_order_puts_every_node_after_its_predecessors() {
+        // 3 → 1 → 0, 3 → 2 → 0, 4 alone.
+        let (preds, succs) = graph(5, &[(3, 1), (3, 2), (1, 0), (2, 0)]);
+        let order = topological_order(&preds, &succs).unwrap();
+        assert_eq!(order.len(), 5);
+        let pos = |n| order.iter().position(|&x| x == n).unwrap();
+        assert!(pos(3) < pos(1) && pos(3) < pos(2) && pos(1) < pos(0) && pos(2) < pos(0));
+    }
+
+    #[test]
+    fn a_cycle_has_no_order() {
+        let (preds, succs) = graph(3, &[(0, 1), (1, 2), (2, 1)]);
+        assert!(topological_order(&preds, &succs).is_none());
+    }
+
+    #[test]
+    fn dedup_keeps_the_first_of_equal_dependencies() {
+        let data = EdgeData([1, 0, 0, 0, 0, 0, 0, 0]);
+        let mut deps = vec![
+            (Dep::Planned(2), EdgeData::default()),
+            (Dep::Parent(0), EdgeData::default()),
+            (Dep::Planned(2), EdgeData::default()),
+            (Dep::Planned(2), data),
+        ];
+        dedup(&mut deps);
+        assert_eq!(deps, vec![(Dep::Planned(2), EdgeData::default()), (Dep::Parent(0), EdgeData::default()), (Dep::Planned(2), data)]);
+    }
+}

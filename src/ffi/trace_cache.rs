@@ -1,0 +1,164 @@
+//! `rcb_trace_cache`: graphs of one traced command keyed by the allocations it uses, so that
+//! recording it again is a lookup or an in-place relocation instead of a stream capture.
+//!
+//! Methods: `rcb_trace_cache_new`, `rcb_trace_cache_free`, `rcb_trace_cache_get_or_trace`.
+
+use super::cmdbuf::{as_allocations, rcb_allocation};
+use super::handle::lock;
+use super::{Registry, arg_out, arg_slice, boundary, rcb_status, write_out};
+use crate::cmdbuf;
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::{self, Stream};
+use crate::trace_cache::{Outcome, TraceCache};
+use std::ffi::c_void;
+
+static CACHES: Registry<TraceCache> = Registry::new("rcb_trace_cache");
+
+/// A trace cache (opaque). Created by `rcb_trace_cache_new`, owned by the caller, freed with
+/// `rcb_trace_cache_free`. It owns every graph it returns.
+///
+/// Use one cache per traced command (one GEMM, collective or custom call of a command buffer):
+/// two allocation lists of the same shape (count and sizes) are assumed to trace to the same
+/// graph up to addresses.
+///
+/// Thread-safety: one thread at a time per cache (calls on one cache are serialised by a lock);
+/// distinct caches may be used from different threads in parallel.
+pub struct rcb_trace_cache {
+    _private: [u8; 0],
+}
+
+/// Issues the traced command's work on `stream` (a `hipStream_t` / `CUstream` being captured).
+/// `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
+/// other value fails the call with `RCB_STATUS_CALLBACK_FAILED` (the value is in the message).
+/// It must not synchronize the stream or start another capture on it.
+pub type rcb_trace_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, stream: *mut c_void) -> i32>;
+
+/// `rcb_trace_cache_get_or_trace` outcome: an entry with exactly these allocations.
+pub const RCB_TRACE_HIT: u32 = 0;
+/// `rcb_trace_cache_get_or_trace` outcome: an entry with the same shape, its graph patched in
+/// place to the new addresses (no capture).
+pub const RCB_TRACE_RELOCATED: u32 = 1;
+/// `rcb_trace_cache_get_or_trace` outcome: a new capture.
+pub const RCB_TRACE_TRACED: u32 = 2;
+/// Largest capacity of a trace cache.
+pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = 1 << 20;
+// A literal, so that cbindgen can write it into the header.
+const _: () = assert!(RCB_TRACE_CACHE_MAX_CAPACITY == crate::trace_cache::MAX_CAPACITY);
+
+fn handle_id(tc: *const rcb_trace_cache) -> Result<usize> {
+    if tc.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, "argument `tc` is NULL"));
+    }
+    Ok(tc as usize)
+}
+
+/// Creates a trace cache holding at most `capacity` graphs (1 to
+/// `RCB_TRACE_CACHE_MAX_CAPACITY`); when full, the least recently used one is evicted. On success
+/// `*out` is a new handle that the caller owns and frees with `rcb_trace_cache_free`.
+///
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `out` must be NULL or point to writable memory for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb_trace_cache) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let cache = TraceCache::new(runtime::get()?, capacity)?;
+        let id = CACHES.insert(cache);
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, id as *mut rcb_trace_cache) };
+        Ok(())
+    })
+}
+
+/// Frees a trace cache and every graph it holds (graphs it returned become invalid; executable
+/// graphs instantiated from them, and clones of them, stay valid). `NULL` is a no-op; a freed or
+/// unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+///
+/// Thread-safety: any thread, not concurrently with other calls on `tc`.
+///
+/// # Safety
+/// `tc` must be NULL or a handle from `rcb_trace_cache_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_status {
+    boundary(|| {
+        if tc.is_null() {
+            return Ok(());
+        }
+        CACHES.remove(tc as usize).map(drop)
+    })
+}
+
+/// Returns in `*graph` the graph of the command that `trace_fn` issues, for the allocations
+/// `allocs` (`n` entries of (base, size); NULL allowed when `n` is 0; borrowed for the call), and
+/// in `*outcome` how it was obtained:
+/// - `RCB_TRACE_HIT`: a cached graph recorded for exactly these (base, size) entries (compared by
+///   a hash first, then entry by entry);
+/// - `RCB_TRACE_RELOCATED`: no exact entry, but one of the same shape (same `n`, same sizes, in
+///   order) whose nodes could all be flattened: its graph's addresses inside the old allocations
+///   are rewritten to the new bases (same offsets) in place, and its key becomes `allocs`;
+///   `trace_fn` is not called. The least recently used such entry is the one relocated.
+/// - `RCB_TRACE_TRACED`: `trace_fn(user_data, stream)` was called while `stream` was captured
+///   (thread-local mode), and the captured graph flattened into a new entry (see
+///   `rcb_cmdbuf_add_flattened_child` for what can be flattened and how pointer sites are found
+///   by scanning; a capture that cannot be flattened is cached for hits but never relocated). The
+///   least recently used entry is evicted when the cache is full.
+///
+/// The graph (`hipGraph_t` / `CUgraph`) is owned by the cache and borrowed by the caller until the
+/// next call on this cache or its free: instantiate it, or clone it into a command buffer, before
+/// then. Do not destroy or modify it.
+///
+/// When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
+/// and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+///
+/// Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
+/// during the call.
+///
+/// # Safety
+/// `tc` NULL or a handle; `stream` a stream of the runtime; `allocs` NULL or `n` readable entries;
+/// `trace_fn` NULL or a function safe to call with `user_data`; `graph` and `outcome` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_trace_cache_get_or_trace(
+    tc: *mut rcb_trace_cache,
+    stream: *mut c_void,
+    allocs: *const rcb_allocation,
+    n: usize,
+    trace_fn: rcb_trace_fn,
+    user_data: *mut c_void,
+    graph: *mut *mut c_void,
+    outcome: *mut u32,
+) -> rcb_status {
+    boundary(|| {
+        let graph_out = arg_out(graph, "graph")?;
+        let outcome_out = arg_out(outcome, "outcome")?;
+        let Some(trace_fn) = trace_fn else {
+            return Err(Error::new(ErrorKind::NullArgument, "argument `trace_fn` is NULL"));
+        };
+        let id = handle_id(tc)?;
+        let object = CACHES.get(id)?;
+        let mut cache = lock(&object, "rcb_trace_cache")?;
+        // SAFETY: forwarded from the caller.
+        let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
+        let trace = |s: Stream| {
+            // SAFETY: the caller promises `trace_fn` may be called with `user_data`.
+            match unsafe { trace_fn(user_data, s.0) } {
+                0 => Ok(()),
+                code => Err(Error::new(ErrorKind::CallbackFailed, format!("trace_fn returned {code}"))),
+            }
+        };
+        let (g, how) = cache.get_or_trace(Stream(stream), as_allocations(table), trace)?;
+        let how = match how {
+            Outcome::Hit => RCB_TRACE_HIT,
+            Outcome::Relocated => RCB_TRACE_RELOCATED,
+            Outcome::Traced => RCB_TRACE_TRACED,
+        };
+        // SAFETY: checked by arg_out.
+        unsafe {
+            write_out(graph_out, g.0);
+            write_out(outcome_out, how);
+        }
+        Ok(())
+    })
+}

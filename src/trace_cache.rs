@@ -1,0 +1,180 @@
+//! The trace cache: graphs of one traced command (a GEMM, a collective, a custom call) keyed by
+//! the allocations it uses, so that recording it again costs a lookup or an in-place
+//! relocation instead of a stream capture.
+//!
+//! Each entry is a nested command buffer built by flattening the captured graph, with the key as
+//! its allocation table; relocating an entry to new addresses is that command buffer's own
+//! address update. An entry whose capture could not be flattened (a host node, an opaque
+//! kernel) still serves hits but is never relocated.
+//!
+//! A cache belongs to one traced command: two keys of the same shape (count and sizes) are
+//! assumed to trace to the same graph up to addresses.
+//!
+//! Thread-safety: `&mut self`; one thread at a time per cache.
+
+use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
+use crate::error::{Error, Result};
+use crate::runtime::{CaptureMode, Graph, Runtime, Stream};
+
+/// Largest capacity a cache accepts (a larger one is certainly a caller bug).
+pub const MAX_CAPACITY: usize = 1 << 20;
+
+/// How [`TraceCache::get_or_trace`] produced its graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An entry with exactly these allocations.
+    Hit,
+    /// An entry of the same shape, patched in place to these allocations.
+    Relocated,
+    /// A new capture.
+    Traced,
+}
+
+struct Entry {
+    /// [`key_hash`] of `key`, compared before the key itself.
+    hash: u64,
+    shape: u64,
+    key: Vec<Allocation>,
+    /// Boxed so that reordering entries moves pointers, not command buffers.
+    graph: Box<CmdBuf>,
+    relocatable: bool,
+}
+
+pub struct TraceCache {
+    rt: &'static dyn Runtime,
+    capacity: usize,
+    /// Most recently used first.
+    entries: Vec<Entry>,
+}
+
+impl TraceCache {
+    pub fn new(rt: &'static dyn Runtime, capacity: usize) -> Result<Self> {
+        if capacity == 0 || capacity > MAX_CAPACITY {
+            return Err(Error::invalid_argument(format!("capacity {capacity} must be between 1 and {MAX_CAPACITY}")));
+        }
+        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The graph of the command `trace` issues on `stream` with the allocations `allocs`: a
+    /// cached one, a cached one relocated in place, or a new capture (thread-local mode). The
+    /// graph belongs to the cache and stays valid until the next call or the cache's drop.
+    ///
+    /// A failing `trace` (or capture) leaves the cache as it was and returns its error.
+    pub fn get_or_trace(&mut self, stream: Stream, allocs: &[Allocation], trace: impl FnOnce(Stream) -> Result<()>) -> Result<(Graph, Outcome)> {
+        let hash = key_hash(allocs);
+        if let Some(i) = self.entries.iter().position(|e| e.hash == hash && e.key == allocs) {
+            self.entries[..=i].rotate_right(1);
+            return Ok((self.entries[0].graph.graph()?, Outcome::Hit));
+        }
+        // A hit equals a key that was validated when it was stored.
+        crate::cmdbuf::allocations::validate(allocs)?;
+        let shape = shape_hash(allocs);
+        if let Some(graph) = self.relocate(shape, allocs, hash)? {
+            return Ok((graph, Outcome::Relocated));
+        }
+        let entry = self.trace(stream, allocs, trace, hash, shape)?;
+        self.entries.truncate(self.capacity - 1);
+        self.entries.insert(0, entry);
+        Ok((self.entries[0].graph.graph()?, Outcome::Traced))
+    }
+
+    /// Moves the least recently used relocatable entry of this shape to `allocs` and to the
+    /// front. An entry whose update fails part-way is dropped (the caller then captures).
+    fn relocate(&mut self, shape: u64, allocs: &[Allocation], hash: u64) -> Result<Option<Graph>> {
+        let same_shape = |e: &Entry| e.relocatable && e.shape == shape && e.key.iter().map(|a| a.size).eq(allocs.iter().map(|a| a.size));
+        let Some(i) = self.entries.iter().rposition(same_shape) else { return Ok(None) };
+        let report = self.entries[i].graph.update_allocations(allocs)?;
+        if report.needs_rerecord {
+            log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
+            self.entries.remove(i);
+            return Ok(None);
+        }
+        let entry = &mut self.entries[i];
+        entry.key.clear();
+        entry.key.extend_from_slice(allocs);
+        entry.hash = hash;
+        self.entries[..=i].rotate_right(1);
+        Ok(Some(self.entries[0].graph.graph()?))
+    }
+
+    fn trace(&self, stream: Stream, allocs: &[Allocation], trace: impl FnOnce(Stream) -> Result<()>, hash: u64, shape: u64) -> Result<Entry> {
+        self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        let traced = trace(stream);
+        let captured = self.rt.end_capture(stream);
+        let captured = match (traced, captured) {
+            (Ok(()), Ok(g)) => g,
+            (Ok(()), Err(e)) => return Err(e.context("ending the capture of the traced command")),
+            (Err(e), captured) => {
+                if let Ok(g) = captured {
+                    self.destroy(g);
+                }
+                return Err(e);
+            }
+        };
+        let built = self.flatten(captured, allocs);
+        self.destroy(captured);
+        let (graph, relocatable) = built?;
+        log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
+        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), relocatable })
+    }
+
+    fn flatten(&self, captured: Graph, allocs: &[Allocation]) -> Result<(CmdBuf, bool)> {
+        // A nested command buffer is never instantiated: device 0 is only validated.
+        let mut graph = CmdBuf::new(self.rt, 0, Kind::Nested)?;
+        graph.set_allocations(allocs)?;
+        let (_, report) = graph.add_flattened_child(&[], FlattenSource::Graph(captured))?;
+        graph.finalize()?;
+        Ok((graph, report.fallback.is_none()))
+    }
+
+    fn destroy(&self, graph: Graph) {
+        if let Err(e) = self.rt.graph_destroy(graph) {
+            log::warn!("destroying a captured graph: {e}");
+        }
+    }
+}
+
+const SEED: u64 = 0x517c_c1b7_2722_0a95;
+
+fn mix(h: u64, x: u64) -> u64 {
+    (h.rotate_left(5) ^ x).wrapping_mul(SEED)
+}
+
+/// Hash of the (base, size) list.
+fn key_hash(allocs: &[Allocation]) -> u64 {
+    allocs.iter().fold(allocs.len() as u64, |h, a| mix(mix(h, a.base), a.size))
+}
+
+/// Hash of the sizes only: keys that one relocation can turn into each other.
+fn shape_hash(allocs: &[Allocation]) -> u64 {
+    allocs.iter().fold(allocs.len() as u64, |h, a| mix(h, a.size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(list: &[(u64, u64)]) -> Vec<Allocation> {
+        list.iter().map(|&(base, size)| Allocation { base, size }).collect()
+    }
+
+    #[test]
+    fn hashes_separate_bases_and_order_while_shapes_ignore_bases() {
+        let a = key(&[(0x1000, 64), (0x2000, 128)]);
+        let moved = key(&[(0x9000, 64), (0x2000, 128)]);
+        let swapped = key(&[(0x2000, 128), (0x1000, 64)]);
+        assert_ne!(key_hash(&a), key_hash(&moved));
+        assert_ne!(key_hash(&a), key_hash(&swapped));
+        assert_eq!(shape_hash(&a), shape_hash(&moved));
+        assert_ne!(shape_hash(&a), shape_hash(&swapped));
+        assert_ne!(shape_hash(&a), shape_hash(&a[..1]));
+    }
+}

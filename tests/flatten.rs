@@ -1,0 +1,356 @@
+//! Flattening children into a command buffer through the C ABI: a command buffer child, captured
+//! graphs (both kernel argument styles, memcpy, memset), nested child graphs, the whole-child
+//! fallback (host node, opaque `extra`, `kernelParams` on HIP) with dependencies kept, and the
+//! error paths. Runs on the software GPU by default; the hipsim-only parts (its memset and
+//! `kernelParams` launch entry points, its host nodes and quirks) are skipped elsewhere.
+
+mod cmdbuf_helpers;
+mod common;
+
+use cmdbuf_helpers::*;
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{CaptureMode, Graph, KernelParams, Node};
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
+
+const N: usize = 64;
+const BYTES: u64 = (N * 4) as u64;
+
+fn flatten(cb: &Cb, deps: &[rcb_node], child: *const rcb_cmdbuf, graph: Graph) -> Result<(rcb_node, rcb_flatten_report), rcb_status> {
+    let mut group = 0;
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let s = unsafe { rcb_cmdbuf_add_flattened_child(cb.0, deps.as_ptr(), deps.len(), child, graph.0, &mut group, &mut report) };
+    if s == RCB_OK { Ok((group, report)) } else { Err(s) }
+}
+
+fn reason(r: &rcb_flatten_report) -> String {
+    unsafe { std::ffi::CStr::from_ptr(r.reason.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+fn node_count(cb: &Cb) -> usize {
+    let mut n = 0;
+    ok(unsafe { rcb_cmdbuf_node_count(cb.0, &mut n) });
+    n
+}
+
+/// Packed arguments of the test kernels (all 8-byte slots but fill's value and axpy's a).
+fn fill_args(x: u64, value: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(x.to_ne_bytes());
+    b.extend(value.to_ne_bytes());
+    b.extend([0; 4]);
+    b.extend((N as u64).to_ne_bytes());
+    b
+}
+
+fn axpy_args(y: u64, x: u64, a: f32) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(y.to_ne_bytes());
+    b.extend(x.to_ne_bytes());
+    b.extend(a.to_ne_bytes());
+    b.extend([0; 4]);
+    b.extend((N as u64).to_ne_bytes());
+    b
+}
+
+fn sleep_args(us: u64) -> Vec<u8> {
+    us.to_ne_bytes().to_vec()
+}
+
+fn kernel<'a>(f: rocm_cmdbuf::runtime::Function, args: &'a [u8]) -> KernelParams<'a> {
+    KernelParams { function: f, grid: [1, 1, 1], block: [N as u32, 1, 1], shared_mem_bytes: 0, args }
+}
+
+/// hipsim's own entry points that the `Runtime` interface does not need.
+struct SimApi {
+    lib: libloading::Library,
+}
+
+type LaunchFn = unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32;
+type MemsetD32Fn = unsafe extern "C" fn(u64, i32, usize, *mut c_void) -> i32;
+#[repr(C)]
+struct HostNodeParams {
+    func: Option<unsafe extern "C" fn(*mut c_void)>,
+    user_data: *mut c_void,
+}
+type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const HostNodeParams) -> i32;
+
+fn sim_api() -> Option<SimApi> {
+    common::hipsim()?;
+    let path = std::env::var_os("RCB_HIP_LIBRARY")?;
+    Some(SimApi { lib: unsafe { libloading::Library::new(path) }.unwrap() })
+}
+
+impl SimApi {
+    fn sym<T: Copy>(&self, name: &[u8]) -> T {
+        unsafe { *self.lib.get::<T>(name).unwrap() }
+    }
+
+    /// A `kernelParams`-style launch: one pointer per argument, into `args` at `offsets`.
+    fn launch_kernel_params(&self, f: rocm_cmdbuf::runtime::Function, args: &mut [u8], offsets: &[usize], stream: *mut c_void) {
+        let launch: LaunchFn = self.sym(b"hipModuleLaunchKernel\0");
+        let mut params: Vec<*mut c_void> = offsets.iter().map(|&o| unsafe { args.as_mut_ptr().add(o) } as *mut c_void).collect();
+        let rc = unsafe { launch(f.0, 1, 1, 1, N as u32, 1, 1, 0, stream, params.as_mut_ptr(), null_mut()) };
+        assert_eq!(rc, 0);
+    }
+
+    fn memset_d32_async(&self, dst: u64, value: u32, count: usize, stream: *mut c_void) {
+        let f: MemsetD32Fn = self.sym(b"hipMemsetD32Async\0");
+        assert_eq!(unsafe { f(dst, value as i32, count, stream) }, 0);
+    }
+
+    fn add_host_node(&self, graph: Graph, deps: &[Node]) -> Node {
+        unsafe extern "C" fn noop(_: *mut c_void) {}
+        let f: AddHostFn = self.sym(b"hipGraphAddHostNode\0");
+        let raw: Vec<*mut c_void> = deps.iter().map(|d| d.0).collect();
+        let p = HostNodeParams { func: Some(noop), user_data: null_mut() };
+        let mut node = null_mut();
+        assert_eq!(unsafe { f(&mut node, graph.0, raw.as_ptr(), raw.len(), &p) }, 0);
+        Node(node)
+    }
+}
+
+fn u32s(gpu: &Gpu, ptr: u64) -> Vec<u32> {
+    common::download_u32(gpu.rt, ptr, N)
+}
+
+fn zeroed(gpu: &Gpu) -> u64 {
+    gpu.upload(&[0.0; N])
+}
+
+#[test]
+fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let k = &gpu.k;
+    let (x, y, out, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    // child: fill(x = 1.0) → axpy(y += 2x); memset(z = 5) alone.
+    let child = Cb::nested();
+    let a = child.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(N as u64)]);
+    child.kernel(&[a], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(2.0), Arg::U64(N as u64)]);
+    child.memset(&[], z, 5, 4, N as u64);
+    child.finalize();
+
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (z, BYTES)]);
+    let (group, report) = flatten(&parent, &[], child.0, Graph(null_mut())).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 3, 4), "{}", reason(&report));
+    assert_eq!(node_count(&parent), 4, "two exit nodes: a join node is added");
+    parent.kernel(&[group], k.add_f32, N as u64, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N as u64)]);
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out, N), vec![4.0; N], "out = x + (y + 2x) = 1 + 3");
+    assert_eq!(u32s(&gpu, z), vec![5; N]);
+
+    let (x2, y2, out2, z2) = (zeroed(&gpu), gpu.upload(&[10.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let r = parent.update_allocs(&[(x2, BYTES), (y2, BYTES), (out2, BYTES), (z2, BYTES)]);
+    assert_eq!((r.moved_allocations, r.patched_sites, r.needs_rerecord), (4, 7, 0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), vec![13.0; N]);
+    assert_eq!(u32s(&gpu, z2), vec![5; N]);
+    assert_eq!(gpu.read(y, N), vec![3.0; N], "the old buffers are not touched any more");
+}
+
+/// Captures fill(x) [extra] → axpy(y += 2x) [extra] → memcpy(d ← y) and memset(z) on a stream.
+fn capture_mixed(gpu: &Gpu, sim: &SimApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
+    let rt = gpu.rt;
+    rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
+    rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    rt.launch_kernel(&kernel(gpu.k.axpy_f32, &axpy_args(y, x, 0.5)), gpu.stream).unwrap();
+    rt.copy_device_async(d, y, BYTES as usize, gpu.stream).unwrap();
+    sim.memset_d32_async(z, 9, N, gpu.stream.0);
+    rt.end_capture(gpu.stream).unwrap()
+}
+
+#[test]
+fn a_captured_graph_is_flattened_launched_and_relocated() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = sim_api() else { return };
+    let Some(gpu) = gpu() else { return };
+    let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let g = capture_mixed(&gpu, &sim, x, y, d, z);
+
+    let parent = Cb::primary();
+    // The table comes after the flatten: sites are found again from the scanned words.
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (z, BYTES)]);
+    assert_eq!((report.flattened, report.nodes), (1, 4), "{}", reason(&report));
+    // fill: x; axpy: y, x; memcpy: d, y; memset: z. The scanned n (64) and a are no addresses.
+    assert_eq!(parent.sites(), 6);
+    let e = parent.memset(&[group], x, 0, 4, 1);
+    parent.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d, N), vec![2.0; N], "d = y + 0.5 * 2");
+    assert_eq!(u32s(&gpu, z), vec![9; N]);
+    assert_eq!(u32s(&gpu, x)[0], 0, "the node after the group ran last");
+    assert_ne!(e, group);
+
+    let (x2, y2, d2, z2) = (zeroed(&gpu), gpu.upload(&[5.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let r = parent.update_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES)]);
+    assert_eq!((r.patched_sites, r.updated_nodes, r.needs_rerecord), (7, 5, 0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d2, N), vec![6.0; N]);
+    assert_eq!(u32s(&gpu, z2), vec![9; N]);
+    assert_eq!(gpu.read(d, N), vec![2.0; N], "old buffers untouched");
+}
+
+#[test]
+fn kernel_params_launches_fall_back_on_hip_with_the_reason_and_still_run() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = sim_api() else { return };
+    let Some(gpu) = gpu() else { return };
+    let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
+    let rt = gpu.rt;
+    rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
+    rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    sim.launch_kernel_params(gpu.k.axpy_f32, &mut axpy_args(y, x, 0.5), &[0, 8, 16, 24], gpu.stream.0);
+    let g = rt.end_capture(gpu.stream).unwrap();
+
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES)]);
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (0, 2, 0));
+    assert!(reason(&report).contains("kernelParams"), "{}", reason(&report));
+    assert_eq!(node_count(&parent), 1, "one cloned child node");
+    parent.memcpy(&[group], d, y, BYTES);
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d, N), vec![2.0; N]);
+}
+
+/// child = sleep(20 ms) → fill(x = 7) with `extra` node `odd` beside them; the parent copies x
+/// after the group, so it sees 7 only if it waited for the whole child.
+fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph, Node)) -> Graph {
+    let rt = gpu.rt;
+    let g = rt.graph_create().unwrap();
+    let s = rt.add_kernel_node(g, &[], &kernel(gpu.k.sleep, &sleep_args(20_000))).unwrap();
+    let f = rt.add_kernel_node(g, &[s], &kernel(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    odd(g, f);
+    g
+}
+
+fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason: &str, before_launch: impl FnOnce()) {
+    let d = zeroed(gpu);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (d, BYTES)]);
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    before_launch();
+    assert_eq!((report.flattened, report.sites), (0, 0));
+    assert!(reason(&report).contains(expect_reason), "{}", reason(&report));
+    parent.memcpy(&[group], d, x, BYTES);
+    assert_eq!(node_count(&parent), 2, "nothing of the child is dropped or duplicated");
+    parent.finalize();
+    parent.launch(gpu);
+    assert_eq!(u32s(gpu, d), vec![7; N], "the copy waited for all of the child");
+}
+
+#[test]
+fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = sim_api() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = zeroed(&gpu);
+    let g = sleeping_child(&gpu, x, |g, _| {
+        sim.add_host_node(g, &[]);
+    });
+    assert_fallback_keeps_dependencies(&gpu, g, x, "Host", || {});
+    gpu.rt.graph_destroy(g).unwrap();
+}
+
+#[test]
+fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = zeroed(&gpu);
+    let g = sleeping_child(&gpu, x, |_, _| {});
+    sim.set_quirks("opaque_extra");
+    assert_fallback_keeps_dependencies(&gpu, g, x, "opaque", || sim.set_quirks(""));
+    gpu.rt.graph_destroy(g).unwrap();
+}
+
+#[test]
+fn nested_child_graphs_are_flattened_recursively_keeping_their_order() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
+    // inner: fill(x = 3.0) → axpy(y += 1x); outer: inner → memcpy(d ← y), and an empty node.
+    let inner = rt.graph_create().unwrap();
+    let f = rt.add_kernel_node(inner, &[], &kernel(gpu.k.fill_u32, &fill_args(x, 3.0f32.to_bits()))).unwrap();
+    rt.add_kernel_node(inner, &[f], &kernel(gpu.k.axpy_f32, &axpy_args(y, x, 1.0))).unwrap();
+    let outer = rt.graph_create().unwrap();
+    let c = rt.add_child_node(outer, &[], inner).unwrap();
+    rt.add_memcpy_node(outer, &[c], &rocm_cmdbuf::runtime::MemcpyParams { dst: d, src: y, bytes: BYTES as usize }).unwrap();
+    rt.add_empty_node(outer, &[]).unwrap();
+
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES)]);
+    let (_, report) = flatten(&parent, &[], null(), outer).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 4, 5), "{}", reason(&report));
+    assert_eq!(node_count(&parent), 5, "two exits (memcpy, empty): one join node");
+    parent.finalize();
+    rt.graph_destroy(outer).unwrap();
+    rt.graph_destroy(inner).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d, N), vec![4.0; N]);
+
+    let (x2, y2, d2) = (zeroed(&gpu), gpu.upload(&[2.0; N]), zeroed(&gpu));
+    parent.update_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES)]);
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d2, N), vec![5.0; N]);
+}
+
+#[test]
+fn a_single_exit_is_the_group_and_deps_reach_the_roots() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let k = &gpu.k;
+    let (x, y) = (zeroed(&gpu), zeroed(&gpu));
+    let child = Cb::nested();
+    child.kernel(&[], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(N as u64)]);
+    child.finalize();
+    let parent = Cb::primary();
+    let before = parent.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(2.0f32.to_bits()), Arg::U64(N as u64)]);
+    let (group, report) = flatten(&parent, &[before], child.0, Graph(null_mut())).unwrap();
+    assert_eq!((report.flattened, report.nodes), (1, 1));
+    assert_eq!(node_count(&parent), 2, "no join node for a single exit");
+    parent.memset(&[group], x, 0, 4, N as u64);
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(y, N), vec![2.0; N], "axpy ran after fill and before the memset");
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(_gpu) = gpu() else { return };
+    let parent = Cb::primary();
+    let child = Cb::nested();
+    let mut group = 0;
+    let mut report = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let s = unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, null(), null_mut(), &mut group, &mut report) };
+    fails(s, RCB_STATUS_NULL_ARGUMENT, "both NULL");
+    let s = unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, child.0, 0x10 as *mut c_void, &mut group, &mut report) };
+    fails(s, RCB_STATUS_INVALID_ARGUMENT, "both set");
+    fails(flatten(&parent, &[], child.0, Graph(null_mut())).unwrap_err(), RCB_STATUS_INVALID_STATE, "child");
+    let s = unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, child.0, null_mut(), null_mut(), &mut report) };
+    fails(s, RCB_STATUS_NULL_ARGUMENT, "`group`");
+    fails(flatten(&parent, &[], parent.0, Graph(null_mut())).unwrap_err(), RCB_STATUS_INVALID_ARGUMENT, "its own child");
+    child.finalize();
+    fails(flatten(&parent, &[7], child.0, Graph(null_mut())).unwrap_err(), RCB_STATUS_INVALID_ARGUMENT, "deps");
+    assert_eq!(node_count(&parent), 0);
+    parent.finalize();
+    fails(flatten(&parent, &[], child.0, Graph(null_mut())).unwrap_err(), RCB_STATUS_INVALID_STATE, "recording");
+    assert_eq!(group, 0, "outputs are written only on success");
+}

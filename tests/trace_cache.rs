@@ -1,0 +1,280 @@
+//! The trace cache through its C ABI: hits, relocation, capture, eviction order, capacity 1, a
+//! failing trace function, 16 threads with their own caches, and one capture for a loop of
+//! records with moving addresses under a 250 ms capture latency (counted, never timed).
+
+mod cmdbuf_helpers;
+mod common;
+
+use cmdbuf_helpers::*;
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Runtime, Stream};
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+const N: usize = 64;
+const BYTES: u64 = (N * 4) as u64;
+
+/// What the trace function issues: fill(x = value as f32) → axpy(y += 2x), over `n` elements.
+struct Work {
+    rt: &'static dyn Runtime,
+    fill: Function,
+    axpy: Function,
+    x: u64,
+    y: u64,
+    value: f32,
+    /// Returned instead of issuing anything when non-zero.
+    fail_with: i32,
+    calls: u32,
+}
+
+unsafe extern "C" fn trace_work(user_data: *mut c_void, stream: *mut c_void) -> i32 {
+    let w = unsafe { &mut *(user_data as *mut Work) };
+    w.calls += 1;
+    if w.fail_with != 0 {
+        // Something was captured before the failure: the partial graph must be discarded.
+        let _ = w.rt.launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
+        return w.fail_with;
+    }
+    let issued = w
+        .rt
+        .launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
+        .and_then(|()| w.rt.launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
+    if issued.is_ok() { 0 } else { -1 }
+}
+
+fn launch(f: Function, args: &[u8]) -> KernelParams<'_> {
+    KernelParams { function: f, grid: [1, 1, 1], block: [N as u32, 1, 1], shared_mem_bytes: 0, args }
+}
+
+fn fill_args(x: u64, value: f32) -> Vec<u8> {
+    [x.to_ne_bytes().as_slice(), &value.to_bits().to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
+}
+
+fn axpy_args(y: u64, x: u64, a: f32) -> Vec<u8> {
+    [y.to_ne_bytes().as_slice(), &x.to_ne_bytes(), &a.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
+}
+
+struct Tc(*mut rcb_trace_cache);
+
+impl Tc {
+    fn new(capacity: usize) -> Tc {
+        let mut tc = null_mut();
+        ok(unsafe { rcb_trace_cache_new(capacity, &mut tc) });
+        Tc(tc)
+    }
+
+    fn try_get(&self, stream: Stream, allocs: &[(u64, u64)], work: &mut Work) -> Result<(Graph, u32), rcb_status> {
+        let t = table(allocs);
+        let (mut g, mut outcome) = (null_mut(), u32::MAX);
+        let s = unsafe {
+            rcb_trace_cache_get_or_trace(self.0, stream.0, t.as_ptr(), t.len(), Some(trace_work), work as *mut Work as *mut c_void, &mut g, &mut outcome)
+        };
+        if s == RCB_OK { Ok((Graph(g), outcome)) } else { Err(s) }
+    }
+
+    fn get(&self, stream: Stream, allocs: &[(u64, u64)], work: &mut Work) -> (Graph, u32) {
+        self.try_get(stream, allocs, work).unwrap_or_else(|s| panic!("get_or_trace: {s}: {}", last_error()))
+    }
+}
+
+impl Drop for Tc {
+    fn drop(&mut self) {
+        unsafe { rcb_trace_cache_free(self.0) };
+    }
+}
+
+fn work(gpu: &Gpu, x: u64, y: u64, value: f32) -> Work {
+    Work { rt: gpu.rt, fill: gpu.k.fill_u32, axpy: gpu.k.axpy_f32, x, y, value, fail_with: 0, calls: 0 }
+}
+
+/// Instantiates `g`, launches it once and waits.
+fn run(gpu: &Gpu, g: Graph) {
+    let exec: Exec = gpu.rt.instantiate(g).unwrap();
+    gpu.rt.graph_launch(exec, gpu.stream).unwrap();
+    gpu.sync();
+    gpu.rt.exec_destroy(exec).unwrap();
+}
+
+/// Two fresh buffers: x zeroed, y all `y0`.
+fn buffers(gpu: &Gpu, y0: f32) -> (u64, u64) {
+    (gpu.upload(&[0.0; N]), gpu.upload(&[y0; N]))
+}
+
+#[test]
+fn hit_relocation_and_capture() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 3.0);
+    let key = [(x, BYTES), (y, BYTES)];
+    let (g1, outcome) = tc.get(gpu.stream, &key, &mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_TRACED, 1));
+    assert_eq!(gpu.read(y, N), vec![1.0; N], "captured, not executed");
+    run(&gpu, g1);
+    assert_eq!(gpu.read(y, N), vec![7.0; N]);
+
+    let (g2, outcome) = tc.get(gpu.stream, &key, &mut w);
+    assert_eq!((outcome, w.calls, g2), (RCB_TRACE_HIT, 1, g1));
+
+    let (x2, y2) = buffers(&gpu, 10.0);
+    let (g3, outcome) = tc.get(gpu.stream, &[(x2, BYTES), (y2, BYTES)], &mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_RELOCATED, 1), "relocated without tracing");
+    run(&gpu, g3);
+    assert_eq!(gpu.read(y2, N), vec![16.0; N]);
+    assert_eq!(gpu.read(x2, N), vec![3.0; N]);
+    assert_eq!(gpu.read(y, N), vec![7.0; N], "the old buffers are not touched");
+    // The old key was relocated away: it is a miss again.
+    let (_, outcome) = tc.get(gpu.stream, &key, &mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_RELOCATED, 1));
+}
+
+#[test]
+fn least_recently_used_entries_are_evicted_first() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(2);
+    // Different sizes: no key can be relocated into another.
+    let (x, y) = buffers(&gpu, 0.0);
+    let mut w = work(&gpu, x, y, 1.0);
+    let a = [(x, BYTES), (y, BYTES)];
+    let b = [(x, BYTES), (y, BYTES - 4)];
+    let c = [(x, BYTES), (y, BYTES - 8)];
+    let mut outcome = |key: &[(u64, u64)]| tc.get(gpu.stream, key, &mut w).1;
+    assert_eq!(outcome(&a), RCB_TRACE_TRACED);
+    assert_eq!(outcome(&b), RCB_TRACE_TRACED);
+    assert_eq!(outcome(&a), RCB_TRACE_HIT, "a is now the most recently used");
+    assert_eq!(outcome(&c), RCB_TRACE_TRACED, "evicts b");
+    assert_eq!(outcome(&a), RCB_TRACE_HIT);
+    assert_eq!(outcome(&c), RCB_TRACE_HIT);
+    assert_eq!(outcome(&b), RCB_TRACE_TRACED, "b was evicted; evicts a");
+    assert_eq!(outcome(&c), RCB_TRACE_HIT);
+    assert_eq!(outcome(&a), RCB_TRACE_TRACED);
+    assert_eq!(w.calls, 5);
+}
+
+#[test]
+fn capacity_one_keeps_the_last_graph_only() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(1);
+    let (x, y) = buffers(&gpu, 0.0);
+    let (x2, y2) = buffers(&gpu, 0.0);
+    let mut w = work(&gpu, x, y, 1.0);
+    let a = [(x, BYTES), (y, BYTES)];
+    let moved = [(x2, BYTES), (y2, BYTES)];
+    let other_shape = [(x, 8), (y, 8)];
+    let mut outcome = |key: &[(u64, u64)]| tc.get(gpu.stream, key, &mut w).1;
+    assert_eq!(outcome(&a), RCB_TRACE_TRACED);
+    assert_eq!(outcome(&a), RCB_TRACE_HIT);
+    assert_eq!(outcome(&moved), RCB_TRACE_RELOCATED);
+    assert_eq!(outcome(&moved), RCB_TRACE_HIT);
+    assert_eq!(outcome(&other_shape), RCB_TRACE_TRACED, "replaces the only entry");
+    assert_eq!(outcome(&moved), RCB_TRACE_TRACED);
+}
+
+#[test]
+fn a_failing_trace_function_leaves_the_cache_unchanged() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = common::hipsim();
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 2.0);
+    let a = [(x, BYTES), (y, BYTES)];
+    let (ga, _) = tc.get(gpu.stream, &a, &mut w);
+    let graphs = sim.as_ref().map(|s| s.live_count("graph"));
+
+    let (x2, y2) = buffers(&gpu, 1.0);
+    let mut w2 = work(&gpu, x2, y2, 2.0);
+    w2.fail_with = 42;
+    let other_shape = [(x2, BYTES), (y2, BYTES - 4)];
+    fails(tc.try_get(gpu.stream, &other_shape, &mut w2).unwrap_err(), RCB_STATUS_CALLBACK_FAILED, "returned 42");
+    if let (Some(s), Some(before)) = (&sim, graphs) {
+        assert_eq!(s.live_count("graph"), before, "the partial capture was destroyed");
+    }
+    let (g, outcome) = tc.get(gpu.stream, &a, &mut w);
+    assert_eq!((outcome, g), (RCB_TRACE_HIT, ga), "the old entry is intact");
+    w2.fail_with = 0;
+    let (g, outcome) = tc.get(gpu.stream, &other_shape, &mut w2);
+    assert_eq!(outcome, RCB_TRACE_TRACED, "the stream is no longer capturing");
+    run(&gpu, g);
+    assert_eq!(gpu.read(y2, N - 1), vec![5.0; N - 1]);
+}
+
+#[test]
+fn bad_input_is_refused() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let mut tc = null_mut();
+    fails(unsafe { rcb_trace_cache_new(0, &mut tc) }, RCB_STATUS_INVALID_ARGUMENT, "capacity 0");
+    fails(unsafe { rcb_trace_cache_new(1, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`out`");
+    let cache = Tc::new(1);
+    let (mut g, mut outcome) = (null_mut(), 7u32);
+    let s = unsafe { rcb_trace_cache_get_or_trace(cache.0, gpu.stream.0, std::ptr::null(), 0, None, null_mut(), &mut g, &mut outcome) };
+    fails(s, RCB_STATUS_NULL_ARGUMENT, "`trace_fn`");
+    let s = unsafe { rcb_trace_cache_get_or_trace(cache.0, gpu.stream.0, std::ptr::null(), 2, Some(trace_work), null_mut(), &mut g, &mut outcome) };
+    fails(s, RCB_STATUS_NULL_ARGUMENT, "`allocs`");
+    assert_eq!((g, outcome), (null_mut(), 7), "outputs are written only on success");
+    ok(unsafe { rcb_trace_cache_free(null_mut()) });
+    let id = cache.0;
+    drop(cache);
+    fails(unsafe { rcb_trace_cache_free(id) }, RCB_STATUS_INVALID_HANDLE, "rcb_trace_cache");
+}
+
+#[test]
+fn sixteen_threads_with_their_own_caches() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(_) = gpu() else { return };
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            s.spawn(move || {
+                let gpu = gpu().unwrap();
+                let tc = Tc::new(2);
+                let v = t as f32;
+                for round in 0..4 {
+                    let (x, y) = buffers(&gpu, round as f32);
+                    let mut w = work(&gpu, x, y, v);
+                    let (g, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+                    assert_eq!(outcome, if round == 0 { RCB_TRACE_TRACED } else { RCB_TRACE_RELOCATED });
+                    run(&gpu, g);
+                    assert_eq!(gpu.read(y, N), vec![round as f32 + 2.0 * v; N], "thread {t} round {round}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn twenty_records_with_moving_addresses_capture_once() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim() else { return };
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    sim.set_latency("hipStreamEndCapture:250ms");
+    let before = sim.call_count("hipStreamEndCapture");
+    let mut outcomes = Vec::new();
+    let mut last = (0, 0, null_mut::<c_void>());
+    for _ in 0..20 {
+        let (x, y) = buffers(&gpu, 1.0);
+        let mut w = work(&gpu, x, y, 1.0);
+        let (g, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+        outcomes.push(outcome);
+        last = (x, y, g.0);
+    }
+    let captures = sim.call_count("hipStreamEndCapture") - before;
+    sim.set_latency("");
+    assert_eq!(captures, 1);
+    assert_eq!(outcomes[0], RCB_TRACE_TRACED);
+    assert!(outcomes[1..].iter().all(|&o| o == RCB_TRACE_RELOCATED), "{outcomes:?}");
+    run(&gpu, Graph(last.2));
+    assert_eq!(gpu.read(last.1, N), vec![3.0; N]);
+    assert_eq!(gpu.read(last.0, N), vec![1.0; N]);
+}
