@@ -37,7 +37,6 @@ fi
 
 export RCB_BACKEND=cuda RCB_TEST_PTX="$(realpath "$ptx")" RUST_BACKTRACE=1
 failed=0
-logs=$(mktemp -d)
 for bin in "$stage"/tests/*; do
     name=$(basename "$bin")
     timeout 300 "$bin" --show-output > "$logs/$name.log" 2>&1
@@ -70,5 +69,4 @@ if [ -x "$stage/rcb-bench" ]; then
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"
     cat "$out/rcb-bench.md"
 fi
-tar -czf "$out/logs.tar.gz" -C "$logs" .
 exit $failed
