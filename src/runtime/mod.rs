@@ -110,6 +110,18 @@ pub trait Runtime: Send + Sync {
     fn stream_write_u64(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
 }
 
+/// A module image as both runtimes read it: a text image (PTX, the software GPU's image name) ends
+/// at its NUL, so one is appended when missing; a binary image is unaffected by a trailing NUL.
+pub(crate) fn nul_terminated(image: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if image.ends_with(&[0]) {
+        std::borrow::Cow::Borrowed(image)
+    } else {
+        let mut owned = image.to_vec();
+        owned.push(0);
+        std::borrow::Cow::Owned(owned)
+    }
+}
+
 static RUNTIME: OnceCell<Result<Box<dyn Runtime>>> = OnceCell::new();
 
 /// The process's runtime, loaded on first use according to `RCB_BACKEND`. A failed load is

@@ -288,11 +288,7 @@ impl Runtime for CudaRuntime {
     }
 
     fn module_load(&self, device: i32, image: &[u8]) -> Result<Module> {
-        // PTX is read up to its NUL; make sure a text image has one.
-        let mut owned = image.to_vec();
-        if !owned.ends_with(&[0]) {
-            owned.push(0);
-        }
+        let owned = crate::runtime::nul_terminated(image);
         self.on_device(device, || {
             let mut m = null_mut();
             // SAFETY: the image outlives the call.

@@ -283,11 +283,7 @@ impl Runtime for HipRuntime {
     }
 
     fn module_load(&self, device: i32, image: &[u8]) -> Result<Module> {
-        // The runtime reads a NUL-terminated text image or a sized binary; make sure text ends.
-        let mut owned = image.to_vec();
-        if !owned.ends_with(&[0]) {
-            owned.push(0);
-        }
+        let owned = crate::runtime::nul_terminated(image);
         self.on_device(device, || {
             let mut m = null_mut();
             // SAFETY: the image outlives the call.
