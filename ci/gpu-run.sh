@@ -5,7 +5,7 @@
 #   3. runs rcb-demo if staged;
 #   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
 #      flattened and relocated through the C ABI);
-#   5. runs rcb-bench if staged.
+#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it).
 # The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
 # rcb-bench.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
 # when a test binary, the demonstration or the torch check fails.
@@ -65,6 +65,11 @@ else
 fi
 
 if [ -x "$stage/rcb-bench" ]; then
+    # cuBLAS for the flatten scenario's GEMM rows: the CUDA toolkit's, else PyTorch's wheel.
+    cublas=$( { ls /usr/local/cuda/lib64/libcublas.so*
+        python3 -c 'import glob, site; [print(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/**/libcublas.so*", recursive=True)]'
+    } 2>/dev/null | head -1)
+    [ -z "$cublas" ] || export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     timeout 300 "$stage/rcb-bench" > "$out/rcb-bench.md" 2>&1
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"
     cat "$out/rcb-bench.md"

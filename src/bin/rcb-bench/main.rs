@@ -2,6 +2,7 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod cublas;
 mod flatten;
 mod kernels;
 mod streams;
@@ -9,6 +10,7 @@ mod table;
 mod trace_cache;
 mod update;
 mod vmm;
+mod warm;
 
 use rocm_cmdbuf::runtime::Runtime;
 
