@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the C and C++ programs in tests/c against include/rocm_cmdbuf.h and the cdylib in
 # $1 (target/<profile>), once plain under -Wall -Wextra -Werror and once with ASan+UBSan, and
-# runs each in every mode its header comment describes. Exits non-zero on any failure.
+# runs each in every mode its header comment describes. cmdbuf_flow also links the software GPU
+# ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits non-zero on
+# any failure.
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,16 +19,35 @@ cp "$lib_dir/librocm_cmdbuf.so" "$out/lib/"
 ln -s librocm_cmdbuf.so "$out/lib/librocm_cmdbuf.so.0"
 warn=(-Wall -Wextra -Werror -I"$root/include" -L"$out/lib" -Wl,-rpath,"$out/lib")
 san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+# hipsim in a directory of its own under its SONAME (libamdhip64.so.6), so that neither Debian's
+# libamdhip64.so.5 nor another copy can be picked up: the program loads this file, and the
+# library's dlopen of the same file (RCB_HIP_LIBRARY) or of the SONAME (RTLD_NOLOAD) finds it.
+mkdir "$out/hip"
+if [ -e "$hipsim" ]; then
+    cp "$hipsim" "$out/hip/libamdhip64.so"
+    ln -s libamdhip64.so "$out/hip/libamdhip64.so.6"
+fi
+hip=(-D__HIP_PLATFORM_AMD__ -I/usr/include -L"$out/hip" -Wl,-rpath,"$out/hip" -lamdhip64)
 
-build() { # name compiler std source extra...
+build() { # name compiler std source flags... (the -l flags go after the source, for the linker)
     local name=$1 cc=$2 std=$3 src=$4
     shift 4
-    "$cc" -std="$std" "${warn[@]}" "$@" -o "$out/$name" "$here/$src" -lrocm_cmdbuf
+    local flags=() libs=()
+    for flag in "$@"; do
+        case $flag in -l*) libs+=("$flag") ;; *) flags+=("$flag") ;; esac
+    done
+    "$cc" -std="$std" "${warn[@]}" "${flags[@]}" -o "$out/$name" "$here/$src" -lrocm_cmdbuf "${libs[@]}"
 }
 build c11 gcc c11 abi_errors.c
 build cxx17 g++ c++17 abi_errors.cpp
 build c11-asan gcc c11 abi_errors.c "${san[@]}"
 build cxx17-asan g++ c++17 abi_errors.cpp "${san[@]}"
+if [ -e "$hipsim" ]; then
+    build flow-c11 gcc c11 cmdbuf_flow.c "${hip[@]}"
+    build flow-cxx17 g++ c++17 cmdbuf_flow.cpp "${hip[@]}"
+    build flow-c11-asan gcc c11 cmdbuf_flow.c "${hip[@]}" "${san[@]}"
+    build flow-cxx17-asan g++ c++17 cmdbuf_flow.cpp "${hip[@]}" "${san[@]}"
+fi
 
 failed=0
 run() { # binary mode env...
@@ -43,6 +64,8 @@ for bin in c11 cxx17 c11-asan cxx17-asan; do
     run "$bin" bad-config RCB_BACKEND=rocm
     if [ -e "$hipsim" ]; then
         run "$bin" loads RCB_BACKEND=hip RCB_HIP_LIBRARY="$hipsim"
+        run "flow-$bin" override RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
+        run "flow-$bin" preloaded -u RCB_HIP_LIBRARY RCB_BACKEND=hip
     else
         echo "FAIL: software GPU missing at $hipsim (cargo build -p hipsim)"
         failed=1
