@@ -87,6 +87,11 @@ pub struct rcb_kernel_launch {
 /// address `base`, `size` bytes. An address belongs to it when `base <= p < base + size` (or
 /// `p == base` when `size` is 0); when several contain it, the greatest base wins, then the
 /// lowest index.
+///
+/// An allocation is a range whose contents move as one: every recorded address inside it
+/// follows it. List whole allocations (XLA's buffer allocations), not a view into memory that
+/// other buffers share: a tensor that a captured graph allocated from its own memory pool, for
+/// example, starts where intermediates of earlier kernels lived, and moving it would move them.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_allocation {
@@ -821,8 +826,10 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// and their launch attributes copied. Their pointer sites are found by scanning every
 /// 8-byte-aligned word of the packed parameters (structs included) for a value inside an
 /// allocation of `cb`'s table. Trade-off: a plain value (an integer, a pair of floats) that
-/// happens to equal an address inside an allocation is patched as if it were a pointer. List only
-/// the allocations that move; a child of your own command buffer has no such risk.
+/// happens to equal an address inside an allocation is patched as if it were a pointer, and an
+/// address kept in another form (not 8-byte aligned, or in device memory, such as a pointer
+/// array) is not found. List only the allocations that move; a child of your own command buffer
+/// has no such risk.
 ///
 /// Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
 /// `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
