@@ -6,9 +6,6 @@ use super::state::Op;
 use super::{CmdBuf, Kind, NodeId};
 use crate::error::Result;
 
-/// Table entries compared at once.
-const CHUNK: usize = 16;
-
 /// What an address update did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UpdateReport {
@@ -52,24 +49,16 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         scratch.moved.clear();
-        for (c, (new_chunk, old_chunk)) in new.chunks(CHUNK).zip(old.chunks(CHUNK)).enumerate() {
-            // Most entries are unchanged, and the table is the whole of the caller's: a
-            // branch-free check skips a chunk of equal entries at once.
-            if new_chunk.iter().zip(old_chunk).fold(0, |acc, (n, o)| acc | (n.base ^ o.base) | (n.size ^ o.size)) == 0 {
-                continue;
+        for (i, (n, o)) in new.iter().zip(old).enumerate() {
+            if n.size != o.size {
+                log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
+                report.needs_rerecord = true;
+                return Ok(report);
             }
-            for (j, (n, o)) in new_chunk.iter().zip(old_chunk).enumerate() {
-                let i = c * CHUNK + j;
-                if n.size != o.size {
-                    log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
-                    report.needs_rerecord = true;
-                    return Ok(report);
-                }
-                if n.base != o.base {
-                    // Unmoved entries equal recorded ones, which were validated when recorded.
-                    allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
-                    scratch.moved.push(i as u32);
-                }
+            if n.base != o.base {
+                // Unmoved entries equal recorded ones, which were validated when recorded.
+                allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
+                scratch.moved.push(i as u32);
             }
         }
         report.moved_allocations = scratch.moved.len() as u32;
