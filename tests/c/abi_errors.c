@@ -6,30 +6,11 @@
  *   bad-config  RCB_BACKEND=<garbage>
  *   loads       RCB_HIP_LIBRARY=<the software GPU>: the runtime loads and reports devices
  * Exits 0 when every check holds, 1 otherwise (each failed check is printed). */
-#include "rocm_cmdbuf.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fputc('\n', stderr);                           \
-            failures++;                                    \
-        }                                                  \
-    } while (0)
-
-static const char *last_error(void) {
-    static char buf[1024];
-    size_t n = rcb_last_error_message(buf, sizeof buf);
-    CHECK(n < sizeof buf, "message of %zu bytes truncated", n);
-    return buf;
-}
 
 static void basic(void) {
     for (rcb_status s = RCB_OK; s <= RCB_STATUS_PANIC; s++) {

@@ -16,7 +16,7 @@
  * condition); a failing HIP call or a setup call that must succeed stops the program. */
 #include <hip/hip_runtime_api.h>
 
-#include "rocm_cmdbuf.h"
+#include "check.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -34,18 +34,6 @@ uint64_t hipsimLiveCount(const char *kind);
 #endif
 
 enum { N = 64, BYTES = N * 4 };
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
 
 /* A HIP call the flow needs: stop on failure. */
 #define HIP(call)                                                                          \
@@ -76,12 +64,6 @@ static int failures = 0;
               "returned %s, message '%s'; expected %s and '%s'", rcb_status_str(s_),       \
               last_error(), rcb_status_str(status), (needle));                             \
     } while (0)
-
-static const char *last_error(void) {
-    static char buf[1024];
-    rcb_last_error_message(buf, sizeof buf);
-    return buf;
-}
 
 /* The program's HIP objects, shared by every scenario. */
 static struct {
