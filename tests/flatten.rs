@@ -1,15 +1,15 @@
 //! Flattening children into a command buffer through the C ABI: a command buffer child, captured
 //! graphs (both kernel argument styles, memcpy, memset), nested child graphs, the whole-child
 //! fallback (host node, opaque `extra`, `kernelParams` on HIP) with dependencies kept, and the
-//! error paths. Runs on the software GPU by default; the hipsim-only parts (its memset and
-//! `kernelParams` launch entry points, its host nodes and quirks) are skipped elsewhere.
+//! error paths. Runs on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`; only the
+//! `opaque_extra` quirk is hipsim's alone.
 
 mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{CaptureMode, Graph, KernelParams, Node};
+use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, KernelParams, Node};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
@@ -61,13 +61,15 @@ fn kernel<'a>(f: rocm_cmdbuf::runtime::Function, args: &'a [u8]) -> KernelParams
     KernelParams { function: f, grid: [1, 1, 1], block: [N as u32, 1, 1], shared_mem_bytes: 0, args }
 }
 
-/// hipsim's own entry points that the `Runtime` interface does not need.
-struct SimApi {
+/// Driver entry points the `Runtime` interface does not need, from the backend's own library:
+/// HIP (hipsim) and the CUDA driver export them with the same shapes under two names.
+struct DriverApi {
     lib: libloading::Library,
+    cuda: bool,
 }
 
 type LaunchFn = unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32;
-type MemsetD32Fn = unsafe extern "C" fn(u64, i32, usize, *mut c_void) -> i32;
+type MemsetD32Fn = unsafe extern "C" fn(u64, u32, usize, *mut c_void) -> i32;
 #[repr(C)]
 struct HostNodeParams {
     func: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -75,33 +77,35 @@ struct HostNodeParams {
 }
 type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const HostNodeParams) -> i32;
 
-fn sim_api() -> Option<SimApi> {
-    common::hipsim()?;
-    let path = std::env::var_os("RCB_HIP_LIBRARY")?;
-    Some(SimApi { lib: unsafe { libloading::Library::new(path) }.unwrap() })
-}
+impl DriverApi {
+    fn of(gpu: &Gpu) -> DriverApi {
+        let cuda = gpu.rt.info().backend == Backend::Cuda;
+        let (var, default) = if cuda { ("RCB_CUDA_LIBRARY", "libcuda.so.1") } else { ("RCB_HIP_LIBRARY", "libamdhip64.so.6") };
+        let path = std::env::var_os(var).unwrap_or_else(|| default.into());
+        DriverApi { lib: unsafe { libloading::Library::new(path) }.unwrap(), cuda }
+    }
 
-impl SimApi {
-    fn sym<T: Copy>(&self, name: &[u8]) -> T {
-        unsafe { *self.lib.get::<T>(name).unwrap() }
+    fn sym<T: Copy>(&self, hip: &str, cuda: &str) -> T {
+        let name = format!("{}\0", if self.cuda { cuda } else { hip });
+        unsafe { *self.lib.get::<T>(name.as_bytes()).unwrap() }
     }
 
     /// A `kernelParams`-style launch: one pointer per argument, into `args` at `offsets`.
     fn launch_kernel_params(&self, f: rocm_cmdbuf::runtime::Function, args: &mut [u8], offsets: &[usize], stream: *mut c_void) {
-        let launch: LaunchFn = self.sym(b"hipModuleLaunchKernel\0");
+        let launch: LaunchFn = self.sym("hipModuleLaunchKernel", "cuLaunchKernel");
         let mut params: Vec<*mut c_void> = offsets.iter().map(|&o| unsafe { args.as_mut_ptr().add(o) } as *mut c_void).collect();
         let rc = unsafe { launch(f.0, 1, 1, 1, N as u32, 1, 1, 0, stream, params.as_mut_ptr(), null_mut()) };
         assert_eq!(rc, 0);
     }
 
     fn memset_d32_async(&self, dst: u64, value: u32, count: usize, stream: *mut c_void) {
-        let f: MemsetD32Fn = self.sym(b"hipMemsetD32Async\0");
-        assert_eq!(unsafe { f(dst, value as i32, count, stream) }, 0);
+        let f: MemsetD32Fn = self.sym("hipMemsetD32Async", "cuMemsetD32Async");
+        assert_eq!(unsafe { f(dst, value, count, stream) }, 0);
     }
 
     fn add_host_node(&self, graph: Graph, deps: &[Node]) -> Node {
         unsafe extern "C" fn noop(_: *mut c_void) {}
-        let f: AddHostFn = self.sym(b"hipGraphAddHostNode\0");
+        let f: AddHostFn = self.sym("hipGraphAddHostNode", "cuGraphAddHostNode");
         let raw: Vec<*mut c_void> = deps.iter().map(|d| d.0).collect();
         let p = HostNodeParams { func: Some(noop), user_data: null_mut() };
         let mut node = null_mut();
@@ -153,13 +157,13 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
 }
 
 /// Captures fill(x) [extra] → axpy(y += 2x) [extra] → memcpy(d ← y) and memset(z) on a stream.
-fn capture_mixed(gpu: &Gpu, sim: &SimApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
+fn capture_mixed(gpu: &Gpu, api: &DriverApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
     rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
     rt.launch_kernel(&kernel(gpu.k.axpy_f32, &axpy_args(y, x, 0.5)), gpu.stream).unwrap();
     rt.copy_device_async(d, y, BYTES as usize, gpu.stream).unwrap();
-    sim.memset_d32_async(z, 9, N, gpu.stream.0);
+    api.memset_d32_async(z, 9, N, gpu.stream.0);
     rt.end_capture(gpu.stream).unwrap()
 }
 
@@ -167,10 +171,10 @@ fn capture_mixed(gpu: &Gpu, sim: &SimApi, x: u64, y: u64, d: u64, z: u64) -> Gra
 fn a_captured_graph_is_flattened_launched_and_relocated() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
-    let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
     let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
-    let g = capture_mixed(&gpu, &sim, x, y, d, z);
+    let g = capture_mixed(&gpu, &api, x, y, d, z);
 
     let parent = Cb::primary();
     // The table comes after the flatten: sites are found again from the scanned words.
@@ -198,29 +202,43 @@ fn a_captured_graph_is_flattened_launched_and_relocated() {
 }
 
 #[test]
-fn kernel_params_launches_fall_back_on_hip_with_the_reason_and_still_run() {
+fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
-    let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
     rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
-    sim.launch_kernel_params(gpu.k.axpy_f32, &mut axpy_args(y, x, 0.5), &[0, 8, 16, 24], gpu.stream.0);
+    api.launch_kernel_params(gpu.k.axpy_f32, &mut axpy_args(y, x, 0.5), &[0, 8, 16, 24], gpu.stream.0);
     let g = rt.end_capture(gpu.stream).unwrap();
 
     let parent = Cb::primary();
     parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES)]);
     let (group, report) = flatten(&parent, &[], null(), g).unwrap();
-    assert_eq!((report.flattened, report.nodes, report.sites), (0, 2, 0));
-    assert!(reason(&report).contains("kernelParams"), "{}", reason(&report));
-    assert_eq!(node_count(&parent), 1, "one cloned child node");
+    if api.cuda {
+        // cuFuncGetParamInfo gives the layout. Sites: fill's x; axpy's y and x (a and n are no
+        // addresses).
+        assert_eq!((report.flattened, report.nodes, report.sites), (1, 2, 3), "{}", reason(&report));
+        assert_eq!(node_count(&parent), 2);
+    } else {
+        assert_eq!((report.flattened, report.nodes, report.sites), (0, 2, 0));
+        assert!(reason(&report).contains("kernelParams"), "{}", reason(&report));
+        assert_eq!(node_count(&parent), 1, "one cloned child node");
+    }
     parent.memcpy(&[group], d, y, BYTES);
     parent.finalize();
     rt.graph_destroy(g).unwrap();
     parent.launch(&gpu);
-    assert_eq!(gpu.read(d, N), vec![2.0; N]);
+    assert_eq!(gpu.read(d, N), vec![2.0; N], "d = y + 0.5 * 2");
+    if report.flattened == 1 {
+        let y2 = gpu.upload(&[5.0; N]);
+        let r = parent.update_allocs(&[(x, BYTES), (y2, BYTES), (d, BYTES)]);
+        assert_eq!((r.patched_sites, r.updated_nodes, r.needs_rerecord), (2, 2, 0), "axpy's y and the memcpy's source");
+        parent.launch(&gpu);
+        assert_eq!(gpu.read(d, N), vec![6.0; N], "d = y2 + 0.5 * 2");
+    }
 }
 
 /// child = sleep(20 ms) → fill(x = 7) with `extra` node `odd` beside them; the parent copies x
@@ -253,11 +271,11 @@ fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason
 fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
-    let Some(sim) = sim_api() else { return };
     let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
     let g = sleeping_child(&gpu, x, |g, _| {
-        sim.add_host_node(g, &[]);
+        api.add_host_node(g, &[]);
     });
     assert_fallback_keeps_dependencies(&gpu, g, x, "Host", || {});
     gpu.rt.graph_destroy(g).unwrap();
