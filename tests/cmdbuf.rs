@@ -176,7 +176,7 @@ fn a_value_argument_equal_to_an_old_base_is_not_rewritten() {
 fn each_touched_node_is_pushed_once_and_nothing_when_nothing_moved() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let Some(sim) = common::hipsim() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let (x, y, out, d) = chain_buffers(&gpu);
     let cb = Cb::primary();
     let allocs = [(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)];
@@ -227,7 +227,7 @@ fn a_changed_size_or_count_needs_a_rerecord_and_changes_nothing() {
 fn a_failing_push_needs_a_rerecord_and_the_rerecord_is_correct() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let Some(sim) = common::hipsim() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let n = N as u64;
     let (x, y, out, d) = chain_buffers(&gpu);
     let cb = Cb::primary();
@@ -275,7 +275,7 @@ fn a_failing_push_needs_a_rerecord_and_the_rerecord_is_correct() {
 fn a_failed_push_is_repaired_by_the_next_finalize() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let Some(sim) = common::hipsim() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let (x, y, out, d) = chain_buffers(&gpu);
     let cb = Cb::primary();
     cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
@@ -297,7 +297,7 @@ fn a_failed_push_is_repaired_by_the_next_finalize() {
 fn quirks_that_break_reading_parameters_back_change_nothing() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let Some(sim) = common::hipsim() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     for quirk in ["clr138", "opaque_extra", "clr138,opaque_extra"] {
         sim.set_quirks(quirk);
         chain_moves_in_place(&gpu);

@@ -255,7 +255,7 @@ fn sixteen_threads_with_their_own_caches() {
 fn twenty_records_with_moving_addresses_capture_once() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
-    let Some(sim) = common::hipsim() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let Some(gpu) = gpu() else { return };
     let tc = Tc::new(4);
     sim.set_latency("hipStreamEndCapture:250ms");

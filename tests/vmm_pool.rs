@@ -231,7 +231,7 @@ fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
 #[test]
 fn creation_fails_cleanly_at_every_step() {
     let Some(_) = common::runtime() else { return };
-    let Some(sim) = common::hipsim() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
+    let Some(sim) = common::hipsim_or_skip() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
     let _serial = common::serial();
     let steps: &[(u32, &str, u32)] = &[
         (RCB_VMM_BACKING_VMM, "hipMemGetAllocationGranularity", 1),

@@ -103,6 +103,15 @@ pub fn hipsim() -> Option<Hipsim> {
     Some(Hipsim { lib })
 }
 
+/// [`hipsim`] for a test that needs its knobs throughout: says why it is skipped elsewhere.
+pub fn hipsim_or_skip() -> Option<Hipsim> {
+    let sim = hipsim();
+    if let (None, Some(rt)) = (&sim, runtime()) {
+        eprintln!("SKIPPED: this test needs the software GPU's knobs; the runtime is {}", rt.info().backend.name());
+    }
+    sim
+}
+
 impl Hipsim {
     fn sym<T: Copy>(&self, name: &str) -> T {
         let cname = format!("{name}\0");

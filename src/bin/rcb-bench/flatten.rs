@@ -59,12 +59,15 @@ fn launches(rt: &dyn Runtime, f: Function, stream: Stream, bases: &[u64]) -> R<(
     })
 }
 
-/// A traced sub-graph: how to trace it over a placement of its allocations, and their sizes.
+/// Issues a sub-graph's work over one placement of its allocations (into a capture begun).
+type Trace<'a> = Box<dyn Fn(&[u64]) -> R<()> + 'a>;
+
+/// A traced sub-graph: how to trace it, and its allocations' count and size.
 struct Workload<'a> {
     label: String,
     bytes: u64,
     allocations: usize,
-    trace: Box<dyn Fn(&[u64]) -> R<()> + 'a>,
+    trace: Trace<'a>,
 }
 
 fn table(bases: &[u64], bytes: u64) -> Vec<rcb_allocation> {

@@ -149,11 +149,7 @@ impl Layout {
             && raw.extent.depth <= 1
             && raw.src_pos.x == 0
             && raw.dst_pos.x == 0;
-        one_d.then(|| MemcpyParams {
-            dst: raw.dst_ptr.ptr as u64,
-            src: raw.src_ptr.ptr as u64,
-            bytes: raw.extent.width,
-        })
+        one_d.then_some(MemcpyParams { dst: raw.dst_ptr.ptr as u64, src: raw.src_ptr.ptr as u64, bytes: raw.extent.width })
     }
 }
 
