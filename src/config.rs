@@ -58,10 +58,7 @@ impl Config {
         let text = |name: &str| -> Result<Option<String>> {
             match lookup(name) {
                 None => Ok(None),
-                Some(v) => v
-                    .into_string()
-                    .map(|s| Some(s.trim().to_owned()))
-                    .map_err(|_| bad(name, "is not valid UTF-8")),
+                Some(v) => v.into_string().map(|s| Some(s.trim().to_owned())).map_err(|_| bad(name, "is not valid UTF-8")),
             }
         };
         let path = |name: &str| -> Result<Option<PathBuf>> {
@@ -94,9 +91,7 @@ impl Config {
         };
         let stream_cache_max_per_key = match text("RCB_STREAM_CACHE_MAX_PER_KEY")? {
             None => 64,
-            Some(s) => s.parse().map_err(|_| {
-                bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams"))
-            })?,
+            Some(s) => s.parse().map_err(|_| bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams")))?,
         };
         Ok(Config {
             backend,
@@ -119,8 +114,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(vars: &[(&str, &str)]) -> Result<Config> {
-        let map: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_lookup(|name| map.get(name).map(Into::into))
     }
 

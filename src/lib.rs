@@ -19,8 +19,8 @@ mod logging;
 /// cbindgen:ignore
 pub mod runtime;
 /// cbindgen:ignore
+pub mod stream_cache;
+/// cbindgen:ignore
 pub mod trace_cache;
 /// cbindgen:ignore
 pub mod vmm_pool;
-/// cbindgen:ignore
-pub mod stream_cache;

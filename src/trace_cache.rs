@@ -68,7 +68,12 @@ impl TraceCache {
     /// graph belongs to the cache and stays valid until the next call or the cache's drop.
     ///
     /// A failing `trace` (or capture) leaves the cache as it was and returns its error.
-    pub fn get_or_trace(&mut self, stream: Stream, allocs: &[Allocation], trace: impl FnOnce(Stream) -> Result<()>) -> Result<(Graph, Outcome)> {
+    pub fn get_or_trace(
+        &mut self,
+        stream: Stream,
+        allocs: &[Allocation],
+        trace: impl FnOnce(Stream) -> Result<()>,
+    ) -> Result<(Graph, Outcome)> {
         let hash = key_hash(allocs);
         if let Some(i) = self.entries.iter().position(|e| e.hash == hash && e.key == allocs) {
             self.entries[..=i].rotate_right(1);
@@ -105,7 +110,14 @@ impl TraceCache {
         Ok(Some(self.entries[0].graph.graph()?))
     }
 
-    fn trace(&self, stream: Stream, allocs: &[Allocation], trace: impl FnOnce(Stream) -> Result<()>, hash: u64, shape: u64) -> Result<Entry> {
+    fn trace(
+        &self,
+        stream: Stream,
+        allocs: &[Allocation],
+        trace: impl FnOnce(Stream) -> Result<()>,
+        hash: u64,
+        shape: u64,
+    ) -> Result<Entry> {
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
         let traced = trace(stream);
         let captured = self.rt.end_capture(stream);

@@ -360,7 +360,13 @@ fn a_raw_graph_child_is_cloned() {
     let x = gpu.upload(&[0.0; N]);
     let g = gpu.rt.graph_create().unwrap();
     let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &5u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
-    let params = rocm_cmdbuf::runtime::KernelParams { function: gpu.k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
+    let params = rocm_cmdbuf::runtime::KernelParams {
+        function: gpu.k.fill_u32,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        shared_mem_bytes: 0,
+        args: &args,
+    };
     gpu.rt.add_kernel_node(g, &[], &params).unwrap();
     let cb = Cb::primary();
     let mut node = 0;
@@ -387,7 +393,13 @@ fn a_captured_stream_becomes_the_graph() {
         "capturing",
     );
     let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &9u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
-    let params = rocm_cmdbuf::runtime::KernelParams { function: gpu.k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
+    let params = rocm_cmdbuf::runtime::KernelParams {
+        function: gpu.k.fill_u32,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        shared_mem_bytes: 0,
+        args: &args,
+    };
     gpu.rt.launch_kernel(&params, gpu.stream).unwrap();
     ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![0; N], "captured, not run");
@@ -427,7 +439,9 @@ fn the_state_machine_refuses_misuse() {
     let fill = |cb: &Cb| cb.try_kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
     let cb = Cb::primary();
     let node = fill(&cb).unwrap();
-    let update = |cb: &Cb| with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(2), Arg::U64(1)], |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, node, l) });
+    let update = |cb: &Cb| {
+        with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(2), Arg::U64(1)], |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, node, l) })
+    };
     fails(update(&cb), RCB_STATUS_INVALID_STATE, "recording");
     fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "recording");
     fails(unsafe { rcb_cmdbuf_begin_update(cb.0) }, RCB_STATUS_INVALID_STATE, "recording");
@@ -489,10 +503,38 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
             f(&mut l)
         })
     };
-    fails(base(&mut |l| { l.function = null_mut(); add(l) }), RCB_STATUS_NULL_ARGUMENT, "launch->function");
-    fails(base(&mut |l| { l.grid[1] = 0; add(l) }), RCB_STATUS_INVALID_ARGUMENT, "grid[1]");
-    fails(base(&mut |l| { l.num_args = 5000; add(l) }), RCB_STATUS_INVALID_ARGUMENT, "launch->args");
-    fails(base(&mut |l| { l.args = null(); add(l) }), RCB_STATUS_NULL_ARGUMENT, "launch->args");
+    fails(
+        base(&mut |l| {
+            l.function = null_mut();
+            add(l)
+        }),
+        RCB_STATUS_NULL_ARGUMENT,
+        "launch->function",
+    );
+    fails(
+        base(&mut |l| {
+            l.grid[1] = 0;
+            add(l)
+        }),
+        RCB_STATUS_INVALID_ARGUMENT,
+        "grid[1]",
+    );
+    fails(
+        base(&mut |l| {
+            l.num_args = 5000;
+            add(l)
+        }),
+        RCB_STATUS_INVALID_ARGUMENT,
+        "launch->args",
+    );
+    fails(
+        base(&mut |l| {
+            l.args = null();
+            add(l)
+        }),
+        RCB_STATUS_NULL_ARGUMENT,
+        "launch->args",
+    );
     let bad_args = |edit: fn(&mut rcb_kernel_arg)| {
         let p = x;
         let mut arg = rcb_kernel_arg { value: &p as *const u64 as *const _, size: 8, kind: RCB_ARG_DEVICE_PTR };

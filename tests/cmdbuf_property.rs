@@ -86,9 +86,7 @@ fn record(gpu: &Gpu, cb: &Cb, case: &Case, bases: &[u64]) {
         let node = match *op {
             Op::Fill { dst, value } => cb.kernel(&deps, k.fill_u32, n, &[Arg::Ptr(at(dst)), Arg::U32(value), Arg::U64(n)]),
             Op::Axpy { y, x, a } => cb.kernel(&deps, k.axpy_f32, n, &[Arg::Ptr(at(y)), Arg::Ptr(at(x)), Arg::F32(a), Arg::U64(n)]),
-            Op::Add { out, x, y } => {
-                cb.kernel(&deps, k.add_f32, n, &[Arg::Ptr(at(out)), Arg::Ptr(at(x)), Arg::Ptr(at(y)), Arg::U64(n)])
-            }
+            Op::Add { out, x, y } => cb.kernel(&deps, k.add_f32, n, &[Arg::Ptr(at(out)), Arg::Ptr(at(x)), Arg::Ptr(at(y)), Arg::U64(n)]),
             Op::Copy { dst, src } => cb.memcpy(&deps, at(dst), at(src), n * 4),
             Op::Set { dst, pattern } => cb.memset(&deps, at(dst), pattern, 4, n),
         };

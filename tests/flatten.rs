@@ -68,7 +68,8 @@ struct DriverApi {
     cuda: bool,
 }
 
-type LaunchFn = unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32;
+type LaunchFn =
+    unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32;
 type MemsetD32Fn = unsafe extern "C" fn(u64, u32, usize, *mut c_void) -> i32;
 #[repr(C)]
 struct HostNodeParams {

@@ -5,9 +5,7 @@
 mod common;
 
 use rocm_cmdbuf::error::ErrorKind;
-use rocm_cmdbuf::runtime::{
-    CaptureMode, DevicePtr, Edge, EdgeData, KernelParams, MemcpyParams, MemsetParams, NodeType, Runtime, Stream,
-};
+use rocm_cmdbuf::runtime::{CaptureMode, DevicePtr, Edge, EdgeData, KernelParams, MemcpyParams, MemsetParams, NodeType, Runtime, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const N: usize = 1000;

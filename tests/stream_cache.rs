@@ -126,10 +126,8 @@ fn flags_priorities_and_devices_are_never_mixed() {
     let devices: Vec<i32> = (0..rt.info().device_count.min(2)).collect();
     let (least, greatest) = rt.stream_priority_range(0).unwrap();
     let priorities = [least, greatest];
-    let keys: Vec<(i32, u32, i32)> = devices
-        .iter()
-        .flat_map(|&d| [0u32, 1].into_iter().flat_map(move |f| priorities.into_iter().map(move |p| (d, f, p))))
-        .collect();
+    let keys: Vec<(i32, u32, i32)> =
+        devices.iter().flat_map(|&d| [0u32, 1].into_iter().flat_map(move |f| priorities.into_iter().map(move |p| (d, f, p)))).collect();
     // Two rounds: the first creates one stream per key, the second must find each in its own key.
     let before = stats(-1);
     let mut first = Vec::new();

@@ -35,10 +35,9 @@ unsafe extern "C" fn trace_work(user_data: *mut c_void, stream: *mut c_void) -> 
         let _ = w.rt.launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
         return w.fail_with;
     }
-    let issued = w
-        .rt
-        .launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
-        .and_then(|()| w.rt.launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
+    let issued =
+        w.rt.launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
+            .and_then(|()| w.rt.launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
     if issued.is_ok() { 0 } else { -1 }
 }
 
@@ -67,7 +66,16 @@ impl Tc {
         let t = table(allocs);
         let (mut g, mut outcome) = (null_mut(), u32::MAX);
         let s = unsafe {
-            rcb_trace_cache_get_or_trace(self.0, stream.0, t.as_ptr(), t.len(), Some(trace_work), work as *mut Work as *mut c_void, &mut g, &mut outcome)
+            rcb_trace_cache_get_or_trace(
+                self.0,
+                stream.0,
+                t.as_ptr(),
+                t.len(),
+                Some(trace_work),
+                work as *mut Work as *mut c_void,
+                &mut g,
+                &mut outcome,
+            )
         };
         if s == RCB_OK { Ok((Graph(g), outcome)) } else { Err(s) }
     }
@@ -218,7 +226,9 @@ fn bad_input_is_refused() {
     let (mut g, mut outcome) = (null_mut(), 7u32);
     let s = unsafe { rcb_trace_cache_get_or_trace(cache.0, gpu.stream.0, std::ptr::null(), 0, None, null_mut(), &mut g, &mut outcome) };
     fails(s, RCB_STATUS_NULL_ARGUMENT, "`trace_fn`");
-    let s = unsafe { rcb_trace_cache_get_or_trace(cache.0, gpu.stream.0, std::ptr::null(), 2, Some(trace_work), null_mut(), &mut g, &mut outcome) };
+    let s = unsafe {
+        rcb_trace_cache_get_or_trace(cache.0, gpu.stream.0, std::ptr::null(), 2, Some(trace_work), null_mut(), &mut g, &mut outcome)
+    };
     fails(s, RCB_STATUS_NULL_ARGUMENT, "`allocs`");
     assert_eq!((g, outcome), (null_mut(), 7), "outputs are written only on success");
     ok(unsafe { rcb_trace_cache_free(null_mut()) });

@@ -139,7 +139,12 @@ fn run_iterations(backing: u32, slots: u32) {
         if i >= n {
             // The slot's previous use is finished: its timeline moved and its result is home.
             assert!(timeline(pool, slot.index) > (i - n) as u64, "iteration {i}");
-            assert_eq!(common::download_f32(rt, caller[i - n].2, LEN), expected(i - n), "iteration {} done before {i} took its slot", i - n);
+            assert_eq!(
+                common::download_f32(rt, caller[i - n].2, LEN),
+                expected(i - n),
+                "iteration {} done before {i} took its slot",
+                i - n
+            );
         }
         if i > 0 && (n > 1 || i < n) {
             // Acquire did not wait for the whole stream: other slots' work is still queued.
@@ -279,8 +284,12 @@ fn a_recorded_graph_needs_no_update_across_100_iterations() {
         let [x, y, out] = buffers(&slot)[..] else { panic!("three buffers") };
         let graph = rt.graph_create().unwrap();
         let args = add_args(out, x, y);
-        rt.add_kernel_node(graph, &[], &KernelParams { function: k.add_f32, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &args })
-            .unwrap();
+        rt.add_kernel_node(
+            graph,
+            &[],
+            &KernelParams { function: k.add_f32, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &args },
+        )
+        .unwrap();
         execs.push((graph, rt.instantiate(graph).unwrap()));
         release(pool, &slot, stream);
     }
@@ -333,7 +342,11 @@ fn concurrent_acquires_get_distinct_iterations_and_exclusive_slots() {
                     let mut mine = Vec::new();
                     for _ in 0..50 {
                         let slot = acquire(pool);
-                        assert!(!held[slot.index as usize].swap(true, std::sync::atomic::Ordering::AcqRel), "slot {} held twice", slot.index);
+                        assert!(
+                            !held[slot.index as usize].swap(true, std::sync::atomic::Ordering::AcqRel),
+                            "slot {} held twice",
+                            slot.index
+                        );
                         assert_eq!(slot.index as u64, slot.iteration % 3);
                         mine.push(slot.iteration);
                         held[slot.index as usize].store(false, std::sync::atomic::Ordering::Release);

@@ -41,10 +41,7 @@ static POOL: OnceLock<Option<Pool<usize>>> = OnceLock::new();
 
 /// Runs `cached` with the real functions and the pool, or `direct` when caching is off, when the
 /// call comes from inside HIP during one of ours, or after a panic.
-fn route(
-    direct: impl FnOnce(&'static Real) -> HipError,
-    cached: impl FnOnce(&'static Real, &'static Pool<usize>) -> HipError,
-) -> HipError {
+fn route(direct: impl FnOnce(&'static Real) -> HipError, cached: impl FnOnce(&'static Real, &'static Pool<usize>) -> HipError) -> HipError {
     let Some(real) = real::get() else { return HIP_ERROR_SYMBOL_NOT_FOUND };
     if INSIDE.with(|inside| inside.replace(true)) {
         return direct(real);

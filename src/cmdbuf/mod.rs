@@ -230,7 +230,9 @@ impl CmdBuf {
 
     pub fn launch(&mut self, stream: Stream) -> Result<()> {
         self.state.allow(Op::Launch)?;
-        let exec = self.exec.ok_or_else(|| Error::invalid_state("a nested command buffer cannot be launched; add it to a primary one as a child"))?;
+        let exec = self
+            .exec
+            .ok_or_else(|| Error::invalid_state("a nested command buffer cannot be launched; add it to a primary one as a child"))?;
         if !self.unpushed.is_empty() {
             return Err(Error::invalid_state(format!(
                 "{} node(s) hold stale parameters after a failed address update (needs_rerecord); re-record them (begin_update, update the nodes, finalize) before launching",
@@ -391,10 +393,7 @@ fn memset_params(set: Memset) -> Result<Params> {
         return Err(Error::invalid_argument(format!("memset element_size is {}; it must be 1, 2 or 4", set.element_size)));
     }
     if set.element_size < 4 && set.pattern >> (8 * set.element_size) != 0 {
-        return Err(Error::invalid_argument(format!(
-            "memset pattern {:#x} does not fit in {} byte(s)",
-            set.pattern, set.element_size
-        )));
+        return Err(Error::invalid_argument(format!("memset pattern {:#x} does not fit in {} byte(s)", set.pattern, set.element_size)));
     }
     let width = usize::try_from(set.count).ok().filter(|&w| w > 0 && w.checked_mul(set.element_size as usize).is_some());
     let Some(width) = width else {

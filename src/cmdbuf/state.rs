@@ -44,7 +44,9 @@ impl State {
         let (ok, hint) = match op {
             Add => (self == Recording, "nodes can only be added while recording; after finalize, update existing nodes"),
             Update => (self == Updating, "nodes are updated between begin_update and finalize"),
-            SetAllocations => (matches!(self, Recording | Updating), "a finalized command buffer moves allocations with update_allocations"),
+            SetAllocations => {
+                (matches!(self, Recording | Updating), "a finalized command buffer moves allocations with update_allocations")
+            }
             CaptureBegin => (self == Recording, "capture starts from a recording command buffer with no nodes"),
             CaptureEnd => (matches!(self, Capturing(_)), "no capture is in progress"),
             Finalize => (matches!(self, Recording | Updating), "only a recording or updating command buffer can be finalized"),

@@ -159,10 +159,7 @@ fn node_id(cb: usize, node: rcb_node) -> Result<NodeId> {
     let index = node & 0xffff_ffff;
     if owner != cb {
         if owner != 0 && index != 0 && CMDBUFS.get(owner).is_ok() {
-            return Err(Error::new(
-                ErrorKind::ForeignNode,
-                format!("node {node:#x} belongs to command buffer {owner:#x}, not to {cb:#x}"),
-            ));
+            return Err(Error::new(ErrorKind::ForeignNode, format!("node {node:#x} belongs to command buffer {owner:#x}, not to {cb:#x}")));
         }
         return Err(Error::invalid_argument(format!("{node:#x} is not a node handle")));
     }

@@ -48,9 +48,9 @@ impl<T> Registry<T> {
 
 /// Locks an object; one that panicked mid-call is reported rather than used half-changed.
 pub(crate) fn lock<'a, T>(object: &'a Mutex<T>, type_name: &str) -> Result<MutexGuard<'a, T>> {
-    object.lock().map_err(|_| {
-        Error::invalid_state(format!("this {type_name} is unusable: an earlier call panicked while changing it; free it"))
-    })
+    object
+        .lock()
+        .map_err(|_| Error::invalid_state(format!("this {type_name} is unusable: an earlier call panicked while changing it; free it")))
 }
 
 #[cfg(test)]

@@ -159,8 +159,20 @@ mod tests {
     fn every_kind_has_its_own_code_and_description() {
         use ErrorKind::*;
         let kinds = [
-            NullArgument, InvalidArgument, InvalidHandle, InvalidState, ForeignNode, OutOfMemory,
-            RuntimeUnavailable, NoDevice, Unsupported, Runtime, Timeout, Config, CallbackFailed, Panic,
+            NullArgument,
+            InvalidArgument,
+            InvalidHandle,
+            InvalidState,
+            ForeignNode,
+            OutOfMemory,
+            RuntimeUnavailable,
+            NoDevice,
+            Unsupported,
+            Runtime,
+            Timeout,
+            Config,
+            CallbackFailed,
+            Panic,
         ];
         let mut codes: Vec<_> = kinds.iter().map(|&k| code(k)).collect();
         codes.sort();

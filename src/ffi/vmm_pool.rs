@@ -193,7 +193,12 @@ pub unsafe extern "C" fn rcb_vmm_pool_release(pool: *mut rcb_vmm_pool, slot: *co
 /// `copies` must be NULL (only when `n` is 0) or point to `n` valid entries; `stream` must be a
 /// live stream.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rcb_vmm_pool_copy(pool: *mut rcb_vmm_pool, stream: *mut c_void, copies: *const rcb_vmm_copy, n: usize) -> rcb_status {
+pub unsafe extern "C" fn rcb_vmm_pool_copy(
+    pool: *mut rcb_vmm_pool,
+    stream: *mut c_void,
+    copies: *const rcb_vmm_copy,
+    n: usize,
+) -> rcb_status {
     boundary(|| {
         // SAFETY: the count is the caller's promise; arg_slice bounds it first.
         let copies = unsafe { arg_slice(copies, n, "copies", 1 << 20) }?;

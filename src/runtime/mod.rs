@@ -157,11 +157,7 @@ fn load() -> Result<Box<dyn Runtime>> {
         info.library,
         info.version,
         info.device_count,
-        if info.disabled_features.is_empty() {
-            String::new()
-        } else {
-            format!("; disabled: {}", info.disabled_features.join("; "))
-        }
+        if info.disabled_features.is_empty() { String::new() } else { format!("; disabled: {}", info.disabled_features.join("; ")) }
     );
     Ok(rt)
 }

@@ -79,8 +79,9 @@ pub fn release(stream: Stream) -> Result<Released> {
 pub fn trim(device: Option<i32>) -> Result<usize> {
     let (pool, rt) = pool()?;
     check_device(&rt, device)?;
-    pool.trim(&rt, device)
-        .map_err(|(n, e)| e.context(format!("trimming the stream cache ({n} idle stream(s) taken out and each destroy attempted; first failure)")))
+    pool.trim(&rt, device).map_err(|(n, e)| {
+        e.context(format!("trimming the stream cache ({n} idle stream(s) taken out and each destroy attempted; first failure)"))
+    })
 }
 
 /// The cache's counters for `device` (summed over every device when `None`).
@@ -93,9 +94,7 @@ pub fn stats(device: Option<i32>) -> Result<Stats> {
 fn check_device(rt: &RuntimeStreams, device: Option<i32>) -> Result<()> {
     let count = rt.0.info().device_count;
     match device {
-        Some(d) if !(0..count).contains(&d) => {
-            Err(Error::invalid_argument(format!("device {d} does not exist ({count} device(s))")))
-        }
+        Some(d) if !(0..count).contains(&d) => Err(Error::invalid_argument(format!("device {d} does not exist ({count} device(s))"))),
         _ => Ok(()),
     }
 }

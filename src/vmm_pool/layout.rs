@@ -37,9 +37,7 @@ pub fn chunk_layout(sizes: &[u64], granularity: u64) -> Result<ChunkLayout> {
         .collect();
     let bytes = end.next_multiple_of(granularity);
     if bytes > MAX_BUFFER_BYTES {
-        return Err(Error::invalid_argument(format!(
-            "buffer_sizes: {bytes} bytes per slot in all exceed the limit of {MAX_BUFFER_BYTES}"
-        )));
+        return Err(Error::invalid_argument(format!("buffer_sizes: {bytes} bytes per slot in all exceed the limit of {MAX_BUFFER_BYTES}")));
     }
     Ok(ChunkLayout { offsets, bytes })
 }
@@ -47,10 +45,7 @@ pub fn chunk_layout(sizes: &[u64], granularity: u64) -> Result<ChunkLayout> {
 /// Rejects absurd sizes before anything is allocated.
 pub fn check_sizes(sizes: &[u64]) -> Result<()> {
     match sizes.iter().position(|&s| s > MAX_BUFFER_BYTES) {
-        Some(i) => Err(Error::invalid_argument(format!(
-            "buffer_sizes[{i}]: {} bytes exceeds the limit of {MAX_BUFFER_BYTES}",
-            sizes[i]
-        ))),
+        Some(i) => Err(Error::invalid_argument(format!("buffer_sizes[{i}]: {} bytes exceeds the limit of {MAX_BUFFER_BYTES}", sizes[i]))),
         None => Ok(()),
     }
 }

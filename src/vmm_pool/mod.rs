@@ -128,7 +128,12 @@ impl VmmPool {
             .iter()
             .enumerate()
             .flat_map(|(s, slot)| {
-                slot.addresses.iter().zip(&config.buffer_sizes).enumerate().filter(|(_, (a, _))| **a != 0).map(move |(b, (&a, &size))| (a, a + size, s, b))
+                slot.addresses
+                    .iter()
+                    .zip(&config.buffer_sizes)
+                    .enumerate()
+                    .filter(|(_, (a, _))| **a != 0)
+                    .map(move |(b, (&a, &size))| (a, a + size, s, b))
             })
             .collect();
         ranges.sort_unstable();
@@ -243,7 +248,9 @@ impl VmmPool {
     }
 
     fn slot(&self, index: usize) -> Result<&Slot> {
-        self.slots.get(index).ok_or_else(|| Error::invalid_argument(format!("slot {index} does not exist (the pool has {})", self.slots.len())))
+        self.slots
+            .get(index)
+            .ok_or_else(|| Error::invalid_argument(format!("slot {index} does not exist (the pool has {})", self.slots.len())))
     }
 
     fn check_copy(&self, c: &DeviceCopy) -> Result<()> {
@@ -262,10 +269,9 @@ impl VmmPool {
             })
         };
         match (inside(c.dst), inside(c.src)) {
-            (None, None) => Err(Error::invalid_argument(format!(
-                "neither dst {:#x} nor src {:#x} lies inside a buffer of this pool",
-                c.dst, c.src
-            ))),
+            (None, None) => {
+                Err(Error::invalid_argument(format!("neither dst {:#x} nor src {:#x} lies inside a buffer of this pool", c.dst, c.src)))
+            }
             (d, s) => d.into_iter().chain(s).collect(),
         }
     }

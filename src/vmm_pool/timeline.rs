@@ -137,12 +137,10 @@ impl Turn {
     pub fn check_holder(&self, slot: usize, iteration: u64) -> Result<()> {
         match self.holder {
             Some(h) if h == iteration => Ok(()),
-            Some(h) => Err(Error::invalid_state(format!(
-                "slot {slot} is held by iteration {h}, not by iteration {iteration}"
-            ))),
-            None => Err(Error::invalid_state(format!(
-                "slot {slot} is not held (iteration {iteration} was already released or never acquired)"
-            ))),
+            Some(h) => Err(Error::invalid_state(format!("slot {slot} is held by iteration {h}, not by iteration {iteration}"))),
+            None => {
+                Err(Error::invalid_state(format!("slot {slot} is not held (iteration {iteration} was already released or never acquired)")))
+            }
         }
     }
 

@@ -45,7 +45,10 @@ pub fn runtime() -> Option<&'static dyn Runtime> {
     setup();
     match runtime::get() {
         Ok(rt) => Some(rt),
-        Err(e) if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable) && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda") => {
+        Err(e)
+            if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable)
+                && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda") =>
+        {
             eprintln!("SKIPPED: no GPU for RCB_BACKEND=cuda: {e}");
             None
         }

@@ -87,7 +87,9 @@ fn flattened(g: Graph, t: &[rcb_allocation]) -> R<(*mut rcb_cmdbuf, u32, u32)> {
     let built = unsafe {
         check(rcb_cmdbuf_new(0, &mut cb), "rcb_cmdbuf_new")
             .and_then(|()| check(rcb_cmdbuf_set_allocations(cb, t.as_ptr(), t.len()), "rcb_cmdbuf_set_allocations"))
-            .and_then(|()| check(rcb_cmdbuf_add_flattened_child(cb, null(), 0, null(), g.0, &mut group, &mut report), "rcb_cmdbuf_add_flattened_child"))
+            .and_then(|()| {
+                check(rcb_cmdbuf_add_flattened_child(cb, null(), 0, null(), g.0, &mut group, &mut report), "rcb_cmdbuf_add_flattened_child")
+            })
             .and_then(|()| check(rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize"))
     };
     if built.is_err() || report.flattened != 1 {

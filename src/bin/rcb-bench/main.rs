@@ -17,13 +17,8 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] = &[
-    ("update", update::run),
-    ("streams", streams::run),
-    ("vmm", vmm::run),
-    ("flatten", flatten::run),
-    ("trace-cache", trace_cache::run),
-];
+const SCENARIOS: &[(&str, Scenario)] =
+    &[("update", update::run), ("streams", streams::run), ("vmm", vmm::run), ("flatten", flatten::run), ("trace-cache", trace_cache::run)];
 
 fn main() {
     backend::probe_if_asked();

@@ -3,8 +3,8 @@
 
 use crate::table::{Table, median_ns, ratio, time};
 use rocm_cmdbuf::ffi::{
-    RCB_OK, rcb_last_error_message, rcb_status, rcb_stream_acquire, rcb_stream_cache_stats, rcb_stream_cache_trim,
-    rcb_stream_release, rcb_stream_stats,
+    RCB_OK, rcb_last_error_message, rcb_status, rcb_stream_acquire, rcb_stream_cache_stats, rcb_stream_cache_trim, rcb_stream_release,
+    rcb_stream_stats,
 };
 use rocm_cmdbuf::runtime::{Runtime, Stream};
 
@@ -70,10 +70,8 @@ fn client(rt: &dyn Runtime, runs: usize) -> Result<(), String> {
     let devices = rt.info().device_count;
     let key = |i: usize| ((i as i32) % devices, ((i as i32 / devices) % 2) as u32);
     let raw = median_ns(runs, || {
-        let streams: Result<Vec<Stream>, _> = (0..CLIENT_STREAMS)
-            .map(key)
-            .map(|(device, flags)| rt.stream_create(device, flags, 0))
-            .collect();
+        let streams: Result<Vec<Stream>, _> =
+            (0..CLIENT_STREAMS).map(key).map(|(device, flags)| rt.stream_create(device, flags, 0)).collect();
         let destroyed = streams.and_then(|streams| streams.into_iter().try_for_each(|s| rt.stream_destroy(s)));
         if let Err(e) = destroyed {
             failure.get_or_insert(e.to_string());

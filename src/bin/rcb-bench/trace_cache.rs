@@ -61,7 +61,16 @@ fn get(tc: *mut rcb_trace_cache, stream: Stream, k: &Key) -> R<u32> {
     let (mut g, mut outcome) = (null_mut(), 0);
     // SAFETY: a live cache, a table of k.table.len() entries, user data that outlives the call.
     let s = unsafe {
-        rcb_trace_cache_get_or_trace(tc, stream.0, k.table.as_ptr(), k.table.len(), Some(trace), &k.trace as *const Trace as *mut c_void, &mut g, &mut outcome)
+        rcb_trace_cache_get_or_trace(
+            tc,
+            stream.0,
+            k.table.as_ptr(),
+            k.table.len(),
+            Some(trace),
+            &k.trace as *const Trace as *mut c_void,
+            &mut g,
+            &mut outcome,
+        )
     };
     if s == RCB_OK { Ok(outcome) } else { Err(format!("rcb_trace_cache_get_or_trace: status {s}")) }
 }
@@ -142,7 +151,10 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         return Err(e);
     }
     let backend = rt.info().backend.name();
-    let mut t = Table::new(format!("trace-cache: hit, {ENTRIES} entries × {ALLOCATIONS} allocations, least recently used key, on {backend}"), &["lookup", "median"]);
+    let mut t = Table::new(
+        format!("trace-cache: hit, {ENTRIES} entries × {ALLOCATIONS} allocations, least recently used key, on {backend}"),
+        &["lookup", "median"],
+    );
     t.row(vec!["hit (C ABI call included)".into(), time(hit)]);
     t.print();
     let mut t = Table::new(

@@ -10,8 +10,8 @@
 //! update on a nested command buffer (template setters) and those template setters alone, whose
 //! difference is the library's own host cost.
 
-use crate::{kernels, warm};
 use crate::table::{Table, median_ns, ratio, time};
+use crate::{kernels, warm};
 use rocm_cmdbuf::cmdbuf::args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
@@ -105,8 +105,10 @@ fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool) -> R<
         let mut prev: Option<rcb_node> = None;
         for i in 0..nodes {
             let ptrs = [layout.a[3 * i], layout.a[3 * i + 1], layout.a[3 * i + 2]];
-            let mut args: Vec<rcb_kernel_arg> =
-                ptrs.iter().map(|p| rcb_kernel_arg { value: p as *const u64 as *const c_void, size: 8, kind: RCB_ARG_DEVICE_PTR }).collect();
+            let mut args: Vec<rcb_kernel_arg> = ptrs
+                .iter()
+                .map(|p| rcb_kernel_arg { value: p as *const u64 as *const c_void, size: 8, kind: RCB_ARG_DEVICE_PTR })
+                .collect();
             args.push(rcb_kernel_arg { value: &n as *const u64 as *const c_void, size: 8, kind: RCB_ARG_VALUE });
             let launch = rcb_kernel_launch {
                 function: f.0,
@@ -150,15 +152,35 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
     let sizes: &[usize] = if quick { &[100, 1000] } else { &[100, 1000, 10_000] };
     let mut main = Table::new(
-        format!("update: N kernel nodes (rcb_test_add_f32: 3 pointer + 1 value arguments = 3 sites per node), 10 % of allocations moved, on {}", rt.info().backend.name()),
-        &["N", "touched nodes", "moved sites", "(a) re-record + instantiate", "(b) re-record + exec update", "(c) SetParams floor", "(d) update_allocations", "(a)/(d)", "(b)/(d)", "(d)/(c)"],
+        format!(
+            "update: N kernel nodes (rcb_test_add_f32: 3 pointer + 1 value arguments = 3 sites per node), 10 % of allocations moved, on {}",
+            rt.info().backend.name()
+        ),
+        &[
+            "N",
+            "touched nodes",
+            "moved sites",
+            "(a) re-record + instantiate",
+            "(b) re-record + exec update",
+            "(c) SetParams floor",
+            "(d) update_allocations",
+            "(a)/(d)",
+            "(b)/(d)",
+            "(d)/(c)",
+        ],
     );
     let mut host = Table::new(
         "update: host cost of the library (nested command buffer: update minus its template setters)",
         &["N", "moved sites", "nested update_allocations", "template setters alone", "host cost", "per moved site"],
     );
     for &n in sizes {
-        let runs = if quick { 5 } else if n >= 10_000 { 7 } else { 21 };
+        let runs = if quick {
+            5
+        } else if n >= 10_000 {
+            7
+        } else {
+            21
+        };
         let layout = Layout::new(rt, n)?;
         let touched: Vec<usize> = (0..n).filter(|i| i % 10 == 0).collect();
         let sites = 3 * touched.len();

@@ -3,10 +3,10 @@
 //! buffers.
 
 use crate::table::{Table, median_ns, ratio, time};
-use std::time::Instant;
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Runtime, Stream};
 use std::ptr::{null, null_mut};
+use std::time::Instant;
 
 /// The buffers of one step: activations, a workspace and a small live-out.
 const SIZES: [u64; 3] = [8 << 20, 2 << 20, 64 << 10];
@@ -18,8 +18,18 @@ const BATCH: usize = SLOTS as usize;
 pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let runs = if quick { 20 } else { 200 };
     let mut table = Table::new(
-        format!("vmm: per-iteration host cost, {} buffers ({} KiB), {SLOTS} slots, median of {runs} batches of one iteration per slot", SIZES.len(), SIZES.iter().sum::<u64>() >> 10),
-        &["devices", "acquire + release", "of which the timeline write (bare stream write)", "unmap + map + set-access (baseline)", "speed-up"],
+        format!(
+            "vmm: per-iteration host cost, {} buffers ({} KiB), {SLOTS} slots, median of {runs} batches of one iteration per slot",
+            SIZES.len(),
+            SIZES.iter().sum::<u64>() >> 10
+        ),
+        &[
+            "devices",
+            "acquire + release",
+            "of which the timeline write (bare stream write)",
+            "unmap + map + set-access (baseline)",
+            "speed-up",
+        ],
     );
     let devices = if rt.info().device_count >= 2 && rt.can_access_peer(1, 0).map_err(|e| e.to_string())? { 2 } else { 1 };
     for n in 1..=devices {
@@ -105,7 +115,10 @@ fn remap_iteration(rt: &'static dyn Runtime, peers: &[i32], runs: usize) -> Resu
     let mut failure = None;
     let ns = median_ns(runs, || {
         for _ in 0..BATCH {
-            let r = rt.vmm_unmap(base, bytes).and_then(|()| rt.vmm_map(base, bytes, physical)).and_then(|()| rt.vmm_set_access(base, bytes, &access));
+            let r = rt
+                .vmm_unmap(base, bytes)
+                .and_then(|()| rt.vmm_map(base, bytes, physical))
+                .and_then(|()| rt.vmm_set_access(base, bytes, &access));
             if let Err(err) = r {
                 failure.get_or_insert(err.to_string());
             }

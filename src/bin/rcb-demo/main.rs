@@ -88,7 +88,8 @@ fn download(rt: &dyn Runtime, p: u64, n: usize) -> Result<Vec<f32>, String> {
 fn record(cb: *mut rcb_cmdbuf, k: &Kernels, x: u64, y: u64, out: u64) -> Result<(), String> {
     let n = (N as u64).to_ne_bytes().to_vec();
     let fill = add_kernel(cb, &[], k.fill, &[Arg::Ptr(x), Arg::Value(1.0f32.to_bits().to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
-    let axpy = add_kernel(cb, &[fill], k.axpy, &[Arg::Ptr(y), Arg::Ptr(x), Arg::Value(2.0f32.to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
+    let axpy =
+        add_kernel(cb, &[fill], k.axpy, &[Arg::Ptr(y), Arg::Ptr(x), Arg::Value(2.0f32.to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
     let add = add_kernel(cb, &[axpy], k.add, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::Value(n)])?;
     let mut copy = 0;
     // SAFETY: valid handle and out-pointer; the dependency array outlives the call.
@@ -117,7 +118,8 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
     let iota: Vec<f32> = (0..N).map(|i| i as f32).collect();
     let (x, y, out) = (upload(rt, &vec![0.0; N])?, upload(rt, &iota)?, upload(rt, &vec![0.0; 2 * N])?);
-    let allocs = [rcb_allocation { base: x, size: BYTES }, rcb_allocation { base: y, size: BYTES }, rcb_allocation { base: out, size: 2 * BYTES }];
+    let allocs =
+        [rcb_allocation { base: x, size: BYTES }, rcb_allocation { base: y, size: BYTES }, rcb_allocation { base: out, size: 2 * BYTES }];
     // SAFETY: a live handle and a table of allocs.len() entries.
     status(unsafe { rcb_cmdbuf_set_allocations(cb, allocs.as_ptr(), allocs.len()) }, "rcb_cmdbuf_set_allocations")?;
     record(cb, &k, x, y, out)?;

@@ -33,9 +33,10 @@ impl Contexts {
     }
 
     pub fn check_device(&self, device: i32) -> Result<usize> {
-        usize::try_from(device).ok().filter(|&d| d < self.primary.len()).ok_or_else(|| {
-            Error::invalid_argument(format!("device {device} does not exist ({} device(s))", self.primary.len()))
-        })
+        usize::try_from(device)
+            .ok()
+            .filter(|&d| d < self.primary.len())
+            .ok_or_else(|| Error::invalid_argument(format!("device {device} does not exist ({} device(s))", self.primary.len())))
     }
 
     /// The primary context of `device`, retained on first use.

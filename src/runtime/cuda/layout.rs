@@ -322,7 +322,8 @@ mod tests {
     fn rejects_a_hip_terminated_or_unknown_list() {
         let args = [1u8; 8];
         let mut size = 8usize;
-        let mut extra: [P; 6] = [0x9 as P, args.as_ptr() as P, LAUNCH_PARAM_BUFFER_SIZE as P, &mut size as *mut usize as P, null_mut(), null_mut()];
+        let mut extra: [P; 6] =
+            [0x9 as P, args.as_ptr() as P, LAUNCH_PARAM_BUFFER_SIZE as P, &mut size as *mut usize as P, null_mut(), null_mut()];
         let e = unsafe { parse_extra(extra.as_mut_ptr()) }.unwrap_err();
         assert!(e.contains("0x9"), "{e}");
     }

@@ -61,16 +61,20 @@ impl CudaRuntime {
         // SAFETY: valid out-pointer.
         let rc = unsafe { (core.cuDeviceGetCount)(&mut count) };
         if rc != 0 || count <= 0 {
-            return Err(Error::new(ErrorKind::NoDevice, format!("{name} sees no device: cuDeviceGetCount returned {rc} with {count} device(s)")));
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!("{name} sees no device: cuDeviceGetCount returned {rc} with {count} device(s)"),
+            ));
         }
 
         let missing_in = |names: Vec<&str>| format!("{name} lacks {}", names.join(", "));
-        let vmm = resolve(&library, Vmm::resolve)
-            .map_err(missing_in)
-            .and_then(|v| all_devices_have(&core, count, layout::ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED").map(|()| v));
-        let memops = resolve(&library, MemOps::resolve)
-            .map_err(missing_in)
-            .and_then(|m| all_devices_have(&core, count, layout::ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, "CAN_USE_64_BIT_STREAM_MEM_OPS").map(|()| m));
+        let vmm = resolve(&library, Vmm::resolve).map_err(missing_in).and_then(|v| {
+            all_devices_have(&core, count, layout::ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED")
+                .map(|()| v)
+        });
+        let memops = resolve(&library, MemOps::resolve).map_err(missing_in).and_then(|m| {
+            all_devices_have(&core, count, layout::ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, "CAN_USE_64_BIT_STREAM_MEM_OPS").map(|()| m)
+        });
         let param_info = resolve(&library, ParamInfo::resolve).map_err(missing_in);
         let attributes = resolve(&library, NodeAttributes::resolve).ok();
         let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err()), ("kernel_params_read", param_info.as_ref().err())]
@@ -88,8 +92,8 @@ fn open_library(cfg: &Config) -> Result<(Library, String)> {
         None => (DEFAULT_LIBRARY.into(), DEFAULT_LIBRARY.to_owned()),
     };
     // SAFETY: loading the driver runs its initialisers, which it is built for.
-    let library = unsafe { Library::new(&path) }
-        .map_err(|e| Error::new(ErrorKind::RuntimeUnavailable, format!("{shown} cannot be loaded: {e}")))?;
+    let library =
+        unsafe { Library::new(&path) }.map_err(|e| Error::new(ErrorKind::RuntimeUnavailable, format!("{shown} cannot be loaded: {e}")))?;
     Ok((library, path.to_string_lossy().into_owned()))
 }
 
@@ -178,7 +182,10 @@ impl CudaRuntime {
 
     /// Reads a `kernelParams` node's arguments through the compiled kernel's parameter layout.
     fn read_kernel_params(&self, func: P, values: *mut P) -> Result<Vec<u8>, String> {
-        let info = self.param_info.as_ref().map_err(|r| format!("the kernel node passes kernelParams and the parameter layout is unknown: {r}"))?;
+        let info = self
+            .param_info
+            .as_ref()
+            .map_err(|r| format!("the kernel node passes kernelParams and the parameter layout is unknown: {r}"))?;
         let mut layout = Vec::new();
         loop {
             let (mut offset, mut size) = (0usize, 0usize);
@@ -316,8 +323,17 @@ impl Runtime for CudaRuntime {
             // SAFETY: the argument list lives until the call returns; the driver copies it.
             self.call("cuLaunchKernel", || unsafe {
                 (self.core.cuLaunchKernel)(
-                    k.function.0, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2],
-                    k.shared_mem_bytes, stream.0, null_mut(), extra,
+                    k.function.0,
+                    k.grid[0],
+                    k.grid[1],
+                    k.grid[2],
+                    k.block[0],
+                    k.block[1],
+                    k.block[2],
+                    k.shared_mem_bytes,
+                    stream.0,
+                    null_mut(),
+                    extra,
                 )
             })
         })
@@ -410,9 +426,7 @@ impl Runtime for CudaRuntime {
     fn graph_edges(&self, graph: Graph) -> Result<Vec<Edge>> {
         let mut n = 0usize;
         // SAFETY: null arrays ask for the count.
-        self.call("cuGraphGetEdges_v2", || unsafe {
-            (self.core.cuGraphGetEdges_v2)(graph.0, null_mut(), null_mut(), null_mut(), &mut n)
-        })?;
+        self.call("cuGraphGetEdges_v2", || unsafe { (self.core.cuGraphGetEdges_v2)(graph.0, null_mut(), null_mut(), null_mut(), &mut n) })?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -696,9 +710,11 @@ mod tests {
         let (dst, value, n) = (0x7000_0000_1000u64, 0xabcd_0123u32, 77u64);
         let mut values: [P; 3] = [&dst as *const u64 as P, &value as *const u32 as P, &n as *const u64 as P];
         let graph = rt.graph_create().unwrap();
-        let params = KernelNodeParams { kernel_params: values.as_mut_ptr(), ..KernelNodeParams::new(fill.0, [1; 3], [32, 1, 1], 0, null_mut()) };
+        let params =
+            KernelNodeParams { kernel_params: values.as_mut_ptr(), ..KernelNodeParams::new(fill.0, [1; 3], [32, 1, 1], 0, null_mut()) };
         let mut node = null_mut();
-        rt.call("cuGraphAddKernelNode_v2", || unsafe { (rt.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, null(), 0, &params) }).unwrap();
+        rt.call("cuGraphAddKernelNode_v2", || unsafe { (rt.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, null(), 0, &params) })
+            .unwrap();
         let read = rt.kernel_node_read(Node(node)).unwrap();
         let mut expected = dst.to_le_bytes().to_vec();
         expected.extend(value.to_le_bytes());

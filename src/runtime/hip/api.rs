@@ -91,4 +91,3 @@ symbol_table! {
         hipGraphKernelNodeCopyAttributes: fn(P, P) -> E;
     }
 }
-

@@ -3,8 +3,8 @@
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
-use libloading::os::unix::{Library as UnixLibrary, RTLD_LAZY, RTLD_LOCAL};
 use libloading::Library;
+use libloading::os::unix::{Library as UnixLibrary, RTLD_LAZY, RTLD_LOCAL};
 
 /// Newest first: a process that already holds one of these gets it back.
 const CANDIDATES: [&str; 4] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"];

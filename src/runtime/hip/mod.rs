@@ -127,10 +127,7 @@ impl HipRuntime {
     /// Runs `f` with `device` current on this thread, then restores the caller's device.
     fn on_device<T>(&self, device: i32, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if device < 0 || device >= self.info.device_count {
-            return Err(Error::invalid_argument(format!(
-                "device {device} does not exist ({} device(s))",
-                self.info.device_count
-            )));
+            return Err(Error::invalid_argument(format!("device {device} does not exist ({} device(s))", self.info.device_count)));
         }
         let mut current = 0;
         // SAFETY: valid out-pointer.
@@ -222,9 +219,7 @@ impl Runtime for HipRuntime {
 
     fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         // SAFETY: src is a live host slice of the given length.
-        self.check("hipMemcpy", unsafe {
-            (self.core.hipMemcpy)(ptr(dst), src.as_ptr() as *const c_void, src.len(), MEMCPY_HOST_TO_DEVICE)
-        })
+        self.check("hipMemcpy", unsafe { (self.core.hipMemcpy)(ptr(dst), src.as_ptr() as *const c_void, src.len(), MEMCPY_HOST_TO_DEVICE) })
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
@@ -243,9 +238,7 @@ impl Runtime for HipRuntime {
         self.on_device(device, || {
             let mut s = null_mut();
             // SAFETY: valid out-pointer.
-            self.check("hipStreamCreateWithPriority", unsafe {
-                (self.core.hipStreamCreateWithPriority)(&mut s, flags, priority)
-            })?;
+            self.check("hipStreamCreateWithPriority", unsafe { (self.core.hipStreamCreateWithPriority)(&mut s, flags, priority) })?;
             Ok(Stream(s))
         })
     }
@@ -311,8 +304,17 @@ impl Runtime for HipRuntime {
             // SAFETY: the argument arrays live until the call returns; HIP copies them.
             self.check("hipModuleLaunchKernel", unsafe {
                 (self.core.hipModuleLaunchKernel)(
-                    k.function.0, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2],
-                    k.shared_mem_bytes, stream.0, kernel_params, extra,
+                    k.function.0,
+                    k.grid[0],
+                    k.grid[1],
+                    k.grid[2],
+                    k.block[0],
+                    k.block[1],
+                    k.block[2],
+                    k.shared_mem_bytes,
+                    stream.0,
+                    kernel_params,
+                    extra,
                 )
             })
         })
@@ -374,9 +376,7 @@ impl Runtime for HipRuntime {
         let (d, n) = raw_nodes(deps);
         let mut node = null_mut();
         // SAFETY: valid out-pointer and dependency array.
-        self.check("hipGraphAddChildGraphNode", unsafe {
-            (self.core.hipGraphAddChildGraphNode)(&mut node, graph.0, d, n, child.0)
-        })?;
+        self.check("hipGraphAddChildGraphNode", unsafe { (self.core.hipGraphAddChildGraphNode)(&mut node, graph.0, d, n, child.0) })?;
         Ok(Node(node))
     }
 
@@ -509,9 +509,7 @@ impl Runtime for HipRuntime {
         with_extra(k.args, |kernel_params, extra| {
             let params = self.kernel_node_params(k, kernel_params, extra);
             // SAFETY: fresh arrays that live until the call returns.
-            self.check("hipGraphExecKernelNodeSetParams", unsafe {
-                (self.core.hipGraphExecKernelNodeSetParams)(exec.0, node.0, &params)
-            })
+            self.check("hipGraphExecKernelNodeSetParams", unsafe { (self.core.hipGraphExecKernelNodeSetParams)(exec.0, node.0, &params) })
         })
     }
 

@@ -44,9 +44,10 @@ pub fn submit(t: &Target, op: Op) -> HipResult {
 /// Marks the stream's capture (if any) invalidated, e.g. after a forbidden synchronization.
 pub fn invalidate(t: &Target) {
     if let Target::Stream(s) = t
-        && let Some(c) = s.capture.lock().unwrap().as_mut() {
-            c.invalidated = true;
-        }
+        && let Some(c) = s.capture.lock().unwrap().as_mut()
+    {
+        c.invalidated = true;
+    }
 }
 
 pub fn is_capturing(t: &Target) -> bool {
@@ -60,10 +61,11 @@ pub fn check_unsafe_call() -> HipResult {
     let mut hit = false;
     for s in STREAMS.values() {
         if let Some(c) = s.capture.lock().unwrap().as_mut()
-            && (c.mode == MODE_GLOBAL || (c.mode == MODE_THREAD_LOCAL && c.thread == me)) {
-                c.invalidated = true;
-                hit = true;
-            }
+            && (c.mode == MODE_GLOBAL || (c.mode == MODE_THREAD_LOCAL && c.thread == me))
+        {
+            c.invalidated = true;
+            hit = true;
+        }
     }
     if hit { Err(CAPTURE_UNSUPPORTED) } else { Ok(()) }
 }

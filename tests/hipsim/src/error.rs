@@ -41,8 +41,16 @@ const TABLE: &[(i32, &str, &str)] = &[
     (CAPTURE_UNSUPPORTED, "hipErrorStreamCaptureUnsupported\0", "operation not permitted when stream is capturing\0"),
     (CAPTURE_INVALIDATED, "hipErrorStreamCaptureInvalidated\0", "operation failed due to a previous error during capture\0"),
     (903, "hipErrorStreamCaptureUnmatched\0", "capture was not initiated in this stream\0"),
-    (CAPTURE_WRONG_THREAD, "hipErrorStreamCaptureWrongThread\0", "attempt to terminate a thread-local capture sequence from another thread\0"),
-    (GRAPH_EXEC_UPDATE_FAILURE, "hipErrorGraphExecUpdateFailure\0", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update\0"),
+    (
+        CAPTURE_WRONG_THREAD,
+        "hipErrorStreamCaptureWrongThread\0",
+        "attempt to terminate a thread-local capture sequence from another thread\0",
+    ),
+    (
+        GRAPH_EXEC_UPDATE_FAILURE,
+        "hipErrorGraphExecUpdateFailure\0",
+        "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update\0",
+    ),
     (UNKNOWN, "hipErrorUnknown\0", "unknown error\0"),
 ];
 

@@ -46,16 +46,27 @@ impl MemsetOp {
 #[derive(Clone)]
 pub enum Op {
     Kernel(KernelOp),
-    Memcpy { dst: u64, src: u64, count: usize, kind: i32 },
+    Memcpy {
+        dst: u64,
+        src: u64,
+        count: usize,
+        kind: i32,
+    },
     Memset(MemsetOp),
-    Host { func: unsafe extern "C" fn(*mut c_void), user: usize },
+    Host {
+        func: unsafe extern "C" fn(*mut c_void),
+        user: usize,
+    },
     /// Handle of the embedded clone (a graph owned by this node).
     Child(usize),
     Empty,
     EventWait(Arc<Event>),
     EventRecord(Arc<Event>),
     /// hipStreamWriteValue64 captured into a graph.
-    WriteValue64 { ptr: u64, value: u64 },
+    WriteValue64 {
+        ptr: u64,
+        value: u64,
+    },
 }
 
 impl Op {
@@ -234,8 +245,7 @@ impl Graphs {
 
     /// Deep copy with fresh node handles; child graphs are cloned too.
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
-        let plan: Vec<(usize, Op, Vec<usize>)> =
-            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
+        let plan: Vec<(usize, Op, Vec<usize>)> = self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
         let dst = self.create(embedded, true);
         let mut map = HashMap::new();
         for (old, op, deps) in plan {

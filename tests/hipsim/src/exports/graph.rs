@@ -1,6 +1,6 @@
 use std::ffi::c_void;
 
-use crate::abi::{KernelNodeParams, Memcpy3DParms, MemsetParams, PitchedPtr, Pos, HostNodeParams};
+use crate::abi::{HostNodeParams, KernelNodeParams, Memcpy3DParms, MemsetParams, PitchedPtr, Pos};
 use crate::error::{HipResult, INVALID_VALUE};
 use crate::event::EVENTS;
 use crate::ffi::{hip_export, out, slice};
