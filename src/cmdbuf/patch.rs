@@ -1,8 +1,10 @@
-//! Patch sites: every recorded address that lies inside an allocation, kept in a slab with one
-//! list per allocation, so that moving an allocation visits exactly its own sites.
+//! Patch sites: every recorded address that lies inside an allocation.
 //!
-//! Removing a site is O(1): each site remembers its position in its allocation's list and is
-//! swap-removed from it.
+//! Sites live in a slab (ids stay valid until removed, removal is O(1)), and an update reads
+//! them grouped by allocation from one contiguous array: moving an allocation walks exactly its
+//! own sites, in memory order, instead of chasing one list and one slab entry per site (on
+//! graphs of 10 000 nodes those misses were most of an update's host cost). The grouped array
+//! is rebuilt, in O(sites), at the first read after recording changed the sites.
 
 /// Where in a node's parameters an address lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,72 +16,91 @@ pub enum Slot {
     MemsetDst,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// A site as an update needs it: which node, where in it, and its offset in the allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Site {
     pub node: u32,
     pub slot: Slot,
-    pub alloc: u32,
     /// Offset of the address from the allocation's base.
     pub offset: u64,
-    /// Position of this site in `by_alloc[alloc]`.
-    pos: u32,
 }
+
+/// The allocation of a removed slab entry.
+const REMOVED: u32 = u32::MAX;
 
 #[derive(Default)]
 pub struct PatchTable {
-    sites: Vec<Site>,
+    /// `(allocation, site)` by id; removed entries hold [`REMOVED`] and are reused.
+    slab: Vec<(u32, Site)>,
     free: Vec<u32>,
-    by_alloc: Vec<Vec<u32>>,
+    allocations: usize,
+    /// Live sites grouped by allocation; allocation `a` owns `grouped[starts[a]..starts[a + 1]]`.
+    grouped: Vec<Site>,
+    starts: Vec<u32>,
+    stale: bool,
 }
 
 impl PatchTable {
-    /// Forgets every site and sizes the per-allocation lists for `n` allocations.
+    /// Forgets every site and expects allocations `0..n`.
     pub fn reset(&mut self, n: usize) {
-        self.sites.clear();
+        self.slab.clear();
         self.free.clear();
-        self.by_alloc.iter_mut().for_each(Vec::clear);
-        self.by_alloc.resize_with(n, Vec::new);
+        self.allocations = n;
+        self.stale = true;
     }
 
     pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64) -> u32 {
-        let list = &mut self.by_alloc[alloc as usize];
-        let site = Site { node, slot, alloc, offset, pos: list.len() as u32 };
-        let id = match self.free.pop() {
+        self.stale = true;
+        let entry = (alloc, Site { node, slot, offset });
+        match self.free.pop() {
             Some(id) => {
-                self.sites[id as usize] = site;
+                self.slab[id as usize] = entry;
                 id
             }
             None => {
-                self.sites.push(site);
-                (self.sites.len() - 1) as u32
+                self.slab.push(entry);
+                (self.slab.len() - 1) as u32
             }
-        };
-        list.push(id);
-        id
+        }
     }
 
     pub fn remove(&mut self, id: u32) {
-        let Site { alloc, pos, .. } = self.sites[id as usize];
-        let list = &mut self.by_alloc[alloc as usize];
-        list.swap_remove(pos as usize);
-        if let Some(&moved) = list.get(pos as usize) {
-            self.sites[moved as usize].pos = pos;
-        }
+        self.slab[id as usize].0 = REMOVED;
         self.free.push(id);
-    }
-
-    pub fn get(&self, id: u32) -> &Site {
-        &self.sites[id as usize]
+        self.stale = true;
     }
 
     /// The sites pointing into allocation `alloc`.
-    pub fn of_allocation(&self, alloc: u32) -> &[u32] {
-        &self.by_alloc[alloc as usize]
+    pub fn of_allocation(&mut self, alloc: u32) -> &[Site] {
+        if self.stale {
+            self.regroup();
+        }
+        &self.grouped[self.starts[alloc as usize] as usize..self.starts[alloc as usize + 1] as usize]
     }
 
     /// Number of live sites.
     pub fn len(&self) -> usize {
-        self.sites.len() - self.free.len()
+        self.slab.len() - self.free.len()
+    }
+
+    /// Counting sort of the live sites by allocation.
+    fn regroup(&mut self) {
+        self.starts.clear();
+        self.starts.resize(self.allocations + 1, 0);
+        for &(alloc, _) in self.slab.iter().filter(|(alloc, _)| *alloc != REMOVED) {
+            self.starts[alloc as usize + 1] += 1;
+        }
+        for a in 0..self.allocations {
+            self.starts[a + 1] += self.starts[a];
+        }
+        let mut next = self.starts.clone();
+        self.grouped.clear();
+        self.grouped.resize(self.len(), Site { node: 0, slot: Slot::MemsetDst, offset: 0 });
+        for &(alloc, site) in self.slab.iter().filter(|(alloc, _)| *alloc != REMOVED) {
+            self.grouped[next[alloc as usize] as usize] = site;
+            next[alloc as usize] += 1;
+        }
+        self.stale = false;
     }
 }
 
@@ -87,31 +108,30 @@ impl PatchTable {
 mod tests {
     use super::*;
 
-    fn nodes_of(t: &PatchTable, alloc: u32) -> Vec<u32> {
-        let mut v: Vec<u32> = t.of_allocation(alloc).iter().map(|&id| t.get(id).node).collect();
+    fn nodes_of(t: &mut PatchTable, alloc: u32) -> Vec<u32> {
+        let mut v: Vec<u32> = t.of_allocation(alloc).iter().map(|s| s.node).collect();
         v.sort();
         v
     }
 
     #[test]
-    fn removal_keeps_the_other_lists_and_positions_right() {
+    fn removal_and_reuse_keep_every_allocation_s_sites_right() {
         let mut t = PatchTable::default();
-        t.reset(2);
+        t.reset(3);
         let a = t.add(0, Slot::KernelArg(0), 0, 0);
-        let b = t.add(1, Slot::MemcpyDst, 0, 8);
+        t.add(1, Slot::MemcpyDst, 0, 8);
         let c = t.add(2, Slot::MemsetDst, 0, 16);
-        let d = t.add(3, Slot::MemcpySrc, 1, 0);
+        t.add(3, Slot::MemcpySrc, 2, 0);
+        assert_eq!(nodes_of(&mut t, 0), vec![0, 1, 2]);
+        assert!(t.of_allocation(1).is_empty());
         t.remove(a);
-        assert_eq!(nodes_of(&t, 0), vec![1, 2]);
-        // `c` was swapped into `a`'s place; removing it must still find it.
         t.remove(c);
-        assert_eq!(nodes_of(&t, 0), vec![1]);
+        assert_eq!(nodes_of(&mut t, 0), vec![1]);
         let e = t.add(4, Slot::KernelArg(8), 0, 24);
         assert!(e == a || e == c, "freed ids are reused");
-        assert_eq!(nodes_of(&t, 0), vec![1, 4]);
-        assert_eq!(nodes_of(&t, 1), vec![3]);
-        assert_eq!(t.get(b).offset, 8);
-        assert_eq!(t.get(d).slot, Slot::MemcpySrc);
+        assert_eq!(nodes_of(&mut t, 0), vec![1, 4]);
+        assert_eq!(t.of_allocation(0).iter().find(|s| s.node == 4).map(|s| (s.slot, s.offset)), Some((Slot::KernelArg(8), 24)));
+        assert_eq!(t.of_allocation(2), &[Site { node: 3, slot: Slot::MemcpySrc, offset: 0 }]);
         assert_eq!(t.len(), 3);
         t.reset(1);
         assert_eq!(t.len(), 0);

@@ -75,8 +75,8 @@ impl CmdBuf {
         }
         for &alloc in &scratch.moved {
             let base = new[alloc as usize].base;
-            for &id in self.patches.of_allocation(alloc) {
-                let site = self.patches.get(id);
+            let sites = self.patches.of_allocation(alloc);
+            for site in sites {
                 let record = &mut self.nodes[site.node as usize];
                 record.params.write(site.slot, base + site.offset);
                 if record.epoch != epoch {
@@ -84,7 +84,7 @@ impl CmdBuf {
                     scratch.touched.push(site.node);
                 }
             }
-            report.patched_sites += self.patches.of_allocation(alloc).len() as u64;
+            report.patched_sites += sites.len() as u64;
             self.allocs.rebase(alloc as usize, base);
         }
 
