@@ -218,6 +218,7 @@ impl CmdBuf {
         } else {
             self.push_unpushed()?;
         }
+        self.patches.group();
         self.state = State::Finalized;
         Ok(())
     }

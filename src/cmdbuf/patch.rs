@@ -4,7 +4,7 @@
 //! them grouped by allocation from one contiguous array: moving an allocation walks exactly its
 //! own sites, in memory order, instead of chasing one list and one slab entry per site (on
 //! graphs of 10 000 nodes those misses were most of an update's host cost). The grouped array
-//! is rebuilt, in O(sites), at the first read after recording changed the sites.
+//! is rebuilt, in O(sites), when the command buffer is finalized, so an update never pays for it.
 
 /// Where in a node's parameters an address lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,11 +70,9 @@ impl PatchTable {
         self.stale = true;
     }
 
-    /// The sites pointing into allocation `alloc`.
+    /// The sites pointing into allocation `alloc` (grouped first if recording changed them).
     pub fn of_allocation(&mut self, alloc: u32) -> &[Site] {
-        if self.stale {
-            self.regroup();
-        }
+        self.group();
         &self.grouped[self.starts[alloc as usize] as usize..self.starts[alloc as usize + 1] as usize]
     }
 
@@ -83,8 +81,11 @@ impl PatchTable {
         self.slab.len() - self.free.len()
     }
 
-    /// Counting sort of the live sites by allocation.
-    fn regroup(&mut self) {
+    /// Groups the live sites by allocation (a counting sort) if they changed since the last time.
+    pub fn group(&mut self) {
+        if !self.stale {
+            return;
+        }
         self.starts.clear();
         self.starts.resize(self.allocations + 1, 0);
         for &(alloc, _) in self.slab.iter().filter(|(alloc, _)| *alloc != REMOVED) {
