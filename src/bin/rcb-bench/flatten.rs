@@ -3,16 +3,22 @@
 //! parent's child node (`exec_child_node_set`). Measured: the sub-graph flattened into a primary
 //! command buffer once, then `rcb_cmdbuf_update_allocations` (pointer sites found by scanning
 //! the captured parameters). Both executable graphs have run once (see [`crate::warm`]).
+//! The floor is the exec setters alone, pushing the flattened nodes' parameters (read back from
+//! the templates of two flattenings, one per placement) with no library code in between: no
+//! patch that pushes every moved node can cost less, so re-trace / floor bounds the speed-up.
 //!
 //! Two workloads: K plain kernels (the trace is only the launches) and, when cuBLAS loads, G
 //! SGEMMs traced through cuBLAS (the trace includes the library's host work, as for XLA's GEMM
 //! and custom-call commands).
 
 use crate::cublas::Cublas;
-use crate::table::{Table, median_ns, ratio, time};
+use crate::table::{Table, median_ns_settled, ratio, time};
 use crate::warm;
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{CaptureMode, Function, Graph, KernelParams, Runtime, Stream};
+use rocm_cmdbuf::runtime::{
+    CaptureMode, Exec, Function, Graph, KernelNodeRead, KernelParams, MemcpyParams, MemsetParams, Node, NodeType, Runtime, Stream,
+};
+use std::cell::RefCell;
 use std::ptr::{null, null_mut};
 
 const ELEMENTS: u64 = 16;
@@ -104,8 +110,76 @@ fn flattened(g: Graph, t: &[rcb_allocation]) -> R<(*mut rcb_cmdbuf, u32, u32)> {
     Ok((cb, report.nodes, report.sites))
 }
 
+/// A node of a flattened template and what the library pushes for it.
+enum Pushed {
+    Kernel(KernelNodeRead, Vec<u8>),
+    Memcpy(MemcpyParams),
+    Memset(MemsetParams),
+    /// Holds no address (the join node).
+    Nothing,
+}
+
+/// Every node of `cb`'s template with its parameters, in the template's node order.
+fn template_nodes(rt: &dyn Runtime, cb: *mut rcb_cmdbuf) -> R<Vec<(Node, Pushed)>> {
+    let mut g = null_mut();
+    // SAFETY: a live, finalized handle and a writable out-pointer.
+    check(unsafe { rcb_cmdbuf_graph(cb, &mut g) }, "rcb_cmdbuf_graph")?;
+    let nodes = rt.graph_nodes(Graph(g)).map_err(err)?;
+    nodes
+        .into_iter()
+        .map(|n| {
+            let pushed = match rt.node_type(n).map_err(err)? {
+                NodeType::Kernel => {
+                    let read = rt.kernel_node_read(n).map_err(err)?;
+                    let args = read.args.clone()?;
+                    Pushed::Kernel(read, args)
+                }
+                NodeType::Memcpy => Pushed::Memcpy(rt.memcpy_node_read(n).map_err(err)?),
+                NodeType::Memset => Pushed::Memset(rt.memset_node_read(n).map_err(err)?),
+                NodeType::Empty => Pushed::Nothing,
+                other => return Err(format!("a flattened template holds a {other:?} node")),
+            };
+            Ok((n, pushed))
+        })
+        .collect()
+}
+
+fn push(rt: &dyn Runtime, exec: Exec, node: Node, p: &Pushed) -> R<()> {
+    match p {
+        Pushed::Kernel(k, args) => rt.exec_kernel_node_set(
+            exec,
+            node,
+            &KernelParams { function: k.function, grid: k.grid, block: k.block, shared_mem_bytes: k.shared_mem_bytes, args },
+        ),
+        Pushed::Memcpy(c) => rt.exec_memcpy_node_set(exec, node, c),
+        Pushed::Memset(m) => rt.exec_memset_node_set(exec, node, m),
+        Pushed::Nothing => Ok(()),
+    }
+    .map_err(err)
+}
+
+/// What the flattened nodes are, for the note under the table: "1 kernel (640 B of arguments), 1 memset".
+fn kinds(nodes: &[(Node, Pushed)]) -> String {
+    let count = |f: fn(&Pushed) -> bool| nodes.iter().filter(|(_, p)| f(p)).count();
+    let mut sizes: Vec<usize> = nodes.iter().filter_map(|(_, p)| if let Pushed::Kernel(_, a) = p { Some(a.len()) } else { None }).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let sizes: Vec<String> = sizes.iter().map(|b| format!("{b} B")).collect();
+    let mut parts = vec![format!("{} kernel(s) (arguments of {})", count(|p| matches!(p, Pushed::Kernel(..))), sizes.join(", "))];
+    for (n, what) in [
+        (count(|p| matches!(p, Pushed::Memcpy(_))), "memcpy"),
+        (count(|p| matches!(p, Pushed::Memset(_))), "memset"),
+        (count(|p| matches!(p, Pushed::Nothing)), "empty"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    parts.join(", ")
+}
+
 /// One row: re-capture + child update vs update_allocations, alternating two placements.
-fn measure(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, runs: usize) -> R<Vec<String>> {
+fn measure(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, runs: usize) -> R<Row> {
     let placements: Vec<Vec<u64>> = (0..2)
         .map(|_| (0..w.allocations).map(|_| rt.malloc(0, w.bytes as usize).map_err(err)).collect::<R<Vec<u64>>>())
         .collect::<R<_>>()?;
@@ -116,69 +190,204 @@ fn measure(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, runs: usize) -> R
     row
 }
 
-fn measure_on(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, placements: &[Vec<u64>], runs: usize) -> R<Vec<String>> {
+/// Medians of one workload: each alone, and each followed by the launch of its executable graph
+/// (host time; the GPU is idle before each), since a driver may leave part of a parameter
+/// update to the next launch.
+struct Timings {
+    /// Re-trace + exec child update.
+    retrace: [f64; 2],
+    /// The exec setters of the flattened nodes alone.
+    floor: [f64; 2],
+    /// `rcb_cmdbuf_update_allocations`.
+    patch: [f64; 2],
+}
+
+/// A row of the tables, and what the flattened nodes are.
+struct Row {
+    nodes: u32,
+    sites: u32,
+    t: Timings,
+    kinds: String,
+}
+
+/// Records the first failure of a timed closure (the closures cannot return one).
+struct Failure(RefCell<Option<String>>);
+
+impl Failure {
+    fn note<T>(&self, r: R<T>) {
+        if let Err(e) = r {
+            self.0.borrow_mut().get_or_insert(e);
+        }
+    }
+
+    fn result(self) -> R<()> {
+        self.0.into_inner().map_or(Ok(()), Err)
+    }
+}
+
+/// Median of `step(placement)` over alternating placements (0 and 1), the stream idle before each.
+fn timed(rt: &dyn Runtime, stream: Stream, runs: usize, failure: &Failure, mut step: impl FnMut(usize) -> R<()>) -> f64 {
+    let mut flip = false;
+    median_ns_settled(
+        runs,
+        || failure.note(rt.stream_synchronize(stream).map_err(err)),
+        || {
+            flip = !flip;
+            failure.note(step(usize::from(flip)));
+        },
+    )
+}
+
+fn measure_on(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, placements: &[Vec<u64>], runs: usize) -> R<Row> {
     // Baseline: a parent with the captured sub-graph as a child node.
     let first = captured(rt, stream, || (w.trace)(&placements[0]))?;
     let parent = rt.graph_create().map_err(err)?;
     let child = rt.add_child_node(parent, &[], first).map_err(err)?;
     let exec = rt.instantiate(parent).map_err(err)?;
     warm::exec(rt, exec, stream)?;
-    let mut failure: Option<String> = None;
-    let mut flip = false;
-    let recapture = median_ns(runs, || {
-        flip = !flip;
-        let r = captured(rt, stream, || (w.trace)(&placements[usize::from(flip)])).and_then(|g| {
+    let failure = Failure(RefCell::new(None));
+    let retrace = [false, true].map(|launch| {
+        timed(rt, stream, runs, &failure, |p| {
+            let g = captured(rt, stream, || (w.trace)(&placements[p]))?;
             let set = rt.exec_child_node_set(exec, child, g).map_err(err);
-            rt.graph_destroy(g).map_err(err).and(set)
-        });
-        if let Err(e) = r {
-            failure.get_or_insert(e);
-        }
+            rt.graph_destroy(g).map_err(err).and(set)?;
+            if launch { rt.graph_launch(exec, stream).map_err(err) } else { Ok(()) }
+        })
     });
+    rt.stream_synchronize(stream).map_err(err)?;
     rt.exec_destroy(exec).map_err(err)?;
     rt.graph_destroy(parent).map_err(err)?;
+    failure.result()?;
 
     let tables = [table(&placements[0], w.bytes), table(&placements[1], w.bytes)];
     let built = flattened(first, &tables[0]);
     rt.graph_destroy(first).map_err(err)?;
     let (cb, nodes, sites) = built?;
-    if let Err(e) = warm::cmdbuf(rt, cb, stream) {
-        // SAFETY: the handle from `flattened`, freed once.
-        unsafe { rcb_cmdbuf_free(cb) };
-        return Err(e);
-    }
-    let patch = median_ns(runs, || {
-        flip = !flip;
-        let t = &tables[usize::from(flip)];
-        let mut report = rcb_update_report::default();
-        // SAFETY: a live handle, a table of t.len() entries and a writable report.
-        let s = unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) };
-        if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes == 0 {
-            failure.get_or_insert(format!("update_allocations: status {s}, report {report:?}"));
-        }
-    });
+    let timed = patch_and_floor(rt, stream, w, placements, &tables, cb, runs);
     // SAFETY: the handle from `flattened`, freed once.
     unsafe { rcb_cmdbuf_free(cb) };
-    if let Some(e) = failure {
-        return Err(e);
+    let (patch, floor, kinds) = timed?;
+    Ok(Row { nodes, sites, t: Timings { retrace, floor, patch }, kinds })
+}
+
+/// Times `update_allocations` on `cb` (flattened from placement 0), then the floor: the same
+/// nodes' exec setters fed the parameters of placement 0 and of a second flattening of the
+/// sub-graph traced over placement 1, alternately.
+fn patch_and_floor(
+    rt: &dyn Runtime,
+    stream: Stream,
+    w: &Workload<'_>,
+    placements: &[Vec<u64>],
+    tables: &[Vec<rcb_allocation>; 2],
+    cb: *mut rcb_cmdbuf,
+    runs: usize,
+) -> R<([f64; 2], [f64; 2], String)> {
+    warm::cmdbuf(rt, cb, stream)?;
+    let failure = Failure(RefCell::new(None));
+    let launch_cb = || {
+        // SAFETY: a live, finalized handle and a stream of the runtime.
+        check(unsafe { rcb_cmdbuf_launch(cb, stream.0) }, "rcb_cmdbuf_launch")
+    };
+    let patch = [false, true].map(|launch| {
+        timed(rt, stream, runs, &failure, |p| {
+            let t = &tables[p];
+            let mut report = rcb_update_report::default();
+            // SAFETY: a live handle, a table of t.len() entries and a writable report.
+            let s = unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) };
+            if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes == 0 {
+                return Err(format!("update_allocations: status {s}, report {report:?}"));
+            }
+            if launch { launch_cb() } else { Ok(()) }
+        })
+    });
+    rt.stream_synchronize(stream).map_err(err)?;
+    failure.result()?;
+
+    let second = captured(rt, stream, || (w.trace)(&placements[1]))?;
+    let built = flattened(second, &tables[1]);
+    rt.graph_destroy(second).map_err(err)?;
+    let (other, _, _) = built?;
+    let read = template_nodes(rt, cb).and_then(|a| Ok((a, template_nodes(rt, other)?)));
+    // SAFETY: the handle from `flattened`, freed once.
+    unsafe { rcb_cmdbuf_free(other) };
+    let read = read?;
+    let same_kinds = read.0.len() == read.1.len()
+        && read.0.iter().zip(&read.1).all(|((_, x), (_, y))| std::mem::discriminant(x) == std::mem::discriminant(y));
+    if !same_kinds {
+        return Err("the two placements flattened to different nodes".into());
     }
-    Ok(vec![w.label.clone(), nodes.to_string(), sites.to_string(), time(recapture), time(patch), ratio(recapture, patch)])
+    let mut exec = null_mut();
+    // SAFETY: a live, finalized handle and a writable out-pointer.
+    check(unsafe { rcb_cmdbuf_exec(cb, &mut exec) }, "rcb_cmdbuf_exec")?;
+    let exec = Exec(exec);
+    let failure = Failure(RefCell::new(None));
+    let floor = [false, true].map(|launch| {
+        timed(rt, stream, runs, &failure, |p| {
+            for ((node, pa), (_, pb)) in read.0.iter().zip(&read.1) {
+                push(rt, exec, *node, if p == 1 { pb } else { pa })?;
+            }
+            if launch { launch_cb() } else { Ok(()) }
+        })
+    });
+    rt.stream_synchronize(stream).map_err(err)?;
+    failure.result()?;
+    Ok((patch, floor, kinds(&read.0)))
 }
 
 pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let f = crate::kernels::load(rt, "rcb_test_add_f32")?;
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
     let runs = if quick { 5 } else { 31 };
-    let mut out = Table::new(
-        format!("flatten: patch a flattened traced sub-graph (all allocations moved) vs re-trace it, on {}", rt.info().backend.name()),
-        &["traced sub-graph", "nodes", "sites", "re-trace + exec child update", "update_allocations", "speed-up"],
+    let backend = rt.info().backend.name();
+    let mut alone = Table::new(
+        format!("flatten: patch a flattened traced sub-graph (all allocations moved) vs re-trace it, on {backend}"),
+        &[
+            "traced sub-graph",
+            "nodes",
+            "sites",
+            "(a) re-trace + exec child update",
+            "(c) SetParams floor",
+            "(d) update_allocations",
+            "(a)/(d)",
+            "(d)/(c)",
+            "(a)/(c): best possible",
+        ],
+    );
+    let mut launched = Table::new(
+        format!("flatten: the same, each followed by the launch of its executable graph (host time, GPU idle before), on {backend}"),
+        &["traced sub-graph", "(a) + launch", "(c) + launch", "(d) + launch", "speed-up", "(d)/(c)", "best possible"],
     );
     let mut failed = Vec::new();
+    let mut notes = Vec::new();
     let mut row = |w: &Workload<'_>| match measure(rt, stream, w, runs) {
-        Ok(cells) => out.row(cells),
+        Ok(r) => {
+            notes.push(format!("- {}: {}", w.label, r.kinds));
+            let Timings { retrace: a, floor: c, patch: d } = r.t;
+            alone.row(vec![
+                w.label.clone(),
+                r.nodes.to_string(),
+                r.sites.to_string(),
+                time(a[0]),
+                time(c[0]),
+                time(d[0]),
+                ratio(a[0], d[0]),
+                format!("{:.2}", d[0] / c[0]),
+                ratio(a[0], c[0]),
+            ]);
+            launched.row(vec![
+                w.label.clone(),
+                time(a[1]),
+                time(c[1]),
+                time(d[1]),
+                ratio(a[1], d[1]),
+                format!("{:.2}", d[1] / c[1]),
+                ratio(a[1], c[1]),
+            ]);
+        }
         Err(e) => {
             failed.push(format!("{}: {e}", w.label));
-            out.row(vec![w.label.clone(), "failed".into(), "".into(), "".into(), "".into(), "".into()]);
+            alone.row([w.label.clone(), "failed".into()].into_iter().chain(std::iter::repeat_n(String::new(), 7)).collect());
+            launched.row([w.label.clone(), "failed".into()].into_iter().chain(std::iter::repeat_n(String::new(), 5)).collect());
         }
     };
     for k in [10usize, 100] {
@@ -207,7 +416,9 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     };
     rt.free(workspace).map_err(err)?;
     rt.stream_destroy(stream).map_err(err)?;
-    out.print();
+    alone.print();
+    launched.print();
+    println!("\nFlattened nodes:\n{}\n", notes.join("\n"));
     if let Some(note) = gemm_note {
         println!("{note}\n");
     }

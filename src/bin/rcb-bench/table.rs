@@ -3,10 +3,17 @@
 use std::time::{Duration, Instant};
 
 /// Median of `runs` timings of `f` (after one warm-up call), in nanoseconds.
-pub fn median_ns(runs: usize, mut f: impl FnMut()) -> f64 {
+pub fn median_ns(runs: usize, f: impl FnMut()) -> f64 {
+    median_ns_settled(runs, || {}, f)
+}
+
+/// [`median_ns`] with `settle` run, untimed, before each call of `f` (waiting for the GPU, say).
+pub fn median_ns_settled(runs: usize, mut settle: impl FnMut(), mut f: impl FnMut()) -> f64 {
+    settle();
     f();
     let mut samples: Vec<Duration> = (0..runs.max(1))
         .map(|_| {
+            settle();
             let t = Instant::now();
             f();
             t.elapsed()
