@@ -202,6 +202,14 @@ struct Timings {
     patch: [f64; 2],
 }
 
+impl Timings {
+    /// (a), (c), (d), (a)/(d), (d)/(c), (a)/(c) of one table: 0 alone, 1 with the launch.
+    fn cells(&self, i: usize) -> [String; 6] {
+        let (a, c, d) = (self.retrace[i], self.floor[i], self.patch[i]);
+        [time(a), time(c), time(d), ratio(a, d), format!("{:.2}", d / c), ratio(a, c)]
+    }
+}
+
 /// A row of the tables, and what the flattened nodes are.
 struct Row {
     nodes: u32,
@@ -362,27 +370,8 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let mut row = |w: &Workload<'_>| match measure(rt, stream, w, runs) {
         Ok(r) => {
             notes.push(format!("- {}: {}", w.label, r.kinds));
-            let Timings { retrace: a, floor: c, patch: d } = r.t;
-            alone.row(vec![
-                w.label.clone(),
-                r.nodes.to_string(),
-                r.sites.to_string(),
-                time(a[0]),
-                time(c[0]),
-                time(d[0]),
-                ratio(a[0], d[0]),
-                format!("{:.2}", d[0] / c[0]),
-                ratio(a[0], c[0]),
-            ]);
-            launched.row(vec![
-                w.label.clone(),
-                time(a[1]),
-                time(c[1]),
-                time(d[1]),
-                ratio(a[1], d[1]),
-                format!("{:.2}", d[1] / c[1]),
-                ratio(a[1], c[1]),
-            ]);
+            alone.row([w.label.clone(), r.nodes.to_string(), r.sites.to_string()].into_iter().chain(r.t.cells(0)).collect());
+            launched.row([w.label.clone()].into_iter().chain(r.t.cells(1)).collect());
         }
         Err(e) => {
             failed.push(format!("{}: {e}", w.label));
