@@ -112,7 +112,13 @@ fn flattened(g: Graph, t: &[rcb_allocation]) -> R<(*mut rcb_cmdbuf, u32, u32)> {
 
 /// A node of a flattened template and what the library pushes for it.
 enum Pushed {
-    Kernel(KernelNodeRead, Vec<u8>),
+    Kernel {
+        function: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        args: Vec<u8>,
+    },
     Memcpy(MemcpyParams),
     Memset(MemsetParams),
     /// Holds no address (the join node).
@@ -130,9 +136,8 @@ fn template_nodes(rt: &dyn Runtime, cb: *mut rcb_cmdbuf) -> R<Vec<(Node, Pushed)
         .map(|n| {
             let pushed = match rt.node_type(n).map_err(err)? {
                 NodeType::Kernel => {
-                    let read = rt.kernel_node_read(n).map_err(err)?;
-                    let args = read.args.clone()?;
-                    Pushed::Kernel(read, args)
+                    let KernelNodeRead { function, grid, block, shared_mem_bytes, args } = rt.kernel_node_read(n).map_err(err)?;
+                    Pushed::Kernel { function, grid, block, shared_mem_bytes, args: args? }
                 }
                 NodeType::Memcpy => Pushed::Memcpy(rt.memcpy_node_read(n).map_err(err)?),
                 NodeType::Memset => Pushed::Memset(rt.memset_node_read(n).map_err(err)?),
@@ -146,10 +151,10 @@ fn template_nodes(rt: &dyn Runtime, cb: *mut rcb_cmdbuf) -> R<Vec<(Node, Pushed)
 
 fn push(rt: &dyn Runtime, exec: Exec, node: Node, p: &Pushed) -> R<()> {
     match p {
-        Pushed::Kernel(k, args) => rt.exec_kernel_node_set(
+        Pushed::Kernel { function, grid, block, shared_mem_bytes, args } => rt.exec_kernel_node_set(
             exec,
             node,
-            &KernelParams { function: k.function, grid: k.grid, block: k.block, shared_mem_bytes: k.shared_mem_bytes, args },
+            &KernelParams { function: *function, grid: *grid, block: *block, shared_mem_bytes: *shared_mem_bytes, args },
         ),
         Pushed::Memcpy(c) => rt.exec_memcpy_node_set(exec, node, c),
         Pushed::Memset(m) => rt.exec_memset_node_set(exec, node, m),
@@ -158,14 +163,15 @@ fn push(rt: &dyn Runtime, exec: Exec, node: Node, p: &Pushed) -> R<()> {
     .map_err(err)
 }
 
-/// What the flattened nodes are, for the note under the table: "1 kernel (640 B of arguments), 1 memset".
+/// What the flattened nodes are, for the note under the tables: "2 kernel(s) (arguments of 736 B), 1 empty".
 fn kinds(nodes: &[(Node, Pushed)]) -> String {
     let count = |f: fn(&Pushed) -> bool| nodes.iter().filter(|(_, p)| f(p)).count();
-    let mut sizes: Vec<usize> = nodes.iter().filter_map(|(_, p)| if let Pushed::Kernel(_, a) = p { Some(a.len()) } else { None }).collect();
+    let mut sizes: Vec<usize> =
+        nodes.iter().filter_map(|(_, p)| if let Pushed::Kernel { args, .. } = p { Some(args.len()) } else { None }).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let sizes: Vec<String> = sizes.iter().map(|b| format!("{b} B")).collect();
-    let mut parts = vec![format!("{} kernel(s) (arguments of {})", count(|p| matches!(p, Pushed::Kernel(..))), sizes.join(", "))];
+    let mut parts = vec![format!("{} kernel(s) (arguments of {})", count(|p| matches!(p, Pushed::Kernel { .. })), sizes.join(", "))];
     for (n, what) in [
         (count(|p| matches!(p, Pushed::Memcpy(_))), "memcpy"),
         (count(|p| matches!(p, Pushed::Memset(_))), "memset"),
