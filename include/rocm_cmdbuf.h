@@ -86,7 +86,8 @@
  * the caller, freed with `rcb_cmdbuf_free`.
  *
  * Life cycle: recording (add nodes, optionally set the allocation table or capture a stream)
- * → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`) →
+ * → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`,
+ * `rcb_cmdbuf_move_allocations`) →
  * `rcb_cmdbuf_begin_update` → updating (`rcb_cmdbuf_update_*` on existing nodes) →
  * `rcb_cmdbuf_finalize` → finalized → … A call the state does not allow returns
  * `RCB_STATUS_INVALID_STATE` and changes nothing.
@@ -177,7 +178,7 @@ typedef struct rcb_kernel_launch {
 } rcb_kernel_launch;
 
 /**
- * What `rcb_cmdbuf_update_allocations` did.
+ * What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
  */
 typedef struct rcb_update_report {
   /**
@@ -201,6 +202,16 @@ typedef struct rcb_update_report {
    */
   uint32_t needs_rerecord;
 } rcb_update_report;
+
+/**
+ * One allocation that moved: entry `index` of the recorded table now starts at `base`; its
+ * size is unchanged. What XLA knows after comparing its allocation table with the previous
+ * step's (the indices that changed, and where they are now).
+ */
+typedef struct rcb_allocation_move {
+  uint64_t index;
+  uint64_t base;
+} rcb_allocation_move;
 
 /**
  * What `rcb_cmdbuf_add_flattened_child` did.
@@ -763,6 +774,29 @@ rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
                                          const struct rcb_allocation *allocs,
                                          size_t n,
                                          struct rcb_update_report *report);
+
+/**
+ * `rcb_cmdbuf_update_allocations` given only what moved: `moves` (`n` entries, borrowed for
+ * the call) names allocations of the recorded table and their new bases, in any order; the
+ * other allocations stay where they are. Cost: the moves plus the sites of the moved
+ * allocations, independent of the table's and the graph's size. A size cannot change here
+ * (re-record for that).
+ *
+ * Fails with `RCB_STATUS_INVALID_ARGUMENT`, changing nothing, when an index is outside the
+ * table, an allocation is named twice or a new range runs past the address space. An entry
+ * that keeps its base is not counted as moved. A runtime call failing part-way gives
+ * `RCB_OK` with `report->needs_rerecord = 1`, as for `rcb_cmdbuf_update_allocations`.
+ * `*report` is written on success.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_move_allocations(struct rcb_cmdbuf *cb,
+                                       const struct rcb_allocation_move *moves,
+                                       size_t n,
+                                       struct rcb_update_report *report);
 
 /**
  * Writes the number of nodes recorded through this API (a captured graph's own nodes are not

@@ -38,9 +38,10 @@ fn chain_buffers(gpu: &Gpu) -> (u64, u64, u64, u64) {
     (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]))
 }
 
-/// Records the chain, launches it, moves x and out, updates in place, launches again and
-/// checks the results at the new addresses and the old buffers untouched.
-fn chain_moves_in_place(gpu: &Gpu) {
+/// Records the chain, launches it, moves x and out, updates in place with `update` (given the
+/// new table), launches again and checks the results at the new addresses and the old
+/// buffers untouched.
+fn chain_moves_in_place(gpu: &Gpu, update: impl Fn(&Cb, &[(u64, u64)]) -> rcb_update_report) {
     let (x, y, out, d) = chain_buffers(gpu);
     let cb = Cb::primary();
     cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
@@ -57,7 +58,7 @@ fn chain_moves_in_place(gpu: &Gpu) {
     gpu.write(x2, &[0.0; N]);
     gpu.write(x, &[-7.0; N]);
     gpu.write(out, &[-9.0; N]);
-    let report = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]);
+    let report = update(&cb, &[(x2, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]);
     assert_eq!(report.moved_allocations, 2);
     assert_eq!(report.patched_sites, 5);
     assert_eq!(report.updated_nodes, 4);
@@ -78,7 +79,59 @@ fn chain_moves_in_place(gpu: &Gpu) {
 fn a_chain_runs_and_follows_moved_allocations() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    chain_moves_in_place(&gpu);
+    chain_moves_in_place(&gpu, Cb::update_allocs);
+}
+
+#[test]
+fn naming_only_the_moved_allocations_moves_them_like_a_whole_table() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // Out of order, with y named at its own base (not counted).
+    chain_moves_in_place(&gpu, |cb, t| cb.move_allocs(&[(2, t[2].0), (1, t[1].0), (0, t[0].0)]));
+}
+
+#[test]
+fn bad_moves_fail_naming_the_entry_and_change_nothing() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    let mut report = rcb_update_report::default();
+    fails(unsafe { rcb_cmdbuf_move_allocations(cb.0, null(), 0, &mut report) }, RCB_STATUS_INVALID_STATE, "recording");
+    cb.finalize();
+    let sim = common::hipsim();
+    let pushes = sim.as_ref().map(|s| s.call_count("hipGraphExecKernelNodeSetParams"));
+
+    let x2 = gpu.moved_copy(x, BYTES as usize);
+    let cases: [(&[(u64, u64)], &str); 4] = [
+        (&[(0, x2), (4, x2)], "moves[1].index 4 is outside the table of 4 allocation(s)"),
+        (&[(0, x2), (u64::MAX, x2)], "moves[1].index 18446744073709551615"),
+        (&[(3, d), (0, x2), (3, x2)], "allocation 3 is moved twice"),
+        (&[(0, x2), (2, u64::MAX - 8)], "moves[1]"),
+    ];
+    for (moves, needle) in cases {
+        fails(cb.try_move_allocs(moves).map(|_| RCB_OK).unwrap_or_else(|s| s), RCB_STATUS_INVALID_ARGUMENT, needle);
+    }
+    let one = [rcb_allocation_move { index: 0, base: x2 }];
+    fails(unsafe { rcb_cmdbuf_move_allocations(cb.0, null(), 1, &mut report) }, RCB_STATUS_NULL_ARGUMENT, "`moves`");
+    fails(unsafe { rcb_cmdbuf_move_allocations(cb.0, one.as_ptr(), 1, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "`report`");
+    fails(unsafe { rcb_cmdbuf_move_allocations(null_mut(), one.as_ptr(), 1, &mut report) }, RCB_STATUS_NULL_ARGUMENT, "`cb`");
+    if let (Some(s), Some(before)) = (&sim, pushes) {
+        assert_eq!(s.call_count("hipGraphExecKernelNodeSetParams"), before, "a refused move pushed nothing");
+    }
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x, N), vec![1.0; N], "still recorded at the old address");
+    assert_eq!(gpu.read(x2, N), vec![0.0; N]);
+
+    assert_eq!(cb.move_allocs(&[]), rcb_update_report::default(), "nothing named, nothing moved");
+    let report = cb.move_allocs(&[(0, x2)]);
+    assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes, report.needs_rerecord), (1, 3, 3, 0));
+    gpu.write(x2, &[0.0; N]);
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x2, N), vec![1.0; N], "the valid move took effect");
+    assert_eq!(cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]).moved_allocations, 0, "the table follows the moves");
 }
 
 #[test]
@@ -300,7 +353,7 @@ fn quirks_that_break_reading_parameters_back_change_nothing() {
     let Some(sim) = common::hipsim_or_skip() else { return };
     for quirk in ["clr138", "opaque_extra", "clr138,opaque_extra"] {
         sim.set_quirks(quirk);
-        chain_moves_in_place(&gpu);
+        chain_moves_in_place(&gpu, Cb::update_allocs);
     }
     sim.set_quirks("");
 }

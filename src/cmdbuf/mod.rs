@@ -19,7 +19,7 @@ mod update;
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use flatten::{FlattenReport, Source as FlattenSource};
-pub use update::UpdateReport;
+pub use update::{AllocationMove, UpdateReport};
 
 use crate::error::{Error, Result};
 use crate::runtime::{CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};

@@ -1,10 +1,19 @@
 //! Moving allocations in place: the work is proportional to the sites of the allocations that
-//! moved (plus one comparison per table entry), never to the number of nodes.
+//! moved, never to the number of nodes. Given the whole new table it also compares each entry;
+//! given only the moves ([`CmdBuf::move_allocations`], what XLA knows after comparing its own
+//! tables) it does not look at the others.
 
 use super::allocations::{self, Allocation};
 use super::state::Op;
 use super::{CmdBuf, Kind, NodeId};
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// Allocation `index` of the recorded table now starts at `base` (its size unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocationMove {
+    pub index: u64,
+    pub base: u64,
+}
 
 /// What an address update did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -25,7 +34,8 @@ pub struct UpdateReport {
 pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
     epoch: u64,
-    moved: Vec<u32>,
+    /// `(allocation, new base)` of the allocations that moved.
+    moved: Vec<(u32, u64)>,
     touched: Vec<NodeId>,
 }
 
@@ -40,29 +50,60 @@ impl CmdBuf {
     /// re-record or the next finalize or update pushes them.
     pub fn update_allocations(&mut self, new: &[Allocation]) -> Result<UpdateReport> {
         self.state.allow(Op::UpdateAllocations)?;
-        let mut report = UpdateReport::default();
         let old = self.allocs.entries();
         if new.len() != old.len() {
             log::info!("allocation count changed from {} to {}: re-record needed", old.len(), new.len());
-            report.needs_rerecord = true;
-            return Ok(report);
+            return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
         }
         let scratch = &mut self.scratch;
         scratch.moved.clear();
         for (i, (n, o)) in new.iter().zip(old).enumerate() {
             if n.size != o.size {
                 log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
-                report.needs_rerecord = true;
-                return Ok(report);
+                return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
             }
             if n.base != o.base {
                 // Unmoved entries equal recorded ones, which were validated when recorded.
                 allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
-                scratch.moved.push(i as u32);
+                scratch.moved.push((i as u32, n.base));
             }
         }
-        report.moved_allocations = scratch.moved.len() as u32;
+        Ok(self.apply_moves())
+    }
 
+    /// [`Self::update_allocations`] given only what moved: each entry of `moves` names an
+    /// allocation of the recorded table and its new base. An index outside the table, an
+    /// allocation named twice or a base whose range overflows fails with nothing changed;
+    /// entries that keep their base are not counted. Costs the moves and their sites only.
+    pub fn move_allocations(&mut self, moves: &[AllocationMove]) -> Result<UpdateReport> {
+        self.state.allow(Op::UpdateAllocations)?;
+        let old = self.allocs.entries();
+        let moved = &mut self.scratch.moved;
+        moved.clear();
+        for (k, m) in moves.iter().enumerate() {
+            let Some(o) = usize::try_from(m.index).ok().and_then(|i| old.get(i)) else {
+                return Err(Error::invalid_argument(format!(
+                    "moves[{k}].index {} is outside the table of {} allocation(s)",
+                    m.index,
+                    old.len()
+                )));
+            };
+            let moved_to = Allocation { base: m.base, size: o.size };
+            allocations::validate(std::slice::from_ref(&moved_to)).map_err(|e| e.context(format!("moves[{k}]")))?;
+            moved.push((m.index as u32, m.base));
+        }
+        moved.sort_unstable_by_key(|&(alloc, _)| alloc);
+        if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
+        }
+        moved.retain(|&(alloc, base)| old[alloc as usize].base != base);
+        Ok(self.apply_moves())
+    }
+
+    /// Rewrites the sites of the allocations in `scratch.moved` and pushes each touched node once.
+    fn apply_moves(&mut self) -> UpdateReport {
+        let scratch = &mut self.scratch;
+        let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
         scratch.epoch += 1;
         let epoch = scratch.epoch;
         scratch.touched.clear();
@@ -73,8 +114,7 @@ impl CmdBuf {
                 scratch.touched.push(node);
             }
         }
-        for &alloc in &scratch.moved {
-            let base = new[alloc as usize].base;
+        for &(alloc, base) in &scratch.moved {
             let sites = self.patches.of_allocation(alloc);
             for site in sites {
                 let record = &mut self.nodes[site.node as usize];
@@ -110,6 +150,6 @@ impl CmdBuf {
             }
         }
         self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
-        Ok(report)
+        report
     }
 }

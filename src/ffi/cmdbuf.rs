@@ -8,12 +8,12 @@
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
-//! `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
+//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
 
 use super::Registry;
 use super::handle::lock;
 use super::{arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
-use crate::cmdbuf::{self, Allocation, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
+use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, MemcpyParams, Stream};
 use std::ffi::c_void;
@@ -25,7 +25,8 @@ static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
 /// the caller, freed with `rcb_cmdbuf_free`.
 ///
 /// Life cycle: recording (add nodes, optionally set the allocation table or capture a stream)
-/// → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`) →
+/// → `rcb_cmdbuf_finalize` → finalized (launch, `rcb_cmdbuf_update_allocations`,
+/// `rcb_cmdbuf_move_allocations`) →
 /// `rcb_cmdbuf_begin_update` → updating (`rcb_cmdbuf_update_*` on existing nodes) →
 /// `rcb_cmdbuf_finalize` → finalized → … A call the state does not allow returns
 /// `RCB_STATUS_INVALID_STATE` and changes nothing.
@@ -99,7 +100,17 @@ pub struct rcb_allocation {
     pub size: u64,
 }
 
-/// What `rcb_cmdbuf_update_allocations` did.
+/// One allocation that moved: entry `index` of the recorded table now starts at `base`; its
+/// size is unchanged. What XLA knows after comparing its allocation table with the previous
+/// step's (the indices that changed, and where they are now).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct rcb_allocation_move {
+    pub index: u64,
+    pub base: u64,
+}
+
+/// What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct rcb_update_report {
@@ -125,6 +136,29 @@ const _: () = {
     assert!(std::mem::offset_of!(rcb_allocation, base) == std::mem::offset_of!(Allocation, base));
     assert!(std::mem::offset_of!(rcb_allocation, size) == std::mem::offset_of!(Allocation, size));
 };
+
+const _: () = {
+    assert!(size_of::<rcb_allocation_move>() == size_of::<AllocationMove>());
+    assert!(align_of::<rcb_allocation_move>() == align_of::<AllocationMove>());
+    assert!(std::mem::offset_of!(rcb_allocation_move, index) == std::mem::offset_of!(AllocationMove, index));
+    assert!(std::mem::offset_of!(rcb_allocation_move, base) == std::mem::offset_of!(AllocationMove, base));
+};
+
+fn as_moves(moves: &[rcb_allocation_move]) -> &[AllocationMove] {
+    // SAFETY: identical layout (checked above), both plain old data.
+    unsafe { std::slice::from_raw_parts(moves.as_ptr() as *const AllocationMove, moves.len()) }
+}
+
+impl From<cmdbuf::UpdateReport> for rcb_update_report {
+    fn from(r: cmdbuf::UpdateReport) -> Self {
+        rcb_update_report {
+            moved_allocations: r.moved_allocations,
+            patched_sites: r.patched_sites,
+            updated_nodes: r.updated_nodes,
+            needs_rerecord: u32::from(r.needs_rerecord),
+        }
+    }
+}
 
 pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     // SAFETY: identical layout (checked above), both plain old data.
@@ -724,14 +758,44 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
             // SAFETY: forwarded from the caller.
             let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
             let r = cb.update_allocations(as_allocations(table))?;
-            let value = rcb_update_report {
-                moved_allocations: r.moved_allocations,
-                patched_sites: r.patched_sites,
-                updated_nodes: r.updated_nodes,
-                needs_rerecord: u32::from(r.needs_rerecord),
-            };
             // SAFETY: checked by arg_out.
-            unsafe { write_out(out, value) };
+            unsafe { write_out(out, rcb_update_report::from(r)) };
+            Ok(())
+        })
+    })
+}
+
+/// `rcb_cmdbuf_update_allocations` given only what moved: `moves` (`n` entries, borrowed for
+/// the call) names allocations of the recorded table and their new bases, in any order; the
+/// other allocations stay where they are. Cost: the moves plus the sites of the moved
+/// allocations, independent of the table's and the graph's size. A size cannot change here
+/// (re-record for that).
+///
+/// Fails with `RCB_STATUS_INVALID_ARGUMENT`, changing nothing, when an index is outside the
+/// table, an allocation is named twice or a new range runs past the address space. An entry
+/// that keeps its base is not counted as moved. A runtime call failing part-way gives
+/// `RCB_OK` with `report->needs_rerecord = 1`, as for `rcb_cmdbuf_update_allocations`.
+/// `*report` is written on success.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_move_allocations(
+    cb: *mut rcb_cmdbuf,
+    moves: *const rcb_allocation_move,
+    n: usize,
+    report: *mut rcb_update_report,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(report, "report")?;
+        with(cb, |_, cb| {
+            // SAFETY: forwarded from the caller.
+            let moves = unsafe { arg_slice(moves, n, "moves", cmdbuf::MAX_ALLOCATIONS) }?;
+            let r = cb.move_allocations(as_moves(moves))?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, rcb_update_report::from(r)) };
             Ok(())
         })
     })

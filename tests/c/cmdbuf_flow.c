@@ -244,7 +244,8 @@ static void shared_instance(int preloaded) {
 }
 
 /* 1. Record fill(x = 2) -> axpy(y += 3x) -> memcpy(out <- y), and memset(z = 5) beside them;
- * launch; move x, y and out (z stays) and update in place; launch again. */
+ * launch; move x, y and out (z stays) and update in place; launch again; then move out and z
+ * naming only them (rcb_cmdbuf_move_allocations); launch again. */
 static void command_buffer(void) {
     void *x = upload_f32(0), *y = upload_f32(1), *out = upload_f32(0), *z = upload_f32(0);
     void *bufs[4] = {x, y, out, z};
@@ -295,10 +296,26 @@ static void command_buffer(void) {
     CHECK(holds_f32(y, 7), "old y written after the move: y%s", mismatch);
     CHECK(holds_f32(out, 7), "old out written after the move: out%s", mismatch);
 
+    /* Then name only what moved, as XLA knows it: out and z, out of order. */
+    void *out3 = upload_f32(0), *z2 = upload_f32(0);
+    rcb_allocation_move moves[2] = {{3, dptr(z2)}, {2, dptr(out3)}};
+    memset(&report, 0xAB, sizeof report);
+    RCB(rcb_cmdbuf_move_allocations(cb, moves, 2, &report));
+    CHECK(report.moved_allocations == 2 && report.patched_sites == 2 && report.updated_nodes == 2 &&
+              report.needs_rerecord == 0,
+          "moved %u, patched %llu, updated %llu, needs_rerecord %u (want 2, 2, 2, 0: memset and memcpy)",
+          report.moved_allocations, (unsigned long long)report.patched_sites,
+          (unsigned long long)report.updated_nodes, report.needs_rerecord);
+    launch_and_wait(cb);
+    CHECK(holds_f32(y2, 19), "y2 = 13 + 3 * 2: y2%s", mismatch);
+    CHECK(holds_f32(out3, 19), "out3%s", mismatch);
+    CHECK(holds_u32(z2, 5), "z2%s", mismatch);
+    CHECK(holds_f32(out2, 13), "old out2 written after the second move: out2%s", mismatch);
+
     RCB(rcb_cmdbuf_free(cb));
-    void *moved[3] = {x2, y2, out2};
+    void *moved[5] = {x2, y2, out2, out3, z2};
     free_all(bufs, 4);
-    free_all(moved, 3);
+    free_all(moved, 5);
 }
 
 /* 2. Capture fill(x = 2) -> axpy(y += 0.5x) (both `extra` style) -> hipMemcpyAsync(d <- y) ->
@@ -576,10 +593,16 @@ static void error_paths(void) {
 
     /* Before finalize: no update of the allocations, no launch. */
     RCB(rcb_cmdbuf_set_allocations(cb, table, 1));
+    rcb_allocation_move bad_moves[2] = {{0, table[0].base}, {1, table[0].base}};
     EXPECT_FAIL(rcb_cmdbuf_update_allocations(cb, table, 1, &up), RCB_STATUS_INVALID_STATE, "recording");
+    EXPECT_FAIL(rcb_cmdbuf_move_allocations(cb, bad_moves, 1, &up), RCB_STATUS_INVALID_STATE, "recording");
     EXPECT_FAIL(rcb_cmdbuf_launch(cb, gpu.stream), RCB_STATUS_INVALID_STATE, "recording");
     RCB(rcb_cmdbuf_finalize(cb));
     EXPECT_FAIL(rcb_cmdbuf_update_allocations(cb, table, 1, NULL), RCB_STATUS_NULL_ARGUMENT, "`report`");
+    EXPECT_FAIL(rcb_cmdbuf_move_allocations(cb, bad_moves, 1, NULL), RCB_STATUS_NULL_ARGUMENT, "`report`");
+    EXPECT_FAIL(rcb_cmdbuf_move_allocations(cb, NULL, 1, &up), RCB_STATUS_NULL_ARGUMENT, "`moves`");
+    EXPECT_FAIL(rcb_cmdbuf_move_allocations(cb, bad_moves, 2, &up), RCB_STATUS_INVALID_ARGUMENT,
+                "moves[1].index 1 is outside the table of 1 allocation(s)");
     EXPECT_FAIL(rcb_cmdbuf_add_flattened_child(cb, NULL, 0, child, NULL, &group, &fr), RCB_STATUS_INVALID_STATE,
                 "finalized");
 
@@ -605,6 +628,7 @@ static void error_paths(void) {
     EXPECT_FAIL(rcb_cmdbuf_add_flattened_child(forged_cb, NULL, 0, child, NULL, &group, &fr),
                 RCB_STATUS_INVALID_HANDLE, "not live");
     EXPECT_FAIL(rcb_cmdbuf_update_allocations(forged_cb, table, 1, &up), RCB_STATUS_INVALID_HANDLE, "not live");
+    EXPECT_FAIL(rcb_cmdbuf_move_allocations(forged_cb, bad_moves, 1, &up), RCB_STATUS_INVALID_HANDLE, "not live");
     EXPECT_FAIL(rcb_trace_cache_get_or_trace(forged_tc, gpu.stream, table, 1, trace_fill_axpy, &w, &g, &outcome),
                 RCB_STATUS_INVALID_HANDLE, "not live");
     EXPECT_FAIL(rcb_trace_cache_free(forged_tc), RCB_STATUS_INVALID_HANDLE, "not live");

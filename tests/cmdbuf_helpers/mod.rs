@@ -192,6 +192,18 @@ impl Cb {
         report
     }
 
+    /// `rcb_cmdbuf_move_allocations` with `(index, new base)` pairs; the status and the report.
+    pub fn try_move_allocs(&self, moves: &[(u64, u64)]) -> Result<rcb_update_report, rcb_status> {
+        let m: Vec<rcb_allocation_move> = moves.iter().map(|&(index, base)| rcb_allocation_move { index, base }).collect();
+        let mut report = rcb_update_report::default();
+        let s = unsafe { rcb_cmdbuf_move_allocations(self.0, m.as_ptr(), m.len(), &mut report) };
+        if s == RCB_OK { Ok(report) } else { Err(s) }
+    }
+
+    pub fn move_allocs(&self, moves: &[(u64, u64)]) -> rcb_update_report {
+        self.try_move_allocs(moves).unwrap_or_else(|s| panic!("move_allocations: {s}: {}", last_error()))
+    }
+
     pub fn sites(&self) -> usize {
         let mut n = 0;
         ok(unsafe { rcb_cmdbuf_site_count(self.0, &mut n) });

@@ -8,7 +8,9 @@
 //! exec SetParams calls of the touched nodes, (d) `rcb_cmdbuf_update_allocations` (the executable
 //! graphs of (b)–(d) have run once, see [`crate::warm`]); then the same
 //! update on a nested command buffer (template setters) and those template setters alone, whose
-//! difference is the library's own host cost.
+//! difference is the library's own host cost, given the whole new table
+//! (`rcb_cmdbuf_update_allocations`) and given only the moved allocations
+//! (`rcb_cmdbuf_move_allocations`).
 
 use crate::table::{Table, median_ns, ratio, time};
 use crate::{kernels, warm};
@@ -51,6 +53,12 @@ impl Layout {
     fn table(&self, second: bool) -> Vec<rcb_allocation> {
         let bases = if second { &self.b } else { &self.a };
         bases.iter().map(|&base| rcb_allocation { base, size: ELEMENTS * 4 }).collect()
+    }
+
+    /// `(index, base)` of the moved allocations in one placement.
+    fn moves(&self, second: bool) -> Vec<rcb_allocation_move> {
+        let bases = if second { &self.b } else { &self.a };
+        (0..bases.len()).filter(|&i| self.moved[i]).map(|i| rcb_allocation_move { index: i as u64, base: bases[i] }).collect()
     }
 
     fn blob(&self, node: usize, second: bool) -> Vec<u8> {
@@ -128,23 +136,61 @@ fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool) -> R<
     Ok(cb)
 }
 
-/// Times `rcb_cmdbuf_update_allocations` alternating between the two placements, checking
-/// every report.
-fn time_update(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize, touched: usize) -> R<f64> {
+/// Times an address update of `cb` alternating between the two placements, checking every
+/// report: the whole table (`rcb_cmdbuf_update_allocations`) or only what moved
+/// (`rcb_cmdbuf_move_allocations`).
+fn time_update(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize, touched: usize, only_moves: bool) -> R<f64> {
     let tables = [layout.table(false), layout.table(true)];
+    let moves = [layout.moves(false), layout.moves(true)];
     let mut second = false;
     let mut failure = None;
     let ns = median_ns(runs, || {
         second = !second;
-        let t = &tables[usize::from(second)];
         let mut report = rcb_update_report::default();
-        // SAFETY: a live handle, a table of t.len() entries and a writable report.
-        let s = unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) };
+        let s = if only_moves {
+            let m = &moves[usize::from(second)];
+            // SAFETY: a live handle, m.len() moves and a writable report.
+            unsafe { rcb_cmdbuf_move_allocations(cb, m.as_ptr(), m.len(), &mut report) }
+        } else {
+            let t = &tables[usize::from(second)];
+            // SAFETY: a live handle, a table of t.len() entries and a writable report.
+            unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) }
+        };
         if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes as usize != touched {
-            failure = Some(format!("update_allocations: status {s}, report {report:?}"));
+            failure = Some(format!("address update: status {s}, report {report:?}"));
         }
     });
     failure.map_or(Ok(ns), Err)
+}
+
+/// The cost of an update when nothing moved (no runtime call at all): the unchanged whole
+/// table, whose every entry is compared, and an empty list of moves.
+fn time_still(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize) -> R<(f64, f64)> {
+    let table = layout.table(false);
+    let back = layout.moves(false);
+    let mut report = rcb_update_report::default();
+    // SAFETY: a live handle, back.len() moves and a writable report.
+    let s = unsafe { rcb_cmdbuf_move_allocations(cb, back.as_ptr(), back.len(), &mut report) };
+    if s != RCB_OK {
+        return Err(format!("move_allocations: status {s}"));
+    }
+    let mut failure = None;
+    let mut check = |s: rcb_status, report: &rcb_update_report| {
+        if s != RCB_OK || report.moved_allocations != 0 || report.updated_nodes != 0 {
+            failure = Some(format!("an update with nothing moved: status {s}, report {report:?}"));
+        }
+    };
+    let whole = median_ns(runs, || {
+        // SAFETY: a live handle, a table of table.len() entries and a writable report.
+        let s = unsafe { rcb_cmdbuf_update_allocations(cb, table.as_ptr(), table.len(), &mut report) };
+        check(s, &report);
+    });
+    let none = median_ns(runs, || {
+        // SAFETY: a live handle, no moves and a writable report.
+        let s = unsafe { rcb_cmdbuf_move_allocations(cb, std::ptr::null(), 0, &mut report) };
+        check(s, &report);
+    });
+    failure.map_or(Ok((whole, none)), Err)
 }
 
 pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
@@ -170,8 +216,22 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         ],
     );
     let mut host = Table::new(
-        "update: host cost of the library (nested command buffer: update minus its template setters)",
-        &["N", "moved sites", "nested update_allocations", "template setters alone", "host cost", "per moved site"],
+        "update: host cost of the library (nested command buffer: update minus its template setters), given the whole table or only the moves",
+        &[
+            "N",
+            "moved sites",
+            "template setters alone",
+            "nested update_allocations",
+            "host cost",
+            "per moved site",
+            "nested move_allocations",
+            "host cost",
+            "per moved site",
+        ],
+    );
+    let mut still = Table::new(
+        "update: nothing moved (no runtime call): the whole table compared vs an empty list of moves",
+        &["N", "table entries", "update_allocations", "per entry", "move_allocations"],
     );
     for &n in sizes {
         let runs = if quick {
@@ -233,15 +293,17 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         rt.graph_destroy(g0).map_err(err)?;
 
         let primary = record_cmdbuf(f, &layout, n, false)?;
-        let d = warm::cmdbuf(rt, primary, stream).and_then(|()| time_update(primary, &layout, runs, touched.len()));
+        let d = warm::cmdbuf(rt, primary, stream).and_then(|()| time_update(primary, &layout, runs, touched.len(), false));
         let nested = record_cmdbuf(f, &layout, n, true)?;
-        let e = time_update(nested, &layout, runs, touched.len());
+        let e = time_update(nested, &layout, runs, touched.len(), false);
+        let m = time_update(nested, &layout, runs, touched.len(), true);
+        let quiet = time_still(nested, &layout, if quick { 21 } else { 201 });
         // SAFETY: handles from record_cmdbuf, freed once.
         unsafe {
             rcb_cmdbuf_free(primary);
             rcb_cmdbuf_free(nested);
         }
-        let (d, e) = (d?, e?);
+        let (d, e, m, (whole, none)) = (d?, e?, m?, quiet?);
         layout.free(rt)?;
 
         main.row(vec![
@@ -256,11 +318,24 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             ratio(b, d),
             format!("{:.2}", d / c),
         ]);
-        let own = (e - template).max(0.0);
-        host.row(vec![n.to_string(), sites.to_string(), time(e), time(template), time(own), time(own / sites as f64)]);
+        let own = |total: f64| (total - template).max(0.0);
+        host.row(vec![
+            n.to_string(),
+            sites.to_string(),
+            time(template),
+            time(e),
+            time(own(e)),
+            time(own(e) / sites as f64),
+            time(m),
+            time(own(m)),
+            time(own(m) / sites as f64),
+        ]);
+        let entries = 3 * n;
+        still.row(vec![n.to_string(), entries.to_string(), time(whole), format!("{:.2} ns", whole / entries as f64), time(none)]);
     }
     rt.stream_destroy(stream).map_err(err)?;
     main.print();
     host.print();
+    still.print();
     Ok(())
 }
