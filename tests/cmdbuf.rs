@@ -347,6 +347,32 @@ fn a_failed_push_is_repaired_by_the_next_finalize() {
 }
 
 #[test]
+fn a_push_failing_during_moves_is_finished_by_the_next_moves() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    let x2 = gpu.moved_copy(x, BYTES as usize);
+    // x has three kernel sites: the second push fails.
+    sim.set_faults("hipGraphExecKernelNodeSetParams:2");
+    let report = cb.move_allocs(&[(0, x2)]);
+    sim.set_faults("");
+    assert_eq!((report.moved_allocations, report.needs_rerecord, report.updated_nodes), (1, 1, 1));
+    fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "stale parameters");
+    // Nothing more moved: the two nodes left behind are pushed all the same.
+    let report = cb.move_allocs(&[]);
+    assert_eq!((report.moved_allocations, report.needs_rerecord, report.updated_nodes), (0, 0, 2));
+    gpu.write(x2, &[0.0; N]);
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x2, N), vec![1.0; N]);
+    assert_eq!(gpu.read(out, N), iota(3.0), "out = x2 + y = 1 + (i + 2): the add read x at its new address");
+}
+
+#[test]
 fn quirks_that_break_reading_parameters_back_change_nothing() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
