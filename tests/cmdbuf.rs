@@ -38,6 +38,16 @@ fn chain_buffers(gpu: &Gpu) -> (u64, u64, u64, u64) {
     (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]))
 }
 
+/// A primary command buffer holding the chain over fresh buffers, finalized (not launched).
+fn finalized_chain(gpu: &Gpu) -> (Cb, (u64, u64, u64, u64)) {
+    let (x, y, out, d) = chain_buffers(gpu);
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
+    record_chain(gpu, &cb, x, y, out, d);
+    cb.finalize();
+    (cb, (x, y, out, d))
+}
+
 /// Records the chain, launches it, moves x and out, updates in place with `update` (given the
 /// new table), launches again and checks the results at the new addresses and the old
 /// buffers untouched.
@@ -260,11 +270,7 @@ fn each_touched_node_is_pushed_once_and_nothing_when_nothing_moved() {
 fn a_changed_size_or_count_needs_a_rerecord_and_changes_nothing() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let (x, y, out, d) = chain_buffers(&gpu);
-    let cb = Cb::primary();
-    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
-    record_chain(&gpu, &cb, x, y, out, d);
-    cb.finalize();
+    let (cb, (x, y, out, d)) = finalized_chain(&gpu);
     let x2 = gpu.moved_copy(x, BYTES as usize);
     let grown = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, 2 * BYTES), (d, BYTES)]);
     assert_eq!(grown, rcb_update_report { needs_rerecord: 1, ..Default::default() });
@@ -329,11 +335,7 @@ fn a_failed_push_is_repaired_by_the_next_finalize() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let Some(sim) = common::hipsim_or_skip() else { return };
-    let (x, y, out, d) = chain_buffers(&gpu);
-    let cb = Cb::primary();
-    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
-    record_chain(&gpu, &cb, x, y, out, d);
-    cb.finalize();
+    let (cb, (x, y, out, d)) = finalized_chain(&gpu);
     let x2 = gpu.moved_copy(x, BYTES as usize);
     sim.set_faults("hipGraphExecKernelNodeSetParams:1");
     let report = cb.update_allocs(&[(x2, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
@@ -351,11 +353,7 @@ fn a_push_failing_during_moves_is_finished_by_the_next_moves() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let Some(sim) = common::hipsim_or_skip() else { return };
-    let (x, y, out, d) = chain_buffers(&gpu);
-    let cb = Cb::primary();
-    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
-    record_chain(&gpu, &cb, x, y, out, d);
-    cb.finalize();
+    let (cb, (x, _, out, _)) = finalized_chain(&gpu);
     let x2 = gpu.moved_copy(x, BYTES as usize);
     // x has three kernel sites: the second push fails.
     sim.set_faults("hipGraphExecKernelNodeSetParams:2");
@@ -701,11 +699,7 @@ fn distinct_command_buffers_work_in_parallel_threads() {
 fn a_primary_template_catches_up_with_in_place_updates_when_embedded() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let (x, y, out, d) = chain_buffers(&gpu);
-    let cb = Cb::primary();
-    cb.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (d, BYTES)]);
-    record_chain(&gpu, &cb, x, y, out, d);
-    cb.finalize();
+    let (cb, (x, y, out, d)) = finalized_chain(&gpu);
     let out2 = gpu.moved_copy(out, BYTES as usize);
     assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]).updated_nodes, 2);
     // The template (cloned here) must hold out2 too, not only the executable graph.
