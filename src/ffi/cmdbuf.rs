@@ -184,6 +184,21 @@ fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>)
     f(id, &mut guard)
 }
 
+/// Runs an address update on `cb` and writes its report to `*report` on success.
+fn update_reported(
+    cb: *mut rcb_cmdbuf,
+    report: *mut rcb_update_report,
+    update: impl FnOnce(&mut CmdBuf) -> Result<cmdbuf::UpdateReport>,
+) -> Result<()> {
+    let out = arg_out(report, "report")?;
+    with(cb, |_, cb| {
+        let r = update(cb)?;
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, rcb_update_report::from(r)) };
+        Ok(())
+    })
+}
+
 fn node_handle(cb: usize, node: NodeId) -> rcb_node {
     ((cb as u64) << 32) | (u64::from(node) + 1)
 }
@@ -753,14 +768,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
     report: *mut rcb_update_report,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(report, "report")?;
-        with(cb, |_, cb| {
+        update_reported(cb, report, |cb| {
             // SAFETY: forwarded from the caller.
             let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
-            let r = cb.update_allocations(as_allocations(table))?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, rcb_update_report::from(r)) };
-            Ok(())
+            cb.update_allocations(as_allocations(table))
         })
     })
 }
@@ -789,14 +800,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_move_allocations(
     report: *mut rcb_update_report,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(report, "report")?;
-        with(cb, |_, cb| {
+        update_reported(cb, report, |cb| {
             // SAFETY: forwarded from the caller.
             let moves = unsafe { arg_slice(moves, n, "moves", cmdbuf::MAX_ALLOCATIONS) }?;
-            let r = cb.move_allocations(as_moves(moves))?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, rcb_update_report::from(r)) };
-            Ok(())
+            cb.move_allocations(as_moves(moves))
         })
     })
 }
