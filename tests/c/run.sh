@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the C and C++ programs in tests/c against include/rocm_cmdbuf.h and the cdylib in
 # $1 (target/<profile>), once plain under -Wall -Wextra -Werror and once with ASan+UBSan, and
-# runs each in every mode its header comment describes. cmdbuf_flow also links the software GPU
+# runs each in every mode its header comment describes. hpp_wrapper.cpp tests the C++ wrapper
+# include/rocm_cmdbuf.hpp (also under -pedantic). cmdbuf_flow also links the software GPU
 # ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits non-zero on
 # any failure.
 set -euo pipefail
@@ -38,6 +39,9 @@ build() { # name compiler std source flags... (the -l flags go after the source,
     done
     "$cc" -std="$std" "${warn[@]}" "${flags[@]}" -o "$out/$name" "$here/$src" -lrocm_cmdbuf "${libs[@]}"
 }
+# The C++ wrapper on its own, self-contained and clean under the stricter warnings of C++ hosts.
+g++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsign-conversion \
+    -Wold-style-cast -fno-exceptions -fno-rtti -I"$root/include" -x c++ "$root/include/rocm_cmdbuf.hpp"
 build c11 gcc c11 abi_errors.c
 build cxx17 g++ c++17 abi_errors.cpp
 build c11-asan gcc c11 abi_errors.c "${san[@]}"
@@ -47,6 +51,9 @@ if [ -e "$hipsim" ]; then
     build flow-cxx17 g++ c++17 cmdbuf_flow.cpp "${hip[@]}"
     build flow-c11-asan gcc c11 cmdbuf_flow.c "${hip[@]}" "${san[@]}"
     build flow-cxx17-asan g++ c++17 cmdbuf_flow.cpp "${hip[@]}" "${san[@]}"
+    # The C++ wrapper include/rocm_cmdbuf.hpp: -pedantic, and no exceptions or RTTI needed.
+    build hpp g++ c++17 hpp_wrapper.cpp -pedantic -fno-exceptions -fno-rtti "${hip[@]}"
+    build hpp-asan g++ c++17 hpp_wrapper.cpp -pedantic "${hip[@]}" "${san[@]}"
 fi
 
 failed=0
@@ -71,6 +78,12 @@ for bin in c11 cxx17 c11-asan cxx17-asan; do
         failed=1
     fi
 done
+if [ -e "$hipsim" ]; then
+    for bin in hpp hpp-asan; do
+        run "$bin" flow RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
+        run "$bin" long-message -u RCB_BACKEND
+    done
+fi
 if [ -n "$real_hip" ]; then
     # Debian's real ROCm 5.2 runtime on a machine with no AMD GPU.
     run c11 no-device RCB_BACKEND=hip RCB_HIP_LIBRARY="$real_hip"
