@@ -12,6 +12,7 @@
 //! value equal to such an address would be patched too; that is the price of not knowing the
 //! layout).
 
+use super::args;
 use super::nodes::{KernelRecord, Params};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
@@ -199,7 +200,7 @@ impl Planner<'_> {
             NodeType::Kernel => match self.rt.kernel_node_read(node) {
                 Ok(k) => match k.args {
                     Ok(blob) => {
-                        let pointers = (0..blob.len() / 8).map(|w| (w * 8) as u32).collect();
+                        let pointers = args::aligned_words(0, blob.len()).collect();
                         let record = KernelRecord {
                             function: k.function,
                             grid: k.grid,

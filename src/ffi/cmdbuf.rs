@@ -48,6 +48,17 @@ pub const RCB_ARG_VALUE: u32 = 0;
 /// `rcb_kernel_arg.kind`: an 8-byte device address (`value` points to a `uint64_t`), patched when
 /// it lies inside an allocation of the table.
 pub const RCB_ARG_DEVICE_PTR: u32 = 1;
+/// `rcb_kernel_arg.kind`: an argument of any size whose kind the caller does not know (XLA knows
+/// every argument's size but not always which ones are device addresses). It is packed exactly
+/// like `RCB_ARG_VALUE`; then every 8-byte word of it that sits at an 8-byte-aligned offset of
+/// the node's packed arguments and holds an address inside an allocation of the table is a patch
+/// site, found again whenever `rcb_cmdbuf_set_allocations` replaces the table.
+///
+/// Trade-off: a plain value (an integer, a pair of floats) that happens to equal an address
+/// inside an allocation is patched as if it were a pointer; a pointer at an offset that is not a
+/// multiple of 8, or kept in device memory (a pointer array), is not found. Prefer
+/// `RCB_ARG_DEVICE_PTR` and `RCB_ARG_VALUE` for the arguments whose kind is known.
+pub const RCB_ARG_SCAN: u32 = 2;
 
 /// Most arguments of one kernel launch.
 pub const RCB_MAX_KERNEL_ARGS: usize = 4096;
@@ -68,7 +79,7 @@ const _: () = assert!(RCB_MAX_KERNEL_ARGS == cmdbuf::MAX_ARGS && RCB_MAX_ALLOCAT
 pub struct rcb_kernel_arg {
     pub value: *const c_void,
     pub size: u32,
-    /// `RCB_ARG_VALUE` or `RCB_ARG_DEVICE_PTR` (then `size` must be 8).
+    /// `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8) or `RCB_ARG_SCAN`.
     pub kind: u32,
 }
 
@@ -250,9 +261,10 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
         let kind = match a.kind {
             RCB_ARG_VALUE => ArgKind::Value,
             RCB_ARG_DEVICE_PTR => ArgKind::DevicePtr,
+            RCB_ARG_SCAN => ArgKind::Scan,
             k => {
                 return Err(Error::invalid_argument(format!(
-                    "launch->args[{i}].kind is {k}; expected RCB_ARG_VALUE (0) or RCB_ARG_DEVICE_PTR (1)"
+                    "launch->args[{i}].kind is {k}; expected RCB_ARG_VALUE (0), RCB_ARG_DEVICE_PTR (1) or RCB_ARG_SCAN (2)"
                 )));
             }
         };
@@ -369,8 +381,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_set_allocations(cb: *mut rcb_cmdbuf, allocs:
 /// Adds a kernel node after the `ndeps` nodes in `deps` (NULL allowed when `ndeps` is 0; at most
 /// the node count). The arguments are packed into one blob owned by the node (see
 /// `rcb_kernel_arg`); `launch` and everything it points to is borrowed for the call only. Each
-/// `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site. `*node` is written on
-/// success. Recording state only.
+/// `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site, and so does each
+/// aligned 8-byte word of an `RCB_ARG_SCAN` argument that holds such an address. `*node` is
+/// written on success. Recording state only.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -563,8 +576,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
 }
 
 /// Replaces the launch of kernel node `node` (function, dimensions and arguments may all
-/// change) and sends it to the runtime at once; its patch sites are replaced. Updating state
-/// only. On failure the node keeps its previous parameters.
+/// change) and sends it to the runtime at once; its patch sites, scanned words included, are
+/// replaced by those of the new arguments. Updating state only. On failure the node keeps its
+/// previous parameters.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
