@@ -1,5 +1,7 @@
 //! What XLA's recording path needs beyond `tests/cmdbuf.rs`: arguments whose kind is unknown
-//! (`RCB_ARG_SCAN`). Graphs run on the software GPU by default and on a real GPU with
+//! (`RCB_ARG_SCAN`), and in-place moves refused (`needs_rerecord`) rather than silently wrong
+//! when nodes the library cannot patch (cloned children, raw and captured graphs) may reference
+//! a moved allocation. Graphs run on the software GPU by default and on a real GPU with
 //! `RCB_BACKEND=cuda`; results are compared in device memory.
 
 mod cmdbuf_helpers;
@@ -7,6 +9,8 @@ mod common;
 
 use cmdbuf_helpers::*;
 use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::KernelParams;
+use std::ptr::null;
 
 const N: usize = 64;
 const BYTES: u64 = (N * 4) as u64;
@@ -102,4 +106,211 @@ fn a_scanned_value_equal_to_an_address_inside_an_allocation_is_patched() {
     assert_eq!((r.moved_allocations, r.patched_sites, r.updated_nodes), (1, 1, 1));
     cb.launch(&gpu);
     assert_eq!(gpu.read(y, 2 * N), vec![1.0; 2 * N], "n became 128: the documented price of scanning");
+}
+
+fn add_child(parent: &Cb, deps: &[rcb_node], child: &Cb) -> rcb_node {
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, deps.as_ptr(), deps.len(), child.0, &mut node) });
+    node
+}
+
+fn update_child(parent: &Cb, node: rcb_node, child: &Cb) {
+    ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, child.0) });
+}
+
+/// The report of a refused update: nothing moved, nothing patched, re-record.
+const REFUSED: rcb_update_report = rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1 };
+
+fn fill_args(x: u64, value: f32) -> [Arg; 3] {
+    [Arg::Ptr(x), Arg::U32(value.to_bits()), Arg::U64(N as u64)]
+}
+
+fn axpy_args(y: u64, x: u64, a: f32) -> [Arg; 4] {
+    [Arg::Ptr(y), Arg::Ptr(x), Arg::F32(a), Arg::U64(N as u64)]
+}
+
+/// A nested command buffer with no allocation table: fill(x = value) → axpy(y += 2x).
+fn fill_axpy_child(gpu: &Gpu, x: u64, y: u64, value: f32) -> Cb {
+    let child = Cb::nested();
+    let f = child.kernel(&[], gpu.k.fill_u32, N as u64, &fill_args(x, value));
+    child.kernel(&[f], gpu.k.axpy_f32, N as u64, &axpy_args(y, x, 2.0));
+    child.finalize();
+    child
+}
+
+#[test]
+fn moving_what_a_cloned_child_references_is_refused_and_other_moves_apply() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = common::hipsim();
+    let n = N as u64;
+    let (x, y, out, w) = (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    // The child has no table: its references are every address its nodes hold all the same.
+    let child = fill_axpy_child(&gpu, x, y, 1.0);
+    let parent = Cb::primary();
+    let c = add_child(&parent, &[], &child);
+    let copy = parent.memcpy(&[c], out, y, BYTES);
+    parent.kernel(&[], gpu.k.fill_u32, n, &fill_args(w, 5.0));
+    // The table comes after the child: its references are mapped to it now.
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (w, BYTES)]);
+    assert_eq!(parent.sites(), 3, "the memcpy's two operands and the fill's w; nothing of the clone");
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out, N), iota(2.0));
+
+    let pushes = sim.as_ref().map(|s| s.call_count("hipGraphExecKernelNodeSetParams") + s.call_count("hipGraphExecMemcpyNodeSetParams1D"));
+    let (x2, y2) = (gpu.upload(&[0.0; N]), gpu.moved_copy(y, BYTES as usize));
+    assert_eq!(parent.move_allocs(&[(0, x2)]), REFUSED, "x is written by the clone");
+    assert_eq!(parent.move_allocs(&[(3, w), (1, y2)]), REFUSED, "y is read by the clone (w at its own base is no move)");
+    assert_eq!(parent.update_allocs(&[(x, BYTES), (y2, BYTES), (out, BYTES), (w, BYTES)]), REFUSED, "the same given the whole table");
+    if let (Some(s), Some(before)) = (&sim, pushes) {
+        let after = s.call_count("hipGraphExecKernelNodeSetParams") + s.call_count("hipGraphExecMemcpyNodeSetParams1D");
+        assert_eq!(after, before, "a refused update pushes nothing");
+    }
+    let unchanged = parent.update_allocs(&[(x, BYTES), (y, BYTES), (out, BYTES), (w, BYTES)]);
+    assert_eq!(unchanged, rcb_update_report::default(), "nothing moved is never refused");
+    gpu.write(y2, &[-1.0; N]);
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out, N), iota(4.0), "the refused moves changed nothing: the memcpy still reads the old y");
+    assert_eq!(gpu.read(y2, N), vec![-1.0; N]);
+
+    // Allocations only the parent's own nodes reference still move in place.
+    let (out2, w2) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    let r = parent.move_allocs(&[(2, out2), (3, w2)]);
+    assert_eq!((r.moved_allocations, r.patched_sites, r.updated_nodes, r.needs_rerecord), (2, 2, 2, 0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(6.0));
+    assert_eq!(common::download_u32(gpu.rt, w2, N), vec![5.0f32.to_bits(); N]);
+
+    // Re-record: the child at the new addresses, then update_child replaces the reference set.
+    parent.begin_update();
+    parent.set_allocs(&[(x2, BYTES), (y2, BYTES), (out2, BYTES), (w2, BYTES)]);
+    let moved_child = fill_axpy_child(&gpu, x2, y2, 1.0);
+    update_child(&parent, c, &moved_child);
+    ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(parent.0, copy, out2, y2, BYTES) });
+    parent.finalize();
+    gpu.write(y2, &iota(10.0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(12.0), "the re-recorded child runs at the new addresses");
+    assert_eq!(parent.move_allocs(&[(1, y)]), REFUSED, "the new child reads y2");
+    // A child of the same shape over a new allocation v only: x and y are free to move, v is not.
+    let (v, v2) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    parent.begin_update();
+    parent.set_allocs(&[(x2, BYTES), (y2, BYTES), (out2, BYTES), (w2, BYTES), (v, BYTES)]);
+    let v_child = fill_axpy_child(&gpu, v, v, 3.0);
+    update_child(&parent, c, &v_child);
+    parent.finalize();
+    assert_eq!(parent.move_allocs(&[(4, v2)]), REFUSED);
+    let r = parent.move_allocs(&[(0, x), (1, y)]);
+    assert_eq!((r.moved_allocations, r.patched_sites, r.needs_rerecord), (2, 1, 0), "the memcpy's source follows y");
+    gpu.write(y, &iota(20.0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(out2, N), iota(20.0));
+    assert_eq!(common::download_u32(gpu.rt, v, N), vec![9.0f32.to_bits(); N], "v = 3 + 2 * 3, by the new child");
+}
+
+#[test]
+fn references_are_mapped_again_by_every_set_allocations_and_reach_through_nested_children() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y, z) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    // grandchild: fill(x); child: the grandchild, then fill(y); parent: the child, then fill(z).
+    let grandchild = Cb::nested();
+    grandchild.kernel(&[], gpu.k.fill_u32, N as u64, &fill_args(x, 1.0));
+    grandchild.finalize();
+    let child = Cb::nested();
+    let g = add_child(&child, &[], &grandchild);
+    child.kernel(&[g], gpu.k.fill_u32, N as u64, &fill_args(y, 2.0));
+    child.finalize();
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (z, BYTES), (y, BYTES)]);
+    let c = add_child(&parent, &[], &child);
+    parent.kernel(&[c], gpu.k.fill_u32, N as u64, &fill_args(z, 3.0));
+    parent.finalize();
+    let (x2, y2, z2) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    assert_eq!(parent.move_allocs(&[(0, x2)]), REFUSED, "x is referenced two levels down");
+    assert_eq!(parent.move_allocs(&[(2, y2)]), REFUSED);
+    assert_eq!(parent.move_allocs(&[(1, z2)]).needs_rerecord, 0);
+    parent.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, z2, N), vec![3.0f32.to_bits(); N]);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![1.0f32.to_bits(); N]);
+
+    // The same addresses under other indices: the pins follow the new table.
+    parent.begin_update();
+    parent.set_allocs(&[(z2, BYTES), (y, BYTES), (x, BYTES)]);
+    parent.finalize();
+    assert_eq!(parent.move_allocs(&[(0, z)]).needs_rerecord, 0, "z is only the parent's own fill");
+    assert_eq!(parent.move_allocs(&[(1, y2)]), REFUSED);
+    assert_eq!(parent.move_allocs(&[(2, x2)]), REFUSED);
+    // A table without them pins nothing.
+    parent.begin_update();
+    parent.set_allocs(&[(z, BYTES)]);
+    parent.finalize();
+    assert_eq!(parent.move_allocs(&[(0, z2)]).needs_rerecord, 0);
+}
+
+#[test]
+fn unknown_references_refuse_every_move_while_the_node_exists() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let (x, y) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    let (x2, y2) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    let fill_blob = |dst: u64, value: u32| -> Vec<u8> {
+        [dst.to_ne_bytes().as_slice(), &value.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
+    };
+    let f = gpu.k.fill_u32;
+    let launch = move |args: &[u8]| -> Result<(), rocm_cmdbuf::error::Error> {
+        let params = KernelParams { function: f, grid: [1; 3], block: [N as u32, 1, 1], shared_mem_bytes: 0, args };
+        rt.launch_kernel(&params, gpu.stream)
+    };
+
+    // A raw graph child that writes x: moving y, which it does not touch, is refused all the same.
+    let g = rt.graph_create().unwrap();
+    let blob = fill_blob(x, 7);
+    rt.add_kernel_node(g, &[], &KernelParams { function: f, grid: [1; 3], block: [N as u32, 1, 1], shared_mem_bytes: 0, args: &blob })
+        .unwrap();
+    let raw_parent = Cb::primary();
+    raw_parent.set_allocs(&[(x, BYTES), (y, BYTES)]);
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child_graph(raw_parent.0, null(), 0, g.0, &mut node) });
+    raw_parent.kernel(&[node], gpu.k.fill_u32, N as u64, &fill_args(y, 1.0));
+    raw_parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    assert_eq!(raw_parent.move_allocs(&[(1, y2)]), REFUSED);
+    assert_eq!(raw_parent.update_allocs(&[(x, BYTES), (y2, BYTES)]), REFUSED);
+    assert_eq!(raw_parent.update_allocs(&[(x, BYTES), (y, BYTES)]), rcb_update_report::default(), "nothing moved");
+    raw_parent.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![7; N]);
+    assert_eq!(common::download_u32(gpu.rt, y2, N), vec![0; N], "y did not move");
+
+    // A captured command buffer, and a parent of a child cloned from it.
+    let captured = Cb::nested();
+    captured.set_allocs(&[(x, BYTES), (y, BYTES)]);
+    ok(unsafe { rcb_cmdbuf_capture_begin(captured.0, gpu.stream.0) });
+    launch(&fill_blob(y, 8)).unwrap();
+    ok(unsafe { rcb_cmdbuf_capture_end(captured.0) });
+    captured.finalize();
+    assert_eq!(captured.move_allocs(&[(0, x2)]), REFUSED, "a captured graph's addresses are unknown");
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES)]);
+    let c = add_child(&parent, &[], &captured);
+    parent.kernel(&[c], gpu.k.fill_u32, N as u64, &fill_args(x, 2.0));
+    parent.finalize();
+    assert_eq!(parent.move_allocs(&[(0, x2)]), REFUSED, "x is the parent's own, but the clone's references are unknown");
+    parent.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, y, N), vec![8; N]);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![2.0f32.to_bits(); N]);
+    assert_eq!(common::download_u32(gpu.rt, x2, N), vec![0; N]);
+
+    // A captured primary command buffer refuses too.
+    let primary = Cb::primary();
+    primary.set_allocs(&[(x, BYTES)]);
+    ok(unsafe { rcb_cmdbuf_capture_begin(primary.0, gpu.stream.0) });
+    launch(&fill_blob(x, 4)).unwrap();
+    ok(unsafe { rcb_cmdbuf_capture_end(primary.0) });
+    primary.finalize();
+    assert_eq!(primary.update_allocs(&[(x2, BYTES)]), REFUSED);
+    primary.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![4; N], "still at the recorded address");
 }

@@ -94,11 +94,11 @@ impl CmdBuf {
             Err(Refusal(reason)) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
-                let embedded = match source {
-                    Source::CmdBuf(child) => child.graph_to_embed()?,
-                    Source::Graph(g) => g,
+                // The fallback node follows the rules of any child node (see `opaque.rs`).
+                let group = match source {
+                    Source::CmdBuf(child) => self.add_child(deps, child)?,
+                    Source::Graph(g) => self.add_child_graph(deps, g)?,
                 };
-                let group = self.add_child(deps, embedded)?;
                 Ok((group, FlattenReport { fallback: Some(reason), nodes, sites: 0 }))
             }
         }

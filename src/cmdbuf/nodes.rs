@@ -3,6 +3,7 @@
 //! the arrays it hands out are its own and dangle).
 
 use super::args::{read_ptr, write_ptr};
+use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
 use crate::runtime::{Exec, Function, Graph, KernelParams, MemcpyParams, MemsetParams, Node, Runtime};
@@ -26,7 +27,8 @@ pub enum Params {
     Memcpy(MemcpyParams),
     Memset(MemsetParams),
     Empty,
-    Child,
+    /// A clone of a graph, and what its nodes may point into (none of it is a patch site).
+    Child(References),
 }
 
 impl Params {
@@ -36,7 +38,15 @@ impl Params {
             Params::Memcpy(_) => "memcpy",
             Params::Memset(_) => "memset",
             Params::Empty => "empty",
-            Params::Child => "child",
+            Params::Child(_) => "child",
+        }
+    }
+
+    /// What the node may point into besides its slots, when the library cannot patch it.
+    pub fn references(&self) -> Option<&References> {
+        match self {
+            Params::Child(refs) => Some(refs),
+            Params::Kernel(_) | Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
 
@@ -49,7 +59,7 @@ impl Params {
                 f(Slot::MemcpySrc, c.src);
             }
             Params::Memset(s) => f(Slot::MemsetDst, s.dst),
-            Params::Empty | Params::Child => {}
+            Params::Empty | Params::Child(_) => {}
         }
     }
 
@@ -76,7 +86,7 @@ impl Params {
             Params::Memcpy(c) => rt.add_memcpy_node(graph, deps, c),
             Params::Memset(s) => rt.add_memset_node(graph, deps, s),
             Params::Empty => rt.add_empty_node(graph, deps),
-            Params::Child => unreachable!("child nodes are added with the graph they clone"),
+            Params::Child(_) => unreachable!("child nodes are added with the graph they clone"),
         }
     }
 
@@ -90,7 +100,7 @@ impl Params {
             (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
             (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),
             (Params::Memset(s), None) => rt.memset_node_set(node, s),
-            (Params::Empty | Params::Child, _) => Ok(()),
+            (Params::Empty | Params::Child(_), _) => Ok(()),
         }
     }
 }
@@ -104,10 +114,15 @@ pub struct NodeRecord {
     pub epoch: u64,
     /// The runtime holds older parameters than `params` (a push failed).
     pub unpushed: bool,
+    /// Allocations this node pins (its known references lie in them), distinct.
+    pub pins: Vec<u32>,
+    /// The template node holds older parameters than the executable graph and cannot be brought
+    /// up to date (a child node updated in place: the runtime has no template setter for it).
+    pub template_lags: bool,
 }
 
 impl NodeRecord {
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false }
+        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false }
     }
 }

@@ -132,10 +132,12 @@ pub struct rcb_update_report {
     /// Nodes whose new parameters reached the runtime, each counted once.
     pub updated_nodes: u64,
     /// 1 when the update could not be completed in place (the number of allocations or a size
-    /// changed: nothing was changed; or a runtime call failed part-way: launches are refused
-    /// until a re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
-    /// `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node,
-    /// `rcb_cmdbuf_finalize`.
+    /// changed, or a moved allocation may be referenced by a node the library cannot patch:
+    /// nothing was changed; or a runtime call failed part-way: launches are refused until a
+    /// re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
+    /// `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node
+    /// (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
+    /// `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
     pub needs_rerecord: u32,
 }
 
@@ -513,8 +515,21 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
 
 /// Adds a child node holding a clone of `child`'s graph (a finalized command buffer, usually a
 /// nested one) after `deps`. `child` is borrowed for the call and stays owned by the caller; later
-/// changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). Addresses inside the
-/// clone are not patch sites of `cb`. `*node` is written on success. Recording state only.
+/// changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). `*node` is written on
+/// success. Recording state only.
+///
+/// Addresses inside the clone are not patch sites of `cb`; they pin allocations instead. The
+/// node's reference set is every address `child`'s nodes hold where a pointer may be
+/// (`RCB_ARG_DEVICE_PTR` arguments, every aligned word of `RCB_ARG_SCAN` arguments, memcpy
+/// source and destination, memset destination), whether or not `child` has an allocation table,
+/// plus the reference sets of `child`'s own child nodes. `cb` maps them to its allocations now
+/// and again on every `rcb_cmdbuf_set_allocations`; `rcb_cmdbuf_update_allocations` and
+/// `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in (`RCB_OK`,
+/// `needs_rerecord = 1`, nothing changed) instead of leaving the clone stale. The reference set
+/// is unknown, so that ANY move is refused while the node exists, when `child`'s graph came from
+/// capture, when `child` holds a child node with unknown references, or when `child`'s template
+/// lags behind its executable graph (a child node updated in place, a failed address update not
+/// yet repaired).
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.
@@ -534,8 +549,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child(
         with_pair(cb, child, |id, cb, child| {
             // SAFETY: forwarded from the caller.
             let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let graph = child.graph_to_embed()?;
-            let n = cb.add_child(&deps, graph)?;
+            let n = cb.add_child(&deps, child)?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, node_handle(id, n)) };
             Ok(())
@@ -546,6 +560,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child(
 /// Adds a child node holding a clone of the raw graph `graph` (a `hipGraph_t`, borrowed for the
 /// call; the caller keeps owning it) after `deps`. `*node` is written on success. Recording
 /// state only.
+///
+/// The library does not know what the clone points into: while the node exists,
+/// `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` refuse every update that
+/// moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing changed). To keep
+/// in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -567,7 +586,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
         with(cb, |id, cb| {
             // SAFETY: forwarded from the caller.
             let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_child(&deps, Graph(graph))?;
+            let n = cb.add_child_graph(&deps, Graph(graph))?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, node_handle(id, n)) };
             Ok(())
@@ -631,7 +650,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_memset(
 /// buffer with the same topology as the one the node was added with), in the executable graph.
 /// Updating state only. A child node of a nested command buffer cannot be updated in place
 /// (`RCB_STATUS_UNSUPPORTED`: the runtime has no template setter for child graphs). `child` is
-/// borrowed for the call.
+/// borrowed for the call. The node's reference set (see `rcb_cmdbuf_add_child`) becomes
+/// `child`'s. The template of `cb` keeps the old clone, so a clone of `cb` itself (as a child of
+/// another command buffer) has unknown references from then on.
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.
@@ -643,8 +664,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
     boundary(|| {
         with_pair(cb, child, |id, cb, child| {
             let n = node_id(id, node)?;
-            let graph = child.graph_to_embed()?;
-            cb.update_child(n, graph)
+            cb.update_child(n, child)
         })
     })
 }
@@ -663,8 +683,14 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_begin(cb: *mut rcb_cmdbuf, stream: *
 }
 
 /// Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
-/// one is destroyed) and the command buffer is recording again. Addresses inside a captured
-/// graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+/// one is destroyed) and the command buffer is recording again. If the runtime reports the
+/// capture failed, the graph is unchanged.
+///
+/// Addresses inside a captured graph are not patch sites and the library does not know them:
+/// `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse
+/// every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing
+/// changed; capture again into a new command buffer), and a child cloned from it
+/// (`rcb_cmdbuf_add_child`) makes its parent refuse likewise.
 ///
 /// Thread-safety: the thread that began the capture.
 ///
@@ -764,11 +790,18 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 /// buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
 /// comparison per entry plus the sites of the moved allocations; no scan of the nodes.
 ///
-/// Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place: a
-/// different `n` or a changed size (then nothing changed), or a runtime call failing part-way
-/// (logged at warn; the table and the library's copy of the parameters are the new ones, the
-/// nodes not yet sent are kept aside and launches are refused until they are re-recorded or
-/// sent by the next `rcb_cmdbuf_finalize` or update). `*report` is written on success.
+/// Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place:
+/// - a different `n` or a changed size: nothing changed;
+/// - a moved allocation may be referenced by a node whose addresses are not patch sites (a
+///   child node cloned with `rcb_cmdbuf_add_child` whose reference set lies in it), or at least
+///   one allocation moved while the command buffer holds a node whose references are unknown (a
+///   raw child graph, a child cloned from a captured or otherwise opaque command buffer) or its
+///   graph came from capture: nothing changed, the reason is logged at debug level;
+/// - a runtime call failing part-way (logged at warn; the table and the library's copy of the
+///   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
+///   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).
+///
+/// An update in which nothing moved is never refused. `*report` is written on success.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -798,9 +831,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
 ///
 /// Fails with `RCB_STATUS_INVALID_ARGUMENT`, changing nothing, when an index is outside the
 /// table, an allocation is named twice or a new range runs past the address space. An entry
-/// that keeps its base is not counted as moved. A runtime call failing part-way gives
-/// `RCB_OK` with `report->needs_rerecord = 1`, as for `rcb_cmdbuf_update_allocations`.
-/// `*report` is written on success.
+/// that keeps its base is not counted as moved. A move that nodes the library cannot patch may
+/// see, or a runtime call failing part-way, gives `RCB_OK` with `report->needs_rerecord = 1`,
+/// exactly as for `rcb_cmdbuf_update_allocations`. `*report` is written on success.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -867,7 +900,9 @@ pub const RCB_FLATTEN_REASON_LEN: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_flatten_report {
     /// 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
-    /// node (its addresses are then not patch sites) and `reason` says why.
+    /// node and `reason` says why; its addresses are then not patch sites and it pins
+    /// allocations exactly like a node of `rcb_cmdbuf_add_child` (a command buffer child) or of
+    /// `rcb_cmdbuf_add_child_graph` (a raw graph: any move is refused).
     pub flattened: u32,
     /// Nodes re-created in the parent (an added join node not counted), or after a fallback the
     /// number of top-level nodes of the child.
@@ -917,7 +952,9 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
 /// flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
 /// (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
-/// dependency lost either way.
+/// dependency lost either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
+/// (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
+/// reference are refused with `needs_rerecord`, never applied silently.
 ///
 /// `*group` is written on success: the node later commands depend on (the child's single exit
 /// node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.

@@ -380,8 +380,8 @@ static void flattened_capture(void) {
 }
 
 /* Flattens `g` (fill(x = 3) -> ... -> y += x) into a new command buffer, which must fall back to
- * one child node with a reason containing `why`, adds e = y + x after the group, and checks
- * that it ran after the whole child. */
+ * one child node with a reason containing `why`, adds e = y + x after the group, checks that it
+ * ran after the whole child, and that moving an allocation is refused (needs_rerecord). */
 static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char *why) {
     void *bufs[3] = {x, y, e};
     rcb_allocation table[3];
@@ -409,6 +409,20 @@ static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char 
     CHECK(holds_f32(x, 3), "x%s", mismatch);
     CHECK(holds_f32(y, 4), "y = 1 + 3: y%s", mismatch);
     CHECK(holds_f32(e, 7), "e = y + x saw the child's results: e%s", mismatch);
+
+    /* The clone's addresses are unknown: no allocation moves in place, not even e, which only the
+     * parent's add writes; the refusal changes nothing. */
+    void *e2 = upload_f32(0);
+    rcb_allocation_move move_e = {2, dptr(e2)};
+    rcb_update_report up;
+    memset(&up, 0xAB, sizeof up);
+    RCB(rcb_cmdbuf_move_allocations(cb, &move_e, 1, &up));
+    CHECK(up.moved_allocations == 0 && up.patched_sites == 0 && up.updated_nodes == 0 && up.needs_rerecord == 1,
+          "moved %u, patched %llu, updated %llu, needs_rerecord %u (want 0, 0, 0, 1)", up.moved_allocations,
+          (unsigned long long)up.patched_sites, (unsigned long long)up.updated_nodes, up.needs_rerecord);
+    launch_and_wait(cb);
+    CHECK(holds_f32(e, 10) && holds_f32(e2, 0), "e = 7 + 3 at the old address, e2 untouched:%s", mismatch);
+    HIP(hipFree(e2));
     RCB(rcb_cmdbuf_free(cb));
 }
 
