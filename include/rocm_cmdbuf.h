@@ -192,6 +192,23 @@ typedef struct rcb_kernel_launch {
 } rcb_kernel_launch;
 
 /**
+ * A kernel launch whose argument sizes the caller does not know (XLA's `KernelArgsPackedTuple`
+ * and `KernelArgsPackedVector` expose only `void **argument_addresses`). `function` is a
+ * `hipFunction_t` (or `CUfunction`); `kernel_params` is the runtime's `kernelParams`: one
+ * pointer per kernel argument, each to that argument's value, borrowed for the call only. The
+ * runtime copies the values during the call, sizing them from the kernel's own metadata; the
+ * library keeps no copy and never reads them back (ROCm/clr#138). NULL is accepted for a kernel
+ * without arguments (the runtime refuses it for one with arguments; ROCm 5.2 refuses it always).
+ */
+typedef struct rcb_kernel_params_launch {
+  void *function;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_mem_bytes;
+  void **kernel_params;
+} rcb_kernel_params_launch;
+
+/**
  * What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
  */
 typedef struct rcb_update_report {
@@ -539,6 +556,33 @@ rcb_status rcb_cmdbuf_add_kernel(struct rcb_cmdbuf *cb,
                                  rcb_node *node);
 
 /**
+ * Adds a kernel node whose argument sizes are unknown after `deps` (as for
+ * `rcb_cmdbuf_add_kernel`): the runtime's `kernelParams` path (`hipGraphAddKernelNode` with
+ * `kernelParams = launch->kernel_params` and `extra = NULL`), so the runtime copies the
+ * arguments through the pointers during this call, using the kernel's metadata. `launch`, the
+ * pointer array and the values it points to are borrowed for the call only; the library keeps
+ * no copy and never reads them back. `*node` is written on success. Recording state only.
+ *
+ * The library cannot see the node's addresses: it has no patch sites and its references are
+ * unknown, so while it exists `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations`
+ * refuse every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`,
+ * nothing changed), and so does a parent that clones this command buffer as a child. Re-record
+ * it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
+ * `RCB_ARG_SCAN` arguments when the sizes are known.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described; `launch->kernel_params` must hold one readable
+ * pointer per kernel argument, each to a value of the argument's size.
+ */
+rcb_status rcb_cmdbuf_add_kernel_params(struct rcb_cmdbuf *cb,
+                                        const rcb_node *deps,
+                                        size_t ndeps,
+                                        const struct rcb_kernel_params_launch *launch,
+                                        rcb_node *node);
+
+/**
  * Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
  * `rcb_cmdbuf_add_kernel`). `dst` and `src` inside allocations become patch sites. `*node` is
  * written on success. Recording state only.
@@ -604,9 +648,9 @@ rcb_status rcb_cmdbuf_add_empty(struct rcb_cmdbuf *cb,
  * `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in (`RCB_OK`,
  * `needs_rerecord = 1`, nothing changed) instead of leaving the clone stale. The reference set
  * is unknown, so that ANY move is refused while the node exists, when `child`'s graph came from
- * capture, when `child` holds a child node with unknown references, or when `child`'s template
- * lags behind its executable graph (a child node updated in place, a failed address update not
- * yet repaired).
+ * capture, when `child` holds a child node with unknown references or a kernel node added with
+ * `rcb_cmdbuf_add_kernel_params`, or when `child`'s template lags behind its executable graph (a
+ * child node updated in place, a failed address update not yet repaired).
  *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
@@ -655,6 +699,27 @@ rcb_status rcb_cmdbuf_add_child_graph(struct rcb_cmdbuf *cb,
 rcb_status rcb_cmdbuf_update_kernel(struct rcb_cmdbuf *cb,
                                     rcb_node node,
                                     const struct rcb_kernel_launch *launch);
+
+/**
+ * Replaces the launch of kernel node `node`, which must have been added with
+ * `rcb_cmdbuf_add_kernel_params` (any other node gives `RCB_STATUS_INVALID_ARGUMENT` naming
+ * it); function, dimensions and arguments may all change. The runtime copies the arguments
+ * through `launch->kernel_params` during the call, into the executable graph of a primary
+ * command buffer (`hipGraphExecKernelNodeSetParams`) or the template of a nested one
+ * (`hipGraphKernelNodeSetParams`). A primary's template gets them too, right after (the library
+ * keeps no copy to bring it up to date later); if only that second call fails, the call still
+ * succeeds (the executable graph has the update) and the failure is logged at warn. Updating
+ * state only. On failure the node keeps its previous parameters. The node's references stay
+ * unknown.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described for `rcb_cmdbuf_add_kernel_params`.
+ */
+rcb_status rcb_cmdbuf_update_kernel_params(struct rcb_cmdbuf *cb,
+                                           rcb_node node,
+                                           const struct rcb_kernel_params_launch *launch);
 
 /**
  * Replaces the operands of memcpy node `node` (as for `rcb_cmdbuf_add_memcpy_d2d`). Updating
@@ -810,8 +875,9 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  * - a moved allocation may be referenced by a node whose addresses are not patch sites (a
  *   child node cloned with `rcb_cmdbuf_add_child` whose reference set lies in it), or at least
  *   one allocation moved while the command buffer holds a node whose references are unknown (a
- *   raw child graph, a child cloned from a captured or otherwise opaque command buffer) or its
- *   graph came from capture: nothing changed, the reason is logged at debug level;
+ *   raw child graph, a child cloned from a captured or otherwise opaque command buffer, a kernel
+ *   node added with `rcb_cmdbuf_add_kernel_params`) or its graph came from capture: nothing
+ *   changed, the reason is logged at debug level;
  * - a runtime call failing part-way (logged at warn; the table and the library's copy of the
  *   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
  *   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).

@@ -1,7 +1,7 @@
 //! What XLA's recording path needs beyond `tests/cmdbuf.rs`: arguments whose kind is unknown
-//! (`RCB_ARG_SCAN`), and in-place moves refused (`needs_rerecord`) rather than silently wrong
-//! when nodes the library cannot patch (cloned children, raw and captured graphs) may reference
-//! a moved allocation. Graphs run on the software GPU by default and on a real GPU with
+//! (`RCB_ARG_SCAN`), in-place moves refused (`needs_rerecord`) rather than silently wrong when
+//! nodes the library cannot patch (cloned children, raw and captured graphs) may reference a
+//! moved allocation, and kernel nodes whose argument sizes are unknown (`kernelParams`). Graphs run on the software GPU by default and on a real GPU with
 //! `RCB_BACKEND=cuda`; results are compared in device memory.
 
 mod cmdbuf_helpers;
@@ -9,8 +9,9 @@ mod common;
 
 use cmdbuf_helpers::*;
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::KernelParams;
-use std::ptr::null;
+use rocm_cmdbuf::runtime::{Function, KernelParams};
+use std::ffi::c_void;
+use std::ptr::{null, null_mut};
 
 const N: usize = 64;
 const BYTES: u64 = (N * 4) as u64;
@@ -313,4 +314,173 @@ fn unknown_references_refuse_every_move_while_the_node_exists() {
     assert_eq!(primary.update_allocs(&[(x2, BYTES)]), REFUSED);
     primary.launch(&gpu);
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![4; N], "still at the recorded address");
+}
+
+/// `rcb_test_fill_u32(dst, value, n)`'s arguments, held where `kernelParams` points.
+struct FillValues {
+    dst: u64,
+    value: u32,
+    n: u64,
+}
+
+/// Runs `body` with a `kernelParams` launch of `f` whose pointers point into `values`.
+fn with_params_launch<R>(f: Function, values: &mut [*mut c_void], body: impl FnOnce(&rcb_kernel_params_launch) -> R) -> R {
+    let launch = rcb_kernel_params_launch {
+        function: f.0,
+        grid: [1, 1, 1],
+        block: [N as u32, 1, 1],
+        shared_mem_bytes: 0,
+        kernel_params: values.as_mut_ptr(),
+    };
+    body(&launch)
+}
+
+fn fill_pointers(v: &mut FillValues) -> [*mut c_void; 3] {
+    [&mut v.dst as *mut u64 as *mut c_void, &mut v.value as *mut u32 as *mut c_void, &mut v.n as *mut u64 as *mut c_void]
+}
+
+fn add_fill_params(gpu: &Gpu, cb: &Cb, deps: &[rcb_node], dst: u64, value: f32) -> rcb_node {
+    let mut v = FillValues { dst, value: value.to_bits(), n: N as u64 };
+    let mut node = 0;
+    let s = with_params_launch(gpu.k.fill_u32, &mut fill_pointers(&mut v), |l| unsafe {
+        rcb_cmdbuf_add_kernel_params(cb.0, deps.as_ptr(), deps.len(), l, &mut node)
+    });
+    ok(s);
+    // The runtime copied the values during the call: nothing may read them from here any more.
+    unsafe {
+        std::ptr::write_volatile(&mut v.dst, 0xdead_0000);
+        std::ptr::write_volatile(&mut v.value, 0);
+    }
+    node
+}
+
+fn update_fill_params(gpu: &Gpu, cb: &Cb, node: rcb_node, dst: u64, value: f32) -> rcb_status {
+    let mut v = FillValues { dst, value: value.to_bits(), n: N as u64 };
+    with_params_launch(gpu.k.fill_u32, &mut fill_pointers(&mut v), |l| unsafe { rcb_cmdbuf_update_kernel_params(cb.0, node, l) })
+}
+
+fn u32s(gpu: &Gpu, p: u64) -> Vec<u32> {
+    common::download_u32(gpu.rt, p, N)
+}
+
+fn kernel_params_node_runs_updates_and_pins_every_allocation(gpu: &Gpu) {
+    let (x, y, z) = (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]));
+    let cb = Cb::primary();
+    cb.set_allocs(&[(x, BYTES), (y, BYTES), (z, BYTES)]);
+    // fill(x = 2) by kernelParams → axpy(y += 2x) with known sizes → memcpy(z ← y).
+    let fill = add_fill_params(gpu, &cb, &[], x, 2.0);
+    let axpy = cb.kernel(&[fill], gpu.k.axpy_f32, N as u64, &axpy_args(y, x, 2.0));
+    cb.memcpy(&[axpy], z, y, BYTES);
+    assert_eq!(cb.sites(), 4, "axpy's y and x, the memcpy's operands; nothing of the kernelParams node");
+    cb.finalize();
+    cb.launch(gpu);
+    assert_eq!(u32s(gpu, x), vec![2.0f32.to_bits(); N], "the values were copied when the node was added");
+    assert_eq!(gpu.read(z, N), iota(4.0));
+
+    // Any move is refused while the node exists, even of z, which only the memcpy touches.
+    let z2 = gpu.upload(&[0.0; N]);
+    assert_eq!(cb.move_allocs(&[(2, z2)]), REFUSED);
+    assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (z2, BYTES)]), REFUSED);
+    assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (z, BYTES)]), rcb_update_report::default(), "nothing moved");
+
+    // The update changes the result: fill z (not x) with 5, so axpy adds 2 * 2 (x keeps 2).
+    let sim = common::hipsim();
+    let counts = || sim.as_ref().map(|s| (s.call_count("hipGraphExecKernelNodeSetParams"), s.call_count("hipGraphKernelNodeSetParams")));
+    let before = counts();
+    cb.begin_update();
+    let s = with_raw_launch(gpu.k.fill_u32, N as u64, &[], |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, fill, l) });
+    fails(s, RCB_STATUS_INVALID_ARGUMENT, "kernelParams kernel node, not a kernel node");
+    fails(update_fill_params(gpu, &cb, axpy, x, 1.0), RCB_STATUS_INVALID_ARGUMENT, &format!("node {}", (axpy & 0xffff_ffff) - 1));
+    assert!(last_error().contains("add_kernel_params"), "{}", last_error());
+    ok(update_fill_params(gpu, &cb, fill, x, 7.0));
+    if let (Some(before), Some(after)) = (before, counts()) {
+        assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "to the executable graph, then to the template");
+    }
+    cb.finalize();
+    gpu.write(y, &iota(0.0));
+    cb.launch(gpu);
+    assert_eq!(u32s(gpu, x), vec![7.0f32.to_bits(); N]);
+    assert_eq!(gpu.read(z, N), iota(14.0), "y = i + 2 * 7");
+
+    // The template got the update too: a clone of this command buffer computes the same, and the
+    // clone's references are unknown in its parent.
+    let parent = Cb::primary();
+    parent.set_allocs(&[(z, BYTES)]);
+    let c = add_child(&parent, &[], &cb);
+    parent.memset(&[c], z2, 0, 4, N as u64);
+    parent.finalize();
+    gpu.write(x, &[0.0; N]);
+    gpu.write(y, &iota(0.0));
+    parent.launch(gpu);
+    assert_eq!(gpu.read(z, N), iota(14.0));
+    assert_eq!(parent.move_allocs(&[(0, z2)]), REFUSED);
+}
+
+#[test]
+fn a_kernel_params_node_computes_updates_and_refuses_every_move() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    kernel_params_node_runs_updates_and_pins_every_allocation(&gpu);
+    // The runtime's own copies of kernelParams dangle on ROCm (clr#138): nothing reads them.
+    if let Some(sim) = common::hipsim() {
+        sim.set_quirks("clr138");
+        kernel_params_node_runs_updates_and_pins_every_allocation(&gpu);
+        sim.set_quirks("");
+    }
+}
+
+#[test]
+fn a_nested_kernel_params_node_is_updated_in_its_template_and_never_flattened() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = common::hipsim();
+    let (x, d) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    let child = Cb::nested();
+    let fill = add_fill_params(&gpu, &child, &[], x, 3.0);
+    child.finalize();
+    let exec_sets = sim.as_ref().map(|s| s.call_count("hipGraphExecKernelNodeSetParams"));
+    child.begin_update();
+    ok(update_fill_params(&gpu, &child, fill, x, 4.0));
+    child.finalize();
+    if let (Some(s), Some(before)) = (&sim, exec_sets) {
+        assert_eq!(s.call_count("hipGraphExecKernelNodeSetParams"), before, "a nested buffer has no executable graph");
+    }
+
+    // Flattening cannot re-create the node: the whole child becomes one clone.
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (d, BYTES)]);
+    let mut group = 0;
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    ok(unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, child.0, null_mut(), &mut group, &mut report) });
+    let reason = unsafe { std::ffi::CStr::from_ptr(report.reason.as_ptr()) }.to_string_lossy().into_owned();
+    assert_eq!((report.flattened, report.nodes), (0, 1));
+    assert!(reason.contains("kernelParams"), "{reason}");
+    parent.memcpy(&[group], d, x, BYTES);
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(u32s(&gpu, d), vec![4.0f32.to_bits(); N], "the template holds the update");
+    assert_eq!(parent.move_allocs(&[(1, x)]), REFUSED, "the clone's references are unknown");
+}
+
+#[test]
+fn bad_kernel_params_launches_are_refused_naming_the_argument() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    let mut node = 0;
+    let add = |l: &rcb_kernel_params_launch, node: *mut rcb_node| unsafe { rcb_cmdbuf_add_kernel_params(cb.0, null(), 0, l, node) };
+    fails(unsafe { rcb_cmdbuf_add_kernel_params(cb.0, null(), 0, null(), &mut node) }, RCB_STATUS_NULL_ARGUMENT, "`launch`");
+    let mut v = FillValues { dst: x, value: 1, n: N as u64 };
+    let mut values = fill_pointers(&mut v);
+    with_params_launch(gpu.k.fill_u32, &mut values, |l| {
+        fails(add(l, null_mut()), RCB_STATUS_NULL_ARGUMENT, "`node`");
+        fails(add(&rcb_kernel_params_launch { function: null_mut(), ..*l }, &mut node), RCB_STATUS_NULL_ARGUMENT, "launch->function");
+        fails(add(&rcb_kernel_params_launch { grid: [1, 0, 1], ..*l }, &mut node), RCB_STATUS_INVALID_ARGUMENT, "grid[1]");
+        // The runtime knows fill has three parameters: no pointers is its error, not a crash.
+        fails(add(&rcb_kernel_params_launch { kernel_params: null_mut(), ..*l }, &mut node), RCB_STATUS_RUNTIME_ERROR, "AddKernelNode");
+        ok(add(l, &mut node));
+    });
+    assert_eq!(node & 0xffff_ffff, 1, "only the valid call added a node");
+    fails(update_fill_params(&gpu, &cb, node, x, 2.0), RCB_STATUS_INVALID_STATE, "recording");
 }

@@ -188,10 +188,13 @@ impl Planner<'_> {
     }
 
     fn node(&mut self, node: Node, deps: Vec<(Dep, EdgeData)>) -> Result<Result<Vec<usize>, Refusal>> {
+        let refuse = |what: String| Ok(Err(Refusal(what)));
         if let Some(&params) = self.known.get(&node) {
+            if let Params::KernelByPointers = params {
+                return refuse(String::from("a kernel node added with kernelParams: the library never saw its arguments"));
+            }
             return Ok(Ok(vec![self.push(params.clone(), deps, None)]));
         }
-        let refuse = |what: String| Ok(Err(Refusal(what)));
         let kind = match self.rt.node_type(node) {
             Ok(kind) => kind,
             Err(e) => return refuse(format!("reading a node's type: {e}")),

@@ -23,7 +23,7 @@ pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
+use crate::runtime::{CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream};
 use allocations::AllocationTable;
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
@@ -141,6 +141,18 @@ impl CmdBuf {
         self.record(deps, params)
     }
 
+    /// Adds a kernel node whose arguments the runtime copies through `launch.params` during the
+    /// call (XLA's packed argument arrays give addresses, not sizes). The library keeps no copy,
+    /// so the node has no patch sites and its references are unknown: while it exists no
+    /// allocation moves in place.
+    pub fn add_kernel_params(&mut self, deps: &[NodeId], launch: &KernelParamPointers) -> Result<NodeId> {
+        self.state.allow(Op::Add)?;
+        check_dims(launch.grid, launch.block)?;
+        let raw_deps = self.raw_deps(deps)?;
+        let raw = self.rt.add_kernel_node_by_pointers(self.graph, &raw_deps, launch)?;
+        Ok(self.push_record(raw, Params::KernelByPointers))
+    }
+
     pub fn add_memcpy(&mut self, deps: &[NodeId], copy: MemcpyParams) -> Result<NodeId> {
         self.record(deps, memcpy_params(copy)?)
     }
@@ -204,6 +216,33 @@ impl CmdBuf {
 
     pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
         self.rerecord(node, kernel_params(launch)?)
+    }
+
+    /// Sends a node added with [`Self::add_kernel_params`] a new launch: to the executable graph
+    /// of a primary command buffer, to the template of a nested one. A primary's template gets
+    /// it too, right after: the arguments are readable only during this call, so the template
+    /// cannot catch up later as it does for other nodes. Should that second push fail, the
+    /// executable graph keeps the update (the call succeeds), the failure is logged at warn and
+    /// the node's template is marked as lagging until an update reaches it.
+    pub fn update_kernel_params(&mut self, node: NodeId, launch: &KernelParamPointers) -> Result<()> {
+        self.state.allow(Op::Update)?;
+        check_dims(launch.grid, launch.block)?;
+        let record = self.node(node)?;
+        if !matches!(record.params, Params::KernelByPointers) {
+            return Err(Error::invalid_argument(format!(
+                "node {node} is a {} node, not a kernel node added with add_kernel_params",
+                record.params.kind_name()
+            )));
+        }
+        let raw = record.raw;
+        let Some(exec) = self.exec else { return self.rt.kernel_node_set_by_pointers(raw, launch) };
+        self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
+        let template = self.rt.kernel_node_set_by_pointers(raw, launch);
+        if let Err(e) = &template {
+            log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
+        }
+        self.nodes[node as usize].template_lags = template.is_err();
+        Ok(())
     }
 
     pub fn update_memcpy(&mut self, node: NodeId, copy: MemcpyParams) -> Result<()> {
@@ -446,12 +485,17 @@ impl Drop for CmdBuf {
     }
 }
 
-fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
-    for (name, dims) in [("grid", launch.grid), ("block", launch.block)] {
+fn check_dims(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
+    for (name, dims) in [("grid", grid), ("block", block)] {
         if let Some(i) = dims.iter().position(|&d| d == 0) {
             return Err(Error::invalid_argument(format!("launch {name}[{i}] is 0")));
         }
     }
+    Ok(())
+}
+
+fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
+    check_dims(launch.grid, launch.block)?;
     let packed = args::pack(launch.args)?;
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,

@@ -29,7 +29,14 @@ pub enum Params {
     Empty,
     /// A clone of a graph, and what its nodes may point into (none of it is a patch site).
     Child(References),
+    /// A kernel node whose arguments the runtime copied through `kernelParams` when it was added
+    /// or updated; the library never saw them, keeps nothing and never reads them back
+    /// (ROCm/clr#138), so the node has no slots and unknown references.
+    KernelByPointers,
 }
+
+/// The references of every node whose arguments the library never saw.
+static UNKNOWN: References = References::Unknown;
 
 impl Params {
     pub fn kind_name(&self) -> &'static str {
@@ -39,6 +46,7 @@ impl Params {
             Params::Memset(_) => "memset",
             Params::Empty => "empty",
             Params::Child(_) => "child",
+            Params::KernelByPointers => "kernelParams kernel",
         }
     }
 
@@ -46,6 +54,7 @@ impl Params {
     pub fn references(&self) -> Option<&References> {
         match self {
             Params::Child(refs) => Some(refs),
+            Params::KernelByPointers => Some(&UNKNOWN),
             Params::Kernel(_) | Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
@@ -59,7 +68,7 @@ impl Params {
                 f(Slot::MemcpySrc, c.src);
             }
             Params::Memset(s) => f(Slot::MemsetDst, s.dst),
-            Params::Empty | Params::Child(_) => {}
+            Params::Empty | Params::Child(_) | Params::KernelByPointers => {}
         }
     }
 
@@ -87,11 +96,12 @@ impl Params {
             Params::Memset(s) => rt.add_memset_node(graph, deps, s),
             Params::Empty => rt.add_empty_node(graph, deps),
             Params::Child(_) => unreachable!("child nodes are added with the graph they clone"),
+            Params::KernelByPointers => unreachable!("kernelParams nodes are added with the caller's argument pointers"),
         }
     }
 
     /// Sends the parameters to the executable graph (`Some(exec)`) or to the template node.
-    /// Empty and child nodes have nothing to send.
+    /// Empty, child and kernelParams nodes have nothing to send (the last are sent when updated).
     pub fn push(&self, rt: &dyn Runtime, exec: Option<Exec>, node: Node) -> Result<()> {
         match (self, exec) {
             (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &Self::kernel_params(k)),
@@ -100,7 +110,7 @@ impl Params {
             (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
             (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),
             (Params::Memset(s), None) => rt.memset_node_set(node, s),
-            (Params::Empty | Params::Child(_), _) => Ok(()),
+            (Params::Empty | Params::Child(_) | Params::KernelByPointers, _) => Ok(()),
         }
     }
 }

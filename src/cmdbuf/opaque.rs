@@ -1,5 +1,6 @@
 //! Nodes whose addresses the library cannot patch: child nodes holding a clone of a graph, a
-//! graph that came from stream capture, and kernel nodes whose arguments the library never sees.
+//! graph that came from stream capture, and kernel nodes whose arguments the library never sees
+//! (`kernelParams`).
 //! Moving an allocation such a node points into would leave the node stale while the update
 //! reported success, so each of them has a reference set instead: the addresses it holds (a
 //! clone of one of this library's command buffers, whose nodes it recorded) or "unknown". An
@@ -61,7 +62,7 @@ impl Pins {
         }
         if self.unknown > 0 {
             return Some(format!(
-                "{} node(s) may point anywhere (a child node of a raw or captured graph), so no allocation can move in place",
+                "{} node(s) may point anywhere (a child node of a raw or captured graph, or a kernel node added with kernelParams), so no allocation can move in place",
                 self.unknown
             ));
         }

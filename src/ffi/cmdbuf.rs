@@ -2,7 +2,8 @@
 //! allocation table, so that moved allocations are patched in place.
 //!
 //! Methods: `rcb_cmdbuf_new`, `rcb_cmdbuf_new_nested`, `rcb_cmdbuf_free`,
-//! `rcb_cmdbuf_set_allocations`, `rcb_cmdbuf_add_kernel`, `rcb_cmdbuf_add_memcpy_d2d`,
+//! `rcb_cmdbuf_set_allocations`, `rcb_cmdbuf_add_kernel`, `rcb_cmdbuf_add_kernel_params`,
+//! `rcb_cmdbuf_update_kernel_params`, `rcb_cmdbuf_add_memcpy_d2d`,
 //! `rcb_cmdbuf_add_memset`, `rcb_cmdbuf_add_empty`, `rcb_cmdbuf_add_child`,
 //! `rcb_cmdbuf_add_child_graph`, `rcb_cmdbuf_update_kernel`, `rcb_cmdbuf_update_memcpy_d2d`,
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
@@ -15,7 +16,7 @@ use super::handle::lock;
 use super::{arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::{self, Function, Graph, MemcpyParams, Stream};
+use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
@@ -93,6 +94,22 @@ pub struct rcb_kernel_launch {
     pub shared_mem_bytes: u32,
     pub args: *const rcb_kernel_arg,
     pub num_args: usize,
+}
+
+/// A kernel launch whose argument sizes the caller does not know (XLA's `KernelArgsPackedTuple`
+/// and `KernelArgsPackedVector` expose only `void **argument_addresses`). `function` is a
+/// `hipFunction_t` (or `CUfunction`); `kernel_params` is the runtime's `kernelParams`: one
+/// pointer per kernel argument, each to that argument's value, borrowed for the call only. The
+/// runtime copies the values during the call, sizing them from the kernel's own metadata; the
+/// library keeps no copy and never reads them back (ROCm/clr#138). NULL is accepted for a kernel
+/// without arguments (the runtime refuses it for one with arguments; ROCm 5.2 refuses it always).
+#[repr(C)]
+pub struct rcb_kernel_params_launch {
+    pub function: *mut c_void,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    pub kernel_params: *mut *mut c_void,
 }
 
 /// One allocation of the table (XLA's buffer allocation index = position in the array): device
@@ -295,6 +312,23 @@ impl Launch<'_> {
     }
 }
 
+/// # Safety
+/// `launch` must be NULL or point to a readable `rcb_kernel_params_launch`.
+unsafe fn params_launch_of(launch: *const rcb_kernel_params_launch) -> Result<KernelParamPointers> {
+    // SAFETY: forwarded from the caller.
+    let l = unsafe { arg_ref(launch, "launch") }?;
+    if l.function.is_null() {
+        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+    }
+    Ok(KernelParamPointers {
+        function: Function(l.function),
+        grid: l.grid,
+        block: l.block,
+        shared_mem_bytes: l.shared_mem_bytes,
+        params: l.kernel_params,
+    })
+}
+
 fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
     let bytes = usize::try_from(bytes).map_err(|_| Error::invalid_argument(format!("memcpy of {bytes} bytes is too large")))?;
     Ok(MemcpyParams { dst, src, bytes })
@@ -406,6 +440,47 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
             let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
             let launch = unsafe { launch_of(launch) }?;
             let n = cb.add_kernel(&deps, &launch.view())?;
+            // SAFETY: checked by arg_out.
+            unsafe { write_out(out, node_handle(id, n)) };
+            Ok(())
+        })
+    })
+}
+
+/// Adds a kernel node whose argument sizes are unknown after `deps` (as for
+/// `rcb_cmdbuf_add_kernel`): the runtime's `kernelParams` path (`hipGraphAddKernelNode` with
+/// `kernelParams = launch->kernel_params` and `extra = NULL`), so the runtime copies the
+/// arguments through the pointers during this call, using the kernel's metadata. `launch`, the
+/// pointer array and the values it points to are borrowed for the call only; the library keeps
+/// no copy and never reads them back. `*node` is written on success. Recording state only.
+///
+/// The library cannot see the node's addresses: it has no patch sites and its references are
+/// unknown, so while it exists `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations`
+/// refuse every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`,
+/// nothing changed), and so does a parent that clones this command buffer as a child. Re-record
+/// it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
+/// `RCB_ARG_SCAN` arguments when the sizes are known.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described; `launch->kernel_params` must hold one readable
+/// pointer per kernel argument, each to a value of the argument's size.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
+    cb: *mut rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    launch: *const rcb_kernel_params_launch,
+    node: *mut rcb_node,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(node, "node")?;
+        with(cb, |id, cb| {
+            // SAFETY: forwarded from the caller.
+            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            let launch = unsafe { params_launch_of(launch) }?;
+            let n = cb.add_kernel_params(&deps, &launch)?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, node_handle(id, n)) };
             Ok(())
@@ -527,9 +602,9 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
 /// `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in (`RCB_OK`,
 /// `needs_rerecord = 1`, nothing changed) instead of leaving the clone stale. The reference set
 /// is unknown, so that ANY move is refused while the node exists, when `child`'s graph came from
-/// capture, when `child` holds a child node with unknown references, or when `child`'s template
-/// lags behind its executable graph (a child node updated in place, a failed address update not
-/// yet repaired).
+/// capture, when `child` holds a child node with unknown references or a kernel node added with
+/// `rcb_cmdbuf_add_kernel_params`, or when `child`'s template lags behind its executable graph (a
+/// child node updated in place, a failed address update not yet repaired).
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.
@@ -611,6 +686,37 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_kernel(cb: *mut rcb_cmdbuf, node: rcb
             // SAFETY: forwarded from the caller.
             let launch = unsafe { launch_of(launch) }?;
             cb.update_kernel(n, &launch.view())
+        })
+    })
+}
+
+/// Replaces the launch of kernel node `node`, which must have been added with
+/// `rcb_cmdbuf_add_kernel_params` (any other node gives `RCB_STATUS_INVALID_ARGUMENT` naming
+/// it); function, dimensions and arguments may all change. The runtime copies the arguments
+/// through `launch->kernel_params` during the call, into the executable graph of a primary
+/// command buffer (`hipGraphExecKernelNodeSetParams`) or the template of a nested one
+/// (`hipGraphKernelNodeSetParams`). A primary's template gets them too, right after (the library
+/// keeps no copy to bring it up to date later); if only that second call fails, the call still
+/// succeeds (the executable graph has the update) and the failure is logged at warn. Updating
+/// state only. On failure the node keeps its previous parameters. The node's references stay
+/// unknown.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// Pointers must be NULL or valid as described for `rcb_cmdbuf_add_kernel_params`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_kernel_params(
+    cb: *mut rcb_cmdbuf,
+    node: rcb_node,
+    launch: *const rcb_kernel_params_launch,
+) -> rcb_status {
+    boundary(|| {
+        with(cb, |id, cb| {
+            let n = node_id(id, node)?;
+            // SAFETY: forwarded from the caller.
+            let launch = unsafe { params_launch_of(launch) }?;
+            cb.update_kernel_params(n, &launch)
         })
     })
 }
@@ -795,8 +901,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 /// - a moved allocation may be referenced by a node whose addresses are not patch sites (a
 ///   child node cloned with `rcb_cmdbuf_add_child` whose reference set lies in it), or at least
 ///   one allocation moved while the command buffer holds a node whose references are unknown (a
-///   raw child graph, a child cloned from a captured or otherwise opaque command buffer) or its
-///   graph came from capture: nothing changed, the reason is logged at debug level;
+///   raw child graph, a child cloned from a captured or otherwise opaque command buffer, a kernel
+///   node added with `rcb_cmdbuf_add_kernel_params`) or its graph came from capture: nothing
+///   changed, the reason is logged at debug level;
 /// - a runtime call failing part-way (logged at warn; the table and the library's copy of the
 ///   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
 ///   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).
