@@ -170,6 +170,7 @@ impl CmdBuf {
     /// (see [`Self::references`]), and a move of any of them is refused.
     pub fn add_child(&mut self, deps: &[NodeId], child: &mut CmdBuf) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
+        // Checked before the child's template is brought up to date, so a refusal touches nothing.
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
         self.add_child_node(deps, graph, child.references())

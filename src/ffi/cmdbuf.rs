@@ -51,9 +51,9 @@ pub const RCB_ARG_VALUE: u32 = 0;
 pub const RCB_ARG_DEVICE_PTR: u32 = 1;
 /// `rcb_kernel_arg.kind`: an argument of any size whose kind the caller does not know (XLA knows
 /// every argument's size but not always which ones are device addresses). It is packed exactly
-/// like `RCB_ARG_VALUE`; then every 8-byte word of it that sits at an 8-byte-aligned offset of
-/// the node's packed arguments and holds an address inside an allocation of the table is a patch
-/// site, found again whenever `rcb_cmdbuf_set_allocations` replaces the table.
+/// like `RCB_ARG_VALUE`; then every 8-byte word wholly inside it that sits at an 8-byte-aligned
+/// offset of the node's packed arguments and holds an address inside an allocation of the table
+/// is a patch site, found again whenever `rcb_cmdbuf_set_allocations` replaces the table.
 ///
 /// Trade-off: a plain value (an integer, a pair of floats) that happens to equal an address
 /// inside an allocation is patched as if it were a pointer; a pointer at an offset that is not a
@@ -396,8 +396,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
 
 /// Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
 /// `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
-/// from now on that lies inside an allocation becomes a patch site of it. Allowed while recording
-/// or updating (re-recording starts with this call).
+/// from now on that lies inside an allocation becomes a patch site of it, and the addresses that
+/// cloned child nodes may reference are mapped to the new table (see `rcb_cmdbuf_add_child`).
+/// Allowed while recording or updating (re-recording starts with this call).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
