@@ -23,6 +23,20 @@
 #define RCB_ARG_DEVICE_PTR 1
 
 /**
+ * `rcb_kernel_arg.kind`: an argument of any size whose kind the caller does not know (XLA knows
+ * every argument's size but not always which ones are device addresses). It is packed exactly
+ * like `RCB_ARG_VALUE`; then every 8-byte word wholly inside it that sits at an 8-byte-aligned
+ * offset of the node's packed arguments and holds an address inside an allocation of the table
+ * is a patch site, found again whenever `rcb_cmdbuf_set_allocations` replaces the table.
+ *
+ * Trade-off: a plain value (an integer, a pair of floats) that happens to equal an address
+ * inside an allocation is patched as if it were a pointer; a pointer at an offset that is not a
+ * multiple of 8, or kept in device memory (a pointer array), is not found. Prefer
+ * `RCB_ARG_DEVICE_PTR` and `RCB_ARG_VALUE` for the arguments whose kind is known.
+ */
+#define RCB_ARG_SCAN 2
+
+/**
  * Most arguments of one kernel launch.
  */
 #define RCB_MAX_KERNEL_ARGS 4096
@@ -159,7 +173,7 @@ typedef struct rcb_kernel_arg {
   const void *value;
   uint32_t size;
   /**
-   * `RCB_ARG_VALUE` or `RCB_ARG_DEVICE_PTR` (then `size` must be 8).
+   * `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8) or `RCB_ARG_SCAN`.
    */
   uint32_t kind;
 } rcb_kernel_arg;
@@ -176,6 +190,23 @@ typedef struct rcb_kernel_launch {
   const struct rcb_kernel_arg *args;
   size_t num_args;
 } rcb_kernel_launch;
+
+/**
+ * A kernel launch whose argument sizes the caller does not know (XLA's `KernelArgsPackedTuple`
+ * and `KernelArgsPackedVector` expose only `void **argument_addresses`). `function` is a
+ * `hipFunction_t` (or `CUfunction`); `kernel_params` is the runtime's `kernelParams`: one
+ * pointer per kernel argument, each to that argument's value, borrowed for the call only. The
+ * runtime copies the values during the call, sizing them from the kernel's own metadata; the
+ * library keeps no copy and never reads them back (ROCm/clr#138). NULL is accepted for a kernel
+ * without arguments (the runtime refuses it for one with arguments; ROCm 5.2 refuses it always).
+ */
+typedef struct rcb_kernel_params_launch {
+  void *function;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_mem_bytes;
+  void **kernel_params;
+} rcb_kernel_params_launch;
 
 /**
  * What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
@@ -195,10 +226,12 @@ typedef struct rcb_update_report {
   uint64_t updated_nodes;
   /**
    * 1 when the update could not be completed in place (the number of allocations or a size
-   * changed: nothing was changed; or a runtime call failed part-way: launches are refused
-   * until a re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
-   * `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node,
-   * `rcb_cmdbuf_finalize`.
+   * changed, or a moved allocation may be referenced by a node the library cannot patch:
+   * nothing was changed; or a runtime call failed part-way: launches are refused until a
+   * re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
+   * `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node
+   * (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
+   * `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
    */
   uint32_t needs_rerecord;
 } rcb_update_report;
@@ -219,7 +252,9 @@ typedef struct rcb_allocation_move {
 typedef struct rcb_flatten_report {
   /**
    * 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
-   * node (its addresses are then not patch sites) and `reason` says why.
+   * node and `reason` says why; its addresses are then not patch sites and it pins
+   * allocations exactly like a node of `rcb_cmdbuf_add_child` (a command buffer child) or of
+   * `rcb_cmdbuf_add_child_graph` (a raw graph: any move is refused).
    */
   uint32_t flattened;
   /**
@@ -489,8 +524,9 @@ rcb_status rcb_cmdbuf_free(struct rcb_cmdbuf *cb);
 /**
  * Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
  * `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
- * from now on that lies inside an allocation becomes a patch site of it. Allowed while recording
- * or updating (re-recording starts with this call).
+ * from now on that lies inside an allocation becomes a patch site of it, and the addresses that
+ * cloned child nodes may reference are mapped to the new table (see `rcb_cmdbuf_add_child`).
+ * Allowed while recording or updating (re-recording starts with this call).
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -505,8 +541,9 @@ rcb_status rcb_cmdbuf_set_allocations(struct rcb_cmdbuf *cb,
  * Adds a kernel node after the `ndeps` nodes in `deps` (NULL allowed when `ndeps` is 0; at most
  * the node count). The arguments are packed into one blob owned by the node (see
  * `rcb_kernel_arg`); `launch` and everything it points to is borrowed for the call only. Each
- * `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site. `*node` is written on
- * success. Recording state only.
+ * `RCB_ARG_DEVICE_PTR` argument inside an allocation becomes a patch site, and so does each
+ * aligned 8-byte word of an `RCB_ARG_SCAN` argument that holds such an address. `*node` is
+ * written on success. Recording state only.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -518,6 +555,33 @@ rcb_status rcb_cmdbuf_add_kernel(struct rcb_cmdbuf *cb,
                                  size_t ndeps,
                                  const struct rcb_kernel_launch *launch,
                                  rcb_node *node);
+
+/**
+ * Adds a kernel node whose argument sizes are unknown after `deps` (as for
+ * `rcb_cmdbuf_add_kernel`): the runtime's `kernelParams` path (`hipGraphAddKernelNode` with
+ * `kernelParams = launch->kernel_params` and `extra = NULL`), so the runtime copies the
+ * arguments through the pointers during this call, using the kernel's metadata. `launch`, the
+ * pointer array and the values it points to are borrowed for the call only; the library keeps
+ * no copy and never reads them back. `*node` is written on success. Recording state only.
+ *
+ * The library cannot see the node's addresses: it has no patch sites and its references are
+ * unknown, so while it exists `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations`
+ * refuse every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`,
+ * nothing changed), and so does a parent that clones this command buffer as a child. Re-record
+ * it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
+ * `RCB_ARG_SCAN` arguments when the sizes are known.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described; `launch->kernel_params` must hold one readable
+ * pointer per kernel argument, each to a value of the argument's size.
+ */
+rcb_status rcb_cmdbuf_add_kernel_params(struct rcb_cmdbuf *cb,
+                                        const rcb_node *deps,
+                                        size_t ndeps,
+                                        const struct rcb_kernel_params_launch *launch,
+                                        rcb_node *node);
 
 /**
  * Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
@@ -573,8 +637,21 @@ rcb_status rcb_cmdbuf_add_empty(struct rcb_cmdbuf *cb,
 /**
  * Adds a child node holding a clone of `child`'s graph (a finalized command buffer, usually a
  * nested one) after `deps`. `child` is borrowed for the call and stays owned by the caller; later
- * changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). Addresses inside the
- * clone are not patch sites of `cb`. `*node` is written on success. Recording state only.
+ * changes to it do not reach the clone (use `rcb_cmdbuf_update_child`). `*node` is written on
+ * success. Recording state only.
+ *
+ * Addresses inside the clone are not patch sites of `cb`; they pin allocations instead. The
+ * node's reference set is every address `child`'s nodes hold where a pointer may be
+ * (`RCB_ARG_DEVICE_PTR` arguments, every aligned word of `RCB_ARG_SCAN` arguments, memcpy
+ * source and destination, memset destination), whether or not `child` has an allocation table,
+ * plus the reference sets of `child`'s own child nodes. `cb` maps them to its allocations now
+ * and again on every `rcb_cmdbuf_set_allocations`; `rcb_cmdbuf_update_allocations` and
+ * `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in (`RCB_OK`,
+ * `needs_rerecord = 1`, nothing changed) instead of leaving the clone stale. The reference set
+ * is unknown, so that ANY move is refused while the node exists, when `child`'s graph came from
+ * capture, when `child` holds a child node with unknown references or a kernel node added with
+ * `rcb_cmdbuf_add_kernel_params`, or when `child`'s template lags behind its executable graph (a
+ * child node updated in place, a failed address update not yet repaired).
  *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
@@ -593,6 +670,11 @@ rcb_status rcb_cmdbuf_add_child(struct rcb_cmdbuf *cb,
  * call; the caller keeps owning it) after `deps`. `*node` is written on success. Recording
  * state only.
  *
+ * The library does not know what the clone points into: while the node exists,
+ * `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` refuse every update that
+ * moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing changed). To keep
+ * in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`).
+ *
  * Thread-safety: one thread at a time per command buffer.
  *
  * # Safety
@@ -606,8 +688,9 @@ rcb_status rcb_cmdbuf_add_child_graph(struct rcb_cmdbuf *cb,
 
 /**
  * Replaces the launch of kernel node `node` (function, dimensions and arguments may all
- * change) and sends it to the runtime at once; its patch sites are replaced. Updating state
- * only. On failure the node keeps its previous parameters.
+ * change) and sends it to the runtime at once; its patch sites, scanned words included, are
+ * replaced by those of the new arguments. Updating state only. On failure the node keeps its
+ * previous parameters.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -617,6 +700,27 @@ rcb_status rcb_cmdbuf_add_child_graph(struct rcb_cmdbuf *cb,
 rcb_status rcb_cmdbuf_update_kernel(struct rcb_cmdbuf *cb,
                                     rcb_node node,
                                     const struct rcb_kernel_launch *launch);
+
+/**
+ * Replaces the launch of kernel node `node`, which must have been added with
+ * `rcb_cmdbuf_add_kernel_params` (any other node gives `RCB_STATUS_INVALID_ARGUMENT` naming
+ * it); function, dimensions and arguments may all change. The runtime copies the arguments
+ * through `launch->kernel_params` during the call, into the executable graph of a primary
+ * command buffer (`hipGraphExecKernelNodeSetParams`) or the template of a nested one
+ * (`hipGraphKernelNodeSetParams`). A primary's template gets them too, right after (the library
+ * keeps no copy to bring it up to date later); if only that second call fails, the call still
+ * succeeds (the executable graph has the update) and the failure is logged at warn. Updating
+ * state only. On failure the node keeps its previous parameters. The node's references stay
+ * unknown.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * Pointers must be NULL or valid as described for `rcb_cmdbuf_add_kernel_params`.
+ */
+rcb_status rcb_cmdbuf_update_kernel_params(struct rcb_cmdbuf *cb,
+                                           rcb_node node,
+                                           const struct rcb_kernel_params_launch *launch);
 
 /**
  * Replaces the operands of memcpy node `node` (as for `rcb_cmdbuf_add_memcpy_d2d`). Updating
@@ -654,7 +758,9 @@ rcb_status rcb_cmdbuf_update_memset(struct rcb_cmdbuf *cb,
  * buffer with the same topology as the one the node was added with), in the executable graph.
  * Updating state only. A child node of a nested command buffer cannot be updated in place
  * (`RCB_STATUS_UNSUPPORTED`: the runtime has no template setter for child graphs). `child` is
- * borrowed for the call.
+ * borrowed for the call. The node's reference set (see `rcb_cmdbuf_add_child`) becomes
+ * `child`'s. The template of `cb` keeps the old clone, so a clone of `cb` itself (as a child of
+ * another command buffer) has unknown references from then on.
  *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
@@ -680,8 +786,14 @@ rcb_status rcb_cmdbuf_capture_begin(struct rcb_cmdbuf *cb, void *stream);
 
 /**
  * Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
- * one is destroyed) and the command buffer is recording again. Addresses inside a captured
- * graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+ * one is destroyed) and the command buffer is recording again. If the runtime reports the
+ * capture failed, the graph is unchanged.
+ *
+ * Addresses inside a captured graph are not patch sites and the library does not know them:
+ * `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse
+ * every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing
+ * changed; capture again into a new command buffer), and a child cloned from it
+ * (`rcb_cmdbuf_add_child`) makes its parent refuse likewise.
  *
  * Thread-safety: the thread that began the capture.
  *
@@ -759,11 +871,19 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  * buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
  * comparison per entry plus the sites of the moved allocations; no scan of the nodes.
  *
- * Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place: a
- * different `n` or a changed size (then nothing changed), or a runtime call failing part-way
- * (logged at warn; the table and the library's copy of the parameters are the new ones, the
- * nodes not yet sent are kept aside and launches are refused until they are re-recorded or
- * sent by the next `rcb_cmdbuf_finalize` or update). `*report` is written on success.
+ * Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place:
+ * - a different `n` or a changed size: nothing changed;
+ * - a moved allocation may be referenced by a node whose addresses are not patch sites (a
+ *   child node cloned with `rcb_cmdbuf_add_child` whose reference set lies in it), or at least
+ *   one allocation moved while the command buffer holds a node whose references are unknown (a
+ *   raw child graph, a child cloned from a captured or otherwise opaque command buffer, a kernel
+ *   node added with `rcb_cmdbuf_add_kernel_params`) or its graph came from capture: nothing
+ *   changed, the reason is logged at debug level;
+ * - a runtime call failing part-way (logged at warn; the table and the library's copy of the
+ *   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
+ *   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).
+ *
+ * An update in which nothing moved is never refused. `*report` is written on success.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -784,9 +904,9 @@ rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
  *
  * Fails with `RCB_STATUS_INVALID_ARGUMENT`, changing nothing, when an index is outside the
  * table, an allocation is named twice or a new range runs past the address space. An entry
- * that keeps its base is not counted as moved. A runtime call failing part-way gives
- * `RCB_OK` with `report->needs_rerecord = 1`, as for `rcb_cmdbuf_update_allocations`.
- * `*report` is written on success.
+ * that keeps its base is not counted as moved. A move that nodes the library cannot patch may
+ * see, or a runtime call failing part-way, gives `RCB_OK` with `report->needs_rerecord = 1`,
+ * exactly as for `rcb_cmdbuf_update_allocations`. `*report` is written on success.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -844,7 +964,9 @@ rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
  * `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
  * flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
  * (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
- * dependency lost either way.
+ * dependency lost either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
+ * (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
+ * reference are refused with `needs_rerecord`, never applied silently.
  *
  * `*group` is written on success: the node later commands depend on (the child's single exit
  * node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.

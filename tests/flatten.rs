@@ -239,6 +239,10 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
         assert_eq!((r.patched_sites, r.updated_nodes, r.needs_rerecord), (2, 2, 0), "axpy's y and the memcpy's source");
         parent.launch(&gpu);
         assert_eq!(gpu.read(d, N), vec![6.0; N], "d = y2 + 0.5 * 2");
+    } else {
+        let y2 = gpu.upload(&[5.0; N]);
+        let r = parent.update_allocs(&[(x, BYTES), (y2, BYTES), (d, BYTES)]);
+        assert_eq!(r, rcb_update_report { needs_rerecord: 1, ..Default::default() }, "the fallback clone reads y: refused, not stale");
     }
 }
 
@@ -266,6 +270,16 @@ fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason
     parent.finalize();
     parent.launch(gpu);
     assert_eq!(u32s(gpu, d), vec![7; N], "the copy waited for all of the child");
+    // The fallback clone's addresses are unknown: even d, which only the parent's copy writes,
+    // does not move in place (it would have, silently leaving x stale had x moved too).
+    let (x2, d2) = (zeroed(gpu), zeroed(gpu));
+    let refused = rcb_update_report { needs_rerecord: 1, ..Default::default() };
+    assert_eq!(parent.move_allocs(&[(1, d2)]), refused);
+    assert_eq!(parent.update_allocs(&[(x2, BYTES), (d2, BYTES)]), refused);
+    gpu.write(d, &[0.0; N]);
+    parent.launch(gpu);
+    assert_eq!(u32s(gpu, d), vec![7; N], "nothing moved");
+    assert_eq!(u32s(gpu, d2), vec![0; N]);
 }
 
 #[test]

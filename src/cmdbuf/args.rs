@@ -20,6 +20,10 @@ pub enum ArgKind {
     Value,
     /// An 8-byte device address: patched when it lies inside an allocation.
     DevicePtr,
+    /// Bytes of any size whose kind the caller does not know: packed like a value, and each of
+    /// its 8-byte words at an 8-byte-aligned offset of the blob is a candidate address (a site
+    /// when it lies inside an allocation), as for a kernel node flattened from a raw graph.
+    Scan,
 }
 
 /// One argument as the caller gives it; `value` is borrowed for the call.
@@ -33,7 +37,8 @@ pub struct KernelArg<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackedArgs {
     pub blob: Vec<u8>,
-    /// Byte offsets in `blob` of the `DevicePtr` arguments, in argument order.
+    /// Byte offsets in `blob` of the words that may hold device addresses, ascending: each
+    /// `DevicePtr` argument and the [`aligned_words`] of each `Scan` argument.
     pub pointers: Vec<u32>,
 }
 
@@ -69,11 +74,21 @@ pub fn pack(args: &[KernelArg<'_>]) -> Result<PackedArgs> {
     let mut pointers = Vec::new();
     for (a, &at) in args.iter().zip(&offsets) {
         blob[at..at + a.value.len()].copy_from_slice(a.value);
-        if a.kind == ArgKind::DevicePtr {
-            pointers.push(at as u32);
+        match a.kind {
+            ArgKind::Value => {}
+            ArgKind::DevicePtr => pointers.push(at as u32),
+            ArgKind::Scan => pointers.extend(aligned_words(at, at + a.value.len())),
         }
     }
     Ok(PackedArgs { blob, pointers })
+}
+
+/// Offsets of the 8-byte words that lie wholly inside `start..end` of a blob and start at a
+/// multiple of 8 of it: where an address can sit when nothing says which bytes are addresses.
+/// Offsets fit in `u32` because a blob never exceeds [`MAX_BLOB_BYTES`] (a flattened node's
+/// blob comes from the runtime, which has the same limit).
+pub fn aligned_words(start: usize, end: usize) -> impl Iterator<Item = u32> {
+    (start.next_multiple_of(8)..end.saturating_sub(7)).step_by(8).map(|w| w as u32)
 }
 
 /// Reads the 8-byte address at `at` in `blob`.
@@ -130,6 +145,24 @@ mod tests {
         assert_eq!(read_ptr(&packed.blob, 56), 0x1000_2000_3000_4000);
         // (u64, u32) is 12 bytes, not the 16 of a padded struct.
         assert_eq!(pack(&[p(&ptr), v(&f)]).unwrap().blob.len(), 12);
+    }
+
+    #[test]
+    fn scan_arguments_are_packed_as_values_and_offer_their_whole_aligned_words() {
+        fn s(b: &[u8]) -> KernelArg<'_> {
+            KernelArg { value: b, kind: ArgKind::Scan }
+        }
+        let (c, twenty, ptr, four, sixteen) = ([1u8; 4], [2u8; 20], 7u64.to_ne_bytes(), [3u8; 4], [4u8; 16]);
+        // u32@0, scan 20@4 (4..24), ptr@24, scan 4@32, scan 16@48 (16-aligned, 36..48 padding).
+        let packed = pack(&[v(&c), s(&twenty), p(&ptr), s(&four), s(&sixteen)]).unwrap();
+        assert_eq!(packed.blob.len(), 64);
+        assert_eq!(&packed.blob[4..24], &twenty);
+        assert_eq!(&packed.blob[48..64], &sixteen);
+        // 4..8 is not a whole aligned word of the scan argument; 32..36 is too short for one.
+        assert_eq!(packed.pointers, vec![8, 16, 24, 48, 56]);
+        assert_eq!(aligned_words(0, 7).count(), 0);
+        assert_eq!(aligned_words(3, 24).collect::<Vec<_>>(), vec![8, 16]);
+        assert_eq!(aligned_words(0, 16).collect::<Vec<_>>(), vec![0, 8]);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! value equal to such an address would be patched too; that is the price of not knowing the
 //! layout).
 
+use super::args;
 use super::nodes::{KernelRecord, Params};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
@@ -93,11 +94,11 @@ impl CmdBuf {
             Err(Refusal(reason)) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
-                let embedded = match source {
-                    Source::CmdBuf(child) => child.graph_to_embed()?,
-                    Source::Graph(g) => g,
+                // The fallback node follows the rules of any child node (see `opaque.rs`).
+                let group = match source {
+                    Source::CmdBuf(child) => self.add_child(deps, child)?,
+                    Source::Graph(g) => self.add_child_graph(deps, g)?,
                 };
-                let group = self.add_child(deps, embedded)?;
                 Ok((group, FlattenReport { fallback: Some(reason), nodes, sites: 0 }))
             }
         }
@@ -187,10 +188,13 @@ impl Planner<'_> {
     }
 
     fn node(&mut self, node: Node, deps: Vec<(Dep, EdgeData)>) -> Result<Result<Vec<usize>, Refusal>> {
+        let refuse = |what: String| Ok(Err(Refusal(what)));
         if let Some(&params) = self.known.get(&node) {
+            if let Params::KernelByPointers = params {
+                return refuse(String::from("a kernel node added with kernelParams: the library never saw its arguments"));
+            }
             return Ok(Ok(vec![self.push(params.clone(), deps, None)]));
         }
-        let refuse = |what: String| Ok(Err(Refusal(what)));
         let kind = match self.rt.node_type(node) {
             Ok(kind) => kind,
             Err(e) => return refuse(format!("reading a node's type: {e}")),
@@ -199,7 +203,7 @@ impl Planner<'_> {
             NodeType::Kernel => match self.rt.kernel_node_read(node) {
                 Ok(k) => match k.args {
                     Ok(blob) => {
-                        let pointers = (0..blob.len() / 8).map(|w| (w * 8) as u32).collect();
+                        let pointers = args::aligned_words(0, blob.len()).collect();
                         let record = KernelRecord {
                             function: k.function,
                             grid: k.grid,

@@ -12,6 +12,7 @@ pub mod allocations;
 pub mod args;
 mod flatten;
 mod nodes;
+mod opaque;
 mod patch;
 mod state;
 mod update;
@@ -22,9 +23,10 @@ pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
+use crate::runtime::{CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream};
 use allocations::AllocationTable;
 use nodes::{KernelRecord, NodeRecord, Params};
+use opaque::{Pins, References};
 use patch::PatchTable;
 use state::{Op, State};
 
@@ -72,6 +74,8 @@ pub struct CmdBuf {
     nodes: Vec<NodeRecord>,
     allocs: AllocationTable,
     patches: PatchTable,
+    /// Allocations that nodes the library cannot patch may reference (see `opaque.rs`).
+    pins: Pins,
     scratch: update::Scratch,
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
@@ -95,6 +99,7 @@ impl CmdBuf {
             nodes: Vec::new(),
             allocs: AllocationTable::default(),
             patches: PatchTable::default(),
+            pins: Pins::default(),
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
             template_stale: false,
@@ -114,15 +119,18 @@ impl CmdBuf {
         self.patches.len()
     }
 
-    /// Replaces the allocation table. Every recorded address is attributed to the new table, so
-    /// re-recording after a reported `needs_rerecord` starts with this call.
+    /// Replaces the allocation table. Every recorded address, and every address a cloned child
+    /// may reference, is attributed to the new table, so re-recording after a reported
+    /// `needs_rerecord` starts with this call.
     pub fn set_allocations(&mut self, allocs: &[Allocation]) -> Result<()> {
         self.state.allow(Op::SetAllocations)?;
         allocations::validate(allocs)?;
         self.allocs.set(allocs);
         self.patches.reset(allocs.len());
+        self.pins.reset(allocs.len());
         for id in 0..self.nodes.len() {
             self.nodes[id].sites.clear();
+            self.nodes[id].pins.clear();
             self.attach_sites(id as NodeId);
         }
         Ok(())
@@ -131,6 +139,18 @@ impl CmdBuf {
     pub fn add_kernel(&mut self, deps: &[NodeId], launch: &KernelLaunch<'_>) -> Result<NodeId> {
         let params = kernel_params(launch)?;
         self.record(deps, params)
+    }
+
+    /// Adds a kernel node whose arguments the runtime copies through `launch.params` during the
+    /// call (XLA's packed argument arrays give addresses, not sizes). The library keeps no copy,
+    /// so the node has no patch sites and its references are unknown: while it exists no
+    /// allocation moves in place.
+    pub fn add_kernel_params(&mut self, deps: &[NodeId], launch: &KernelParamPointers) -> Result<NodeId> {
+        self.state.allow(Op::Add)?;
+        check_dims(launch.grid, launch.block)?;
+        let raw_deps = self.raw_deps(deps)?;
+        let raw = self.rt.add_kernel_node_by_pointers(self.graph, &raw_deps, launch)?;
+        Ok(self.push_record(raw, Params::KernelByPointers))
     }
 
     pub fn add_memcpy(&mut self, deps: &[NodeId], copy: MemcpyParams) -> Result<NodeId> {
@@ -145,16 +165,85 @@ impl CmdBuf {
         self.record(deps, Params::Empty)
     }
 
-    /// Adds a child node holding a clone of `child` (the caller keeps `child`).
-    pub fn add_child(&mut self, deps: &[NodeId], child: Graph) -> Result<NodeId> {
+    /// Adds a child node holding a clone of `child`'s graph (the caller keeps `child`). The
+    /// clone's addresses are not patch sites: the allocations they lie in are pinned instead
+    /// (see [`Self::references`]), and a move of any of them is refused.
+    pub fn add_child(&mut self, deps: &[NodeId], child: &mut CmdBuf) -> Result<NodeId> {
+        self.state.allow(Op::Add)?;
+        // Checked before the child's template is brought up to date, so a refusal touches nothing.
+        self.raw_deps(deps)?;
+        let graph = child.graph_to_embed()?;
+        self.add_child_node(deps, graph, child.references())
+    }
+
+    /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
+    /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
+    pub fn add_child_graph(&mut self, deps: &[NodeId], graph: Graph) -> Result<NodeId> {
+        self.add_child_node(deps, graph, References::Unknown)
+    }
+
+    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         let raw_deps = self.raw_deps(deps)?;
-        let raw = self.rt.add_child_node(self.graph, &raw_deps, child)?;
-        Ok(self.push_record(raw, Params::Child))
+        let raw = self.rt.add_child_node(self.graph, &raw_deps, graph)?;
+        Ok(self.push_record(raw, Params::Child(refs)))
+    }
+
+    /// What a clone of this command buffer's template may point into, for a parent that embeds
+    /// it: every address its nodes hold where a pointer may be (device-pointer arguments, scanned
+    /// words, memcpy and memset operands; inside an allocation or not) and its own child nodes'
+    /// references. Unknown when the graph came from capture or any node's references are unknown
+    /// or lag behind the template.
+    fn references(&self) -> References {
+        if self.captured {
+            return References::Unknown;
+        }
+        let mut addresses = Vec::new();
+        for record in &self.nodes {
+            // The template of such a node holds older parameters than `params` says.
+            if record.unpushed || record.template_lags {
+                return References::Unknown;
+            }
+            match record.params.references() {
+                Some(References::Unknown) => return References::Unknown,
+                Some(References::Known(known)) => addresses.extend_from_slice(known),
+                None => record.params.for_each_slot(|_, address| addresses.push(address)),
+            }
+        }
+        addresses.sort_unstable();
+        addresses.dedup();
+        References::Known(addresses)
     }
 
     pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
         self.rerecord(node, kernel_params(launch)?)
+    }
+
+    /// Sends a node added with [`Self::add_kernel_params`] a new launch: to the executable graph
+    /// of a primary command buffer, to the template of a nested one. A primary's template gets
+    /// it too, right after: the arguments are readable only during this call, so the template
+    /// cannot catch up later as it does for other nodes. Should that second push fail, the
+    /// executable graph keeps the update (the call succeeds), the failure is logged at warn and
+    /// the node's template is marked as lagging until an update reaches it.
+    pub fn update_kernel_params(&mut self, node: NodeId, launch: &KernelParamPointers) -> Result<()> {
+        self.state.allow(Op::Update)?;
+        check_dims(launch.grid, launch.block)?;
+        let record = self.node(node)?;
+        if !matches!(record.params, Params::KernelByPointers) {
+            return Err(Error::invalid_argument(format!(
+                "node {node} is a {} node, not a kernel node added with add_kernel_params",
+                record.params.kind_name()
+            )));
+        }
+        let raw = record.raw;
+        let Some(exec) = self.exec else { return self.rt.kernel_node_set_by_pointers(raw, launch) };
+        self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
+        let template = self.rt.kernel_node_set_by_pointers(raw, launch);
+        if let Err(e) = &template {
+            log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
+        }
+        self.nodes[node as usize].template_lags = template.is_err();
+        Ok(())
     }
 
     pub fn update_memcpy(&mut self, node: NodeId, copy: MemcpyParams) -> Result<()> {
@@ -165,16 +254,25 @@ impl CmdBuf {
         self.rerecord(node, memset_params(set)?)
     }
 
-    /// Replaces the graph of a child node of a primary command buffer (same topology).
-    pub fn update_child(&mut self, node: NodeId, child: Graph) -> Result<()> {
+    /// Gives a child node of a primary command buffer `child`'s graph (same topology) in the
+    /// executable graph; the node's references become `child`'s.
+    pub fn update_child(&mut self, node: NodeId, child: &mut CmdBuf) -> Result<()> {
         self.state.allow(Op::Update)?;
-        let record = self.node_of_kind(node, "child")?;
-        match self.exec {
-            Some(exec) => self.rt.exec_child_node_set(exec, record.raw, child),
-            None => Err(Error::unsupported(
+        let raw = self.node_of_kind(node, "child")?.raw;
+        let Some(exec) = self.exec else {
+            return Err(Error::unsupported(
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
-            )),
-        }
+            ));
+        };
+        let graph = child.graph_to_embed()?;
+        let refs = child.references();
+        self.rt.exec_child_node_set(exec, raw, graph)?;
+        self.detach_pins(node);
+        let record = &mut self.nodes[node as usize];
+        record.params = Params::Child(refs);
+        record.template_lags = true;
+        self.attach_sites(node);
+        Ok(())
     }
 
     /// Starts capturing `stream` (thread-local mode); the captured graph replaces this command
@@ -288,6 +386,7 @@ impl CmdBuf {
         let record = self.node_of_kind(node, params.kind_name())?;
         params.push(self.rt, self.exec, record.raw)?;
         self.template_stale |= self.exec.is_some();
+        self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = params;
         record.unpushed = false;
@@ -298,6 +397,7 @@ impl CmdBuf {
         Ok(())
     }
 
+    /// Makes the node's addresses patch sites, or pins what an opaque node may reference.
     fn attach_sites(&mut self, node: NodeId) {
         let record = &mut self.nodes[node as usize];
         let (allocs, patches) = (&mut self.allocs, &mut self.patches);
@@ -306,6 +406,27 @@ impl CmdBuf {
                 record.sites.push(patches.add(node, slot, alloc, offset));
             }
         });
+        match record.params.references() {
+            None => {}
+            Some(References::Unknown) => self.pins.add(None),
+            Some(References::Known(addresses)) => {
+                record.pins.extend(addresses.iter().filter_map(|&a| allocs.lookup(a).map(|(alloc, _)| alloc)));
+                record.pins.sort_unstable();
+                record.pins.dedup();
+                self.pins.add(Some(&record.pins));
+            }
+        }
+    }
+
+    /// Undoes the pins of [`Self::attach_sites`] before the node's parameters are replaced.
+    fn detach_pins(&mut self, node: NodeId) {
+        let record = &mut self.nodes[node as usize];
+        match record.params.references() {
+            None => {}
+            Some(References::Unknown) => self.pins.remove(None),
+            Some(References::Known(_)) => self.pins.remove(Some(&record.pins)),
+        }
+        record.pins.clear();
     }
 
     fn raw_deps(&self, deps: &[NodeId]) -> Result<Vec<Node>> {
@@ -365,12 +486,17 @@ impl Drop for CmdBuf {
     }
 }
 
-fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
-    for (name, dims) in [("grid", launch.grid), ("block", launch.block)] {
+fn check_dims(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
+    for (name, dims) in [("grid", grid), ("block", block)] {
         if let Some(i) = dims.iter().position(|&d| d == 0) {
             return Err(Error::invalid_argument(format!("launch {name}[{i}] is 0")));
         }
     }
+    Ok(())
+}
+
+fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
+    check_dims(launch.grid, launch.block)?;
     let packed = args::pack(launch.args)?;
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,

@@ -3,6 +3,7 @@
 //! the arrays it hands out are its own and dangle).
 
 use super::args::{read_ptr, write_ptr};
+use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
 use crate::runtime::{Exec, Function, Graph, KernelParams, MemcpyParams, MemsetParams, Node, Runtime};
@@ -26,8 +27,16 @@ pub enum Params {
     Memcpy(MemcpyParams),
     Memset(MemsetParams),
     Empty,
-    Child,
+    /// A clone of a graph, and what its nodes may point into (none of it is a patch site).
+    Child(References),
+    /// A kernel node whose arguments the runtime copied through `kernelParams` when it was added
+    /// or updated; the library never saw them, keeps nothing and never reads them back
+    /// (ROCm/clr#138), so the node has no slots and unknown references.
+    KernelByPointers,
 }
+
+/// The references of every node whose arguments the library never saw.
+static UNKNOWN: References = References::Unknown;
 
 impl Params {
     pub fn kind_name(&self) -> &'static str {
@@ -36,7 +45,17 @@ impl Params {
             Params::Memcpy(_) => "memcpy",
             Params::Memset(_) => "memset",
             Params::Empty => "empty",
-            Params::Child => "child",
+            Params::Child(_) => "child",
+            Params::KernelByPointers => "kernelParams kernel",
+        }
+    }
+
+    /// What the node may point into besides its slots, when the library cannot patch it.
+    pub fn references(&self) -> Option<&References> {
+        match self {
+            Params::Child(refs) => Some(refs),
+            Params::KernelByPointers => Some(&UNKNOWN),
+            Params::Kernel(_) | Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
 
@@ -49,7 +68,7 @@ impl Params {
                 f(Slot::MemcpySrc, c.src);
             }
             Params::Memset(s) => f(Slot::MemsetDst, s.dst),
-            Params::Empty | Params::Child => {}
+            Params::Empty | Params::Child(_) | Params::KernelByPointers => {}
         }
     }
 
@@ -76,12 +95,13 @@ impl Params {
             Params::Memcpy(c) => rt.add_memcpy_node(graph, deps, c),
             Params::Memset(s) => rt.add_memset_node(graph, deps, s),
             Params::Empty => rt.add_empty_node(graph, deps),
-            Params::Child => unreachable!("child nodes are added with the graph they clone"),
+            Params::Child(_) => unreachable!("child nodes are added with the graph they clone"),
+            Params::KernelByPointers => unreachable!("kernelParams nodes are added with the caller's argument pointers"),
         }
     }
 
     /// Sends the parameters to the executable graph (`Some(exec)`) or to the template node.
-    /// Empty and child nodes have nothing to send.
+    /// Empty, child and kernelParams nodes have nothing to send (the last are sent when updated).
     pub fn push(&self, rt: &dyn Runtime, exec: Option<Exec>, node: Node) -> Result<()> {
         match (self, exec) {
             (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &Self::kernel_params(k)),
@@ -90,7 +110,7 @@ impl Params {
             (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
             (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),
             (Params::Memset(s), None) => rt.memset_node_set(node, s),
-            (Params::Empty | Params::Child, _) => Ok(()),
+            (Params::Empty | Params::Child(_) | Params::KernelByPointers, _) => Ok(()),
         }
     }
 }
@@ -104,10 +124,15 @@ pub struct NodeRecord {
     pub epoch: u64,
     /// The runtime holds older parameters than `params` (a push failed).
     pub unpushed: bool,
+    /// Allocations this node pins (its known references lie in them), distinct.
+    pub pins: Vec<u32>,
+    /// The template node holds older parameters than the executable graph and cannot be brought
+    /// up to date (a child node updated in place: the runtime has no template setter for it).
+    pub template_lags: bool,
 }
 
 impl NodeRecord {
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false }
+        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false }
     }
 }

@@ -44,7 +44,8 @@ impl CmdBuf {
     /// allocation gets the new base plus its old offset, then each touched node is pushed once
     /// (to the executable graph of a primary buffer, to the template of a nested one).
     ///
-    /// A different count or a changed size reports `needs_rerecord` and changes nothing. A
+    /// A different count or a changed size reports `needs_rerecord` and changes nothing, and so
+    /// does a move that a node the library cannot patch may see (see `opaque.rs`). A
     /// failing push reports `needs_rerecord` too: the shadow parameters and the table are then
     /// the new ones, the nodes not yet pushed are remembered (and refused at launch) until a
     /// re-record or the next finalize or update pushes them.
@@ -100,8 +101,13 @@ impl CmdBuf {
         Ok(self.apply_moves())
     }
 
-    /// Rewrites the sites of the allocations in `scratch.moved` and pushes each touched node once.
+    /// Rewrites the sites of the allocations in `scratch.moved` and pushes each touched node once,
+    /// unless a node the library cannot patch may reference one of them (then nothing changes).
     fn apply_moves(&mut self) -> UpdateReport {
+        if let Some(reason) = self.opaque_refusal() {
+            log::debug!("address update refused, re-record needed: {reason}");
+            return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
+        }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
         scratch.epoch += 1;
@@ -151,5 +157,14 @@ impl CmdBuf {
         }
         self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
         report
+    }
+
+    /// Why the allocations in `scratch.moved` cannot move in place, if they cannot: the graph came
+    /// from capture, or an opaque node may reference one of them (see `opaque.rs`).
+    fn opaque_refusal(&self) -> Option<String> {
+        if self.captured && !self.scratch.moved.is_empty() {
+            return Some(String::from("the command buffer's graph came from stream capture, whose addresses are not patch sites"));
+        }
+        self.pins.refusal(&self.scratch.moved)
     }
 }

@@ -56,6 +56,9 @@ pub trait Runtime: Send + Sync {
     fn graph_create(&self) -> Result<Graph>;
     fn graph_destroy(&self, graph: Graph) -> Result<()>;
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], kernel: &KernelParams<'_>) -> Result<Node>;
+    /// Adds a kernel node whose arguments the runtime copies through `kernel.params` during the
+    /// call (`kernelParams`, no `extra`).
+    fn add_kernel_node_by_pointers(&self, graph: Graph, deps: &[Node], kernel: &KernelParamPointers) -> Result<Node>;
     fn add_memcpy_node(&self, graph: Graph, deps: &[Node], copy: &MemcpyParams) -> Result<Node>;
     fn add_memset_node(&self, graph: Graph, deps: &[Node], set: &MemsetParams) -> Result<Node>;
     fn add_empty_node(&self, graph: Graph, deps: &[Node]) -> Result<Node>;
@@ -74,6 +77,7 @@ pub trait Runtime: Send + Sync {
     /// The graph embedded in a child node (owned by the node).
     fn child_node_graph(&self, node: Node) -> Result<Graph>;
     fn kernel_node_set(&self, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
+    fn kernel_node_set_by_pointers(&self, node: Node, kernel: &KernelParamPointers) -> Result<()>;
     fn memcpy_node_set(&self, node: Node, copy: &MemcpyParams) -> Result<()>;
     fn memset_node_set(&self, node: Node, set: &MemsetParams) -> Result<()>;
 
@@ -81,6 +85,7 @@ pub trait Runtime: Send + Sync {
     fn instantiate(&self, graph: Graph) -> Result<Exec>;
     fn exec_destroy(&self, exec: Exec) -> Result<()>;
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
+    fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, kernel: &KernelParamPointers) -> Result<()>;
     fn exec_memcpy_node_set(&self, exec: Exec, node: Node, copy: &MemcpyParams) -> Result<()>;
     fn exec_memset_node_set(&self, exec: Exec, node: Node, set: &MemsetParams) -> Result<()>;
     fn exec_child_node_set(&self, exec: Exec, node: Node, child: Graph) -> Result<()>;

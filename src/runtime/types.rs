@@ -79,6 +79,19 @@ pub struct KernelParams<'a> {
     pub args: &'a [u8],
 }
 
+/// A kernel node whose arguments are passed `kernelParams`-style: one pointer per argument, which
+/// the runtime follows during the call, sizing each argument from the kernel's own metadata (the
+/// caller need not know the sizes). The runtime copies the values; nothing is kept.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelParamPointers {
+    pub function: Function,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+    /// One pointer per kernel argument, valid for the call; null for a kernel without arguments.
+    pub params: *mut *mut c_void,
+}
+
 /// A memset node: `width` elements of `element_size` bytes (1, 2 or 4) per row, `height` rows
 /// `pitch` bytes apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@
  *   preloaded  RCB_HIP_LIBRARY unset: the library finds the libamdhip64.so.6 already in the
  *              process (RTLD_NOLOAD)
  * Either way the program and the library must share ONE hipsim instance (checked first).
- * Scenarios: command buffer, flattened capture, flattening fallback, trace cache, error paths.
+ * Scenarios: command buffer, flattened capture, flattening fallback, trace cache, error paths,
+ * XLA's records (scanned arguments, a kernelParams node).
  * Exits 0 when every check holds, 1 otherwise (each failed check prints file:line and the
  * condition); a failing HIP call or a setup call that must succeed stops the program. */
 #include <hip/hip_runtime_api.h>
@@ -380,8 +381,8 @@ static void flattened_capture(void) {
 }
 
 /* Flattens `g` (fill(x = 3) -> ... -> y += x) into a new command buffer, which must fall back to
- * one child node with a reason containing `why`, adds e = y + x after the group, and checks
- * that it ran after the whole child. */
+ * one child node with a reason containing `why`, adds e = y + x after the group, checks that it
+ * ran after the whole child, and that moving an allocation is refused (needs_rerecord). */
 static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char *why) {
     void *bufs[3] = {x, y, e};
     rcb_allocation table[3];
@@ -409,6 +410,20 @@ static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char 
     CHECK(holds_f32(x, 3), "x%s", mismatch);
     CHECK(holds_f32(y, 4), "y = 1 + 3: y%s", mismatch);
     CHECK(holds_f32(e, 7), "e = y + x saw the child's results: e%s", mismatch);
+
+    /* The clone's addresses are unknown: no allocation moves in place, not even e, which only the
+     * parent's add writes; the refusal changes nothing. */
+    void *e2 = upload_f32(0);
+    rcb_allocation_move move_e = {2, dptr(e2)};
+    rcb_update_report up;
+    memset(&up, 0xAB, sizeof up);
+    RCB(rcb_cmdbuf_move_allocations(cb, &move_e, 1, &up));
+    CHECK(up.moved_allocations == 0 && up.patched_sites == 0 && up.updated_nodes == 0 && up.needs_rerecord == 1,
+          "moved %u, patched %llu, updated %llu, needs_rerecord %u (want 0, 0, 0, 1)", up.moved_allocations,
+          (unsigned long long)up.patched_sites, (unsigned long long)up.updated_nodes, up.needs_rerecord);
+    launch_and_wait(cb);
+    CHECK(holds_f32(e, 10) && holds_f32(e2, 0), "e = 7 + 3 at the old address, e2 untouched:%s", mismatch);
+    HIP(hipFree(e2));
     RCB(rcb_cmdbuf_free(cb));
 }
 
@@ -444,6 +459,75 @@ static void flatten_fallback(void) {
     HIP(hipEventDestroy(ev));
     void *bufs2[3] = {x, y, e};
     free_all(bufs2, 3);
+}
+
+static void check_report(const rcb_update_report *r, uint32_t moved, uint64_t patched, uint64_t updated,
+                         uint32_t needs_rerecord, const char *what) {
+    CHECK(r->moved_allocations == moved && r->patched_sites == patched && r->updated_nodes == updated &&
+              r->needs_rerecord == needs_rerecord,
+          "%s: moved %u, patched %llu, updated %llu, needs_rerecord %u (want %u, %llu, %llu, %u)", what,
+          r->moved_allocations, (unsigned long long)r->patched_sites, (unsigned long long)r->updated_nodes,
+          r->needs_rerecord, moved, (unsigned long long)patched, (unsigned long long)updated, needs_rerecord);
+}
+
+/* 6. What XLA records: fill(x = 2) with its arguments as ONE RCB_ARG_SCAN struct (sizes known,
+ * kinds not), then axpy(y += 3x) through kernelParams (only the argument addresses known);
+ * launch; every move is refused while the kernelParams node exists; update_kernel_params
+ * changes the result; a command buffer of scanned arguments alone moves in place. */
+static void xla_records(void) {
+    void *x = upload_f32(0), *y = upload_f32(1), *x2 = upload_f32(0);
+    void *bufs[2] = {x, y};
+    rcb_allocation table[2];
+    table_of(bufs, 2, table);
+    rcb_cmdbuf *cb;
+    RCB(rcb_cmdbuf_new(0, &cb));
+    RCB(rcb_cmdbuf_set_allocations(cb, table, 2));
+    fill_args fa = fill_of(x, 2.0f);
+    rcb_kernel_arg scan = {&fa, sizeof fa, RCB_ARG_SCAN};
+    rcb_node fill = add_kernel(cb, NULL, 0, gpu.fill, &scan, 1);
+    CHECK(site_count(cb) == 1, "the scanned struct's dst word is the one site: %zu sites", site_count(cb));
+    axpy_args aa = axpy_of(y, x, 3.0f);
+    void *params[4] = {&aa.y, &aa.x, &aa.a, &aa.n};
+    rcb_kernel_params_launch kp = {(void *)gpu.axpy, {1, 1, 1}, {N, 1, 1}, 0, params};
+    rcb_node axpy = 0;
+    RCB(rcb_cmdbuf_add_kernel_params(cb, &fill, 1, &kp, &axpy));
+    memset(&aa, 0, sizeof aa); /* the runtime copied the values during the call */
+    CHECK(site_count(cb) == 1, "a kernelParams node has no sites: %zu sites", site_count(cb));
+    RCB(rcb_cmdbuf_finalize(cb));
+    launch_and_wait(cb);
+    CHECK(holds_f32(x, 2), "x%s", mismatch);
+    CHECK(holds_f32(y, 7), "y = 1 + 3 * 2: y%s", mismatch);
+
+    rcb_allocation_move move_x = {0, dptr(x2)};
+    rcb_update_report up;
+    memset(&up, 0xAB, sizeof up);
+    RCB(rcb_cmdbuf_move_allocations(cb, &move_x, 1, &up));
+    check_report(&up, 0, 0, 0, 1, "a move beside a kernelParams node");
+
+    RCB(rcb_cmdbuf_begin_update(cb));
+    EXPECT_FAIL(rcb_cmdbuf_update_kernel_params(cb, fill, &kp), RCB_STATUS_INVALID_ARGUMENT, "add_kernel_params");
+    aa = axpy_of(y, x, 5.0f);
+    RCB(rcb_cmdbuf_update_kernel_params(cb, axpy, &kp));
+    RCB(rcb_cmdbuf_finalize(cb));
+    launch_and_wait(cb);
+    CHECK(holds_f32(y, 17), "y = 7 + 5 * 2 after the update: y%s", mismatch);
+    CHECK(holds_f32(x2, 0), "x2 was never written:%s", mismatch);
+    RCB(rcb_cmdbuf_free(cb));
+
+    /* Without the kernelParams node the scanned site moves in place. */
+    RCB(rcb_cmdbuf_new(0, &cb));
+    RCB(rcb_cmdbuf_set_allocations(cb, table, 2));
+    fa = fill_of(x, 4.0f);
+    add_kernel(cb, NULL, 0, gpu.fill, &scan, 1);
+    RCB(rcb_cmdbuf_finalize(cb));
+    RCB(rcb_cmdbuf_move_allocations(cb, &move_x, 1, &up));
+    check_report(&up, 1, 1, 1, 0, "a scanned site");
+    launch_and_wait(cb);
+    CHECK(holds_f32(x2, 4), "the fill followed x to x2: x2%s", mismatch);
+    CHECK(holds_f32(x, 2), "old x written after the move: x%s", mismatch);
+    RCB(rcb_cmdbuf_free(cb));
+    void *all[3] = {x, y, x2};
+    free_all(all, 3);
 }
 
 /* What the trace function issues: fill(x = value) -> axpy(y += 2x), both `extra` style. */
@@ -665,6 +749,7 @@ int main(int argc, char **argv) {
     flattened_capture();
     flatten_fallback();
     trace_cache();
+    xla_records();
     error_paths();
 
     HIP(hipStreamDestroy(gpu.stream));

@@ -121,6 +121,24 @@ pub fn with_launch<R>(f: Function, n: u64, args: &[Arg], body: impl FnOnce(&rcb_
     body(&launch)
 }
 
+/// Runs `body` with a launch of `f` over `n` elements whose arguments are raw bytes with an
+/// `RCB_ARG_*` kind each (any size, e.g. one `RCB_ARG_SCAN` argument for a whole struct).
+pub fn with_raw_launch<R>(f: Function, n: u64, args: &[(&[u8], u32)], body: impl FnOnce(&rcb_kernel_launch) -> R) -> R {
+    let raw: Vec<rcb_kernel_arg> = args
+        .iter()
+        .map(|(bytes, kind)| rcb_kernel_arg { value: bytes.as_ptr() as *const c_void, size: bytes.len() as u32, kind: *kind })
+        .collect();
+    let launch = rcb_kernel_launch {
+        function: f.0,
+        grid: [n.div_ceil(256).max(1) as u32, 1, 1],
+        block: [256, 1, 1],
+        shared_mem_bytes: 0,
+        args: raw.as_ptr(),
+        num_args: raw.len(),
+    };
+    body(&launch)
+}
+
 /// A command buffer freed on drop.
 pub struct Cb(pub *mut rcb_cmdbuf);
 
@@ -154,6 +172,16 @@ impl Cb {
 
     pub fn kernel(&self, deps: &[rcb_node], f: Function, n: u64, args: &[Arg]) -> rcb_node {
         self.try_kernel(deps, f, n, args).unwrap_or_else(|s| panic!("add_kernel: {s}: {}", last_error()))
+    }
+
+    pub fn raw_kernel(&self, deps: &[rcb_node], f: Function, n: u64, args: &[(&[u8], u32)]) -> rcb_node {
+        let mut node = 0;
+        ok(with_raw_launch(f, n, args, |l| unsafe { rcb_cmdbuf_add_kernel(self.0, deps.as_ptr(), deps.len(), l, &mut node) }));
+        node
+    }
+
+    pub fn update_raw_kernel(&self, node: rcb_node, f: Function, n: u64, args: &[(&[u8], u32)]) {
+        ok(with_raw_launch(f, n, args, |l| unsafe { rcb_cmdbuf_update_kernel(self.0, node, l) }));
     }
 
     pub fn update_kernel(&self, node: rcb_node, f: Function, n: u64, args: &[Arg]) {

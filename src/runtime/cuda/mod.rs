@@ -145,6 +145,13 @@ fn node_params(k: &KernelParams<'_>, extra: *mut P) -> KernelNodeParams {
     KernelNodeParams::new(k.function.0, k.grid, k.block, k.shared_mem_bytes, extra)
 }
 
+/// `kernelParams`-style node parameters (`extra` null): the driver copies the arguments through
+/// the pointers during the call, sized by the kernel's parameter layout. Null is accepted for a
+/// kernel without parameters.
+fn pointer_node_params(k: &KernelParamPointers) -> KernelNodeParams {
+    KernelNodeParams { kernel_params: k.params, ..KernelNodeParams::new(k.function.0, k.grid, k.block, k.shared_mem_bytes, null_mut()) }
+}
+
 fn raw_nodes(deps: &[Node]) -> (*const P, usize) {
     if deps.is_empty() { (null(), 0) } else { (deps.as_ptr() as *const P, deps.len()) }
 }
@@ -362,6 +369,15 @@ impl Runtime for CudaRuntime {
         })
     }
 
+    fn add_kernel_node_by_pointers(&self, graph: Graph, deps: &[Node], k: &KernelParamPointers) -> Result<Node> {
+        let (d, n) = raw_nodes(deps);
+        let params = pointer_node_params(k);
+        let mut node = null_mut();
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphAddKernelNode_v2", || unsafe { (self.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
     fn add_memcpy_node(&self, graph: Graph, deps: &[Node], c: &MemcpyParams) -> Result<Node> {
         let (d, n) = raw_nodes(deps);
         let ctx = self.contexts.current(&self.core)?;
@@ -505,6 +521,12 @@ impl Runtime for CudaRuntime {
         })
     }
 
+    fn kernel_node_set_by_pointers(&self, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphKernelNodeSetParams_v2", || unsafe { (self.core.cuGraphKernelNodeSetParams_v2)(node.0, &params) })
+    }
+
     fn memcpy_node_set(&self, node: Node, c: &MemcpyParams) -> Result<()> {
         let params = Memcpy3D::device_1d(c);
         // SAFETY: params lives until the call returns.
@@ -537,6 +559,12 @@ impl Runtime for CudaRuntime {
                 (self.core.cuGraphExecKernelNodeSetParams_v2)(exec.0, node.0, &params)
             })
         })
+    }
+
+    fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphExecKernelNodeSetParams_v2", || unsafe { (self.core.cuGraphExecKernelNodeSetParams_v2)(exec.0, node.0, &params) })
     }
 
     fn exec_memcpy_node_set(&self, exec: Exec, node: Node, c: &MemcpyParams) -> Result<()> {

@@ -162,6 +162,20 @@ impl HipRuntime {
         }
     }
 
+    /// The `kernelParams`-style node parameters of `k` (`extra` null). A null `params` is passed
+    /// as it is: the runtime knows the kernel's parameter count and refuses it for a kernel with
+    /// parameters, where a substituted empty array would be read past its end.
+    fn pointer_node_params(&self, k: &KernelParamPointers) -> hipKernelNodeParams {
+        hipKernelNodeParams {
+            blockDim: dim(k.block),
+            extra: null_mut(),
+            func: k.function.0,
+            gridDim: dim(k.grid),
+            kernelParams: k.params,
+            sharedMemBytes: k.shared_mem_bytes,
+        }
+    }
+
     fn nodes_of(&self, call: &'static str, f: impl Fn(*mut P, &mut usize) -> c_int) -> Result<Vec<Node>> {
         let mut n = 0usize;
         self.check(call, f(null_mut(), &mut n))?;
@@ -343,6 +357,16 @@ impl Runtime for HipRuntime {
         })
     }
 
+    fn add_kernel_node_by_pointers(&self, graph: Graph, deps: &[Node], k: &KernelParamPointers) -> Result<Node> {
+        let (d, n) = raw_nodes(deps);
+        let params = self.pointer_node_params(k);
+        let mut node = null_mut();
+        // SAFETY: the caller's argument pointers are valid for the call; HIP copies the values it
+        // reads through them, sized by the kernel's metadata.
+        self.check("hipGraphAddKernelNode", unsafe { (self.core.hipGraphAddKernelNode)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
     fn add_memcpy_node(&self, graph: Graph, deps: &[Node], c: &MemcpyParams) -> Result<Node> {
         let (d, n) = raw_nodes(deps);
         let mut node = null_mut();
@@ -478,6 +502,12 @@ impl Runtime for HipRuntime {
         })
     }
 
+    fn kernel_node_set_by_pointers(&self, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = self.pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; HIP copies the values.
+        self.check("hipGraphKernelNodeSetParams", unsafe { (self.core.hipGraphKernelNodeSetParams)(node.0, &params) })
+    }
+
     fn memcpy_node_set(&self, node: Node, c: &MemcpyParams) -> Result<()> {
         // SAFETY: device addresses the runtime validates.
         self.check("hipGraphMemcpyNodeSetParams1D", unsafe {
@@ -511,6 +541,12 @@ impl Runtime for HipRuntime {
             // SAFETY: fresh arrays that live until the call returns.
             self.check("hipGraphExecKernelNodeSetParams", unsafe { (self.core.hipGraphExecKernelNodeSetParams)(exec.0, node.0, &params) })
         })
+    }
+
+    fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = self.pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; HIP copies the values.
+        self.check("hipGraphExecKernelNodeSetParams", unsafe { (self.core.hipGraphExecKernelNodeSetParams)(exec.0, node.0, &params) })
     }
 
     fn exec_memcpy_node_set(&self, exec: Exec, node: Node, c: &MemcpyParams) -> Result<()> {
