@@ -38,6 +38,10 @@ for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" 
 # The C library itself, for tests/gpu/torch_flatten.py (ctypes, RCB_LIBRARY).
 objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
 cp tests/gpu/kernels.cu tests/gpu/torch_flatten.py ci/gpu-run.sh "$stage/"
+# The replay of the patched XLA's calls, built here against the staged library, which it loads
+# under its SONAME from its own directory (a copy: the device tool carries plain files).
+cp "$stage/librocm_cmdbuf.so" "$stage/librocm_cmdbuf.so.0"
+bash tests/xla_flow/run.sh --build-only "$stage" "$stage"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
 
 # Never commit the staging area into that checkout.

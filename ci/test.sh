@@ -22,6 +22,8 @@ echo "$gpu_log" | grep -m1 'SKIPPED' || true
 echo "$(echo "$gpu_log" | grep -c 'SKIPPED') GPU test bodies skipped: no GPU on this machine (run ci/gpu.sh on a GPU machine)"
 echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
+echo "== the patched XLA's call sequences (tests/xla_flow)"
+bash tests/xla_flow/run.sh target/debug
 echo "== the software GPU's own C suite"
 bash tests/hipsim/run-c-tests.sh target/debug/libamdhip64.so
 echo "== the LD_PRELOAD stream cache"

@@ -261,6 +261,11 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_add_kernel(h_, deps.data(), deps.size(), &launch, node));
   }
 
+  // rcb_cmdbuf_add_kernel_params(cb, deps.data(), deps.size(), &launch, node).
+  Status AddKernelParams(Span<const rcb_node> deps, const rcb_kernel_params_launch& launch, rcb_node* node) {
+    return internal::Wrap(rcb_cmdbuf_add_kernel_params(h_, deps.data(), deps.size(), &launch, node));
+  }
+
   // rcb_cmdbuf_add_memcpy_d2d(cb, deps.data(), deps.size(), dst, src, bytes, node).
   Status AddMemcpyD2D(Span<const rcb_node> deps, uint64_t dst, uint64_t src, uint64_t bytes, rcb_node* node) {
     return internal::Wrap(rcb_cmdbuf_add_memcpy_d2d(h_, deps.data(), deps.size(), dst, src, bytes, node));
@@ -291,6 +296,11 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
   // rcb_cmdbuf_update_kernel(cb, node, &launch).
   Status UpdateKernel(rcb_node node, const rcb_kernel_launch& launch) {
     return internal::Wrap(rcb_cmdbuf_update_kernel(h_, node, &launch));
+  }
+
+  // rcb_cmdbuf_update_kernel_params(cb, node, &launch).
+  Status UpdateKernelParams(rcb_node node, const rcb_kernel_params_launch& launch) {
+    return internal::Wrap(rcb_cmdbuf_update_kernel_params(h_, node, &launch));
   }
 
   // rcb_cmdbuf_update_memcpy_d2d(cb, node, dst, src, bytes).

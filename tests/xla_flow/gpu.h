@@ -1,0 +1,134 @@
+// The xla_flow program's own access to the GPU, outside the library: memory, the test kernels,
+// a stream, and kernel launches for stream capture. The runtime is the one the library uses,
+// chosen by RCB_BACKEND: `hip` (default; the software GPU, dlopen'ed from XLA_FLOW_HIP, the same
+// file the library is pointed at with RCB_HIP_LIBRARY so both share one instance) or `cuda`
+// (libcuda.so.1, the test kernels' PTX from RCB_TEST_PTX). Failures stop the program.
+#ifndef XLA_FLOW_GPU_H
+#define XLA_FLOW_GPU_H
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+class Gpu {
+ public:
+  Gpu() {
+    const char* backend = std::getenv("RCB_BACKEND");
+    cuda_ = backend != nullptr && std::strcmp(backend, "cuda") == 0;
+    if (cuda_) {
+      lib_ = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+      if (lib_ == nullptr) Skip("no libcuda.so.1");
+      int (*init)(unsigned) = Sym<int (*)(unsigned)>("cuInit");
+      if (init(0) != 0) Skip("cuInit failed (no GPU)");
+      int dev = 0;
+      void* ctx = nullptr;
+      Check(Sym<int (*)(int*, int)>("cuDeviceGet")(&dev, 0), "cuDeviceGet");
+      Check(Sym<int (*)(void**, int)>("cuDevicePrimaryCtxRetain")(&ctx, dev), "cuDevicePrimaryCtxRetain");
+      Check(Sym<int (*)(void*)>("cuCtxSetCurrent")(ctx), "cuCtxSetCurrent");
+      const char* ptx_path = std::getenv("RCB_TEST_PTX");
+      if (ptx_path == nullptr) Fail("RCB_TEST_PTX is not set");
+      std::ifstream in(ptx_path);
+      std::stringstream ptx;
+      ptx << in.rdbuf();
+      std::string text = ptx.str();
+      Check(Sym<int (*)(void**, const void*)>("cuModuleLoadData")(&module_, text.c_str()), "cuModuleLoadData");
+      Check(Sym<int (*)(void**, unsigned)>("cuStreamCreate")(&stream_, 0), "cuStreamCreate");
+    } else {
+      const char* path = std::getenv("XLA_FLOW_HIP");
+      if (path == nullptr) Fail("XLA_FLOW_HIP (the software GPU's libamdhip64.so) is not set");
+      lib_ = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+      if (lib_ == nullptr) Fail(dlerror());
+      Check(Sym<int (*)(int)>("hipSetDevice")(0), "hipSetDevice");
+      Check(Sym<int (*)(void**, const void*)>("hipModuleLoadData")(&module_, "hipsim"), "hipModuleLoadData");
+      Check(Sym<int (*)(void**)>("hipStreamCreate")(&stream_), "hipStreamCreate");
+    }
+  }
+
+  bool cuda() const { return cuda_; }
+  void* stream() const { return stream_; }
+
+  uint64_t Malloc(size_t bytes) {
+    uint64_t p = 0;
+    Check(cuda_ ? Sym<int (*)(uint64_t*, size_t)>("cuMemAlloc_v2")(&p, bytes)
+                : Sym<int (*)(uint64_t*, size_t)>("hipMalloc")(&p, bytes),
+          "malloc");
+    return p;
+  }
+  void Free(uint64_t p) {
+    Check(cuda_ ? Sym<int (*)(uint64_t)>("cuMemFree_v2")(p) : Sym<int (*)(uint64_t)>("hipFree")(p), "free");
+  }
+  void Write(uint64_t dst, const void* src, size_t bytes) {
+    Check(cuda_ ? Sym<int (*)(uint64_t, const void*, size_t)>("cuMemcpyHtoD_v2")(dst, src, bytes)
+                : Sym<int (*)(uint64_t, const void*, size_t, int)>("hipMemcpy")(dst, src, bytes, 1),
+          "copy to device");
+  }
+  void Read(void* dst, uint64_t src, size_t bytes) {
+    Check(cuda_ ? Sym<int (*)(void*, uint64_t, size_t)>("cuMemcpyDtoH_v2")(dst, src, bytes)
+                : Sym<int (*)(void*, uint64_t, size_t, int)>("hipMemcpy")(dst, src, bytes, 2),
+          "copy to host");
+  }
+  void Sync() {
+    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(stream_)
+                : Sym<int (*)(void*)>("hipStreamSynchronize")(stream_),
+          "stream synchronize");
+  }
+  void* Function(const char* name) {
+    void* f = nullptr;
+    Check(cuda_ ? Sym<int (*)(void**, void*, const char*)>("cuModuleGetFunction")(&f, module_, name)
+                : Sym<int (*)(void**, void*, const char*)>("hipModuleGetFunction")(&f, module_, name),
+          name);
+    return f;
+  }
+  // A kernelParams-style launch on the stream (captured when the stream is capturing).
+  void Launch(void* f, unsigned grid, unsigned block, void** params) {
+    using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             void*, void**, void**);
+    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(f, grid, 1, 1, block, 1, 1, 0,
+                                                                           stream_, params, nullptr),
+          "kernel launch");
+  }
+
+  // The software GPU's test hooks (tests/hipsim/README.md); null on CUDA.
+  uint64_t CallCount(const char* name) {
+    return cuda_ ? 0 : Sym<uint64_t (*)(const char*)>("hipsimGetCallCount")(name);
+  }
+  bool SetFaults(const char* spec) {
+    return !cuda_ && Sym<int (*)(const char*)>("hipsimSetFaults")(spec) == 0;
+  }
+
+  [[noreturn]] static void Fail(const char* what) {
+    std::fprintf(stderr, "xla_flow: %s\n", what);
+    std::exit(1);
+  }
+
+ private:
+  [[noreturn]] static void Skip(const char* why) {
+    std::printf("xla_flow: SKIPPED: %s\n", why);
+    std::exit(0);
+  }
+  template <class F>
+  F Sym(const char* name) {
+    void* p = dlsym(lib_, name);
+    if (p == nullptr) Fail(name);
+    return reinterpret_cast<F>(p);
+  }
+  void Check(int code, const char* what) {
+    if (code != 0) {
+      std::fprintf(stderr, "xla_flow: %s failed with %d\n", what, code);
+      std::exit(1);
+    }
+  }
+
+  bool cuda_ = false;
+  void* lib_ = nullptr;
+  void* module_ = nullptr;
+  void* stream_ = nullptr;
+};
+
+#endif  // XLA_FLOW_GPU_H

@@ -1,0 +1,424 @@
+// Replays, through include/rocm_cmdbuf.hpp, the call sequences of a patched XLA
+// (xla-patches/0003 and 0004) on the software GPU or, with RCB_BACKEND=cuda, on an NVIDIA GPU:
+//
+//   * RocmCmdbufCommandBuffer: kernels with the argument kinds the bridge derives (device
+//     addresses and scalars of KernelArgsPackedArray, RCB_ARG_SCAN for other packings,
+//     kernelParams when sizes are unknown), memset with XLA's unbroadcast BitPattern, memcpy,
+//     nested command buffers cloned as child nodes (control flow) and traced ones (stream
+//     capture), finalize (PrepareFinalization / InstantiateGraph), launch;
+//   * CommandBufferThunk: the allocation table before every recording (SetAllocations), then at
+//     each execution the allocations a BFC-like allocator moved become MoveAllocations; when the
+//     library reports needs_rerecord, XLA's RecordUpdate path runs (BeginUpdate with the pending
+//     table, the commands that use a moved allocation updated, Finalize).
+//
+// Every step's results are compared bit for bit with a command buffer recorded afresh at the
+// new addresses, and outputs are overwritten with garbage before each launch so that a stale
+// address cannot pass. Exits 0 when every check holds.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gpu.h"
+#include "rocm_cmdbuf.hpp"
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      ++failures;                                                                 \
+      std::fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                          \
+      std::fputc('\n', stderr);                                                   \
+    }                                                                             \
+  } while (0)
+
+// A library call the flow needs: stop on failure.
+#define OK(expr)                                                                           \
+  do {                                                                                     \
+    rcb::Status s_ = (expr);                                                               \
+    if (!s_.ok()) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.ToString().c_str()); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+constexpr uint64_t kN = 256;  // floats per allocation
+constexpr uint64_t kBytes = kN * 4;
+constexpr int kAllocs = 10;   // XLA's buffer allocations 0..9
+constexpr uint64_t kSlot = 4096;
+constexpr int kSlots = 64;
+
+Gpu* gpu;
+
+struct Kernels {
+  void* fill;
+  void* add;
+  void* axpy;
+  void* copy;
+} k;
+
+// A BFC-like allocator: every allocation lives in one slot of an arena; a move takes a free slot.
+struct Arena {
+  uint64_t base = 0;
+  std::vector<int> slot_of;
+  std::vector<bool> used;
+
+  Arena() : slot_of(kAllocs), used(kSlots, false) {
+    base = gpu->Malloc(kSlot * kSlots);
+    for (int a = 0; a < kAllocs; ++a) {
+      slot_of[a] = a * 3;
+      used[a * 3] = true;
+    }
+  }
+  ~Arena() { gpu->Free(base); }
+  uint64_t Address(int a) const { return base + kSlot * slot_of[a]; }
+  std::vector<rcb_allocation> Table() const {
+    std::vector<rcb_allocation> table;
+    for (int a = 0; a < kAllocs; ++a) table.push_back({Address(a), kBytes});
+    return table;
+  }
+  void Move(int a, std::mt19937& rng) {
+    int to;
+    do to = static_cast<int>(rng() % kSlots);
+    while (used[to]);
+    used[slot_of[a]] = false;
+    used[to] = true;
+    slot_of[a] = to;
+  }
+};
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Which commands the program holds beyond its kernels, memcpy and memset.
+struct Shape {
+  bool child = false;   // a nested command buffer (control flow) cloned as a child node
+  bool traced = false;  // a traced command: a captured nested command buffer
+  bool params = false;  // a kernel whose argument sizes XLA does not know (kernelParams)
+};
+
+// The recorded state of one XLA command buffer: the primary, its nodes, its nested buffers.
+struct Recorded {
+  rcb::CmdBuf cb;
+  std::vector<rcb_node> nodes;
+  rcb::CmdBuf nested;
+  rcb_node nested_fill = 0, nested_add = 0;
+  rcb::CmdBuf traced;
+};
+
+// Kernel launches as the bridge converts them.
+rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
+  return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
+}
+
+// XLA's per-command recording: `update` is RecordUpdate (the node exists), else RecordCreate.
+// Each command names the allocations it uses, for RecordUpdate's skip of unaffected commands.
+class Program {
+ public:
+  explicit Program(Shape shape) : shape_(shape) {}
+
+  // The allocations each command uses, in command order.
+  std::vector<std::set<int>> Uses() const {
+    std::vector<std::set<int>> uses = {{2}, {0, 1, 2}, {0, 2}, {2, 3}, {3, 4}, {1, 4, 5}};
+    if (shape_.child) uses.push_back({5, 6, 7});
+    if (shape_.traced) uses.push_back({0, 5, 8});
+    if (shape_.params) uses.push_back({5, 9});
+    return uses;
+  }
+  std::vector<int> Outputs() const {
+    std::vector<int> out = {2, 3, 4, 5};
+    if (shape_.child) out.insert(out.end(), {6, 7});
+    if (shape_.traced) out.push_back(8);
+    if (shape_.params) out.push_back(9);
+    return out;
+  }
+
+  // RecordCreate into a new primary command buffer: table first (the thunk), commands in a chain.
+  std::unique_ptr<Recorded> Create(const Arena& arena) const {
+    auto r = std::make_unique<Recorded>();
+    OK(rcb::CmdBuf::Create(0, &r->cb));
+    OK(r->cb.SetAllocations(arena.Table()));
+    size_t commands = Uses().size();
+    for (size_t c = 0; c < commands; ++c) {
+      std::vector<rcb_node> deps;
+      if (c > 0) deps.push_back(r->nodes.back());
+      r->nodes.push_back(0);
+      Record(*r, c, arena, deps, /*update=*/false);
+    }
+    OK(r->cb.Finalize());  // InstantiateGraph
+    return r;
+  }
+
+  // The thunk's fallback: Update() (BeginUpdate, then the pending table), RecordUpdate of the
+  // commands that use a moved allocation, Finalize().
+  void Update(Recorded& r, const Arena& arena, const std::set<int>& moved) const {
+    OK(r.cb.BeginUpdate());
+    OK(r.cb.SetAllocations(arena.Table()));
+    std::vector<std::set<int>> uses = Uses();
+    for (size_t c = 0; c < uses.size(); ++c) {
+      bool touched = std::any_of(uses[c].begin(), uses[c].end(), [&](int a) { return moved.count(a) > 0; });
+      if (touched) Record(r, c, arena, {}, /*update=*/true);
+    }
+    OK(r.cb.Finalize());
+  }
+
+ private:
+  void Record(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
+    auto at = [&](int a, uint64_t offset = 0) { return arena.Address(a) + offset; };
+    rcb::CmdBuf& cb = r.cb;
+    rcb_node& node = r.nodes[c];
+    uint64_t n = kN, bytes = kBytes;
+    if (c == 0) {  // memset of a u8 BitPattern: element size 1, pattern not broadcast
+      if (update) OK(cb.UpdateMemset(node, at(2), 0, 1, kBytes));
+      else OK(cb.AddMemset(deps, at(2), 0, 1, kBytes, &node));
+    } else if (c == 1 || c == 2 || c == 5) {  // KernelArgsPackedArray: device addresses + scalars
+      uint64_t out = c == 1 ? at(2) : c == 2 ? at(2, 512) : at(5);
+      uint64_t x = c == 1 ? at(0) : c == 2 ? at(0, 256) : at(4);
+      uint64_t y = c == 1 ? at(1) : at(1);
+      float a = 2.0f;
+      uint64_t half = kN / 2;
+      std::vector<rcb_kernel_arg> args;
+      void* f;
+      if (c == 2) {  // axpy on interior slices of allocations 2 and 0
+        f = k.axpy;
+        args = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR}, {&a, 4, RCB_ARG_VALUE},
+                {&half, 8, RCB_ARG_VALUE}};
+      } else {
+        f = k.add;
+        args = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR}, {&y, 8, RCB_ARG_DEVICE_PTR},
+                {&n, 8, RCB_ARG_VALUE}};
+      }
+      rcb_kernel_launch launch = Launch(f, args.data(), args.size());
+      if (update) OK(cb.UpdateKernel(node, launch));
+      else OK(cb.AddKernel(deps, launch, &node));
+    } else if (c == 3) {
+      if (update) OK(cb.UpdateMemcpyD2D(node, at(3), at(2), kBytes));
+      else OK(cb.AddMemcpyD2D(deps, at(3), at(2), kBytes, &node));
+    } else if (c == 4) {  // another packing (sizes known, kinds not): every argument scanned
+      uint64_t dst = at(4), src = at(3);
+      rcb_kernel_arg args[] = {{&dst, 8, RCB_ARG_SCAN}, {&src, 8, RCB_ARG_SCAN}, {&bytes, 8, RCB_ARG_SCAN}};
+      rcb_kernel_launch launch = Launch(k.copy, args, 3);
+      if (update) OK(cb.UpdateKernel(node, launch));
+      else OK(cb.AddKernel(deps, launch, &node));
+    } else {
+      size_t extra = c - 6;
+      if (shape_.child && extra-- == 0) return Child(r, arena, deps, update);
+      if (shape_.traced && extra-- == 0) return Traced(r, arena, deps, update);
+      uint64_t out = at(9), x = at(5);
+      void* params[] = {&out, &x, &x, &n};
+      rcb_kernel_params_launch launch{k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
+      if (update) OK(cb.UpdateKernelParams(node, launch));
+      else OK(cb.AddKernelParams(deps, launch, &node));
+    }
+  }
+
+  // A control-flow command: its nested command buffer is recorded (or updated) and finalized,
+  // then cloned into the primary (CreateChildCommand / UpdateChildCommand).
+  void Child(Recorded& r, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
+    uint64_t a6 = arena.Address(6), a7 = arena.Address(7), a5 = arena.Address(5), n = kN;
+    uint32_t half = Bits(0.5f);
+    rcb_kernel_arg fill[] = {{&a6, 8, RCB_ARG_DEVICE_PTR}, {&half, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
+    rcb_kernel_arg add[] = {{&a7, 8, RCB_ARG_DEVICE_PTR}, {&a6, 8, RCB_ARG_DEVICE_PTR},
+                            {&a5, 8, RCB_ARG_DEVICE_PTR}, {&n, 8, RCB_ARG_VALUE}};
+    if (!update) {
+      OK(rcb::CmdBuf::CreateNested(0, &r.nested));
+      OK(r.nested.AddKernel({}, Launch(k.fill, fill, 3), &r.nested_fill));
+      OK(r.nested.AddKernel({r.nested_fill}, Launch(k.add, add, 4), &r.nested_add));
+      OK(r.nested.Finalize());
+      OK(r.cb.AddChild(deps, r.nested, &r.nodes[6]));
+      return;
+    }
+    OK(r.nested.BeginUpdate());
+    OK(r.nested.UpdateKernel(r.nested_fill, Launch(k.fill, fill, 3)));
+    OK(r.nested.UpdateKernel(r.nested_add, Launch(k.add, add, 4)));
+    OK(r.nested.Finalize());
+    OK(r.cb.UpdateChild(r.nodes[6], r.nested));
+  }
+
+  // A traced command: TraceCommandBufferFactory captures a nested command buffer on the trace
+  // stream (a miss of XLA's trace cache traces again at the new addresses).
+  void Traced(Recorded& r, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
+    rcb::CmdBuf traced;
+    OK(rcb::CmdBuf::CreateNested(0, &traced));
+    OK(traced.CaptureBegin(gpu->stream()));
+    uint64_t out = arena.Address(8), x = arena.Address(5), y = arena.Address(0), n = kN;
+    void* params[] = {&out, &x, &y, &n};
+    gpu->Launch(k.add, 1, 256, params);
+    OK(traced.CaptureEnd());
+    OK(traced.Finalize());
+    size_t node = shape_.child ? 7 : 6;
+    if (update) OK(r.cb.UpdateChild(r.nodes[node], traced));
+    else OK(r.cb.AddChild(deps, traced, &r.nodes[node]));
+    r.traced = std::move(traced);
+  }
+
+  Shape shape_;
+};
+
+// One execution: inputs written, outputs overwritten with garbage, launch, outputs read.
+std::vector<uint8_t> Execute(rcb::CmdBuf& cb, const Arena& arena, const Program& program, int step) {
+  std::vector<float> x(kN), y(kN);
+  for (uint64_t i = 0; i < kN; ++i) {
+    x[i] = static_cast<float>((i * 7 + step) % 13) - 6.0f;
+    y[i] = static_cast<float>((i * 5 + 3 * step) % 11) * 0.25f;
+  }
+  gpu->Write(arena.Address(0), x.data(), kBytes);
+  gpu->Write(arena.Address(1), y.data(), kBytes);
+  std::vector<uint8_t> garbage(kBytes, 0xAB);
+  for (int a : program.Outputs()) gpu->Write(arena.Address(a), garbage.data(), kBytes);
+  OK(cb.Launch(gpu->stream()));
+  gpu->Sync();
+  std::vector<uint8_t> out;
+  for (int a : program.Outputs()) {
+    std::vector<uint8_t> bytes(kBytes);
+    gpu->Read(bytes.data(), arena.Address(a), kBytes);
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  // A host check of allocation 5 (= x + y with the interior axpy, copied, + y).
+  std::vector<float> a5(kN);
+  std::memcpy(a5.data(), out.data() + 3 * kBytes, kBytes);
+  for (uint64_t i = 0; i < kN; ++i) {
+    float a2 = x[i] + y[i];
+    if (i >= 128) a2 += 2.0f * x[i - 128 + 64];
+    float want = a2 + y[i];
+    if (std::fabs(a5[i] - want) > 1e-4f * (1.0f + std::fabs(want))) {
+      CHECK(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
+      break;
+    }
+  }
+  return out;
+}
+
+struct Counts {
+  int in_place = 0, refused = 0, steps = 0;
+};
+
+// `steps` executions of one command buffer while the allocator moves allocations in `movable`;
+// `refuses(moved)` says when the library must refuse the move (the program's opaque nodes).
+Counts Run(const char* name, Shape shape, std::set<int> movable, bool (*refuses)(const std::set<int>&),
+           int steps, unsigned seed) {
+  Program program(shape);
+  Arena arena;
+  std::mt19937 rng(seed);
+  std::unique_ptr<Recorded> r = program.Create(arena);
+  Counts counts;
+  std::vector<int> pool(movable.begin(), movable.end());
+  for (int step = 0; step < steps; ++step, ++counts.steps) {
+    std::set<int> moved;
+    size_t how_many = 1 + rng() % 3;
+    while (moved.size() < how_many) moved.insert(pool[rng() % pool.size()]);
+    for (int a : moved) arena.Move(a, rng);
+    // The thunk: UpdateBufferAllocations' indices become moves (new base, same size).
+    std::vector<rcb_allocation_move> moves;
+    for (int a : moved) moves.push_back({static_cast<uint64_t>(a), arena.Address(a)});
+    rcb_update_report report{};
+    OK(r->cb.MoveAllocations(moves, &report));
+    CHECK(report.needs_rerecord == (refuses(moved) ? 1u : 0u), "%s step %d: needs_rerecord %u", name, step,
+          report.needs_rerecord);
+    if (report.needs_rerecord) {
+      ++counts.refused;
+      program.Update(*r, arena, moved);
+    } else {
+      ++counts.in_place;
+      CHECK(report.moved_allocations == moved.size(), "%s step %d: moved %u of %zu", name, step,
+            report.moved_allocations, moved.size());
+      CHECK(report.patched_sites > 0 && report.updated_nodes > 0, "%s step %d: nothing patched", name, step);
+    }
+    std::vector<uint8_t> patched = Execute(r->cb, arena, program, step);
+    std::unique_ptr<Recorded> fresh = program.Create(arena);
+    std::vector<uint8_t> expected = Execute(fresh->cb, arena, program, step);
+    CHECK(patched == expected, "%s step %d: results differ from a fresh record at the new addresses", name, step);
+  }
+  std::printf("%s: %d steps, %d moved in place, %d recorded again\n", name, counts.steps, counts.in_place,
+              counts.refused);
+  return counts;
+}
+
+bool Never(const std::set<int>&) { return false; }
+bool Always(const std::set<int>&) { return true; }
+bool TouchesChild(const std::set<int>& moved) {
+  return moved.count(5) > 0 || moved.count(6) > 0 || moved.count(7) > 0;
+}
+
+}  // namespace
+
+int main() {
+  Gpu device;
+  gpu = &device;
+  rcb_runtime_info info{};
+  OK(rcb::LoadRuntime(&info));
+  std::printf("xla_flow: %s backend, %s\n", info.backend == RCB_BACKEND_HIP ? "hip" : "cuda", info.library);
+  k = {device.Function("rcb_test_fill_u32"), device.Function("rcb_test_add_f32"),
+       device.Function("rcb_test_axpy_f32"), device.Function("rcb_test_copy_u8")};
+
+  // Kernels, memcpy and memset only: every move is patched in place.
+  Counts plain = Run("kernels, memcpy, memset", {}, {0, 1, 2, 3, 4, 5}, Never, 40, 1);
+  CHECK(plain.in_place == plain.steps, "every move in place");
+
+  // A nested command buffer as a child node: a move of what the child uses is refused (the clone
+  // is not patched), then recorded again through UpdateChild; other moves stay in place.
+  Shape child;
+  child.child = true;
+  Counts with_child = Run("with a child command buffer", child, {0, 1, 2, 3, 4, 5, 6, 7}, TouchesChild, 40, 2);
+  CHECK(with_child.in_place > 0 && with_child.refused > 0, "both paths taken");
+
+  // A traced command and a kernel with unknown argument sizes: every move is refused.
+  Shape opaque;
+  opaque.traced = true;
+  opaque.params = true;
+  Run("with a traced command and a kernelParams kernel", opaque, {0, 1, 2, 3, 4, 5, 8, 9}, Always, 12, 3);
+
+  if (device.cuda()) {
+    std::printf("xla_flow: fault injection and call counts: software GPU only\n");
+  } else {
+    // A step in which nothing moved costs no runtime call; a failing exec setter sends the thunk
+    // down the recording path, and the results are still right.
+    Program program({});
+    Arena arena;
+    std::unique_ptr<Recorded> r = program.Create(arena);
+    const char* setters[] = {"hipGraphExecKernelNodeSetParams", "hipGraphExecMemcpyNodeSetParams1D",
+                             "hipGraphExecMemsetNodeSetParams", "hipGraphKernelNodeSetParams"};
+    uint64_t before = 0, after = 0;
+    for (const char* s : setters) before += device.CallCount(s);
+    rcb_update_report report{};
+    OK(r->cb.MoveAllocations({}, &report));
+    rcb_allocation_move same = {0, arena.Address(0)};
+    OK(r->cb.MoveAllocations({&same, 1}, &report));
+    for (const char* s : setters) after += device.CallCount(s);
+    CHECK(after == before && report.moved_allocations == 0, "a step with nothing moved made %llu setter calls",
+          (unsigned long long)(after - before));
+
+    std::mt19937 rng(4);
+    arena.Move(0, rng);
+    CHECK(device.SetFaults("hipGraphExecKernelNodeSetParams:1"), "fault injection");
+    rcb_allocation_move moved = {0, arena.Address(0)};
+    OK(r->cb.MoveAllocations({&moved, 1}, &report));
+    CHECK(report.needs_rerecord == 1, "a failing exec setter asks for a re-record");
+    CHECK(!r->cb.Launch(device.stream()).ok(), "launch refused while nodes are stale");
+    device.SetFaults("");
+    program.Update(*r, arena, {0});
+    std::vector<uint8_t> patched = Execute(r->cb, arena, program, 99);
+    std::unique_ptr<Recorded> fresh = program.Create(arena);
+    CHECK(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
+    std::printf("fault injection: the failed exec setter fell back to recording; results match\n");
+  }
+
+  if (failures != 0) {
+    std::printf("xla_flow: %d check(s) failed\n", failures);
+    return 1;
+  }
+  std::printf("xla_flow: all checks passed\n");
+  return 0;
+}
