@@ -6,6 +6,7 @@
 //! so function pointers stay valid).
 
 mod cuda;
+mod extra;
 mod hip;
 mod symbols;
 mod types;

@@ -457,8 +457,9 @@ impl Runtime for CudaRuntime {
             self.check("cuKernelGetFunction", unsafe { (info.cuKernelGetFunction)(&mut func, p.kern) })?;
         }
         let args = if !p.extra.is_null() {
-            // SAFETY: `extra` is the node's own launch-parameter list.
-            unsafe { layout::parse_extra(p.extra) }
+            // SAFETY: `extra` is the node's own launch-parameter list, valid until its parameters
+            // change: the driver ends it with END and its SIZE and buffer describe the arguments.
+            unsafe { crate::runtime::extra::parse(p.extra, &layout::EXTRA_KEYS) }
         } else if !p.kernel_params.is_null() {
             self.read_kernel_params(func, p.kernel_params)
         } else {
