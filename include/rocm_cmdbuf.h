@@ -826,9 +826,11 @@ rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
  * `rcb_cmdbuf_update_allocations` like any other node. Recording state only.
  *
  * The child is exactly one of `child` (a finalized command buffer, borrowed for the call: its
- * nodes keep their exact argument layout and sites) or `graph` (a `hipGraph_t` / `CUgraph`
- * the library did not build, e.g. from stream capture; borrowed for the call, still owned by
- * the caller); the other must be NULL.
+ * nodes keep their exact argument layout and sites; the graphs of its child nodes, added with
+ * `rcb_cmdbuf_add_child` or `rcb_cmdbuf_add_child_graph`, are read back from the runtime and
+ * flattened like a raw graph) or `graph` (a `hipGraph_t` / `CUgraph` the library did not
+ * build, e.g. from stream capture; borrowed for the call, still owned by the caller); the
+ * other must be NULL.
  *
  * Kernel nodes of a raw graph: their packed parameters are read back (an `extra` buffer list is
  * copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)
