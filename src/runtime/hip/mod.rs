@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::extra;
 use crate::runtime::*;
-use api::{Core, MemOps, NodeAttributes, Vmm};
+use api::{CaptureQuery, Core, MemOps, NodeAttributes, Vmm};
 use hip_runtime_sys::{dim3, hipKernelNodeParams, hipMemAccessDesc, hipMemLocation, hipMemsetParams};
 use layout::{Layout, Memcpy3DParms};
 use libloading::Library;
@@ -22,6 +22,8 @@ const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
 const MALLOC_SIGNAL_MEMORY: u32 = 2;
 const ERROR_NOT_READY: c_int = 600;
+/// `hipStreamCaptureStatusNone`; active and invalidated captures both still need their end.
+const CAPTURE_STATUS_NONE: c_int = 0;
 /// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `_BUFFER_SIZE` and `_END`.
 const EXTRA_KEYS: extra::Keys = extra::Keys { buffer_pointer: 0x1, buffer_size: 0x2, end: 0x3 };
 
@@ -30,6 +32,7 @@ pub struct HipRuntime {
     vmm: Result<Vmm, String>,
     memops: Result<MemOps, String>,
     attributes: Option<NodeAttributes>,
+    capture_query: Option<CaptureQuery>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -62,6 +65,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     };
     let memops = resolve(&library, MemOps::resolve).map_err(missing_in);
     let attributes = resolve(&library, NodeAttributes::resolve).ok();
+    let capture_query = resolve(&library, CaptureQuery::resolve).ok();
     let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err())]
         .into_iter()
         .filter_map(|(feature, reason)| reason.map(|r| format!("{feature}: {r}")))
@@ -77,7 +81,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         ));
     }
     let info = RuntimeInfo { backend: Backend::Hip, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, layout, info, _library: library }))
+    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, layout, info, _library: library }))
 }
 
 fn resolve<T>(lib: &Library, f: unsafe fn(&Library, &mut Vec<&'static str>) -> Option<T>) -> Result<T, Vec<&'static str>> {
@@ -561,6 +565,14 @@ impl Runtime for HipRuntime {
         // SAFETY: valid out-pointer.
         self.check("hipStreamEndCapture", unsafe { (self.core.hipStreamEndCapture)(stream.0, &mut g) })?;
         Ok(Graph(g))
+    }
+
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool> {
+        let query = self.capture_query.as_ref().ok_or_else(|| Error::unsupported("the HIP runtime lacks hipStreamIsCapturing"))?;
+        let mut status = 0;
+        // SAFETY: valid out-pointer; the caller holds the stream.
+        self.check("hipStreamIsCapturing", unsafe { (query.hipStreamIsCapturing)(stream.0, &mut status) })?;
+        Ok(status != CAPTURE_STATUS_NONE)
     }
 
     fn vmm_granularity(&self, device: i32) -> Result<usize> {
