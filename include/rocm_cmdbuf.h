@@ -681,7 +681,13 @@ rcb_status rcb_cmdbuf_capture_begin(struct rcb_cmdbuf *cb, void *stream);
 /**
  * Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
  * one is destroyed) and the command buffer is recording again. Addresses inside a captured
- * graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+ * graph are not patch sites.
+ *
+ * When the runtime fails to end the capture, the status is its error, the graph is unchanged,
+ * and the message says what the stream was left in. While it is still capturing (or the
+ * runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
+ * again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
+ * usable and the command buffer is recording again with nothing captured.
  *
  * Thread-safety: the thread that began the capture.
  *
@@ -1013,7 +1019,11 @@ rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
  * then. Do not destroy or modify it.
  *
  * When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
- * and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+ * and the call returns `RCB_STATUS_CALLBACK_FAILED`. When the runtime fails to end the capture,
+ * the cache is unchanged, the status is the runtime's error, and the library, which must not
+ * leave `stream` capturing behind the caller's back, tries the end once more (discarding what
+ * it returns); the message says whether `stream` is usable or still capturing (then end its
+ * capture before using it). Outputs are written only on success.
  *
  * Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
  * during the call.

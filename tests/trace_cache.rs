@@ -288,3 +288,51 @@ fn twenty_records_with_moving_addresses_capture_once() {
     assert_eq!(gpu.read(last.1, N), vec![3.0; N]);
     assert_eq!(gpu.read(last.0, N), vec![1.0; N]);
 }
+
+#[test]
+fn a_failed_end_of_capture_leaves_the_stream_usable_or_says_it_is_not() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 2.0);
+    let key = [(x, BYTES), (y, BYTES)];
+    let graphs = sim.live_count("graph");
+
+    // The first end fails and the stream still captures: a second end frees it.
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "the stream is usable");
+    assert!(last_error().contains("hipStreamEndCapture"), "{}", last_error());
+    assert!(!gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+    gpu.sync();
+    assert_eq!(sim.live_count("graph"), graphs, "the second end's graph was discarded");
+
+    // Both ends fail: the stream is left capturing, and the message says so.
+    sim.set_faults("hipStreamEndCapture:1,hipStreamEndCapture:2");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "may still be capturing");
+    assert!(gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+    let g = gpu.rt.end_capture(gpu.stream).unwrap();
+    gpu.rt.graph_destroy(g).unwrap();
+
+    // The trace function fails too: its failure is reported, with the stream's state.
+    w.fail_with = 7;
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_CALLBACK_FAILED, "trace_fn returned 7");
+    assert!(last_error().contains("the stream is usable"), "{}", last_error());
+    assert!(!gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+
+    // Nothing was cached by the failures; the next call traces and its graph is right.
+    w.fail_with = 0;
+    let (g, outcome) = tc.get(gpu.stream, &key, &mut w);
+    assert_eq!(outcome, RCB_TRACE_TRACED);
+    run(&gpu, g);
+    assert_eq!(gpu.read(y, N), vec![5.0; N]);
+}

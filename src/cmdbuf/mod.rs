@@ -22,7 +22,7 @@ pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
+use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
 use allocations::AllocationTable;
 use nodes::{KernelRecord, NodeRecord, Params};
 use patch::PatchTable;
@@ -189,11 +189,33 @@ impl CmdBuf {
         Ok(())
     }
 
+    /// Ends the capture. When the runtime fails to, the capture is kept while the stream may
+    /// still be capturing, so that `capture_end` again or the drop can end it; the error says
+    /// which.
     pub fn capture_end(&mut self) -> Result<()> {
         self.state.allow(Op::CaptureEnd)?;
         let State::Capturing(stream) = self.state else { unreachable!("checked by allow") };
+        let captured = match self.rt.end_capture(stream) {
+            Ok(g) => g,
+            Err(e) => {
+                let left = match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::Ended => {
+                        self.state = State::Recording;
+                        String::from(
+                            "the runtime ended the capture anyway: the stream is usable, nothing was captured, and the command buffer is recording again",
+                        )
+                    }
+                    CaptureAfterFailedEnd::StillCapturing => {
+                        String::from("the stream is still capturing: call capture_end again, or free the command buffer, to end it")
+                    }
+                    CaptureAfterFailedEnd::Unknown(why) => format!(
+                        "whether the stream is still capturing is unknown ({why}): the capture is kept, so capture_end again or freeing the command buffer tries to end it"
+                    ),
+                };
+                return Err(Error::new(e.kind, format!("{e}; {left}")));
+            }
+        };
         self.state = State::Recording;
-        let captured = self.rt.end_capture(stream)?;
         if let Err(e) = self.rt.graph_destroy(self.graph) {
             log::warn!("destroying the graph replaced by a capture: {e}");
         }

@@ -650,7 +650,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_begin(cb: *mut rcb_cmdbuf, stream: *
 
 /// Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
 /// one is destroyed) and the command buffer is recording again. Addresses inside a captured
-/// graph are not patch sites. If the runtime reports the capture failed, the graph is unchanged.
+/// graph are not patch sites.
+///
+/// When the runtime fails to end the capture, the status is its error, the graph is unchanged,
+/// and the message says what the stream was left in. While it is still capturing (or the
+/// runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
+/// again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
+/// usable and the command buffer is recording again with nothing captured.
 ///
 /// Thread-safety: the thread that began the capture.
 ///

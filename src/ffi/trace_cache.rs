@@ -110,7 +110,11 @@ pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_s
 /// then. Do not destroy or modify it.
 ///
 /// When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
-/// and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+/// and the call returns `RCB_STATUS_CALLBACK_FAILED`. When the runtime fails to end the capture,
+/// the cache is unchanged, the status is the runtime's error, and the library, which must not
+/// leave `stream` capturing behind the caller's back, tries the end once more (discarding what
+/// it returns); the message says whether `stream` is usable or still capturing (then end its
+/// capture before using it). Outputs are written only on success.
 ///
 /// Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
 /// during the call.
