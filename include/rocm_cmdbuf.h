@@ -296,6 +296,12 @@ typedef struct rcb_stream_stats {
  * `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
  * other value fails the call with `RCB_STATUS_CALLBACK_FAILED` (the value is in the message).
  * It must not synchronize the stream or start another capture on it.
+ *
+ * It must not use the cache that called it: `rcb_trace_cache_get_or_trace` or
+ * `rcb_trace_cache_free` on that cache from inside its `trace_fn` returns
+ * `RCB_STATUS_INVALID_STATE` without doing anything (the cache is busy with the outer call),
+ * whatever the stream and allocations; from another thread that `trace_fn` waits for, such a
+ * call would wait forever. Other caches may be used.
  */
 typedef int32_t (*rcb_trace_fn)(void *user_data, void *stream);
 
@@ -989,7 +995,8 @@ rcb_status rcb_trace_cache_new(size_t capacity, struct rcb_trace_cache **out);
 /**
  * Frees a trace cache and every graph it holds (graphs it returned become invalid; executable
  * graphs instantiated from them, and clones of them, stay valid). `NULL` is a no-op; a freed or
- * unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+ * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from inside this cache's own
+ * `trace_fn`: `RCB_STATUS_INVALID_STATE`, nothing freed.
  *
  * Thread-safety: any thread, not concurrently with other calls on `tc`.
  *
@@ -1023,7 +1030,8 @@ rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
  * the cache is unchanged, the status is the runtime's error, and the library, which must not
  * leave `stream` capturing behind the caller's back, tries the end once more (discarding what
  * it returns); the message says whether `stream` is usable or still capturing (then end its
- * capture before using it). Outputs are written only on success.
+ * capture before using it). A call on this cache from inside its own `trace_fn` returns
+ * `RCB_STATUS_INVALID_STATE` (see `rcb_trace_fn`). Outputs are written only on success.
  *
  * Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
  * during the call.

@@ -336,3 +336,113 @@ fn a_failed_end_of_capture_leaves_the_stream_usable_or_says_it_is_not() {
     run(&gpu, g);
     assert_eq!(gpu.read(y, N), vec![5.0; N]);
 }
+
+/// What the re-entrant trace function does: calls its own cache (get_or_trace on another stream
+/// and key, then free), records the statuses and messages, traces into another cache on the
+/// other stream, then issues the work.
+struct Reentrant {
+    tc: *mut rcb_trace_cache,
+    other_tc: *mut rcb_trace_cache,
+    other_outcome: u32,
+    other_stream: Stream,
+    other_key: Vec<rcb_allocation>,
+    inner: Work,
+    outer: Work,
+    statuses: Vec<(rcb_status, String)>,
+}
+
+unsafe extern "C" fn trace_reentrant(user_data: *mut c_void, stream: *mut c_void) -> i32 {
+    let r = unsafe { &mut *(user_data as *mut Reentrant) };
+    let (mut g, mut outcome) = (null_mut(), u32::MAX);
+    let s = unsafe {
+        rcb_trace_cache_get_or_trace(
+            r.tc,
+            r.other_stream.0,
+            r.other_key.as_ptr(),
+            r.other_key.len(),
+            Some(trace_work),
+            &mut r.inner as *mut Work as *mut c_void,
+            &mut g,
+            &mut outcome,
+        )
+    };
+    r.statuses.push((s, last_error()));
+    let s = unsafe { rcb_trace_cache_free(r.tc) };
+    r.statuses.push((s, last_error()));
+    let s = unsafe {
+        rcb_trace_cache_get_or_trace(
+            r.other_tc,
+            r.other_stream.0,
+            r.other_key.as_ptr(),
+            r.other_key.len(),
+            Some(trace_work),
+            &mut r.inner as *mut Work as *mut c_void,
+            &mut g,
+            &mut r.other_outcome,
+        )
+    };
+    if s != RCB_OK {
+        r.statuses.push((s, last_error()));
+    }
+    unsafe { trace_work(&mut r.outer as *mut Work as *mut c_void, stream) }
+}
+
+#[test]
+fn a_cache_called_from_its_own_trace_function_refuses_instead_of_deadlocking() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let (x2, y2) = buffers(&gpu, 1.0);
+    let other_stream = gpu.rt.stream_create(0, 1, 0).unwrap();
+    let other_tc = Tc::new(1);
+    let mut r = Reentrant {
+        tc: tc.0,
+        other_tc: other_tc.0,
+        other_outcome: u32::MAX,
+        other_stream,
+        other_key: table(&[(x2, BYTES), (y2, BYTES - 4)]),
+        inner: work(&gpu, x2, y2, 1.0),
+        outer: work(&gpu, x, y, 2.0),
+        statuses: Vec::new(),
+    };
+    let key = table(&[(x, BYTES), (y, BYTES)]);
+    // On another thread, so that a deadlock fails the test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    let (tc_id, stream, r_addr) = (tc.0 as usize, gpu.stream.0 as usize, &mut r as *mut Reentrant as usize);
+    std::thread::spawn(move || {
+        let (mut g, mut outcome) = (null_mut(), u32::MAX);
+        let s = unsafe {
+            rcb_trace_cache_get_or_trace(
+                tc_id as *mut rcb_trace_cache,
+                stream as *mut c_void,
+                key.as_ptr(),
+                key.len(),
+                Some(trace_reentrant),
+                r_addr as *mut c_void,
+                &mut g,
+                &mut outcome,
+            )
+        };
+        let _ = done.send((s, last_error(), g as usize, outcome));
+    });
+    let Ok((s, msg, g, outcome)) = finished.recv_timeout(std::time::Duration::from_secs(20)) else {
+        panic!("rcb_trace_cache_get_or_trace called from its own trace_fn deadlocked");
+    };
+    assert_eq!(s, RCB_OK, "{msg}");
+    assert_eq!(outcome, RCB_TRACE_TRACED);
+    assert_eq!(r.statuses.len(), 2);
+    for (s, msg) in &r.statuses {
+        assert_eq!(*s, RCB_STATUS_INVALID_STATE, "{msg}");
+        assert!(msg.contains("from inside its own trace_fn"), "{msg}");
+    }
+    assert_eq!((r.inner.calls, r.outer.calls, r.other_outcome), (1, 1, RCB_TRACE_TRACED), "only the other cache traced inside");
+    run(&gpu, Graph(g as *mut c_void));
+    assert_eq!(gpu.read(y, N), vec![5.0; N], "the outer trace is intact");
+    // The cache was not freed from inside: it still serves hits.
+    let mut outer = work(&gpu, x, y, 2.0);
+    let (_, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut outer);
+    assert_eq!((outcome, outer.calls), (RCB_TRACE_HIT, 0));
+    gpu.rt.stream_destroy(other_stream).unwrap();
+}
