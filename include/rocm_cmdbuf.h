@@ -675,7 +675,9 @@ rcb_status rcb_cmdbuf_update_child(struct rcb_cmdbuf *cb,
 /**
  * Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
  * thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
- * the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+ * the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
+ * other call, reads included (`rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_node_count`,
+ * `rcb_cmdbuf_site_count`), returns `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: the capture belongs to the calling thread; end it on the same thread.
  *
@@ -740,9 +742,11 @@ rcb_status rcb_cmdbuf_launch(struct rcb_cmdbuf *cb, void *stream);
 
 /**
  * Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
- * by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
- * replaces it); do not destroy or change it. For a primary command buffer, updates made to the
- * executable graph are first copied to the template's kernel, memcpy and memset nodes.
+ * by the command buffer, valid until `rcb_cmdbuf_free` (a graph obtained before
+ * `rcb_cmdbuf_capture_begin` only until `rcb_cmdbuf_capture_end`, which replaces and destroys
+ * it); do not destroy or change it. During a capture: `RCB_STATUS_INVALID_STATE`. For a primary
+ * command buffer, updates made to the executable graph are first copied to the template's
+ * kernel, memcpy and memset nodes.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -754,7 +758,7 @@ rcb_status rcb_cmdbuf_graph(struct rcb_cmdbuf *cb, void **graph);
 /**
  * Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
  * `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
- * never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+ * never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -812,7 +816,7 @@ rcb_status rcb_cmdbuf_move_allocations(struct rcb_cmdbuf *cb,
 
 /**
  * Writes the number of nodes recorded through this API (a captured graph's own nodes are not
- * counted) to `*count`.
+ * counted) to `*count`. During a capture: `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -823,6 +827,7 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
 
 /**
  * Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+ * During a capture: `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: one thread at a time per command buffer.
  *

@@ -799,3 +799,30 @@ fn a_capture_end_that_the_runtime_ends_anyway_returns_to_recording() {
     cb.launch(&gpu);
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![4; N]);
 }
+
+#[test]
+fn reads_are_refused_during_a_capture() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    let mut before = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut before) });
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    let (mut graph, mut exec, mut count) = (null_mut(), null_mut(), usize::MAX);
+    fails(unsafe { rcb_cmdbuf_graph(cb.0, &mut graph) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_node_count(cb.0, &mut count) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_site_count(cb.0, &mut count) }, RCB_STATUS_INVALID_STATE, "capturing");
+    assert_eq!((graph, exec, count), (null_mut(), null_mut(), usize::MAX), "nothing handed out");
+    fill_on_stream(&gpu, x, 2);
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut graph) });
+    assert_ne!(graph, before, "the captured graph replaced the one from before the capture");
+    ok(unsafe { rcb_cmdbuf_node_count(cb.0, &mut count) });
+    assert_eq!(count, 0, "a captured graph's own nodes are not counted");
+    cb.finalize();
+    ok(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) });
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![2; N]);
+}

@@ -265,8 +265,15 @@ impl CmdBuf {
         self.rt.graph_launch(exec, stream)
     }
 
-    /// The template graph (owned by the command buffer), brought up to date first.
+    /// Refuses a read (graph, executable graph, counts) while a capture is in progress.
+    pub fn allow_read(&self) -> Result<()> {
+        self.state.allow(Op::Read)
+    }
+
+    /// The template graph (owned by the command buffer), brought up to date first. Not during a
+    /// capture, whose end destroys it.
     pub fn graph(&mut self) -> Result<Graph> {
+        self.allow_read()?;
         if self.template_stale {
             for record in &self.nodes {
                 record.params.push(self.rt, None, record.raw)?;
@@ -284,6 +291,7 @@ impl CmdBuf {
 
     /// The executable graph of a primary command buffer that has been finalized.
     pub fn exec(&self) -> Result<Exec> {
+        self.allow_read()?;
         self.exec.ok_or_else(|| match self.kind {
             Kind::Nested => Error::invalid_state("a nested command buffer has no executable graph"),
             Kind::Primary => Error::invalid_state("the command buffer has not been finalized yet"),

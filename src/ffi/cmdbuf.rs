@@ -637,7 +637,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
 
 /// Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
 /// thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
-/// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+/// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
+/// other call, reads included (`rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_node_count`,
+/// `rcb_cmdbuf_site_count`), returns `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: the capture belongs to the calling thread; end it on the same thread.
 ///
@@ -707,9 +709,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_launch(cb: *mut rcb_cmdbuf, stream: *mut c_v
 }
 
 /// Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
-/// by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
-/// replaces it); do not destroy or change it. For a primary command buffer, updates made to the
-/// executable graph are first copied to the template's kernel, memcpy and memset nodes.
+/// by the command buffer, valid until `rcb_cmdbuf_free` (a graph obtained before
+/// `rcb_cmdbuf_capture_begin` only until `rcb_cmdbuf_capture_end`, which replaces and destroys
+/// it); do not destroy or change it. During a capture: `RCB_STATUS_INVALID_STATE`. For a primary
+/// command buffer, updates made to the executable graph are first copied to the template's
+/// kernel, memcpy and memset nodes.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -730,7 +734,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut 
 
 /// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
 /// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
-/// never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+/// never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -815,7 +819,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_move_allocations(
 }
 
 /// Writes the number of nodes recorded through this API (a captured graph's own nodes are not
-/// counted) to `*count`.
+/// counted) to `*count`. During a capture: `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -826,6 +830,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_node_count(cb: *mut rcb_cmdbuf, count: *mut 
     boundary(|| {
         let out = arg_out(count, "count")?;
         with(cb, |_, cb| {
+            cb.allow_read()?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, cb.node_count()) };
             Ok(())
@@ -834,6 +839,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_node_count(cb: *mut rcb_cmdbuf, count: *mut 
 }
 
 /// Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+/// During a capture: `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -844,6 +850,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
     boundary(|| {
         let out = arg_out(count, "count")?;
         with(cb, |_, cb| {
+            cb.allow_read()?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, cb.site_count()) };
             Ok(())
