@@ -426,6 +426,13 @@ typedef struct rcb_vmm_copy {
 
 /**
  * A GPU runtime call failed; the message names the call and its error.
+ *
+ * From a `_free` function (`rcb_cmdbuf_free`, `rcb_trace_cache_free`, `rcb_vmm_pool_free`) it
+ * means: the object WAS released (its handle is no longer live, a second free gives
+ * `RCB_STATUS_INVALID_HANDLE`), every runtime object underneath was given back that could be,
+ * and the message names each destroy, free, unmap or release that failed; what those calls
+ * were for is leaked. A free that cannot release its object at all says so with another status
+ * and leaves the handle live (documented per function).
  */
 #define RCB_STATUS_RUNTIME_ERROR 10
 
@@ -480,10 +487,16 @@ rcb_status rcb_cmdbuf_new(int32_t device, struct rcb_cmdbuf **out);
 rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
 
 /**
- * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
- * do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
- * `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
- * already enqueued are not waited for (synchronize the stream first).
+ * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
+ * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
+ * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
+ * discarded. Launches already enqueued are not waited for (synchronize the stream first).
+ *
+ * When a runtime call underneath fails (ending the capture, destroying the executable graph or
+ * the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
+ * command buffer is released all the same, the message names each failed call (its object is
+ * leaked) and, when ending a capture failed, says whether the stream is still capturing (then
+ * end its capture before using the stream).
  *
  * Thread-safety: any thread, not concurrently with other calls on `cb`.
  *
@@ -1003,6 +1016,10 @@ rcb_status rcb_trace_cache_new(size_t capacity, struct rcb_trace_cache **out);
  * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from inside this cache's own
  * `trace_fn`: `RCB_STATUS_INVALID_STATE`, nothing freed.
  *
+ * Otherwise `tc` is consumed whatever the status. When destroying a graph underneath fails, the
+ * rest is still destroyed and the status is `RCB_STATUS_RUNTIME_ERROR`: the cache is released
+ * all the same and the message names each failed call (its object is leaked).
+ *
  * Thread-safety: any thread, not concurrently with other calls on `tc`.
  *
  * # Safety
@@ -1140,8 +1157,11 @@ rcb_status rcb_vmm_pool_timeline(struct rcb_vmm_pool *pool, uint32_t slot, uint6
  * releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
  *
  * Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
- * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases the pool stays live
- * and can be freed later. A second free returns `RCB_STATUS_INVALID_HANDLE`.
+ * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases nothing is freed and
+ * the pool stays live, to be freed later. Otherwise `pool` is consumed whatever the status: when
+ * an unmap, release or free underneath fails, the rest is still given back and the status is
+ * `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the same and the message names each
+ * failed call (that memory is leaked). A second free returns `RCB_STATUS_INVALID_HANDLE`.
  *
  * Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
  *

@@ -13,7 +13,7 @@
 //! Thread-safety: `&mut self`; one thread at a time per cache.
 
 use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
-use crate::error::{Error, Result};
+use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Graph, Runtime, Stream};
 
 /// Largest capacity a cache accepts (a larger one is certainly a caller bug).
@@ -61,6 +61,16 @@ impl TraceCache {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Destroys every cached graph and returns the runtime calls that failed (their objects are
+    /// leaked); the cache is gone either way.
+    pub fn destroy(self) -> Leaks {
+        let mut leaks = Leaks::default();
+        for entry in self.entries {
+            leaks.append(entry.graph.destroy());
+        }
+        leaks
     }
 
     /// The graph of the command `trace` issues on `stream` with the allocations `allocs`: a

@@ -826,3 +826,36 @@ fn reads_are_refused_during_a_capture() {
     cb.launch(&gpu);
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![2; N]);
 }
+
+#[test]
+fn free_reports_a_failed_destroy_and_releases_the_handle() {
+    let _g = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let (graphs, execs) = (sim.live_count("graph"), sim.live_count("exec"));
+    let cb = Cb::primary();
+    cb.kernel(&[], gpu.k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(N as u64)]);
+    cb.finalize();
+    sim.set_faults("hipGraphExecDestroy:1");
+    let s = free_now(&cb);
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphExecDestroy");
+    assert!(last_error().contains("leaked"), "{}", last_error());
+    fails(free_now(&cb), RCB_STATUS_INVALID_HANDLE, "not live");
+    assert_eq!(sim.live_count("graph"), graphs, "the graph was destroyed after the failure");
+    assert_eq!(sim.live_count("exec"), execs + 1, "only the executable graph whose destroy failed leaked");
+
+    // A capture whose end fails at the free: the stream is left capturing, and the status says so.
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = free_now(&cb);
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "the stream is still capturing");
+    fails(free_now(&cb), RCB_STATUS_INVALID_HANDLE, "not live");
+    assert!(capturing(&gpu));
+    let g = gpu.rt.end_capture(gpu.stream).unwrap();
+    gpu.rt.graph_destroy(g).unwrap();
+    gpu.sync();
+}

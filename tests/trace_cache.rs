@@ -446,3 +446,26 @@ fn a_cache_called_from_its_own_trace_function_refuses_instead_of_deadlocking() {
     assert_eq!((outcome, outer.calls), (RCB_TRACE_HIT, 0));
     gpu.rt.stream_destroy(other_stream).unwrap();
 }
+
+#[test]
+fn free_reports_a_failed_graph_destroy_and_releases_the_handle() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let graphs = sim.live_count("graph");
+    let tc = Tc::new(4);
+    for size in [BYTES, BYTES - 4] {
+        let (x, y) = buffers(&gpu, 1.0);
+        let mut w = work(&gpu, x, y, 2.0);
+        tc.get(gpu.stream, &[(x, BYTES), (y, size)], &mut w);
+    }
+    assert_eq!(sim.live_count("graph"), graphs + 2);
+    sim.set_faults("hipGraphDestroy:1");
+    let s = unsafe { rcb_trace_cache_free(tc.0) };
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
+    assert!(last_error().contains("leaked"), "{}", last_error());
+    fails(unsafe { rcb_trace_cache_free(tc.0) }, RCB_STATUS_INVALID_HANDLE, "not live");
+    assert_eq!(sim.live_count("graph"), graphs + 1, "the other entry's graph was destroyed after the failure");
+}

@@ -21,7 +21,7 @@ pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, MemcpyParams, MemsetParams, Node, Runtime, Stream};
 use allocations::AllocationTable;
 use nodes::{KernelRecord, NodeRecord, Params};
@@ -359,12 +359,6 @@ impl CmdBuf {
         Ok(record)
     }
 
-    fn destroy_graph(&self, graph: Graph) {
-        if let Err(e) = self.rt.graph_destroy(graph) {
-            log::warn!("destroying a command buffer's graph: {e}");
-        }
-    }
-
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
             let record = &mut self.nodes[node as usize];
@@ -378,20 +372,50 @@ impl CmdBuf {
     }
 }
 
-impl Drop for CmdBuf {
-    fn drop(&mut self) {
+impl CmdBuf {
+    /// Gives back every runtime object and returns the calls that failed (their objects are
+    /// leaked); the command buffer is gone either way.
+    pub fn destroy(mut self) -> Leaks {
+        self.release()
+    }
+
+    /// Ends a capture in progress, then destroys the executable graph and the graph, each
+    /// attempted whatever failed before, and leaves nothing for a second call.
+    fn release(&mut self) -> Leaks {
+        let mut leaks = Leaks::default();
         if let State::Capturing(stream) = self.state {
+            self.state = State::Recording;
             match self.rt.end_capture(stream) {
-                Ok(g) => self.destroy_graph(g),
-                Err(e) => log::warn!("ending the capture of a freed command buffer: {e}"),
+                Ok(g) => leaks.note(self.rt.graph_destroy(g)),
+                Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::Ended => {
+                        log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")
+                    }
+                    CaptureAfterFailedEnd::StillCapturing => {
+                        leaks.push(Error::new(e.kind, format!("{e}; the stream is still capturing: end its capture before using it")))
+                    }
+                    CaptureAfterFailedEnd::Unknown(why) => leaks.push(Error::new(
+                        e.kind,
+                        format!("{e}; whether the stream is still capturing is unknown ({why}): if it is, end its capture before using it"),
+                    )),
+                },
             }
         }
-        if let Some(exec) = self.exec.take()
-            && let Err(e) = self.rt.exec_destroy(exec)
-        {
-            log::warn!("destroying a command buffer's executable graph: {e}");
+        if let Some(exec) = self.exec.take() {
+            leaks.note(self.rt.exec_destroy(exec));
         }
-        self.destroy_graph(self.graph);
+        // A null graph marks it as already destroyed: runtimes never hand out a null one.
+        let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));
+        if !graph.is_null() {
+            leaks.note(self.rt.graph_destroy(graph));
+        }
+        leaks
+    }
+}
+
+impl Drop for CmdBuf {
+    fn drop(&mut self) {
+        self.release().log("dropping a command buffer");
     }
 }
 

@@ -327,10 +327,16 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
     boundary(|| new(device, Kind::Nested, out))
 }
 
-/// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
-/// do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
-/// `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
-/// already enqueued are not waited for (synchronize the stream first).
+/// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
+/// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
+/// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
+/// discarded. Launches already enqueued are not waited for (synchronize the stream first).
+///
+/// When a runtime call underneath fails (ending the capture, destroying the executable graph or
+/// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
+/// command buffer is released all the same, the message names each failed call (its object is
+/// leaked) and, when ending a capture failed, says whether the stream is still capturing (then
+/// end its capture before using the stream).
 ///
 /// Thread-safety: any thread, not concurrently with other calls on `cb`.
 ///
@@ -342,7 +348,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
         if cb.is_null() {
             return Ok(());
         }
-        CMDBUFS.remove(cb as usize).map(drop)
+        match CMDBUFS.take(cb as usize)? {
+            Some(cb) => cb.destroy().into_result("the command buffer"),
+            None => Ok(()),
+        }
     })
 }
 

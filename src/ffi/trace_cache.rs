@@ -120,6 +120,10 @@ pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from inside this cache's own
 /// `trace_fn`: `RCB_STATUS_INVALID_STATE`, nothing freed.
 ///
+/// Otherwise `tc` is consumed whatever the status. When destroying a graph underneath fails, the
+/// rest is still destroyed and the status is `RCB_STATUS_RUNTIME_ERROR`: the cache is released
+/// all the same and the message names each failed call (its object is leaked).
+///
 /// Thread-safety: any thread, not concurrently with other calls on `tc`.
 ///
 /// # Safety
@@ -131,7 +135,10 @@ pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_s
             return Ok(());
         }
         not_from_own_trace_fn(tc as usize, "rcb_trace_cache_free")?;
-        CACHES.remove(tc as usize).map(drop)
+        match CACHES.take(tc as usize)? {
+            Some(cache) => cache.destroy().into_result("the trace cache"),
+            None => Ok(()),
+        }
     })
 }
 
