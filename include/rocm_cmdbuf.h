@@ -331,6 +331,12 @@ typedef struct rcb_stream_stats {
  * `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
  * other value fails the call with `RCB_STATUS_CALLBACK_FAILED` (the value is in the message).
  * It must not synchronize the stream or start another capture on it.
+ *
+ * It must not use the cache that called it: `rcb_trace_cache_get_or_trace` or
+ * `rcb_trace_cache_free` on that cache from inside its `trace_fn` returns
+ * `RCB_STATUS_INVALID_STATE` without doing anything (the cache is busy with the outer call),
+ * whatever the stream and allocations; from another thread that `trace_fn` waits for, such a
+ * call would wait forever. Other caches may be used.
  */
 typedef int32_t (*rcb_trace_fn)(void *user_data, void *stream);
 
@@ -455,6 +461,13 @@ typedef struct rcb_vmm_copy {
 
 /**
  * A GPU runtime call failed; the message names the call and its error.
+ *
+ * From a `_free` function (`rcb_cmdbuf_free`, `rcb_trace_cache_free`, `rcb_vmm_pool_free`) it
+ * means: the object WAS released (its handle is no longer live, a second free gives
+ * `RCB_STATUS_INVALID_HANDLE`), every runtime object underneath was given back that could be,
+ * and the message names each destroy, free, unmap or release that failed; what those calls
+ * were for is leaked. A free that cannot release its object at all says so with another status
+ * and leaves the handle live (documented per function).
  */
 #define RCB_STATUS_RUNTIME_ERROR 10
 
@@ -509,10 +522,16 @@ rcb_status rcb_cmdbuf_new(int32_t device, struct rcb_cmdbuf **out);
 rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
 
 /**
- * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
- * do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
- * `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
- * already enqueued are not waited for (synchronize the stream first).
+ * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
+ * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
+ * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
+ * discarded. Launches already enqueued are not waited for (synchronize the stream first).
+ *
+ * When a runtime call underneath fails (ending the capture, destroying the executable graph or
+ * the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
+ * command buffer is released all the same, the message names each failed call (its object is
+ * leaked) and, when ending a capture failed, says whether the stream is still capturing (then
+ * end its capture before using the stream).
  *
  * Thread-safety: any thread, not concurrently with other calls on `cb`.
  *
@@ -775,7 +794,9 @@ rcb_status rcb_cmdbuf_update_child(struct rcb_cmdbuf *cb,
 /**
  * Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
  * thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
- * the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+ * the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
+ * other call, reads included (`rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_node_count`,
+ * `rcb_cmdbuf_site_count`), returns `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: the capture belongs to the calling thread; end it on the same thread.
  *
@@ -786,8 +807,13 @@ rcb_status rcb_cmdbuf_capture_begin(struct rcb_cmdbuf *cb, void *stream);
 
 /**
  * Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
- * one is destroyed) and the command buffer is recording again. If the runtime reports the
- * capture failed, the graph is unchanged.
+ * one is destroyed) and the command buffer is recording again.
+ *
+ * When the runtime fails to end the capture, the status is its error, the graph is unchanged,
+ * and the message says what the stream was left in. While it is still capturing (or the
+ * runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
+ * again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
+ * usable and the command buffer is recording again with nothing captured.
  *
  * Addresses inside a captured graph are not patch sites and the library does not know them:
  * `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse
@@ -840,9 +866,11 @@ rcb_status rcb_cmdbuf_launch(struct rcb_cmdbuf *cb, void *stream);
 
 /**
  * Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
- * by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
- * replaces it); do not destroy or change it. For a primary command buffer, updates made to the
- * executable graph are first copied to the template's kernel, memcpy and memset nodes.
+ * by the command buffer, valid until `rcb_cmdbuf_free` (a graph obtained before
+ * `rcb_cmdbuf_capture_begin` only until `rcb_cmdbuf_capture_end`, which replaces and destroys
+ * it); do not destroy or change it. During a capture: `RCB_STATUS_INVALID_STATE`. For a primary
+ * command buffer, updates made to the executable graph are first copied to the template's
+ * kernel, memcpy and memset nodes.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -854,7 +882,7 @@ rcb_status rcb_cmdbuf_graph(struct rcb_cmdbuf *cb, void **graph);
 /**
  * Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
  * `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
- * never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+ * never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -920,7 +948,7 @@ rcb_status rcb_cmdbuf_move_allocations(struct rcb_cmdbuf *cb,
 
 /**
  * Writes the number of nodes recorded through this API (a captured graph's own nodes are not
- * counted) to `*count`.
+ * counted) to `*count`. During a capture: `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -931,6 +959,7 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
 
 /**
  * Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+ * During a capture: `RCB_STATUS_INVALID_STATE`.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -946,9 +975,11 @@ rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
  * `rcb_cmdbuf_update_allocations` like any other node. Recording state only.
  *
  * The child is exactly one of `child` (a finalized command buffer, borrowed for the call: its
- * nodes keep their exact argument layout and sites) or `graph` (a `hipGraph_t` / `CUgraph`
- * the library did not build, e.g. from stream capture; borrowed for the call, still owned by
- * the caller); the other must be NULL.
+ * nodes keep their exact argument layout and sites; the graphs of its child nodes, added with
+ * `rcb_cmdbuf_add_child` or `rcb_cmdbuf_add_child_graph`, are read back from the runtime and
+ * flattened like a raw graph) or `graph` (a `hipGraph_t` / `CUgraph` the library did not
+ * build, e.g. from stream capture; borrowed for the call, still owned by the caller); the
+ * other must be NULL.
  *
  * Kernel nodes of a raw graph: their packed parameters are read back (an `extra` buffer list is
  * copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)
@@ -1103,7 +1134,12 @@ rcb_status rcb_trace_cache_new(size_t capacity, struct rcb_trace_cache **out);
 /**
  * Frees a trace cache and every graph it holds (graphs it returned become invalid; executable
  * graphs instantiated from them, and clones of them, stay valid). `NULL` is a no-op; a freed or
- * unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+ * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from inside this cache's own
+ * `trace_fn`: `RCB_STATUS_INVALID_STATE`, nothing freed.
+ *
+ * Otherwise `tc` is consumed whatever the status. When destroying a graph underneath fails, the
+ * rest is still destroyed and the status is `RCB_STATUS_RUNTIME_ERROR`: the cache is released
+ * all the same and the message names each failed call (its object is leaked).
  *
  * Thread-safety: any thread, not concurrently with other calls on `tc`.
  *
@@ -1133,7 +1169,12 @@ rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
  * then. Do not destroy or modify it.
  *
  * When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
- * and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+ * and the call returns `RCB_STATUS_CALLBACK_FAILED`. When the runtime fails to end the capture,
+ * the cache is unchanged, the status is the runtime's error, and the library, which must not
+ * leave `stream` capturing behind the caller's back, tries the end once more (discarding what
+ * it returns); the message says whether `stream` is usable or still capturing (then end its
+ * capture before using it). A call on this cache from inside its own `trace_fn` returns
+ * `RCB_STATUS_INVALID_STATE` (see `rcb_trace_fn`). Outputs are written only on success.
  *
  * Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
  * during the call.
@@ -1237,8 +1278,11 @@ rcb_status rcb_vmm_pool_timeline(struct rcb_vmm_pool *pool, uint32_t slot, uint6
  * releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
  *
  * Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
- * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases the pool stays live
- * and can be freed later. A second free returns `RCB_STATUS_INVALID_HANDLE`.
+ * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases nothing is freed and
+ * the pool stays live, to be freed later. Otherwise `pool` is consumed whatever the status: when
+ * an unmap, release or free underneath fails, the rest is still given back and the status is
+ * `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the same and the message names each
+ * failed call (that memory is leaked). A second free returns `RCB_STATUS_INVALID_HANDLE`.
  *
  * Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
  *

@@ -62,3 +62,47 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The runtime calls that failed during a teardown which went on past them (so that one failed
+/// destroy does not leak everything after it); each error names its call, and the object it
+/// was for is leaked.
+#[derive(Debug, Default)]
+#[must_use = "report the leaks (into_result) or log them"]
+pub struct Leaks(Vec<Error>);
+
+impl Leaks {
+    /// Notes the result of one release.
+    pub fn note(&mut self, released: Result<()>) {
+        if let Err(e) = released {
+            self.0.push(e);
+        }
+    }
+
+    pub fn push(&mut self, failure: Error) {
+        self.0.push(failure);
+    }
+
+    pub fn append(&mut self, other: Leaks) {
+        self.0.extend(other.0);
+    }
+
+    /// `Ok` when every release succeeded; else a `Runtime` error that says `what` is gone all the
+    /// same and names every failed call.
+    pub fn into_result(self, what: &str) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let calls: Vec<&str> = self.0.iter().map(|e| e.message.as_str()).collect();
+        Err(Error::new(
+            ErrorKind::Runtime,
+            format!("{what} was released, but runtime resources were leaked ({} failed call(s)): {}", calls.len(), calls.join("; ")),
+        ))
+    }
+
+    /// For a teardown that has no caller to tell (a drop): each failure is logged.
+    pub fn log(self, what: &str) {
+        for e in self.0 {
+            log::warn!("{what}: leaked: {e}");
+        }
+    }
+}

@@ -13,8 +13,8 @@
 //! Thread-safety: `&mut self`; one thread at a time per cache.
 
 use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
-use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Graph, Runtime, Stream};
+use crate::error::{Error, Leaks, Result};
+use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Graph, Runtime, Stream};
 
 /// Largest capacity a cache accepts (a larger one is certainly a caller bug).
 pub const MAX_CAPACITY: usize = 1 << 20;
@@ -61,6 +61,16 @@ impl TraceCache {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Destroys every cached graph and returns the runtime calls that failed (their objects are
+    /// leaked); the cache is gone either way.
+    pub fn destroy(self) -> Leaks {
+        let mut leaks = Leaks::default();
+        for entry in self.entries {
+            leaks.append(entry.graph.destroy());
+        }
+        leaks
     }
 
     /// The graph of the command `trace` issues on `stream` with the allocations `allocs`: a
@@ -120,22 +130,54 @@ impl TraceCache {
     ) -> Result<Entry> {
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
         let traced = trace(stream);
-        let captured = self.rt.end_capture(stream);
+        let captured = self.end_capture(stream);
         let captured = match (traced, captured) {
             (Ok(()), Ok(g)) => g,
-            (Ok(()), Err(e)) => return Err(e.context("ending the capture of the traced command")),
-            (Err(e), captured) => {
-                if let Ok(g) = captured {
-                    self.destroy(g);
-                }
+            (Ok(()), Err(e)) => return Err(e),
+            (Err(e), Ok(g)) => {
+                self.destroy_graph(g);
                 return Err(e);
             }
+            // The trace's failure is what the caller must hear about, and the stream's state too.
+            (Err(e), Err(end)) => return Err(Error::new(e.kind, format!("{e}; then {end}"))),
         };
         let built = self.flatten(captured, allocs);
-        self.destroy(captured);
+        self.destroy_graph(captured);
         let (graph, relocatable) = built?;
         log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
         Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), relocatable })
+    }
+
+    /// Ends the capture of the traced command. The caller's stream must not be left capturing
+    /// behind its back: when the end fails and the stream still captures, the end is tried once
+    /// more (its graph discarded: the capture already failed once), and the error says what
+    /// state the stream is in.
+    fn end_capture(&self, stream: Stream) -> Result<Graph> {
+        let e = match self.rt.end_capture(stream) {
+            Ok(g) => return Ok(g),
+            Err(e) => e,
+        };
+        let left = match runtime::capture_after_failed_end(self.rt, stream) {
+            CaptureAfterFailedEnd::Ended => String::from("the runtime ended the capture anyway: the stream is usable"),
+            CaptureAfterFailedEnd::StillCapturing => match self.rt.end_capture(stream) {
+                Ok(g) => {
+                    self.destroy_graph(g);
+                    String::from("a second end succeeded and its graph was discarded: the stream is usable")
+                }
+                Err(again) => match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::Ended => {
+                        format!("a second end failed too ({again}) but ended the capture: the stream is usable")
+                    }
+                    _ => format!(
+                        "a second end failed too ({again}): the stream may still be capturing; end its capture (and destroy the graph that returns) before using it"
+                    ),
+                },
+            },
+            CaptureAfterFailedEnd::Unknown(why) => {
+                format!("whether the stream is still capturing is unknown ({why}); if it is, end its capture before using it")
+            }
+        };
+        Err(Error::new(e.kind, format!("ending the capture of the traced command: {e}; {left}")))
     }
 
     fn flatten(&self, captured: Graph, allocs: &[Allocation]) -> Result<(CmdBuf, bool)> {
@@ -147,7 +189,7 @@ impl TraceCache {
         Ok((graph, report.fallback.is_none()))
     }
 
-    fn destroy(&self, graph: Graph) {
+    fn destroy_graph(&self, graph: Graph) {
         if let Err(e) = self.rt.graph_destroy(graph) {
             log::warn!("destroying a captured graph: {e}");
         }

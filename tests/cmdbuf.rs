@@ -713,3 +713,149 @@ fn a_primary_template_catches_up_with_in_place_updates_when_embedded() {
     assert_eq!(gpu.read(d, N), iota(3.0));
     assert_eq!(gpu.read(out, N), vec![-3.0; N]);
 }
+
+/// Issues fill(x = value) on the test stream, outside any command buffer.
+fn fill_on_stream(gpu: &Gpu, x: u64, value: u32) {
+    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &value.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
+    let params = rocm_cmdbuf::runtime::KernelParams {
+        function: gpu.k.fill_u32,
+        grid: [1, 1, 1],
+        block: [64, 1, 1],
+        shared_mem_bytes: 0,
+        args: &args,
+    };
+    gpu.rt.launch_kernel(&params, gpu.stream).unwrap();
+}
+
+fn capturing(gpu: &Gpu) -> bool {
+    gpu.rt.stream_is_capturing(gpu.stream).expect("hipStreamIsCapturing")
+}
+
+/// Frees `cb` now, returning the status; its drop then finds the handle gone.
+fn free_now(cb: &Cb) -> rcb_status {
+    unsafe { rcb_cmdbuf_free(cb.0) }
+}
+
+#[test]
+fn a_failed_capture_end_keeps_the_capture_for_a_retry_or_the_free() {
+    let _g = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    fill_on_stream(&gpu, x, 9);
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "the stream is still capturing");
+    assert!(last_error().contains("hipStreamEndCapture"), "{}", last_error());
+    assert!(capturing(&gpu));
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    assert!(!capturing(&gpu));
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![9; N], "the retry kept what was captured");
+
+    // Freed instead of retried: the free ends the capture.
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "still capturing");
+    ok(free_now(&cb));
+    assert!(!capturing(&gpu));
+    gpu.sync();
+
+    // The runtime cannot say: the capture is kept, and the retry ends it.
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    sim.set_faults("hipStreamEndCapture:1,hipStreamIsCapturing:1");
+    let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "whether the stream is still capturing is unknown");
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    assert!(!capturing(&gpu));
+}
+
+#[test]
+fn a_capture_end_that_the_runtime_ends_anyway_returns_to_recording() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    // Synchronizing a capturing stream invalidates the capture; its end then fails and ends it.
+    assert!(gpu.rt.stream_synchronize(gpu.stream).is_err());
+    fails(unsafe { rcb_cmdbuf_capture_end(cb.0) }, RCB_STATUS_RUNTIME_ERROR, "the stream is usable");
+    assert!(!capturing(&gpu));
+    gpu.sync();
+    // Recording again, with nothing captured: it can capture anew.
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    fill_on_stream(&gpu, x, 4);
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![4; N]);
+}
+
+#[test]
+fn reads_are_refused_during_a_capture() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    let mut before = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut before) });
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    let (mut graph, mut exec, mut count) = (null_mut(), null_mut(), usize::MAX);
+    fails(unsafe { rcb_cmdbuf_graph(cb.0, &mut graph) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_node_count(cb.0, &mut count) }, RCB_STATUS_INVALID_STATE, "capturing");
+    fails(unsafe { rcb_cmdbuf_site_count(cb.0, &mut count) }, RCB_STATUS_INVALID_STATE, "capturing");
+    assert_eq!((graph, exec, count), (null_mut(), null_mut(), usize::MAX), "nothing handed out");
+    fill_on_stream(&gpu, x, 2);
+    ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut graph) });
+    assert_ne!(graph, before, "the captured graph replaced the one from before the capture");
+    ok(unsafe { rcb_cmdbuf_node_count(cb.0, &mut count) });
+    assert_eq!(count, 0, "a captured graph's own nodes are not counted");
+    cb.finalize();
+    ok(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) });
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![2; N]);
+}
+
+#[test]
+fn free_reports_a_failed_destroy_and_releases_the_handle() {
+    let _g = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let (graphs, execs) = (sim.live_count("graph"), sim.live_count("exec"));
+    let cb = Cb::primary();
+    cb.kernel(&[], gpu.k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(N as u64)]);
+    cb.finalize();
+    sim.set_faults("hipGraphExecDestroy:1");
+    let s = free_now(&cb);
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphExecDestroy");
+    assert!(last_error().contains("leaked"), "{}", last_error());
+    fails(free_now(&cb), RCB_STATUS_INVALID_HANDLE, "not live");
+    assert_eq!(sim.live_count("graph"), graphs, "the graph was destroyed after the failure");
+    assert_eq!(sim.live_count("exec"), execs + 1, "only the executable graph whose destroy failed leaked");
+
+    // A capture whose end fails at the free: the stream is left capturing, and the status says so.
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = free_now(&cb);
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "the stream is still capturing");
+    fails(free_now(&cb), RCB_STATUS_INVALID_HANDLE, "not live");
+    assert!(capturing(&gpu));
+    let g = gpu.rt.end_capture(gpu.stream).unwrap();
+    gpu.rt.graph_destroy(g).unwrap();
+    gpu.sync();
+}

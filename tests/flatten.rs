@@ -387,3 +387,78 @@ fn bad_input_is_refused_and_changes_nothing() {
     fails(flatten(&parent, &[], child.0, Graph(null_mut())).unwrap_err(), RCB_STATUS_INVALID_STATE, "recording");
     assert_eq!(group, 0, "outputs are written only on success");
 }
+
+/// Flattens `child`, a finalized command buffer holding three levels: a child node of `middle`
+/// (itself a child node of `inner`: fill(x = 3) → axpy(y += x), then memset(z = 5)), a memcpy
+/// (d ← y) after it, and a child node of the raw graph `g` (fill(w = 7)). Every node must be
+/// re-created in `parent`, run, and follow its allocations when they move.
+fn flatten_children_of_children(gpu: &Gpu, child: &Cb) {
+    let k = &gpu.k;
+    let (x, y, d, z, w) = (zeroed(gpu), gpu.upload(&[1.0; N]), zeroed(gpu), zeroed(gpu), zeroed(gpu));
+    let inner = Cb::nested();
+    let f = inner.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(3.0f32.to_bits()), Arg::U64(N as u64)]);
+    inner.kernel(&[f], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(N as u64)]);
+    inner.finalize();
+    let middle = Cb::nested();
+    let mut c = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(middle.0, null(), 0, inner.0, &mut c) });
+    middle.memset(&[c], z, 5, 4, N as u64);
+    middle.finalize();
+    let g = gpu.rt.graph_create().unwrap();
+    gpu.rt.add_kernel_node(g, &[], &kernel(k.fill_u32, &fill_args(w, 7))).unwrap();
+
+    let mut m = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(child.0, null(), 0, middle.0, &mut m) });
+    child.memcpy(&[m], d, y, BYTES);
+    let mut raw = 0;
+    ok(unsafe { rcb_cmdbuf_add_child_graph(child.0, null(), 0, g.0, &mut raw) });
+    child.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (z, BYTES), (w, BYTES)]);
+    let (group, report) = flatten(&parent, &[], child.0, Graph(null_mut())).unwrap();
+    // fill: x; axpy: y, x; memset: z; memcpy: d, y; fill: w.
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 5, 7), "{}", reason(&report));
+    assert_eq!(node_count(&parent), 6, "two exits (memcpy, fill w): one join node");
+    let e = zeroed(gpu);
+    parent.memcpy(&[group], e, d, BYTES);
+    parent.finalize();
+    parent.launch(gpu);
+    assert_eq!(gpu.read(d, N), vec![4.0; N], "d = y + x = 1 + 3");
+    assert_eq!(gpu.read(e, N), vec![4.0; N], "the copy after the group saw the whole child");
+    assert_eq!(u32s(gpu, z), vec![5; N]);
+    assert_eq!(u32s(gpu, w), vec![7; N]);
+
+    let (x2, y2, d2, z2, w2) = (zeroed(gpu), gpu.upload(&[10.0; N]), zeroed(gpu), zeroed(gpu), zeroed(gpu));
+    let r = parent.update_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES), (w2, BYTES)]);
+    assert_eq!((r.moved_allocations, r.patched_sites, r.needs_rerecord), (5, 8, 0), "the child's 7 and the copy's d");
+    parent.launch(gpu);
+    assert_eq!(gpu.read(d2, N), vec![13.0; N]);
+    assert_eq!(u32s(gpu, z2), vec![5; N]);
+    assert_eq!(u32s(gpu, w2), vec![7; N]);
+    assert_eq!(gpu.read(y, N), vec![4.0; N], "the old buffers are not touched any more");
+
+    // Neither command buffer was harmed: the child can still be embedded.
+    let other = Cb::primary();
+    let mut n = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(other.0, null(), 0, child.0, &mut n) });
+}
+
+#[test]
+fn a_nested_command_buffer_holding_child_nodes_is_flattened_recursively() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    flatten_children_of_children(&gpu, &Cb::nested());
+}
+
+#[test]
+fn a_primary_command_buffer_holding_child_nodes_is_flattened_recursively() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let child = Cb::primary();
+    flatten_children_of_children(&gpu, &child);
+    child.launch(&gpu);
+}

@@ -288,3 +288,184 @@ fn twenty_records_with_moving_addresses_capture_once() {
     assert_eq!(gpu.read(last.1, N), vec![3.0; N]);
     assert_eq!(gpu.read(last.0, N), vec![1.0; N]);
 }
+
+#[test]
+fn a_failed_end_of_capture_leaves_the_stream_usable_or_says_it_is_not() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 2.0);
+    let key = [(x, BYTES), (y, BYTES)];
+    let graphs = sim.live_count("graph");
+
+    // The first end fails and the stream still captures: a second end frees it.
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "the stream is usable");
+    assert!(last_error().contains("hipStreamEndCapture"), "{}", last_error());
+    assert!(!gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+    gpu.sync();
+    assert_eq!(sim.live_count("graph"), graphs, "the second end's graph was discarded");
+
+    // Both ends fail: the stream is left capturing, and the message says so.
+    sim.set_faults("hipStreamEndCapture:1,hipStreamEndCapture:2");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "may still be capturing");
+    assert!(gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+    let g = gpu.rt.end_capture(gpu.stream).unwrap();
+    gpu.rt.graph_destroy(g).unwrap();
+
+    // The trace function fails too: its failure is reported, with the stream's state.
+    w.fail_with = 7;
+    sim.set_faults("hipStreamEndCapture:1");
+    let s = tc.try_get(gpu.stream, &key, &mut w).unwrap_err();
+    sim.set_faults("");
+    fails(s, RCB_STATUS_CALLBACK_FAILED, "trace_fn returned 7");
+    assert!(last_error().contains("the stream is usable"), "{}", last_error());
+    assert!(!gpu.rt.stream_is_capturing(gpu.stream).unwrap());
+
+    // Nothing was cached by the failures; the next call traces and its graph is right.
+    w.fail_with = 0;
+    let (g, outcome) = tc.get(gpu.stream, &key, &mut w);
+    assert_eq!(outcome, RCB_TRACE_TRACED);
+    run(&gpu, g);
+    assert_eq!(gpu.read(y, N), vec![5.0; N]);
+}
+
+/// What the re-entrant trace function does: calls its own cache (get_or_trace on another stream
+/// and key, then free), records the statuses and messages, traces into another cache on the
+/// other stream, then issues the work.
+struct Reentrant {
+    tc: *mut rcb_trace_cache,
+    other_tc: *mut rcb_trace_cache,
+    other_outcome: u32,
+    other_stream: Stream,
+    other_key: Vec<rcb_allocation>,
+    inner: Work,
+    outer: Work,
+    statuses: Vec<(rcb_status, String)>,
+}
+
+unsafe extern "C" fn trace_reentrant(user_data: *mut c_void, stream: *mut c_void) -> i32 {
+    let r = unsafe { &mut *(user_data as *mut Reentrant) };
+    let (mut g, mut outcome) = (null_mut(), u32::MAX);
+    let s = unsafe {
+        rcb_trace_cache_get_or_trace(
+            r.tc,
+            r.other_stream.0,
+            r.other_key.as_ptr(),
+            r.other_key.len(),
+            Some(trace_work),
+            &mut r.inner as *mut Work as *mut c_void,
+            &mut g,
+            &mut outcome,
+        )
+    };
+    r.statuses.push((s, last_error()));
+    let s = unsafe { rcb_trace_cache_free(r.tc) };
+    r.statuses.push((s, last_error()));
+    let s = unsafe {
+        rcb_trace_cache_get_or_trace(
+            r.other_tc,
+            r.other_stream.0,
+            r.other_key.as_ptr(),
+            r.other_key.len(),
+            Some(trace_work),
+            &mut r.inner as *mut Work as *mut c_void,
+            &mut g,
+            &mut r.other_outcome,
+        )
+    };
+    if s != RCB_OK {
+        r.statuses.push((s, last_error()));
+    }
+    unsafe { trace_work(&mut r.outer as *mut Work as *mut c_void, stream) }
+}
+
+#[test]
+fn a_cache_called_from_its_own_trace_function_refuses_instead_of_deadlocking() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let (x, y) = buffers(&gpu, 1.0);
+    let (x2, y2) = buffers(&gpu, 1.0);
+    let other_stream = gpu.rt.stream_create(0, 1, 0).unwrap();
+    let other_tc = Tc::new(1);
+    let mut r = Reentrant {
+        tc: tc.0,
+        other_tc: other_tc.0,
+        other_outcome: u32::MAX,
+        other_stream,
+        other_key: table(&[(x2, BYTES), (y2, BYTES - 4)]),
+        inner: work(&gpu, x2, y2, 1.0),
+        outer: work(&gpu, x, y, 2.0),
+        statuses: Vec::new(),
+    };
+    let key = table(&[(x, BYTES), (y, BYTES)]);
+    // On another thread, so that a deadlock fails the test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    let (tc_id, stream, r_addr) = (tc.0 as usize, gpu.stream.0 as usize, &mut r as *mut Reentrant as usize);
+    std::thread::spawn(move || {
+        let (mut g, mut outcome) = (null_mut(), u32::MAX);
+        let s = unsafe {
+            rcb_trace_cache_get_or_trace(
+                tc_id as *mut rcb_trace_cache,
+                stream as *mut c_void,
+                key.as_ptr(),
+                key.len(),
+                Some(trace_reentrant),
+                r_addr as *mut c_void,
+                &mut g,
+                &mut outcome,
+            )
+        };
+        let _ = done.send((s, last_error(), g as usize, outcome));
+    });
+    let Ok((s, msg, g, outcome)) = finished.recv_timeout(std::time::Duration::from_secs(20)) else {
+        panic!("rcb_trace_cache_get_or_trace called from its own trace_fn deadlocked");
+    };
+    assert_eq!(s, RCB_OK, "{msg}");
+    assert_eq!(outcome, RCB_TRACE_TRACED);
+    assert_eq!(r.statuses.len(), 2);
+    for (s, msg) in &r.statuses {
+        assert_eq!(*s, RCB_STATUS_INVALID_STATE, "{msg}");
+        assert!(msg.contains("from inside its own trace_fn"), "{msg}");
+    }
+    assert_eq!((r.inner.calls, r.outer.calls, r.other_outcome), (1, 1, RCB_TRACE_TRACED), "only the other cache traced inside");
+    run(&gpu, Graph(g as *mut c_void));
+    assert_eq!(gpu.read(y, N), vec![5.0; N], "the outer trace is intact");
+    // The cache was not freed from inside: it still serves hits.
+    let mut outer = work(&gpu, x, y, 2.0);
+    let (_, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut outer);
+    assert_eq!((outcome, outer.calls), (RCB_TRACE_HIT, 0));
+    gpu.rt.stream_destroy(other_stream).unwrap();
+}
+
+#[test]
+fn free_reports_a_failed_graph_destroy_and_releases_the_handle() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let graphs = sim.live_count("graph");
+    let tc = Tc::new(4);
+    for size in [BYTES, BYTES - 4] {
+        let (x, y) = buffers(&gpu, 1.0);
+        let mut w = work(&gpu, x, y, 2.0);
+        tc.get(gpu.stream, &[(x, BYTES), (y, size)], &mut w);
+    }
+    assert_eq!(sim.live_count("graph"), graphs + 2);
+    sim.set_faults("hipGraphDestroy:1");
+    let s = unsafe { rcb_trace_cache_free(tc.0) };
+    sim.set_faults("");
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
+    assert!(last_error().contains("leaked"), "{}", last_error());
+    fails(unsafe { rcb_trace_cache_free(tc.0) }, RCB_STATUS_INVALID_HANDLE, "not live");
+    assert_eq!(sim.live_count("graph"), graphs + 1, "the other entry's graph was destroyed after the failure");
+}

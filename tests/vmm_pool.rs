@@ -476,3 +476,32 @@ fn bad_input_gets_a_distinct_status_naming_the_argument() {
     rt.free(outside).unwrap();
     rt.stream_destroy(stream).unwrap();
 }
+
+#[test]
+fn free_reports_a_failed_release_and_releases_the_handle() {
+    let Some(_) = common::runtime() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
+    let _serial = common::serial();
+    // Each backing with the first teardown call failing: the rest is still given back.
+    let cases: &[(u32, &str, [u64; 4])] = &[
+        // An unmap that fails leaves the mapping, which keeps the reservation from being freed
+        // too; the physical handle is released (its memory lives on while mapped).
+        (RCB_VMM_BACKING_VMM, "hipMemUnmap", [0, 0, 1, 1]),
+        // The first slot's signal word; every buffer is still freed.
+        (RCB_VMM_BACKING_DEVICE, "hipFree", [1, 0, 0, 0]),
+    ];
+    for &(backing, call, leaked) in cases {
+        let before = live(Some(&sim));
+        let pool = new_pool(&config(backing, 2, &SIZES, 1000));
+        sim.set_faults(&format!("{call}:1"));
+        let status = unsafe { rcb_vmm_pool_free(pool) };
+        sim.set_faults("");
+        let msg = last_error();
+        assert_eq!(status, RCB_STATUS_RUNTIME_ERROR, "{call}: {msg}");
+        assert!(msg.contains(call) && msg.contains("leaked"), "{call}: {msg}");
+        assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_STATUS_INVALID_HANDLE, "{call}: the handle is gone");
+        let now = live(Some(&sim));
+        let grew: Vec<u64> = now.iter().zip(&before).map(|(n, b)| n - b).collect();
+        assert_eq!(grew, leaked, "{call}: leaked {COUNTED:?}");
+    }
+}

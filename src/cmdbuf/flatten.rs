@@ -79,7 +79,13 @@ impl CmdBuf {
         let (graph, known) = match &source {
             Source::CmdBuf(child) => {
                 child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
-                let known = if child.captured { HashMap::new() } else { child.nodes.iter().map(|r| (r.raw, &r.params)).collect() };
+                // A child node's record holds no graph: its contents are read back from the
+                // runtime and flattened like a raw graph's, so it is left out here.
+                let known = if child.captured {
+                    HashMap::new()
+                } else {
+                    child.nodes.iter().filter(|r| !matches!(r.params, Params::Child(_))).map(|r| (r.raw, &r.params)).collect()
+                };
                 (child.graph, known)
             }
             Source::Graph(g) => (*g, HashMap::new()),

@@ -22,8 +22,10 @@ pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
-use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream};
+use crate::error::{Error, Leaks, Result};
+use crate::runtime::{
+    self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream,
+};
 use allocations::AllocationTable;
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
@@ -287,11 +289,33 @@ impl CmdBuf {
         Ok(())
     }
 
+    /// Ends the capture. When the runtime fails to, the capture is kept while the stream may
+    /// still be capturing, so that `capture_end` again or the drop can end it; the error says
+    /// which.
     pub fn capture_end(&mut self) -> Result<()> {
         self.state.allow(Op::CaptureEnd)?;
         let State::Capturing(stream) = self.state else { unreachable!("checked by allow") };
+        let captured = match self.rt.end_capture(stream) {
+            Ok(g) => g,
+            Err(e) => {
+                let left = match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::Ended => {
+                        self.state = State::Recording;
+                        String::from(
+                            "the runtime ended the capture anyway: the stream is usable, nothing was captured, and the command buffer is recording again",
+                        )
+                    }
+                    CaptureAfterFailedEnd::StillCapturing => {
+                        String::from("the stream is still capturing: call capture_end again, or free the command buffer, to end it")
+                    }
+                    CaptureAfterFailedEnd::Unknown(why) => format!(
+                        "whether the stream is still capturing is unknown ({why}): the capture is kept, so capture_end again or freeing the command buffer tries to end it"
+                    ),
+                };
+                return Err(Error::new(e.kind, format!("{e}; {left}")));
+            }
+        };
         self.state = State::Recording;
-        let captured = self.rt.end_capture(stream)?;
         if let Err(e) = self.rt.graph_destroy(self.graph) {
             log::warn!("destroying the graph replaced by a capture: {e}");
         }
@@ -341,8 +365,15 @@ impl CmdBuf {
         self.rt.graph_launch(exec, stream)
     }
 
-    /// The template graph (owned by the command buffer), brought up to date first.
+    /// Refuses a read (graph, executable graph, counts) while a capture is in progress.
+    pub fn allow_read(&self) -> Result<()> {
+        self.state.allow(Op::Read)
+    }
+
+    /// The template graph (owned by the command buffer), brought up to date first. Not during a
+    /// capture, whose end destroys it.
     pub fn graph(&mut self) -> Result<Graph> {
+        self.allow_read()?;
         if self.template_stale {
             for record in &self.nodes {
                 record.params.push(self.rt, None, record.raw)?;
@@ -360,6 +391,7 @@ impl CmdBuf {
 
     /// The executable graph of a primary command buffer that has been finalized.
     pub fn exec(&self) -> Result<Exec> {
+        self.allow_read()?;
         self.exec.ok_or_else(|| match self.kind {
             Kind::Nested => Error::invalid_state("a nested command buffer has no executable graph"),
             Kind::Primary => Error::invalid_state("the command buffer has not been finalized yet"),
@@ -450,12 +482,6 @@ impl CmdBuf {
         Ok(record)
     }
 
-    fn destroy_graph(&self, graph: Graph) {
-        if let Err(e) = self.rt.graph_destroy(graph) {
-            log::warn!("destroying a command buffer's graph: {e}");
-        }
-    }
-
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
             let record = &mut self.nodes[node as usize];
@@ -469,20 +495,50 @@ impl CmdBuf {
     }
 }
 
-impl Drop for CmdBuf {
-    fn drop(&mut self) {
+impl CmdBuf {
+    /// Gives back every runtime object and returns the calls that failed (their objects are
+    /// leaked); the command buffer is gone either way.
+    pub fn destroy(mut self) -> Leaks {
+        self.release()
+    }
+
+    /// Ends a capture in progress, then destroys the executable graph and the graph, each
+    /// attempted whatever failed before, and leaves nothing for a second call.
+    fn release(&mut self) -> Leaks {
+        let mut leaks = Leaks::default();
         if let State::Capturing(stream) = self.state {
+            self.state = State::Recording;
             match self.rt.end_capture(stream) {
-                Ok(g) => self.destroy_graph(g),
-                Err(e) => log::warn!("ending the capture of a freed command buffer: {e}"),
+                Ok(g) => leaks.note(self.rt.graph_destroy(g)),
+                Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::Ended => {
+                        log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")
+                    }
+                    CaptureAfterFailedEnd::StillCapturing => {
+                        leaks.push(Error::new(e.kind, format!("{e}; the stream is still capturing: end its capture before using it")))
+                    }
+                    CaptureAfterFailedEnd::Unknown(why) => leaks.push(Error::new(
+                        e.kind,
+                        format!("{e}; whether the stream is still capturing is unknown ({why}): if it is, end its capture before using it"),
+                    )),
+                },
             }
         }
-        if let Some(exec) = self.exec.take()
-            && let Err(e) = self.rt.exec_destroy(exec)
-        {
-            log::warn!("destroying a command buffer's executable graph: {e}");
+        if let Some(exec) = self.exec.take() {
+            leaks.note(self.rt.exec_destroy(exec));
         }
-        self.destroy_graph(self.graph);
+        // A null graph marks it as already destroyed: runtimes never hand out a null one.
+        let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));
+        if !graph.is_null() {
+            leaks.note(self.rt.graph_destroy(graph));
+        }
+        leaks
+    }
+}
+
+impl Drop for CmdBuf {
+    fn drop(&mut self) {
+        self.release().log("dropping a command buffer");
     }
 }
 

@@ -26,6 +26,9 @@ pub enum Op {
     Launch,
     UpdateAllocations,
     Embed,
+    /// Handing out the graph, the executable graph or counts: never during a capture, whose end
+    /// replaces the graph.
+    Read,
 }
 
 impl State {
@@ -54,6 +57,7 @@ impl State {
             Launch => (self == Finalized, "only a finalized command buffer can be launched"),
             UpdateAllocations => (self == Finalized, "allocations are moved on a finalized command buffer"),
             Embed => (self == Finalized, "a command buffer must be finalized before it is added as a child"),
+            Read => (!matches!(self, Capturing(_)), "nothing is read while a capture is in progress; end it with capture_end first"),
         };
         if ok { Ok(()) } else { Err(Error::invalid_state(format!("the command buffer is {}: {hint}", self.name()))) }
     }
@@ -66,13 +70,13 @@ mod tests {
     #[test]
     fn each_state_allows_exactly_its_operations() {
         use Op::*;
-        let all = [Add, Update, SetAllocations, CaptureBegin, CaptureEnd, Finalize, BeginUpdate, Launch, UpdateAllocations, Embed];
+        let all = [Add, Update, SetAllocations, CaptureBegin, CaptureEnd, Finalize, BeginUpdate, Launch, UpdateAllocations, Embed, Read];
         let capturing = State::Capturing(Stream(std::ptr::null_mut()));
         let allowed: [(State, &[Op]); 4] = [
-            (State::Recording, &[Add, SetAllocations, CaptureBegin, Finalize]),
+            (State::Recording, &[Add, SetAllocations, CaptureBegin, Finalize, Read]),
             (capturing, &[CaptureEnd]),
-            (State::Finalized, &[BeginUpdate, Launch, UpdateAllocations, Embed]),
-            (State::Updating, &[Update, SetAllocations, Finalize]),
+            (State::Finalized, &[BeginUpdate, Launch, UpdateAllocations, Embed, Read]),
+            (State::Updating, &[Update, SetAllocations, Finalize, Read]),
         ];
         for (state, ops) in allowed {
             for op in all {

@@ -375,10 +375,16 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
     boundary(|| new(device, Kind::Nested, out))
 }
 
-/// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed:
-/// do not use it or its nodes afterwards. `NULL` is a no-op; a freed or unknown handle gives
-/// `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and discarded. Launches
-/// already enqueued are not waited for (synchronize the stream first).
+/// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
+/// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
+/// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
+/// discarded. Launches already enqueued are not waited for (synchronize the stream first).
+///
+/// When a runtime call underneath fails (ending the capture, destroying the executable graph or
+/// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
+/// command buffer is released all the same, the message names each failed call (its object is
+/// leaked) and, when ending a capture failed, says whether the stream is still capturing (then
+/// end its capture before using the stream).
 ///
 /// Thread-safety: any thread, not concurrently with other calls on `cb`.
 ///
@@ -390,7 +396,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
         if cb.is_null() {
             return Ok(());
         }
-        CMDBUFS.remove(cb as usize).map(drop)
+        match CMDBUFS.take(cb as usize)? {
+            Some(cb) => cb.destroy().into_result("the command buffer"),
+            None => Ok(()),
+        }
     })
 }
 
@@ -778,7 +787,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
 
 /// Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
 /// thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
-/// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`.
+/// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
+/// other call, reads included (`rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_node_count`,
+/// `rcb_cmdbuf_site_count`), returns `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: the capture belongs to the calling thread; end it on the same thread.
 ///
@@ -790,8 +801,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_begin(cb: *mut rcb_cmdbuf, stream: *
 }
 
 /// Ends the capture: the captured graph becomes the command buffer's graph (the previous, empty
-/// one is destroyed) and the command buffer is recording again. If the runtime reports the
-/// capture failed, the graph is unchanged.
+/// one is destroyed) and the command buffer is recording again.
+///
+/// When the runtime fails to end the capture, the status is its error, the graph is unchanged,
+/// and the message says what the stream was left in. While it is still capturing (or the
+/// runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
+/// again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
+/// usable and the command buffer is recording again with nothing captured.
 ///
 /// Addresses inside a captured graph are not patch sites and the library does not know them:
 /// `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse
@@ -848,9 +864,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_launch(cb: *mut rcb_cmdbuf, stream: *mut c_v
 }
 
 /// Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
-/// by the command buffer, valid until `rcb_cmdbuf_free` (or `rcb_cmdbuf_capture_end`, which
-/// replaces it); do not destroy or change it. For a primary command buffer, updates made to the
-/// executable graph are first copied to the template's kernel, memcpy and memset nodes.
+/// by the command buffer, valid until `rcb_cmdbuf_free` (a graph obtained before
+/// `rcb_cmdbuf_capture_begin` only until `rcb_cmdbuf_capture_end`, which replaces and destroys
+/// it); do not destroy or change it. During a capture: `RCB_STATUS_INVALID_STATE`. For a primary
+/// command buffer, updates made to the executable graph are first copied to the template's
+/// kernel, memcpy and memset nodes.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -871,7 +889,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut 
 
 /// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
 /// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
-/// never-finalized one gives `RCB_STATUS_INVALID_STATE`.
+/// never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -964,7 +982,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_move_allocations(
 }
 
 /// Writes the number of nodes recorded through this API (a captured graph's own nodes are not
-/// counted) to `*count`.
+/// counted) to `*count`. During a capture: `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -975,6 +993,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_node_count(cb: *mut rcb_cmdbuf, count: *mut 
     boundary(|| {
         let out = arg_out(count, "count")?;
         with(cb, |_, cb| {
+            cb.allow_read()?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, cb.node_count()) };
             Ok(())
@@ -983,6 +1002,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_node_count(cb: *mut rcb_cmdbuf, count: *mut 
 }
 
 /// Writes the number of patch sites (recorded addresses inside an allocation) to `*count`.
+/// During a capture: `RCB_STATUS_INVALID_STATE`.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -993,6 +1013,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
     boundary(|| {
         let out = arg_out(count, "count")?;
         with(cb, |_, cb| {
+            cb.allow_read()?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, cb.site_count()) };
             Ok(())
@@ -1042,9 +1063,11 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// `rcb_cmdbuf_update_allocations` like any other node. Recording state only.
 ///
 /// The child is exactly one of `child` (a finalized command buffer, borrowed for the call: its
-/// nodes keep their exact argument layout and sites) or `graph` (a `hipGraph_t` / `CUgraph`
-/// the library did not build, e.g. from stream capture; borrowed for the call, still owned by
-/// the caller); the other must be NULL.
+/// nodes keep their exact argument layout and sites; the graphs of its child nodes, added with
+/// `rcb_cmdbuf_add_child` or `rcb_cmdbuf_add_child_graph`, are read back from the runtime and
+/// flattened like a raw graph) or `graph` (a `hipGraph_t` / `CUgraph` the library did not
+/// build, e.g. from stream capture; borrowed for the call, still owned by the caller); the
+/// other must be NULL.
 ///
 /// Kernel nodes of a raw graph: their packed parameters are read back (an `extra` buffer list is
 /// copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)

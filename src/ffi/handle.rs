@@ -6,7 +6,7 @@ use crate::error::{Error, ErrorKind, Result};
 use dashmap::DashMap;
 use once_cell::sync::Lazy;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 // One counter for all types, so a handle of one type is never a live handle of another.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0x1000);
@@ -36,6 +36,15 @@ impl<T> Registry<T> {
     /// Unregisters `id`; the object is dropped when the last in-flight user lets go.
     pub fn remove(&self, id: usize) -> Result<Arc<Mutex<T>>> {
         self.live.remove(&id).map(|(_, v)| v).ok_or_else(|| self.unknown(id))
+    }
+
+    /// Unregisters `id` and hands the object back, so that its teardown can report what failed.
+    /// `None` when a call still in flight holds it (which the free functions' contracts forbid):
+    /// it is dropped, failures only logged, when that call returns.
+    pub fn take(&self, id: usize) -> Result<Option<T>> {
+        let object = self.remove(id)?;
+        // A poisoned object is torn down all the same: that is all that is left to do with it.
+        Ok(Arc::try_unwrap(object).ok().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)))
     }
 
     fn unknown(&self, id: usize) -> Error {

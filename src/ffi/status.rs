@@ -32,6 +32,13 @@ pub const RCB_STATUS_NO_DEVICE: rcb_status = 8;
 /// The loaded runtime lacks the feature (missing optional symbol, too old a version).
 pub const RCB_STATUS_UNSUPPORTED: rcb_status = 9;
 /// A GPU runtime call failed; the message names the call and its error.
+///
+/// From a `_free` function (`rcb_cmdbuf_free`, `rcb_trace_cache_free`, `rcb_vmm_pool_free`) it
+/// means: the object WAS released (its handle is no longer live, a second free gives
+/// `RCB_STATUS_INVALID_HANDLE`), every runtime object underneath was given back that could be,
+/// and the message names each destroy, free, unmap or release that failed; what those calls
+/// were for is leaked. A free that cannot release its object at all says so with another status
+/// and leaves the handle live (documented per function).
 pub const RCB_STATUS_RUNTIME_ERROR: rcb_status = 10;
 /// Waiting for the GPU took longer than the configured timeout.
 pub const RCB_STATUS_TIMEOUT: rcb_status = 11;

@@ -10,6 +10,7 @@ use crate::cmdbuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Stream};
 use crate::trace_cache::{Outcome, TraceCache};
+use std::cell::RefCell;
 use std::ffi::c_void;
 
 static CACHES: Registry<TraceCache> = Registry::new("rcb_trace_cache");
@@ -31,6 +32,12 @@ pub struct rcb_trace_cache {
 /// `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
 /// other value fails the call with `RCB_STATUS_CALLBACK_FAILED` (the value is in the message).
 /// It must not synchronize the stream or start another capture on it.
+///
+/// It must not use the cache that called it: `rcb_trace_cache_get_or_trace` or
+/// `rcb_trace_cache_free` on that cache from inside its `trace_fn` returns
+/// `RCB_STATUS_INVALID_STATE` without doing anything (the cache is busy with the outer call),
+/// whatever the stream and allocations; from another thread that `trace_fn` waits for, such a
+/// call would wait forever. Other caches may be used.
 pub type rcb_trace_fn = Option<unsafe extern "C" fn(user_data: *mut c_void, stream: *mut c_void) -> i32>;
 
 /// `rcb_trace_cache_get_or_trace` outcome: an entry with exactly these allocations.
@@ -50,6 +57,42 @@ fn handle_id(tc: *const rcb_trace_cache) -> Result<usize> {
         return Err(Error::new(ErrorKind::NullArgument, "argument `tc` is NULL"));
     }
     Ok(tc as usize)
+}
+
+thread_local! {
+    /// The caches whose `trace_fn` this thread is running. A call on one of them from inside its
+    /// `trace_fn` would wait forever for the lock its own caller holds, so it is refused instead.
+    static TRACING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Refuses a call on cache `id` made from inside that cache's `trace_fn` on this thread.
+fn not_from_own_trace_fn(id: usize, call: &str) -> Result<()> {
+    if TRACING.with_borrow(|ids| ids.contains(&id)) {
+        return Err(Error::invalid_state(format!(
+            "{call} was called on trace cache {id:#x} from inside its own trace_fn; the cache is busy with that call (use another cache for nested commands)"
+        )));
+    }
+    Ok(())
+}
+
+/// Marks cache `id` as running its `trace_fn` on this thread until dropped.
+struct Tracing(usize);
+
+impl Tracing {
+    fn enter(id: usize) -> Self {
+        TRACING.with_borrow_mut(|ids| ids.push(id));
+        Tracing(id)
+    }
+}
+
+impl Drop for Tracing {
+    fn drop(&mut self) {
+        TRACING.with_borrow_mut(|ids| {
+            if let Some(at) = ids.iter().rposition(|&id| id == self.0) {
+                ids.remove(at);
+            }
+        });
+    }
 }
 
 /// Creates a trace cache holding at most `capacity` graphs (1 to
@@ -74,7 +117,12 @@ pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb
 
 /// Frees a trace cache and every graph it holds (graphs it returned become invalid; executable
 /// graphs instantiated from them, and clones of them, stay valid). `NULL` is a no-op; a freed or
-/// unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+/// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from inside this cache's own
+/// `trace_fn`: `RCB_STATUS_INVALID_STATE`, nothing freed.
+///
+/// Otherwise `tc` is consumed whatever the status. When destroying a graph underneath fails, the
+/// rest is still destroyed and the status is `RCB_STATUS_RUNTIME_ERROR`: the cache is released
+/// all the same and the message names each failed call (its object is leaked).
 ///
 /// Thread-safety: any thread, not concurrently with other calls on `tc`.
 ///
@@ -86,7 +134,11 @@ pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_s
         if tc.is_null() {
             return Ok(());
         }
-        CACHES.remove(tc as usize).map(drop)
+        not_from_own_trace_fn(tc as usize, "rcb_trace_cache_free")?;
+        match CACHES.take(tc as usize)? {
+            Some(cache) => cache.destroy().into_result("the trace cache"),
+            None => Ok(()),
+        }
     })
 }
 
@@ -110,7 +162,12 @@ pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_s
 /// then. Do not destroy or modify it.
 ///
 /// When `trace_fn` returns non-zero, the capture is ended and discarded, the cache is unchanged,
-/// and the call returns `RCB_STATUS_CALLBACK_FAILED`. Outputs are written only on success.
+/// and the call returns `RCB_STATUS_CALLBACK_FAILED`. When the runtime fails to end the capture,
+/// the cache is unchanged, the status is the runtime's error, and the library, which must not
+/// leave `stream` capturing behind the caller's back, tries the end once more (discarding what
+/// it returns); the message says whether `stream` is usable or still capturing (then end its
+/// capture before using it). A call on this cache from inside its own `trace_fn` returns
+/// `RCB_STATUS_INVALID_STATE` (see `rcb_trace_fn`). Outputs are written only on success.
 ///
 /// Thread-safety: one thread at a time per cache; `stream` must not be used by other threads
 /// during the call.
@@ -137,11 +194,13 @@ pub unsafe extern "C" fn rcb_trace_cache_get_or_trace(
             return Err(Error::new(ErrorKind::NullArgument, "argument `trace_fn` is NULL"));
         };
         let id = handle_id(tc)?;
+        not_from_own_trace_fn(id, "rcb_trace_cache_get_or_trace")?;
         let object = CACHES.get(id)?;
         let mut cache = lock(&object, "rcb_trace_cache")?;
         // SAFETY: forwarded from the caller.
         let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
         let trace = |s: Stream| {
+            let _tracing = Tracing::enter(id);
             // SAFETY: the caller promises `trace_fn` may be called with `user_data`.
             match unsafe { trace_fn(user_data, s.0) } {
                 0 => Ok(()),

@@ -229,8 +229,11 @@ pub unsafe extern "C" fn rcb_vmm_pool_timeline(pool: *mut rcb_vmm_pool, slot: u3
 /// releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
 ///
 /// Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
-/// `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases the pool stays live
-/// and can be freed later. A second free returns `RCB_STATUS_INVALID_HANDLE`.
+/// `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases nothing is freed and
+/// the pool stays live, to be freed later. Otherwise `pool` is consumed whatever the status: when
+/// an unmap, release or free underneath fails, the rest is still given back and the status is
+/// `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the same and the message names each
+/// failed call (that memory is leaked). A second free returns `RCB_STATUS_INVALID_HANDLE`.
 ///
 /// Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
 ///
@@ -243,7 +246,11 @@ pub unsafe extern "C" fn rcb_vmm_pool_free(pool: *mut rcb_vmm_pool) -> rcb_statu
             return Ok(());
         }
         live_pool(pool)?.wait_idle()?;
-        // The memory goes when the last reference drops (here, unless a call is still in flight).
-        POOLS.remove(pool as usize).map(drop)
+        // A call still in flight keeps the pool until it returns; its drop then gives the memory
+        // back, failures only logged.
+        match POOLS.take(pool as usize)?.and_then(|shared| Arc::try_unwrap(shared).ok()) {
+            Some(pool) => pool.destroy().into_result("the vmm pool"),
+            None => Ok(()),
+        }
     })
 }

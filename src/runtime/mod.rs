@@ -6,6 +6,7 @@
 //! so function pointers stay valid).
 
 mod cuda;
+mod extra;
 mod hip;
 mod symbols;
 mod types;
@@ -96,6 +97,9 @@ pub trait Runtime: Send + Sync {
     // Stream capture.
     fn begin_capture(&self, stream: Stream, mode: CaptureMode) -> Result<()>;
     fn end_capture(&self, stream: Stream) -> Result<Graph>;
+    /// Whether `stream` is in capture mode; an invalidated capture counts, as it still needs its
+    /// end. `Unsupported` when the runtime cannot say.
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool>;
 
     // Virtual memory management (optional feature "vmm").
     fn vmm_granularity(&self, device: i32) -> Result<usize>;
@@ -124,6 +128,27 @@ pub(crate) fn nul_terminated(image: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         let mut owned = image.to_vec();
         owned.push(0);
         std::borrow::Cow::Owned(owned)
+    }
+}
+
+/// What a failed end of capture left the stream in. Runtimes differ: an invalidated capture is
+/// ended by the failing call, a call from the wrong thread or an injected fault leaves it open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CaptureAfterFailedEnd {
+    /// The stream is still capturing: its capture must still be ended before it is usable.
+    StillCapturing,
+    /// The stream is no longer capturing and is usable; what was captured is lost.
+    Ended,
+    /// The runtime could not say (why).
+    Unknown(String),
+}
+
+/// Asks the runtime what a failed `end_capture(stream)` left behind.
+pub fn capture_after_failed_end(rt: &dyn Runtime, stream: Stream) -> CaptureAfterFailedEnd {
+    match rt.stream_is_capturing(stream) {
+        Ok(true) => CaptureAfterFailedEnd::StillCapturing,
+        Ok(false) => CaptureAfterFailedEnd::Ended,
+        Err(e) => CaptureAfterFailedEnd::Unknown(e.message),
     }
 }
 

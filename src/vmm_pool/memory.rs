@@ -1,10 +1,12 @@
 //! The memory behind one slot. Every runtime object is owned by a guard that gives it back on
 //! drop, so a creation step that fails undoes exactly what the earlier steps made, in reverse
-//! order, and nothing is unmapped or freed twice.
+//! order, and nothing is unmapped or freed twice. [`SlotMemory::close`] gives it back in the
+//! same order and returns the failures instead of logging them, for a free that reports them.
 
 use super::layout::ChunkLayout;
-use crate::error::Result;
+use crate::error::{Leaks, Result};
 use crate::runtime::{DevicePtr, PhysicalMem, Runtime};
+use std::mem::ManuallyDrop;
 
 /// What one slot holds, kept for the pool's life and given back on drop.
 pub enum SlotMemory {
@@ -50,27 +52,79 @@ pub struct DeviceAlloc {
     ptr: DevicePtr,
 }
 
+impl SlotMemory {
+    /// Gives everything back (unmap, release, free the range; or free each allocation), each
+    /// step attempted whatever failed before, and returns the failures.
+    pub fn close(self) -> Leaks {
+        let mut leaks = Leaks::default();
+        match self {
+            SlotMemory::Vmm { _chunk: None } => {}
+            SlotMemory::Vmm { _chunk: Some(Chunk { mapping, _physical: physical, _reservation: reservation }) } => {
+                leaks.note(close(mapping, Mapping::give_back));
+                leaks.note(close(physical, Physical::give_back));
+                leaks.note(close(reservation, Reservation::give_back));
+            }
+            SlotMemory::Device { _allocations: allocations } => {
+                for a in allocations {
+                    leaks.note(close(a, DeviceAlloc::give_back));
+                }
+            }
+        }
+        leaks
+    }
+}
+
+/// Gives `guard`'s object back once, returning the result instead of logging it on drop.
+fn close<T>(guard: T, give_back: fn(&T) -> Result<()>) -> Result<()> {
+    let guard = ManuallyDrop::new(guard);
+    give_back(&guard)
+}
+
+impl Physical {
+    fn give_back(&self) -> Result<()> {
+        self.rt.vmm_release(self.handle)
+    }
+}
+
+impl Reservation {
+    fn give_back(&self) -> Result<()> {
+        self.rt.vmm_free_range(self.base, self.bytes)
+    }
+}
+
+impl Mapping {
+    fn give_back(&self) -> Result<()> {
+        self.rt.vmm_unmap(self.base, self.bytes)
+    }
+}
+
+impl DeviceAlloc {
+    fn give_back(&self) -> Result<()> {
+        self.rt.free(self.ptr)
+    }
+}
+
 impl Drop for Physical {
     fn drop(&mut self) {
-        report(self.rt.vmm_release(self.handle));
+        report(self.give_back());
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        report(self.rt.vmm_free_range(self.base, self.bytes));
+        report(self.give_back());
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        report(self.rt.vmm_unmap(self.base, self.bytes));
+        report(self.give_back());
     }
 }
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
-        report(self.rt.free(self.ptr));
+        report(self.give_back());
     }
 }
 

@@ -12,7 +12,7 @@ mod timeline;
 
 pub use layout::{BUFFER_ALIGNMENT, MAX_BUFFER_BYTES};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, DevicePtr, Runtime, Stream};
 use memory::SlotMemory;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -274,6 +274,22 @@ impl VmmPool {
             }
             (d, s) => d.into_iter().chain(s).collect(),
         }
+    }
+}
+
+impl VmmPool {
+    /// Gives every slot's memory and timeline back and returns the runtime calls that failed
+    /// (their objects are leaked). The caller has waited for the GPU ([`Self::wait_idle`]).
+    pub fn destroy(mut self) -> Leaks {
+        let mut leaks = Leaks::default();
+        // Taken out, so that the drop that follows finds nothing left to wait for or free.
+        for slot in std::mem::take(&mut self.slots) {
+            // The order of the slot's drop: its timeline, then its memory.
+            let Slot { timeline, _memory: memory, .. } = slot;
+            leaks.note(timeline.close());
+            leaks.append(memory.close());
+        }
+        leaks
     }
 }
 

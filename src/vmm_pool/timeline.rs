@@ -46,6 +46,14 @@ impl Timeline {
     }
 }
 
+impl Timeline {
+    /// Frees the signal memory, returning the result instead of logging it on drop.
+    pub fn close(self) -> Result<()> {
+        let timeline = std::mem::ManuallyDrop::new(self);
+        timeline.rt.signal_free(timeline.signal)
+    }
+}
+
 impl Drop for Timeline {
     fn drop(&mut self) {
         if let Err(e) = self.rt.signal_free(self.signal) {

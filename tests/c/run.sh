@@ -2,9 +2,9 @@
 # Builds the C and C++ programs in tests/c against include/rocm_cmdbuf.h and the cdylib in
 # $1 (target/<profile>), once plain under -Wall -Wextra -Werror and once with ASan+UBSan, and
 # runs each in every mode its header comment describes. hpp_wrapper.cpp tests the C++ wrapper
-# include/rocm_cmdbuf.hpp (also under -pedantic). cmdbuf_flow also links the software GPU
-# ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits non-zero on
-# any failure.
+# include/rocm_cmdbuf.hpp (also under -pedantic). cmdbuf_flow and contracts also link the software
+# GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits non-zero
+# on any failure.
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,6 +54,10 @@ if [ -e "$hipsim" ]; then
     # The C++ wrapper include/rocm_cmdbuf.hpp: -pedantic, and no exceptions or RTTI needed.
     build hpp g++ c++17 hpp_wrapper.cpp -pedantic -fno-exceptions -fno-rtti "${hip[@]}"
     build hpp-asan g++ c++17 hpp_wrapper.cpp -pedantic "${hip[@]}" "${san[@]}"
+    build contracts-c11 gcc c11 contracts.c "${hip[@]}"
+    build contracts-cxx17 g++ c++17 contracts.cpp "${hip[@]}"
+    build contracts-c11-asan gcc c11 contracts.c "${hip[@]}" "${san[@]}"
+    build contracts-cxx17-asan g++ c++17 contracts.cpp "${hip[@]}" "${san[@]}"
 fi
 
 failed=0
@@ -73,6 +77,7 @@ for bin in c11 cxx17 c11-asan cxx17-asan; do
         run "$bin" loads RCB_BACKEND=hip RCB_HIP_LIBRARY="$hipsim"
         run "flow-$bin" override RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
         run "flow-$bin" preloaded -u RCB_HIP_LIBRARY RCB_BACKEND=hip
+        run "contracts-$bin" faults RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
     else
         echo "FAIL: software GPU missing at $hipsim (cargo build -p hipsim)"
         failed=1

@@ -108,6 +108,13 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// Whether a stream is capturing: says what a failed end of capture left behind.
+    pub struct CaptureQuery {
+        cuStreamIsCapturing: fn(P, *mut c_int) -> R;
+    }
+}
+
+symbol_table! {
     /// Kernel-node launch attributes (CUDA 11.7+).
     pub struct NodeAttributes {
         cuGraphKernelNodeCopyAttributes: fn(P, P) -> R;

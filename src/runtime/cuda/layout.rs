@@ -1,6 +1,7 @@
 //! CUDA driver structs (CUDA 12/13 `cuda.h`, x86-64) and the constants that differ from HIP.
 //! Sizes and offsets are checked at compile time against `reference/gpu-apis.md` §3.
 
+use crate::runtime::extra::Keys;
 use crate::runtime::{MemcpyParams, MemsetParams, NodeType};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
@@ -12,6 +13,8 @@ pub const LAUNCH_PARAM_BUFFER_POINTER: usize = 0x1;
 pub const LAUNCH_PARAM_BUFFER_SIZE: usize = 0x2;
 /// `CU_LAUNCH_PARAM_END` is 0 (HIP's is 3, which CUDA rejects).
 pub const LAUNCH_PARAM_END: usize = 0x0;
+pub const EXTRA_KEYS: Keys =
+    Keys { buffer_pointer: LAUNCH_PARAM_BUFFER_POINTER, buffer_size: LAUNCH_PARAM_BUFFER_SIZE, end: LAUNCH_PARAM_END };
 
 pub const MEMORYTYPE_DEVICE: u32 = 2;
 pub const MEMORYTYPE_UNIFIED: u32 = 4;
@@ -263,32 +266,6 @@ pub fn node_type(raw: i32) -> NodeType {
     }
 }
 
-/// Reads a `CU_LAUNCH_PARAM` list (keys in either order, terminated by END 0 — CUDA returns
-/// its own copy with SIZE first).
-///
-/// # Safety
-/// `extra` must be a node's launch-parameter list whose buffer holds `size` bytes.
-pub unsafe fn parse_extra(extra: *mut P) -> Result<Vec<u8>, String> {
-    let (mut buffer, mut size): (*const u8, Option<usize>) = (std::ptr::null(), None);
-    for pair in 0..3 {
-        // SAFETY: the list holds key/value pairs until END; we stop at the first unknown key.
-        let (key, value) = unsafe { (*extra.add(2 * pair) as usize, *extra.add(2 * pair + 1)) };
-        match key {
-            LAUNCH_PARAM_BUFFER_POINTER => buffer = value as *const u8,
-            // SAFETY: the SIZE value points at a size_t.
-            LAUNCH_PARAM_BUFFER_SIZE if !value.is_null() => size = Some(unsafe { *(value as *const usize) }),
-            LAUNCH_PARAM_END => break,
-            _ => return Err(format!("the kernel node's extra has an unknown key {key:#x}")),
-        }
-    }
-    match (buffer.is_null(), size) {
-        (_, Some(0)) => Ok(Vec::new()),
-        // SAFETY: the driver owns `n` bytes at `buffer` for the node's lifetime.
-        (false, Some(n)) => Ok(unsafe { std::slice::from_raw_parts(buffer, n) }.to_vec()),
-        _ => Err(String::from("the kernel node's extra list has no buffer or no size")),
-    }
-}
-
 /// Packs argument values (`values[i]` points at `sizes[i]` bytes placed at `offsets[i]`) into
 /// one blob ending at the last parameter (no tail padding).
 ///
@@ -308,25 +285,6 @@ pub unsafe fn pack_params(values: *const P, layout: &[(usize, usize)]) -> Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_the_list_cuda_returns_with_size_first() {
-        let args = [7u8, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0];
-        let mut size = args.len();
-        let mut extra: [P; 5] =
-            [LAUNCH_PARAM_BUFFER_SIZE as P, &mut size as *mut usize as P, LAUNCH_PARAM_BUFFER_POINTER as P, args.as_ptr() as P, null_mut()];
-        assert_eq!(unsafe { parse_extra(extra.as_mut_ptr()) }.unwrap(), args);
-    }
-
-    #[test]
-    fn rejects_a_hip_terminated_or_unknown_list() {
-        let args = [1u8; 8];
-        let mut size = 8usize;
-        let mut extra: [P; 6] =
-            [0x9 as P, args.as_ptr() as P, LAUNCH_PARAM_BUFFER_SIZE as P, &mut size as *mut usize as P, null_mut(), null_mut()];
-        let e = unsafe { parse_extra(extra.as_mut_ptr()) }.unwrap_err();
-        assert!(e.contains("0x9"), "{e}");
-    }
 
     #[test]
     fn packs_kernel_params_at_their_offsets_without_tail_padding() {

@@ -9,7 +9,7 @@ mod status;
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::*;
-use api::{Core, MemOps, NodeAttributes, ParamInfo, Vmm};
+use api::{CaptureQuery, Core, MemOps, NodeAttributes, ParamInfo, Vmm};
 use context::Contexts;
 use layout::{AccessDesc, AllocationProp, KernelNodeParams, Memcpy3D, MemsetNodeParams, UpdateResultInfo};
 use libloading::Library;
@@ -27,6 +27,7 @@ pub struct CudaRuntime {
     memops: Result<MemOps, String>,
     param_info: Result<ParamInfo, String>,
     attributes: Option<NodeAttributes>,
+    capture_query: Option<CaptureQuery>,
     contexts: Contexts,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -77,12 +78,23 @@ impl CudaRuntime {
         });
         let param_info = resolve(&library, ParamInfo::resolve).map_err(missing_in);
         let attributes = resolve(&library, NodeAttributes::resolve).ok();
+        let capture_query = resolve(&library, CaptureQuery::resolve).ok();
         let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err()), ("kernel_params_read", param_info.as_ref().err())]
             .into_iter()
             .filter_map(|(feature, reason)| reason.map(|r| format!("{feature}: {r}")))
             .collect();
         let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
-        Ok(CudaRuntime { core, vmm, memops, param_info, attributes, contexts: Contexts::new(count), info, _library: library })
+        Ok(CudaRuntime {
+            core,
+            vmm,
+            memops,
+            param_info,
+            attributes,
+            capture_query,
+            contexts: Contexts::new(count),
+            info,
+            _library: library,
+        })
     }
 }
 
@@ -473,8 +485,9 @@ impl Runtime for CudaRuntime {
             self.check("cuKernelGetFunction", unsafe { (info.cuKernelGetFunction)(&mut func, p.kern) })?;
         }
         let args = if !p.extra.is_null() {
-            // SAFETY: `extra` is the node's own launch-parameter list.
-            unsafe { layout::parse_extra(p.extra) }
+            // SAFETY: `extra` is the node's own launch-parameter list, valid until its parameters
+            // change: the driver ends it with END and its SIZE and buffer describe the arguments.
+            unsafe { crate::runtime::extra::parse(p.extra, &layout::EXTRA_KEYS) }
         } else if !p.kernel_params.is_null() {
             self.read_kernel_params(func, p.kernel_params)
         } else {
@@ -610,6 +623,15 @@ impl Runtime for CudaRuntime {
         // SAFETY: valid out-pointer.
         self.call("cuStreamEndCapture", || unsafe { (self.core.cuStreamEndCapture)(stream.0, &mut g) })?;
         Ok(Graph(g))
+    }
+
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool> {
+        let query = self.capture_query.as_ref().ok_or_else(|| Error::unsupported("the CUDA driver lacks cuStreamIsCapturing"))?;
+        let mut status = 0;
+        // SAFETY: valid out-pointer; the caller holds the stream.
+        self.call("cuStreamIsCapturing", || unsafe { (query.cuStreamIsCapturing)(stream.0, &mut status) })?;
+        // CU_STREAM_CAPTURE_STATUS_NONE; active and invalidated captures both still need their end.
+        Ok(status != 0)
     }
 
     fn vmm_granularity(&self, device: i32) -> Result<usize> {

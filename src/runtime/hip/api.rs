@@ -86,6 +86,13 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// Whether a stream is capturing: says what a failed end of capture left behind.
+    pub struct CaptureQuery {
+        hipStreamIsCapturing: fn(P, *mut c_int) -> E;
+    }
+}
+
+symbol_table! {
     /// Kernel-node launch attributes (ROCm 5.5+).
     pub struct NodeAttributes {
         hipGraphKernelNodeCopyAttributes: fn(P, P) -> E;

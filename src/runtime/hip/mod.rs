@@ -6,8 +6,9 @@ mod library;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
+use crate::runtime::extra;
 use crate::runtime::*;
-use api::{Core, MemOps, NodeAttributes, Vmm};
+use api::{CaptureQuery, Core, MemOps, NodeAttributes, Vmm};
 use hip_runtime_sys::{dim3, hipKernelNodeParams, hipMemAccessDesc, hipMemLocation, hipMemsetParams};
 use layout::{Layout, Memcpy3DParms};
 use libloading::Library;
@@ -21,12 +22,17 @@ const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
 const MALLOC_SIGNAL_MEMORY: u32 = 2;
 const ERROR_NOT_READY: c_int = 600;
+/// `hipStreamCaptureStatusNone`; active and invalidated captures both still need their end.
+const CAPTURE_STATUS_NONE: c_int = 0;
+/// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `_BUFFER_SIZE` and `_END`.
+const EXTRA_KEYS: extra::Keys = extra::Keys { buffer_pointer: 0x1, buffer_size: 0x2, end: 0x3 };
 
 pub struct HipRuntime {
     core: Core,
     vmm: Result<Vmm, String>,
     memops: Result<MemOps, String>,
     attributes: Option<NodeAttributes>,
+    capture_query: Option<CaptureQuery>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -59,6 +65,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     };
     let memops = resolve(&library, MemOps::resolve).map_err(missing_in);
     let attributes = resolve(&library, NodeAttributes::resolve).ok();
+    let capture_query = resolve(&library, CaptureQuery::resolve).ok();
     let disabled = [("vmm", vmm.as_ref().err()), ("memops", memops.as_ref().err())]
         .into_iter()
         .filter_map(|(feature, reason)| reason.map(|r| format!("{feature}: {r}")))
@@ -74,7 +81,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         ));
     }
     let info = RuntimeInfo { backend: Backend::Hip, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, layout, info, _library: library }))
+    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, layout, info, _library: library }))
 }
 
 fn resolve<T>(lib: &Library, f: unsafe fn(&Library, &mut Vec<&'static str>) -> Option<T>) -> Result<T, Vec<&'static str>> {
@@ -444,8 +451,9 @@ impl Runtime for HipRuntime {
         // SAFETY: valid out-pointer; the returned arrays are owned by the node and only read here.
         self.check("hipGraphKernelNodeGetParams", unsafe { (self.core.hipGraphKernelNodeGetParams)(node.0, &mut p) })?;
         let args = if !p.extra.is_null() {
-            // SAFETY: `extra` is the node's own list; parsing stops at the first unknown key.
-            unsafe { parse_extra(p.extra) }
+            // SAFETY: `extra` is the node's own list, valid until its parameters change: the
+            // runtime ends it with END and its SIZE and buffer describe the node's arguments.
+            unsafe { extra::parse(p.extra, &EXTRA_KEYS) }
         } else if !p.kernelParams.is_null() {
             Err(String::from("the kernel node passes kernelParams and HIP has no query for the parameter layout"))
         } else {
@@ -595,6 +603,14 @@ impl Runtime for HipRuntime {
         Ok(Graph(g))
     }
 
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool> {
+        let query = self.capture_query.as_ref().ok_or_else(|| Error::unsupported("the HIP runtime lacks hipStreamIsCapturing"))?;
+        let mut status = 0;
+        // SAFETY: valid out-pointer; the caller holds the stream.
+        self.check("hipStreamIsCapturing", unsafe { (query.hipStreamIsCapturing)(stream.0, &mut status) })?;
+        Ok(status != CAPTURE_STATUS_NONE)
+    }
+
     fn vmm_granularity(&self, device: i32) -> Result<usize> {
         let vmm = self.vmm()?;
         let prop = self.layout.alloc_prop(device);
@@ -676,29 +692,5 @@ impl Runtime for HipRuntime {
         let memops = self.memops()?;
         // SAFETY: the runtime validates stream and address.
         self.check("hipStreamWriteValue64", unsafe { (memops.hipStreamWriteValue64)(stream.0, ptr(p), value, 0) })
-    }
-}
-
-/// Reads a `HIP_LAUNCH_PARAM` list (keys in either order, terminated by END 0x3 or null).
-/// Anything else is an opaque blob (ROCm 7.2 returns one) and the arguments are unknown.
-unsafe fn parse_extra(extra: *mut P) -> Result<Vec<u8>, String> {
-    let (mut buffer, mut size): (*const u8, Option<usize>) = (null(), None);
-    for pair in 0..3 {
-        // SAFETY: the list holds key/value pairs until the terminator; we stop at the first
-        // unknown key.
-        let key = unsafe { *extra.add(2 * pair) } as usize;
-        let value = unsafe { *extra.add(2 * pair + 1) };
-        match key {
-            0x1 => buffer = value as *const u8,
-            0x2 if !value.is_null() => size = Some(unsafe { *(value as *const usize) }),
-            0x3 | 0x0 => break,
-            _ => return Err(format!("the kernel node's extra is opaque (first key {key:#x}), not a HIP_LAUNCH_PARAM list")),
-        }
-    }
-    match (buffer.is_null(), size) {
-        (_, Some(0)) => Ok(Vec::new()),
-        // SAFETY: the runtime owns `size` bytes at `buffer` for the node's lifetime.
-        (false, Some(n)) => Ok(unsafe { std::slice::from_raw_parts(buffer, n) }.to_vec()),
-        _ => Err(String::from("the kernel node's extra list has no buffer or no size")),
     }
 }
