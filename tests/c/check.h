@@ -1,12 +1,15 @@
 /* What every C test here shares: a failure counter, a CHECK that records a failure with its file,
- * line and condition and goes on, and the library's last error message. Included once per
- * program (the definitions are static). */
+ * line and condition and goes on, the library's last error message, and the HIP/RCB/EXPECT_FAIL
+ * macros of the programs that drive the software GPU. Included once per program (the
+ * definitions are static). */
 #ifndef RCB_TESTS_C_CHECK_H
 #define RCB_TESTS_C_CHECK_H
 
 #include "rocm_cmdbuf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int failures = 0;
 
@@ -27,5 +30,35 @@ static const char *last_error(void) {
     CHECK(n < sizeof buf, "message of %zu bytes truncated", n);
     return buf;
 }
+
+/* A HIP call the program needs: stop on failure (programs that include the HIP headers). */
+#define HIP(call)                                                                          \
+    do {                                                                                   \
+        hipError_t e_ = (call);                                                            \
+        if (e_ != hipSuccess) {                                                            \
+            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)e_); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* A library call the program needs: stop on failure. */
+#define RCB(call)                                                                          \
+    do {                                                                                   \
+        rcb_status s_ = (call);                                                            \
+        if (s_ != RCB_OK) {                                                                \
+            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,      \
+                    rcb_status_str(s_), last_error());                                    \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* A library call that must fail with `status` and a message containing `needle`. */
+#define EXPECT_FAIL(call, status, needle)                                                  \
+    do {                                                                                   \
+        rcb_status s_ = (call);                                                            \
+        CHECK(s_ == (status) && strstr(last_error(), (needle)) != NULL,                    \
+              "returned %s, message '%s'; expected %s and '%s'", rcb_status_str(s_),       \
+              last_error(), rcb_status_str(status), (needle));                             \
+    } while (0)
 
 #endif

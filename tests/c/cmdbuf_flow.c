@@ -36,36 +36,6 @@ uint64_t hipsimLiveCount(const char *kind);
 
 enum { N = 64, BYTES = N * 4 };
 
-/* A HIP call the flow needs: stop on failure. */
-#define HIP(call)                                                                          \
-    do {                                                                                   \
-        hipError_t e_ = (call);                                                            \
-        if (e_ != hipSuccess) {                                                            \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)e_); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-/* A library call the flow needs: stop on failure. */
-#define RCB(call)                                                                          \
-    do {                                                                                   \
-        rcb_status s_ = (call);                                                            \
-        if (s_ != RCB_OK) {                                                                \
-            fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,      \
-                    rcb_status_str(s_), last_error());                                    \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-/* A library call that must fail with `status` and a message containing `needle`. */
-#define EXPECT_FAIL(call, status, needle)                                                  \
-    do {                                                                                   \
-        rcb_status s_ = (call);                                                            \
-        CHECK(s_ == (status) && strstr(last_error(), (needle)) != NULL,                    \
-              "returned %s, message '%s'; expected %s and '%s'", rcb_status_str(s_),       \
-              last_error(), rcb_status_str(status), (needle));                             \
-    } while (0)
-
 /* The program's HIP objects, shared by every scenario. */
 static struct {
     hipModule_t module;

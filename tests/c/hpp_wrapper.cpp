@@ -38,16 +38,6 @@ namespace {
 constexpr uint64_t N = 64;
 constexpr uint64_t BYTES = N * 4;
 
-// A HIP call the test needs: stop on failure.
-#define HIP(call)                                                                             \
-  do {                                                                                        \
-    hipError_t e_ = (call);                                                                   \
-    if (e_ != hipSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)e_);    \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 // A wrapper call the test needs: stop on failure, printing Status::ToString.
 #define MUST(call)                                                                              \
   do {                                                                                          \
