@@ -9,9 +9,11 @@
 use rocm_cmdbuf::error::ErrorKind;
 use rocm_cmdbuf::runtime::{self, Backend, Function, Module, Runtime};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-static SETUP: Once = Once::new();
+/// The outcome of the one-time set-up, which every test reports: a failure is the same clear
+/// message in each test, never a poisoned `Once`.
+static SETUP: OnceLock<Result<(), String>> = OnceLock::new();
 
 /// The directory holding the test executable's build outputs (`target/<profile>`).
 pub fn target_dir() -> PathBuf {
@@ -24,19 +26,41 @@ pub fn hipsim_path() -> PathBuf {
     target_dir().join("libamdhip64.so")
 }
 
+/// Builds the software GPU when it is missing (`cargo test` alone does not build a cdylib of
+/// another package), with the cargo and profile that built this test.
+fn build_hipsim(sim: &std::path::Path) -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "hipsim"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if target_dir().file_name().is_some_and(|p| p == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().map_err(|e| format!("could not run cargo to build the software GPU: {e}"))?;
+    if !status.success() || !sim.exists() {
+        return Err(format!("the software GPU is not built and `cargo build -p hipsim` failed ({status}); looked for {}", sim.display()));
+    }
+    Ok(())
+}
+
 fn setup() {
-    SETUP.call_once(|| {
+    let outcome = SETUP.get_or_init(|| {
         let wants_cuda = std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda");
         if !wants_cuda && std::env::var_os("RCB_HIP_LIBRARY").is_none() {
             let sim = hipsim_path();
-            assert!(sim.exists(), "the software GPU is not built: run `cargo build -p hipsim` (looked for {})", sim.display());
+            if !sim.exists() {
+                build_hipsim(&sim)?;
+            }
             // SAFETY: runs once, before any test reads the environment through the library.
             unsafe {
                 std::env::set_var("RCB_HIP_LIBRARY", &sim);
                 std::env::set_var("RCB_BACKEND", "hip");
             }
         }
+        Ok(())
     });
+    if let Err(message) = outcome {
+        panic!("{message}");
+    }
 }
 
 /// The runtime the tests run on, or `None` (after printing why) when the requested real GPU is
