@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Checks the built cdylib in $1 (target/<profile>): its SONAME, that it does not depend on
-# libamdhip64 (the runtime is loaded at run time), and that its exported rcb_* functions are
-# exactly the functions the header declares.
+# Checks the libraries in $1 (target/<profile>, or an installed PREFIX/lib): the main library's
+# SONAME, that it does not depend on libamdhip64 (the runtime is loaded at run time), and that its
+# exported rcb_* functions are exactly the functions the header declares; then what a
+# distribution checks in both libraries: the main one exports nothing but rcb_*, the preload one
+# exactly the HIP interposers, no RPATH/RUNPATH, no text relocations, no executable stack, and
+# no dependencies beyond the C runtime.
 set -euo pipefail
+dir=$(cd "$1" && pwd)
 cd "$(dirname "$0")/.."
-lib="$1/librocm_cmdbuf.so"
+lib="$dir/librocm_cmdbuf.so"
+preload="$dir/librocm_cmdbuf_preload.so"
 readelf -d "$lib" | grep -q 'Library soname: \[librocm_cmdbuf.so.0\]' || { echo "$lib: SONAME is not librocm_cmdbuf.so.0"; exit 1; }
 if readelf -d "$lib" | grep NEEDED | grep -q amdhip64; then
     echo "$lib links libamdhip64 at load time; it must only dlopen it"
@@ -18,6 +23,29 @@ if [ "$exported" != "$declared" ]; then
     exit 1
 fi
 echo "library checks passed: SONAME, no libamdhip64 dependency, $(echo "$exported" | wc -l) exports match the header"
+
+# rustc hands the linker its own version script for a cdylib (the #[no_mangle] extern functions
+# global, everything else local), so no Rust, allocator or dependency symbol should leak.
+others=$(nm -D --defined-only "$lib" | awk '$3 !~ /^rcb_/ {print $2, $3}')
+[ -z "$others" ] || { echo "$lib exports symbols other than rcb_*:"; echo "$others"; exit 1; }
+interposers=$'hipStreamCreate\nhipStreamCreateWithFlags\nhipStreamCreateWithPriority\nhipStreamDestroy'
+preload_exports=$(nm -D --defined-only "$preload" | awk '{print $3}' | sort)
+if [ "$preload_exports" != "$interposers" ]; then
+    echo "$preload must export exactly the HIP interposers (< exported, > expected):"
+    diff <(echo "$preload_exports") <(echo "$interposers") || true
+    exit 1
+fi
+for so in "$lib" "$preload"; do
+    dynamic=$(readelf -dW "$so")
+    if grep -E '\((RPATH|RUNPATH)\)' <<<"$dynamic"; then echo "$so: has an RPATH/RUNPATH"; exit 1; fi
+    if grep TEXTREL <<<"$dynamic"; then echo "$so: has text relocations"; exit 1; fi
+    needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<<"$dynamic" |
+        grep -vxE 'libc\.so\.6|libgcc_s\.so\.1|ld-linux-x86-64\.so\.2|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0' || true)
+    [ -z "$needed" ] || { echo "$so: depends on more than the C runtime: $needed"; exit 1; }
+    readelf -lW "$so" | awk '$1 == "GNU_STACK" && $7 !~ /E/ {ok = 1} END {exit !ok}' ||
+        { echo "$so: no GNU_STACK header or an executable stack"; exit 1; }
+done
+echo "hygiene: only rcb_* exported, the preload exports only $(echo "$interposers" | wc -l) HIP interposers, no RPATH/RUNPATH, no TEXTREL, no executable stack, C runtime dependencies only"
 
 # Every export's body must run inside the panic boundary: the first statement after the
 # signature of each `extern "C" fn` in src/ffi/ is a call to boundary() or boundary_value().

@@ -3,39 +3,90 @@
 #   lib/librocm_cmdbuf.so.VERSION, librocm_cmdbuf.so.0 -> it, librocm_cmdbuf.so -> .so.0
 #   lib/librocm_cmdbuf_preload.so
 #   include/rocm_cmdbuf.h, include/rocm_cmdbuf.hpp (when present)
+#   lib/pkgconfig/rocm_cmdbuf.pc                                  (packaging/rocm_cmdbuf.pc.in)
+#   lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake, ...ConfigVersion.cmake (packaging/*.cmake.in):
+#       the imported target rocm_cmdbuf::rocm_cmdbuf
 #   share/rocm_cmdbuf/BUILD.bazel (bazel/rocm_cmdbuf.BUILD; XLA reads ROCM_CMDBUF_PATH=PREFIX)
+# VERSION is Cargo.toml's, the only place it is written; the templates get it from here.
+# DESTDIR=DIR stages the files under DIR/PREFIX for a package (the files still name PREFIX).
+# The build runs as the calling user; the copying runs under sudo only when the destination is
+# not writable, and then the loader's cache is refreshed (ldconfig) if PREFIX/lib is in its path.
 # Running it again over the same PREFIX gives the same result.
 set -euo pipefail
-usage() { echo "usage: $0 PREFIX [--debug]   (PREFIX: an absolute path)" >&2; exit 2; }
+usage() { echo "usage: [DESTDIR=DIR] $0 PREFIX [--debug]   (PREFIX: an absolute path)" >&2; exit 2; }
 prefix="${1:-}"
 case "$prefix" in /*) ;; *) usage ;; esac
+prefix=${prefix%/}
+[ -n "$prefix" ] || prefix=/
 profile=release
 case "${2:-}" in "") ;; --debug) profile=debug ;; *) usage ;; esac
 [ $# -le 2 ] || usage
+destdir=${DESTDIR:-}
+case "$destdir" in "" | /*) ;; *) echo "$0: DESTDIR must be an absolute path" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-[ -n "$version" ] || { echo "$0: no version in Cargo.toml" >&2; exit 1; }
+[[ "$version" =~ ^([0-9]+)\.[0-9]+\.[0-9]+$ ]] ||
+    { echo "$0: Cargo.toml's version '$version' is not MAJOR.MINOR.PATCH" >&2; exit 1; }
+major=${BASH_REMATCH[1]}
 flags=(--release)
 [ "$profile" = release ] || flags=()
 cargo build "${flags[@]}" --quiet --lib -p rocm_cmdbuf -p rocm_cmdbuf_preload
 built="${CARGO_TARGET_DIR:-target}/$profile"
-readelf -d "$built/librocm_cmdbuf.so" | grep -q 'Library soname: \[librocm_cmdbuf.so.0\]' ||
-    { echo "$0: $built/librocm_cmdbuf.so has no SONAME librocm_cmdbuf.so.0" >&2; exit 1; }
+soname=$(readelf -d "$built/librocm_cmdbuf.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+[ "$soname" = "librocm_cmdbuf.so.$major" ] ||
+    { echo "$0: $built/librocm_cmdbuf.so has SONAME '$soname', not librocm_cmdbuf.so.$major (Cargo.toml $version; build.rs sets it)" >&2; exit 1; }
 
-install -d "$prefix/lib" "$prefix/include" "$prefix/share/rocm_cmdbuf"
-install -m 0755 "$built/librocm_cmdbuf.so" "$prefix/lib/librocm_cmdbuf.so.$version"
-ln -sfn "librocm_cmdbuf.so.$version" "$prefix/lib/librocm_cmdbuf.so.0"
-ln -sfn librocm_cmdbuf.so.0 "$prefix/lib/librocm_cmdbuf.so"
-install -m 0755 "$built/librocm_cmdbuf_preload.so" "$prefix/lib/librocm_cmdbuf_preload.so"
-install -m 0644 include/rocm_cmdbuf.h "$prefix/include/rocm_cmdbuf.h"
-if [ -f include/rocm_cmdbuf.hpp ]; then
-    install -m 0644 include/rocm_cmdbuf.hpp "$prefix/include/rocm_cmdbuf.hpp"
-else
-    rm -f "$prefix/include/rocm_cmdbuf.hpp"
+# The generated files, with PREFIX and the version filled in.
+gen=$(mktemp -d)
+trap 'rm -rf "$gen"' EXIT
+escape() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
+for template in rocm_cmdbuf.pc rocm_cmdbufConfig.cmake rocm_cmdbufConfigVersion.cmake; do
+    sed -e "s|@PREFIX@|$(escape "$prefix")|g" -e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" \
+        "packaging/$template.in" > "$gen/$template"
+    if grep -n '@[A-Z]*@' "$gen/$template"; then
+        echo "$0: packaging/$template.in has a placeholder this script does not fill" >&2
+        exit 1
+    fi
+done
+
+root="$destdir$prefix"
+# Copy as root only if needed: the nearest existing directory of the destination is not writable.
+as_root=()
+existing="$root"
+while [ ! -d "$existing" ]; do existing=$(dirname "$existing"); done
+if [ "$(id -u)" -ne 0 ] && [ ! -w "$existing" ]; then
+    as_root=(sudo)
+    echo "$existing is not writable: installing with sudo"
 fi
-install -m 0644 bazel/rocm_cmdbuf.BUILD "$prefix/share/rocm_cmdbuf/BUILD.bazel"
+lib="$root/lib"
+"${as_root[@]}" install -d "$lib/pkgconfig" "$lib/cmake/rocm_cmdbuf" "$root/include" "$root/share/rocm_cmdbuf"
+"${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf.so" "$lib/librocm_cmdbuf.so.$version"
+"${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$version" "$lib/librocm_cmdbuf.so.$major"
+"${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$major" "$lib/librocm_cmdbuf.so"
+"${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf_preload.so" "$lib/librocm_cmdbuf_preload.so"
+"${as_root[@]}" install -m 0644 include/rocm_cmdbuf.h "$root/include/rocm_cmdbuf.h"
+if [ -f include/rocm_cmdbuf.hpp ]; then
+    "${as_root[@]}" install -m 0644 include/rocm_cmdbuf.hpp "$root/include/rocm_cmdbuf.hpp"
+else
+    "${as_root[@]}" rm -f "$root/include/rocm_cmdbuf.hpp"
+fi
+"${as_root[@]}" install -m 0644 "$gen/rocm_cmdbuf.pc" "$lib/pkgconfig/rocm_cmdbuf.pc"
+"${as_root[@]}" install -m 0644 "$gen/rocm_cmdbufConfig.cmake" "$gen/rocm_cmdbufConfigVersion.cmake" \
+    "$lib/cmake/rocm_cmdbuf/"
+"${as_root[@]}" install -m 0644 bazel/rocm_cmdbuf.BUILD "$root/share/rocm_cmdbuf/BUILD.bazel"
 
-readelf -d "$prefix/lib/librocm_cmdbuf.so" | grep -q 'Library soname: \[librocm_cmdbuf.so.0\]' ||
+readelf -d "$lib/librocm_cmdbuf.so" | grep -q "Library soname: \[librocm_cmdbuf.so.$major\]" ||
     { echo "$0: installed library has the wrong SONAME" >&2; exit 1; }
-echo "installed rocm_cmdbuf $version ($profile) in $prefix"
+# A directory the loader reads from its cache (/usr/local/lib on Debian, an /etc/ld.so.conf.d
+# entry for /opt/...) needs the cache refreshed before programs find the new SONAME.
+ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
+if [ -z "$destdir" ] && [ -x "$ldconfig" ] &&
+    "$ldconfig" -v -N -X 2>/dev/null | awk -F: -v dir="$prefix/lib" '$1 == dir {found = 1} END {exit !found}'; then
+    if [ "$(id -u)" -eq 0 ] || [ ${#as_root[@]} -gt 0 ]; then
+        "${as_root[@]}" "$ldconfig"
+    else
+        echo "$prefix/lib is in the loader's path: run 'sudo ldconfig' to refresh its cache"
+    fi
+fi
+echo "installed rocm_cmdbuf $version ($profile) in $root"

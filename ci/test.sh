@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a machine without a GPU (the software GPU stands in): set-up, build,
 # header drift and export checks, Rust tests of the whole workspace, the C/C++ ABI tests, the
-# software GPU's own C suite, the LD_PRELOAD test and the Bazel consumer test (ci/bazel-test.sh).
+# software GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and
+# the installed library's pkg-config and CMake consumers (tests/install/run.sh).
 # GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,4 +31,6 @@ echo "== the LD_PRELOAD stream cache"
 bash tests/preload/run.sh target/debug
 echo "== Bazel: the installed library as @rocm_cmdbuf (tests/bazel)"
 bash ci/bazel-test.sh
+echo "== the installed library: layout, hygiene, pkg-config and CMake consumers (tests/install)"
+bash tests/install/run.sh
 echo "== all tests passed"

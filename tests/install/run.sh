@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The installed library as its users see it. Installs cmake and pkg-config when missing, installs
+# the library with ci/install.sh into a temporary PREFIX (options after the script's name go to
+# it: --debug), and checks:
+#   - the installed files are exactly the documented ones, the headers equal the committed ones,
+#     a second install over the same PREFIX changes nothing, and a DESTDIR install stages the same
+#     files naming the final PREFIX;
+#   - both installed libraries pass ci/check-library.sh (exports, SONAME, no RPATH/RUNPATH, ...);
+#   - consumer.c, built with `pkg-config --cflags --libs rocm_cmdbuf`, and consumer.cpp, built by
+#     CMakeLists.txt with find_package(rocm_cmdbuf CONFIG REQUIRED) after PREFIX has been moved
+#     (the CMake package is relocatable; pkg-config --define-prefix follows the move too), both run on the software GPU (tests/hipsim, built in the
+#     dev profile: it only stands in for the GPU) and check device memory.
+# Everything is built and run in one temporary directory, removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+start=$SECONDS
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
+        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+bash ci/install.sh "$prefix" "$@"
+
+listing() { # DIR: every file and link under DIR with its checksum (a link: its target)
+    (cd "$1" && find . \( -type f -o -type l \) | sort | while read -r f; do
+        if [ -L "$f" ]; then echo "$f -> $(readlink "$f")"; else echo "$f $(sha256sum < "$f" | cut -c1-16)"; fi
+    done)
+}
+expected="./include/rocm_cmdbuf.h
+./include/rocm_cmdbuf.hpp
+./lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake
+./lib/cmake/rocm_cmdbuf/rocm_cmdbufConfigVersion.cmake
+./lib/librocm_cmdbuf.so
+./lib/librocm_cmdbuf.so.0
+./lib/librocm_cmdbuf.so.$version
+./lib/librocm_cmdbuf_preload.so
+./lib/pkgconfig/rocm_cmdbuf.pc
+./share/rocm_cmdbuf/BUILD.bazel"
+first=$(listing "$prefix")
+if [ "$(awk '{print $1}' <<<"$first")" != "$expected" ]; then
+    echo "installed files differ from the documented layout (< installed, > expected):"
+    diff <(awk '{print $1}' <<<"$first") <(echo "$expected") || true
+    exit 1
+fi
+for header in rocm_cmdbuf.h rocm_cmdbuf.hpp; do
+    cmp "include/$header" "$prefix/include/$header"
+done
+bash ci/install.sh "$prefix" "$@" >/dev/null
+[ "$(listing "$prefix")" = "$first" ] || { echo "a second install over $prefix changed it"; exit 1; }
+DESTDIR="$tmp/stage" bash ci/install.sh /usr/local "$@" >/dev/null
+[ "$(listing "$tmp/stage/usr/local" | awk '{print $1}')" = "$expected" ] &&
+    grep -qx 'prefix=/usr/local' "$tmp/stage/usr/local/lib/pkgconfig/rocm_cmdbuf.pc" ||
+    { echo "DESTDIR=$tmp/stage ci/install.sh /usr/local staged something else"; exit 1; }
+echo "installed layout, headers, a second install and a DESTDIR install: as documented"
+bash ci/check-library.sh "$prefix/lib"
+
+# The software GPU in a directory of its own under its SONAME: the program links it, and the
+# library's dlopen of RCB_HIP_LIBRARY (the same file) shares that one instance.
+cargo build --quiet -p hipsim
+mkdir "$tmp/hip"
+cp "${CARGO_TARGET_DIR:-target}/debug/libamdhip64.so" "$tmp/hip/libamdhip64.so"
+ln -s libamdhip64.so "$tmp/hip/libamdhip64.so.6"
+gpu=(RCB_BACKEND=hip RCB_HIP_LIBRARY="$tmp/hip/libamdhip64.so")
+links_soname() { readelf -d "$1" | grep -q 'NEEDED.*\[librocm_cmdbuf\.so\.0\]' || { echo "$1 does not need librocm_cmdbuf.so.0"; exit 1; }; }
+
+echo "== pkg-config: consumer.c"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+pc_version=$(pkg-config --modversion rocm_cmdbuf)
+[ "$pc_version" = "$version" ] || { echo "pkg-config says $pc_version, Cargo.toml $version"; exit 1; }
+echo "pkg-config --cflags --libs rocm_cmdbuf: $(pkg-config --cflags --libs rocm_cmdbuf)"
+# shellcheck disable=SC2046 # the flags are words
+gcc -std=c11 -Wall -Wextra -Werror -D__HIP_PLATFORM_AMD__ -DRCB_EXPECTED_VERSION="\"$pc_version\"" \
+    -o "$tmp/c-consumer" tests/install/consumer.c $(pkg-config --cflags --libs rocm_cmdbuf) -L"$tmp/hip" -lamdhip64
+links_soname "$tmp/c-consumer"
+env LD_LIBRARY_PATH="$prefix/lib:$tmp/hip" "${gpu[@]}" "$tmp/c-consumer"
+
+echo "== CMake: consumer.cpp, PREFIX moved first"
+mv "$prefix" "$tmp/moved"
+moved_flags=$(PKG_CONFIG_PATH="$tmp/moved/lib/pkgconfig" pkg-config --define-prefix --cflags --libs rocm_cmdbuf)
+[[ "$moved_flags" == "-I$tmp/moved/include -L$tmp/moved/lib -lrocm_cmdbuf"* ]] ||
+    { echo "pkg-config --define-prefix after the move: $moved_flags"; exit 1; }
+cmake -S tests/install -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/moved" -DRCB_EXPECTED_PREFIX="$tmp/moved" \
+    -DHIP_LIBRARY="$tmp/hip/libamdhip64.so" -DCMAKE_BUILD_TYPE=Release > "$tmp/cmake.log" ||
+    { cat "$tmp/cmake.log"; exit 1; }
+grep -- '-- rocm_cmdbuf' "$tmp/cmake.log"
+cmake --build "$tmp/build" > "$tmp/build.log" || { cat "$tmp/build.log"; exit 1; }
+links_soname "$tmp/build/consumer"
+env "${gpu[@]}" "$tmp/build/consumer"
+echo "install test passed in $((SECONDS - start)) s ($(cmake --version | head -1), pkg-config $(pkg-config --version))"
