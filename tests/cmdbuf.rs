@@ -201,10 +201,10 @@ fn memset_and_memcpy_nodes_are_patched() {
 
     let a2 = gpu.rt.malloc(0, BYTES as usize).unwrap();
     let b2 = gpu.rt.malloc(0, BYTES as usize).unwrap();
-    gpu.rt.copy_to_device(a2, &[0; BYTES as usize]).unwrap();
-    gpu.rt.copy_to_device(b2, &[0; BYTES as usize]).unwrap();
-    gpu.rt.copy_to_device(a, &[0x5a; BYTES as usize]).unwrap();
-    gpu.rt.copy_to_device(b, &[0x5a; BYTES as usize]).unwrap();
+    gpu.rt.direct().copy_to_device(a2, &[0; BYTES as usize]).unwrap();
+    gpu.rt.direct().copy_to_device(b2, &[0; BYTES as usize]).unwrap();
+    gpu.rt.direct().copy_to_device(a, &[0x5a; BYTES as usize]).unwrap();
+    gpu.rt.direct().copy_to_device(b, &[0x5a; BYTES as usize]).unwrap();
     let report = cb.update_allocs(&[(a2, BYTES), (b2, BYTES)]);
     assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (2, 5, 4));
     cb.launch(&gpu);
@@ -477,7 +477,7 @@ fn a_captured_stream_becomes_the_graph() {
         shared_mem_bytes: 0,
         args: &args,
     };
-    gpu.rt.launch_kernel(&params, gpu.stream).unwrap();
+    gpu.rt.direct().launch_kernel(&params, gpu.stream).unwrap();
     ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![0; N], "captured, not run");
     cb.finalize();
@@ -724,7 +724,7 @@ fn fill_on_stream(gpu: &Gpu, x: u64, value: u32) {
         shared_mem_bytes: 0,
         args: &args,
     };
-    gpu.rt.launch_kernel(&params, gpu.stream).unwrap();
+    gpu.rt.direct().launch_kernel(&params, gpu.stream).unwrap();
 }
 
 fn capturing(gpu: &Gpu) -> bool {

@@ -263,7 +263,7 @@ fn unknown_references_refuse_every_move_while_the_node_exists() {
     let f = gpu.k.fill_u32;
     let launch = move |args: &[u8]| -> Result<(), rocm_cmdbuf::error::Error> {
         let params = KernelParams { function: f, grid: [1; 3], block: [N as u32, 1, 1], shared_mem_bytes: 0, args };
-        rt.launch_kernel(&params, gpu.stream)
+        rt.direct().launch_kernel(&params, gpu.stream)
     };
 
     // A raw graph child that writes x: moving y, which it does not touch, is refused all the same.

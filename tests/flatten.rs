@@ -161,8 +161,8 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
 fn capture_mixed(gpu: &Gpu, api: &DriverApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
-    rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
-    rt.launch_kernel(&kernel(gpu.k.axpy_f32, &axpy_args(y, x, 0.5)), gpu.stream).unwrap();
+    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    rt.direct().launch_kernel(&kernel(gpu.k.axpy_f32, &axpy_args(y, x, 0.5)), gpu.stream).unwrap();
     rt.copy_device_async(d, y, BYTES as usize, gpu.stream).unwrap();
     api.memset_d32_async(z, 9, N, gpu.stream.0);
     rt.end_capture(gpu.stream).unwrap()
@@ -211,7 +211,7 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
-    rt.launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
     api.launch_kernel_params(gpu.k.axpy_f32, &mut axpy_args(y, x, 0.5), &[0, 8, 16, 24], gpu.stream.0);
     let g = rt.end_capture(gpu.stream).unwrap();
 

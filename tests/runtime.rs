@@ -38,7 +38,7 @@ fn launch<'a>(function: rocm_cmdbuf::runtime::Function, args: &'a [u8]) -> Kerne
 }
 
 fn fill(rt: &dyn Runtime, ptr: DevicePtr, value: u32) {
-    rt.copy_to_device(ptr, &value.to_le_bytes().repeat(N)).expect("upload");
+    rt.direct().copy_to_device(ptr, &value.to_le_bytes().repeat(N)).expect("upload");
 }
 
 fn zeroed(rt: &dyn Runtime) -> DevicePtr {
@@ -64,13 +64,13 @@ fn each_test_kernel_runs_with_packed_arguments() {
 
     let fill_args = pack(&[Arg::Ptr(a), Arg::U32(f(2.0)), Arg::U64(N as u64)]);
     assert_eq!(fill_args.len(), 24, "(ptr, u32, u64) packs to 24 bytes");
-    rt.launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
-    rt.launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(b), Arg::U32(f(3.0)), Arg::U64(N as u64)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(b), Arg::U32(f(3.0)), Arg::U64(N as u64)])), s).unwrap();
     // b += 0.5 * a ; c = a + b ; then copy the first half of c's bytes into a.
-    rt.launch_kernel(&launch(k.axpy_f32, &pack(&[Arg::Ptr(b), Arg::Ptr(a), Arg::F32(0.5), Arg::U64(N as u64)])), s).unwrap();
-    rt.launch_kernel(&launch(k.add_f32, &pack(&[Arg::Ptr(c), Arg::Ptr(a), Arg::Ptr(b), Arg::U64(N as u64)])), s).unwrap();
-    rt.launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(10)])), s).unwrap();
-    rt.launch_kernel(&launch(k.copy_u8, &pack(&[Arg::Ptr(a), Arg::Ptr(c), Arg::U64(N as u64 * 2)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.axpy_f32, &pack(&[Arg::Ptr(b), Arg::Ptr(a), Arg::F32(0.5), Arg::U64(N as u64)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.add_f32, &pack(&[Arg::Ptr(c), Arg::Ptr(a), Arg::Ptr(b), Arg::U64(N as u64)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(10)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.copy_u8, &pack(&[Arg::Ptr(a), Arg::Ptr(c), Arg::U64(N as u64 * 2)])), s).unwrap();
     rt.stream_synchronize(s).unwrap();
 
     assert_eq!(common::download_f32(rt, b, N), vec![4.0; N]);
@@ -189,7 +189,7 @@ fn exec_update_takes_new_parameters_and_refuses_a_new_topology() {
     let (g1, _) = one_fill(a, 1);
     let exec = rt.instantiate(g1).unwrap();
     let (g2, _) = one_fill(b, 2);
-    rt.exec_update(exec, g2).unwrap();
+    rt.direct().exec_update(exec, g2).unwrap();
     let s = stream(rt);
     rt.graph_launch(exec, s).unwrap();
     rt.stream_synchronize(s).unwrap();
@@ -198,7 +198,7 @@ fn exec_update_takes_new_parameters_and_refuses_a_new_topology() {
 
     let (g3, first) = one_fill(a, 3);
     rt.add_empty_node(g3, &[first]).unwrap();
-    let e = rt.exec_update(exec, g3).unwrap_err();
+    let e = rt.direct().exec_update(exec, g3).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Runtime);
     assert!(e.message.contains("GraphExecUpdate"), "{}", e.message);
     for g in [g1, g2, g3] {
@@ -217,8 +217,8 @@ fn captured_launches_become_kernel_nodes_with_the_same_arguments() {
     let fill_args = pack(&[Arg::Ptr(x), Arg::U32(f(2.0)), Arg::U64(N as u64)]);
     let axpy_args = pack(&[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(4.0), Arg::U64(N as u64)]);
     rt.begin_capture(s, CaptureMode::ThreadLocal).unwrap();
-    rt.launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
-    rt.launch_kernel(&launch(k.axpy_f32, &axpy_args), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.axpy_f32, &axpy_args), s).unwrap();
     let g = rt.end_capture(s).unwrap();
     rt.stream_synchronize(s).unwrap();
     assert_eq!(common::download_f32(rt, x, N), vec![0.0; N], "capture does not run the kernels");
@@ -303,7 +303,7 @@ fn graph_queries_read_back_what_was_added() {
 #[test]
 fn one_physical_chunk_mapped_twice_is_seen_through_both_ranges() {
     let Some(rt) = common::runtime() else { return };
-    let granularity = match rt.vmm_granularity(0) {
+    let granularity = match rt.vmm().and_then(|vmm| vmm.granularity(0)) {
         Ok(g) => g,
         Err(e) if e.kind == ErrorKind::Unsupported => {
             eprintln!("SKIPPED: VMM unsupported on this runtime: {e}");
@@ -313,32 +313,33 @@ fn one_physical_chunk_mapped_twice_is_seen_through_both_ranges() {
     };
     assert!(granularity > 0);
     let k = common::kernels(rt, 0);
-    let chunk = rt.vmm_create(0, granularity).unwrap();
-    let (r1, r2) = (rt.vmm_reserve(granularity, granularity).unwrap(), rt.vmm_reserve(granularity, granularity).unwrap());
+    let vmm = rt.vmm().unwrap();
+    let chunk = vmm.create(0, granularity).unwrap();
+    let (r1, r2) = (vmm.reserve(granularity, granularity).unwrap(), vmm.reserve(granularity, granularity).unwrap());
     assert_ne!(r1, r2);
     for r in [r1, r2] {
-        rt.vmm_map(r, granularity, chunk).unwrap();
-        rt.vmm_set_access(r, granularity, &[0]).unwrap();
+        vmm.map(r, granularity, chunk).unwrap();
+        vmm.set_access(r, granularity, &[0]).unwrap();
     }
     let s = stream(rt);
     let words = (granularity / 4) as u64;
-    rt.launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(r1), Arg::U32(0x5a5a_0001), Arg::U64(words)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(r1), Arg::U32(0x5a5a_0001), Arg::U64(words)])), s).unwrap();
     rt.stream_synchronize(s).unwrap();
     assert_eq!(common::download_u32(rt, r2, N), vec![0x5a5a_0001; N], "written through r1, read through r2");
-    rt.copy_to_device(r2 + 4 * 10, &7u32.to_le_bytes()).unwrap();
+    rt.direct().copy_to_device(r2 + 4 * 10, &7u32.to_le_bytes()).unwrap();
     assert_eq!(common::download_u32(rt, r1 + 4 * 10, 1), vec![7]);
     for r in [r1, r2] {
-        rt.vmm_unmap(r, granularity).unwrap();
-        rt.vmm_free_range(r, granularity).unwrap();
+        vmm.unmap(r, granularity).unwrap();
+        vmm.free_range(r, granularity).unwrap();
     }
-    rt.vmm_release(chunk).unwrap();
+    vmm.release(chunk).unwrap();
     rt.stream_destroy(s).unwrap();
 }
 
 #[test]
 fn stream_writes_land_in_signal_memory_after_earlier_work() {
     let Some(rt) = common::runtime() else { return };
-    let signal = match rt.signal_alloc(0) {
+    let signal = match rt.stream_memory().and_then(|memory| memory.signal_alloc(0)) {
         Ok(s) => s,
         Err(e) if e.kind == ErrorKind::Unsupported => {
             eprintln!("SKIPPED: stream memory operations unsupported on this runtime: {e}");
@@ -349,16 +350,17 @@ fn stream_writes_land_in_signal_memory_after_earlier_work() {
     // SAFETY: the signal is 8 aligned host-visible bytes that the GPU writes atomically.
     let host = unsafe { AtomicU64::from_ptr(signal.host) };
     host.store(0, Ordering::Release);
+    let memory = rt.stream_memory().unwrap();
     let k = common::kernels(rt, 0);
     let s = stream(rt);
-    rt.stream_write_u64(s, signal.device, 1).unwrap();
-    rt.launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(20_000)])), s).unwrap();
-    rt.stream_write_u64(s, signal.device, 0x1_0000_0002).unwrap();
+    memory.stream_write_u64(s, signal.device, 1).unwrap();
+    rt.direct().launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(20_000)])), s).unwrap();
+    memory.stream_write_u64(s, signal.device, 0x1_0000_0002).unwrap();
     while !rt.stream_is_idle(s).unwrap() {
         std::thread::yield_now();
     }
     assert_eq!(host.load(Ordering::Acquire), 0x1_0000_0002, "the last write in stream order");
-    rt.signal_free(signal).unwrap();
+    memory.signal_free(signal).unwrap();
     rt.stream_destroy(s).unwrap();
 }
 
@@ -383,7 +385,7 @@ fn device_to_device_async_copies_follow_stream_order() {
     let k = common::kernels(rt, 0);
     let (a, b) = (zeroed(rt), zeroed(rt));
     let s = stream(rt);
-    rt.launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(a), Arg::U32(77), Arg::U64(N as u64)])), s).unwrap();
+    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(a), Arg::U32(77), Arg::U64(N as u64)])), s).unwrap();
     rt.copy_device_async(b, a, N * 4, s).unwrap();
     rt.stream_synchronize(s).unwrap();
     assert_eq!(common::download_u32(rt, b, N), vec![77; N]);
@@ -400,7 +402,9 @@ fn any_thread_can_call_in() {
                     let k = common::kernels(rt, 0);
                     let p = zeroed(rt);
                     let s = stream(rt);
-                    rt.launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(p), Arg::U32(100 + i), Arg::U64(N as u64)])), s).unwrap();
+                    rt.direct()
+                        .launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(p), Arg::U32(100 + i), Arg::U64(N as u64)])), s)
+                        .unwrap();
                     rt.stream_synchronize(s).unwrap();
                     rt.stream_destroy(s).unwrap();
                     let got = common::download_u32(rt, p, N);
@@ -427,9 +431,9 @@ fn bad_devices_are_invalid_arguments_and_runtime_errors_name_the_call() {
         assert_eq!(rt.stream_create(device, 0, 0).unwrap_err().kind, ErrorKind::InvalidArgument);
     }
     let k = common::kernels(rt, 0);
-    let e = rt.module_function(k.module, "rcb_test_no_such_kernel").unwrap_err();
+    let e = rt.direct().module_function(k.module, "rcb_test_no_such_kernel").unwrap_err();
     assert_eq!(e.kind, ErrorKind::Runtime, "{e}");
     assert!(e.message.contains("ModuleGetFunction") && e.message.contains("rcb_test_no_such_kernel"), "{}", e.message);
-    let e = rt.module_function(k.module, "nul\0name").unwrap_err();
+    let e = rt.direct().module_function(k.module, "nul\0name").unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
 }

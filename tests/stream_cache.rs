@@ -57,13 +57,13 @@ fn fill(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, dst: u64, val
     args.extend_from_slice(&[0; 4]);
     args.extend_from_slice(&n.to_le_bytes());
     let launch = KernelParams { function: k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
-    rt.launch_kernel(&launch, stream).unwrap();
+    rt.direct().launch_kernel(&launch, stream).unwrap();
 }
 
 fn sleep(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, micros: u64) {
     let args = micros.to_le_bytes();
     let launch = KernelParams { function: k.sleep, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args: &args };
-    rt.launch_kernel(&launch, stream).unwrap();
+    rt.direct().launch_kernel(&launch, stream).unwrap();
 }
 
 #[test]

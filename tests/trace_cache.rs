@@ -32,12 +32,13 @@ unsafe extern "C" fn trace_work(user_data: *mut c_void, stream: *mut c_void) -> 
     w.calls += 1;
     if w.fail_with != 0 {
         // Something was captured before the failure: the partial graph must be discarded.
-        let _ = w.rt.launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
+        let _ = w.rt.direct().launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
         return w.fail_with;
     }
     let issued =
-        w.rt.launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
-            .and_then(|()| w.rt.launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
+        w.rt.direct()
+            .launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
+            .and_then(|()| w.rt.direct().launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
     if issued.is_ok() { 0 } else { -1 }
 }
 

@@ -87,7 +87,9 @@ fn add_args(out: u64, x: u64, y: u64) -> Vec<u8> {
 }
 
 fn launch(rt: &dyn Runtime, function: rocm_cmdbuf::runtime::Function, args: &[u8], stream: Stream) {
-    rt.launch_kernel(&KernelParams { function, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args }, stream).expect("launch");
+    rt.direct()
+        .launch_kernel(&KernelParams { function, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args }, stream)
+        .expect("launch");
 }
 
 fn sleep(rt: &dyn Runtime, k: &TestKernels, micros: u64, stream: Stream) {

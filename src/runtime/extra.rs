@@ -1,7 +1,7 @@
 //! The `extra` launch-parameter list through which both runtimes pass one packed argument
 //! buffer: `{BUFFER_POINTER, p, BUFFER_SIZE, &n, END}`, the two keys in either order (CUDA hands
 //! its own copy back with SIZE first). HIP and CUDA differ only in the key values (HIP ends the
-//! list with 3, CUDA with 0), so both backends parse it here and pass their keys.
+//! list with 3, CUDA with 0), so both backends build and parse it here and pass their keys.
 
 use std::ffi::c_void;
 
@@ -10,6 +10,24 @@ pub struct Keys {
     pub buffer_pointer: usize,
     pub buffer_size: usize,
     pub end: usize,
+}
+
+/// Calls `f` with the packed arguments as a five-entry list (pointer first, as ROCm 5.2
+/// requires; the size exact, as CUDA requires), or with null for a kernel without arguments. The
+/// list and the size it points at live until `f` returns.
+pub fn with_list<R>(args: &[u8], keys: &Keys, f: impl FnOnce(*mut *mut c_void) -> R) -> R {
+    if args.is_empty() {
+        return f(std::ptr::null_mut());
+    }
+    let mut size = args.len();
+    let mut list: [*mut c_void; 5] = [
+        keys.buffer_pointer as *mut c_void,
+        args.as_ptr() as *mut c_void,
+        keys.buffer_size as *mut c_void,
+        (&raw mut size).cast(),
+        keys.end as *mut c_void,
+    ];
+    f(list.as_mut_ptr())
 }
 
 /// A well-formed list has one pointer and one size before END; a list with more pairs is not

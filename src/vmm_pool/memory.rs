@@ -5,7 +5,7 @@
 
 use super::layout::ChunkLayout;
 use crate::error::{Leaks, Result};
-use crate::runtime::{DevicePtr, PhysicalMem, Runtime};
+use crate::runtime::{DevicePtr, PhysicalMem, Runtime, Vmm};
 use std::mem::ManuallyDrop;
 
 /// What one slot holds, kept for the pool's life and given back on drop.
@@ -31,18 +31,18 @@ impl Chunk {
 }
 
 struct Physical {
-    rt: &'static dyn Runtime,
+    vmm: &'static dyn Vmm,
     handle: PhysicalMem,
 }
 
 struct Reservation {
-    rt: &'static dyn Runtime,
+    vmm: &'static dyn Vmm,
     base: DevicePtr,
     bytes: usize,
 }
 
 struct Mapping {
-    rt: &'static dyn Runtime,
+    vmm: &'static dyn Vmm,
     base: DevicePtr,
     bytes: usize,
 }
@@ -82,19 +82,19 @@ fn close<T>(guard: T, give_back: fn(&T) -> Result<()>) -> Result<()> {
 
 impl Physical {
     fn give_back(&self) -> Result<()> {
-        self.rt.vmm_release(self.handle)
+        self.vmm.release(self.handle)
     }
 }
 
 impl Reservation {
     fn give_back(&self) -> Result<()> {
-        self.rt.vmm_free_range(self.base, self.bytes)
+        self.vmm.free_range(self.base, self.bytes)
     }
 }
 
 impl Mapping {
     fn give_back(&self) -> Result<()> {
-        self.rt.vmm_unmap(self.base, self.bytes)
+        self.vmm.unmap(self.base, self.bytes)
     }
 }
 
@@ -143,11 +143,12 @@ pub fn map_chunk(rt: &'static dyn Runtime, device: i32, layout: &ChunkLayout, gr
     }
     // Both fit: the layout is bounded by MAX_BUFFER_BYTES and the granularity by it.
     let bytes = layout.bytes as usize;
-    let physical = Physical { rt, handle: rt.vmm_create(device, bytes)? };
-    let reservation = Reservation { rt, base: rt.vmm_reserve(bytes, granularity as usize)?, bytes };
-    rt.vmm_map(reservation.base, bytes, physical.handle)?;
-    let mapping = Mapping { rt, base: reservation.base, bytes };
-    rt.vmm_set_access(mapping.base, bytes, access)?;
+    let vmm = rt.vmm()?;
+    let physical = Physical { vmm, handle: vmm.create(device, bytes)? };
+    let reservation = Reservation { vmm, base: vmm.reserve(bytes, granularity as usize)?, bytes };
+    vmm.map(reservation.base, bytes, physical.handle)?;
+    let mapping = Mapping { vmm, base: reservation.base, bytes };
+    vmm.set_access(mapping.base, bytes, access)?;
     Ok(Some(Chunk { mapping, _physical: physical, _reservation: reservation }))
 }
 

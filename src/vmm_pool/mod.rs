@@ -103,7 +103,7 @@ impl VmmPool {
         let mut slots = Vec::with_capacity(config.slots);
         match config.backing {
             Backing::Vmm => {
-                let granularity = rt.vmm_granularity(config.device)? as u64;
+                let granularity = rt.vmm()?.granularity(config.device)? as u64;
                 let layout = layout::chunk_layout(&config.buffer_sizes, granularity)?;
                 let access: Vec<i32> = std::iter::once(config.device).chain(peers_granted.iter().copied()).collect();
                 for index in 0..config.slots {
@@ -205,7 +205,8 @@ impl VmmPool {
         let mut turn = slot.turn();
         turn.check_holder(lease.slot, lease.iteration)?;
         self.rt
-            .stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1)
+            .stream_memory()
+            .and_then(|memory| memory.stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1))
             .map_err(|e| e.context(format!("releasing slot {} (iteration {})", lease.slot, lease.iteration)))?;
         turn.release();
         Ok(())

@@ -7,7 +7,7 @@
 //! that took it.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::{DevicePtr, Runtime, Signal};
+use crate::runtime::{DevicePtr, Runtime, Signal, StreamMemory};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -17,14 +17,15 @@ const SPIN_ROUNDS: u32 = 512;
 
 /// One slot's timeline word in signal memory, freed on drop.
 pub struct Timeline {
-    rt: &'static dyn Runtime,
+    memory: &'static dyn StreamMemory,
     signal: Signal,
 }
 
 impl Timeline {
     pub fn new(rt: &'static dyn Runtime, device: i32) -> Result<Self> {
-        let signal = rt.signal_alloc(device)?;
-        let timeline = Self { rt, signal };
+        let memory = rt.stream_memory()?;
+        let signal = memory.signal_alloc(device)?;
+        let timeline = Self { memory, signal };
         // Signal memory starts with whatever the runtime put there; 0 means "never used".
         timeline.word().store(0, Ordering::Release);
         Ok(timeline)
@@ -50,13 +51,13 @@ impl Timeline {
     /// Frees the signal memory, returning the result instead of logging it on drop.
     pub fn close(self) -> Result<()> {
         let timeline = std::mem::ManuallyDrop::new(self);
-        timeline.rt.signal_free(timeline.signal)
+        timeline.memory.signal_free(timeline.signal)
     }
 }
 
 impl Drop for Timeline {
     fn drop(&mut self) {
-        if let Err(e) = self.rt.signal_free(self.signal) {
+        if let Err(e) = self.memory.signal_free(self.signal) {
             log::warn!("vmm pool: freeing a slot timeline: {e}");
         }
     }

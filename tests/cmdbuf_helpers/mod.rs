@@ -32,7 +32,7 @@ impl Gpu {
 
     pub fn write(&self, ptr: u64, values: &[f32]) {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.rt.copy_to_device(ptr, &bytes).expect("write");
+        self.rt.direct().copy_to_device(ptr, &bytes).expect("write");
     }
 
     pub fn read(&self, ptr: u64, n: usize) -> Vec<f32> {
@@ -41,7 +41,7 @@ impl Gpu {
 
     pub fn read_bytes(&self, ptr: u64, n: usize) -> Vec<u8> {
         let mut b = vec![0u8; n];
-        self.rt.copy_from_device(&mut b, ptr).expect("read");
+        self.rt.direct().copy_from_device(&mut b, ptr).expect("read");
         b
     }
 
@@ -49,7 +49,7 @@ impl Gpu {
     pub fn moved_copy(&self, old: u64, bytes: usize) -> u64 {
         let data = self.read_bytes(old, bytes);
         let p = self.rt.malloc(0, bytes.max(1)).expect("malloc");
-        self.rt.copy_to_device(p, &data).expect("copy");
+        self.rt.direct().copy_to_device(p, &data).expect("copy");
         p
     }
 }

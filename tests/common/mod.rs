@@ -100,8 +100,8 @@ pub fn kernels(rt: &dyn Runtime, device: i32) -> TestKernels {
             ptx
         }
     };
-    let module = rt.module_load(device, &image).expect("load the test kernels");
-    let f = |name: &str| rt.module_function(module, name).expect(name);
+    let module = rt.direct().module_load(device, &image).expect("load the test kernels");
+    let f = |name: &str| rt.direct().module_function(module, name).expect(name);
     TestKernels {
         module,
         fill_u32: f("rcb_test_fill_u32"),
@@ -190,18 +190,18 @@ pub fn serial() -> MutexGuard<'static, ()> {
 pub fn upload_f32(rt: &dyn Runtime, device: i32, values: &[f32]) -> u64 {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let p = rt.malloc(device, bytes.len().max(1)).expect("malloc");
-    rt.copy_to_device(p, &bytes).expect("upload");
+    rt.direct().copy_to_device(p, &bytes).expect("upload");
     p
 }
 
 pub fn download_f32(rt: &dyn Runtime, ptr: u64, n: usize) -> Vec<f32> {
     let mut bytes = vec![0u8; n * 4];
-    rt.copy_from_device(&mut bytes, ptr).expect("download");
+    rt.direct().copy_from_device(&mut bytes, ptr).expect("download");
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 pub fn download_u32(rt: &dyn Runtime, ptr: u64, n: usize) -> Vec<u32> {
     let mut bytes = vec![0u8; n * 4];
-    rt.copy_from_device(&mut bytes, ptr).expect("download");
+    rt.direct().copy_from_device(&mut bytes, ptr).expect("download");
     bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
 }

@@ -13,6 +13,6 @@ pub fn load(rt: &dyn Runtime, name: &str) -> Result<Function, String> {
             ptx
         }
     };
-    let module = rt.module_load(0, &image).map_err(|e| e.to_string())?;
-    rt.module_function(module, name).map_err(|e| e.to_string())
+    let module = rt.direct().module_load(0, &image).map_err(|e| e.to_string())?;
+    rt.direct().module_function(module, name).map_err(|e| e.to_string())
 }

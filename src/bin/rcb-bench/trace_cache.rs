@@ -41,7 +41,7 @@ fn issue(t: &Trace, stream: Stream) -> R<()> {
     for k in 0..KERNELS {
         let args: Vec<u8> = [t.bases[3 * k], t.bases[3 * k + 1], t.bases[3 * k + 2], 16].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let p = rocm_cmdbuf::runtime::KernelParams { function: t.f, grid: [1, 1, 1], block: [16, 1, 1], shared_mem_bytes: 0, args: &args };
-        t.rt.launch_kernel(&p, stream).map_err(err)?;
+        t.rt.direct().launch_kernel(&p, stream).map_err(err)?;
     }
     Ok(())
 }

@@ -270,7 +270,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             flip = !flip;
             note((|| {
                 let (g, _) = build_graph(rt, f, &blobs[usize::from(flip)])?;
-                rt.exec_update(exec, g).map_err(err)?;
+                rt.direct().exec_update(exec, g).map_err(err)?;
                 rt.graph_destroy(g).map_err(err)
             })());
         });

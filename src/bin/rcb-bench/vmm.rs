@@ -78,7 +78,9 @@ fn pool_iteration(rt: &'static dyn Runtime, peers: &[i32], runs: usize) -> Resul
     status("acquire", unsafe { rcb_vmm_pool_acquire(pool, &mut slot) })?;
     // A write to the slot's own first buffer: any device address the stream may write will do.
     let target = unsafe { *slot.buffers };
-    let write_ns = per_iteration(rt, stream, runs, || rt.stream_write_u64(stream, target, 1).map_err(|e| e.to_string()))?;
+    let write_ns = per_iteration(rt, stream, runs, || {
+        rt.stream_memory().and_then(|m| m.stream_write_u64(stream, target, 1)).map_err(|e| e.to_string())
+    })?;
     status("release", unsafe { rcb_vmm_pool_release(pool, &slot, stream.0) })?;
     rt.stream_synchronize(stream).map_err(|e| e.to_string())?;
     status("rcb_vmm_pool_free", unsafe { rcb_vmm_pool_free(pool) })?;
@@ -105,27 +107,26 @@ fn per_iteration(rt: &dyn Runtime, stream: Stream, runs: usize, mut step: impl F
 
 fn remap_iteration(rt: &'static dyn Runtime, peers: &[i32], runs: usize) -> Result<f64, String> {
     let e = |e: rocm_cmdbuf::error::Error| e.to_string();
-    let granularity = rt.vmm_granularity(0).map_err(e)? as u64;
+    let vmm = rt.vmm().map_err(e)?;
+    let granularity = vmm.granularity(0).map_err(e)? as u64;
     let bytes = SIZES.iter().map(|s| s.next_multiple_of(256)).sum::<u64>().next_multiple_of(granularity) as usize;
     let access: Vec<i32> = std::iter::once(0).chain(peers.iter().copied()).collect();
-    let physical = rt.vmm_create(0, bytes).map_err(e)?;
-    let base = rt.vmm_reserve(bytes, granularity as usize).map_err(e)?;
-    rt.vmm_map(base, bytes, physical).map_err(e)?;
-    rt.vmm_set_access(base, bytes, &access).map_err(e)?;
+    let physical = vmm.create(0, bytes).map_err(e)?;
+    let base = vmm.reserve(bytes, granularity as usize).map_err(e)?;
+    vmm.map(base, bytes, physical).map_err(e)?;
+    vmm.set_access(base, bytes, &access).map_err(e)?;
     let mut failure = None;
     let ns = median_ns(runs, || {
         for _ in 0..BATCH {
-            let r = rt
-                .vmm_unmap(base, bytes)
-                .and_then(|()| rt.vmm_map(base, bytes, physical))
-                .and_then(|()| rt.vmm_set_access(base, bytes, &access));
+            let r =
+                vmm.unmap(base, bytes).and_then(|()| vmm.map(base, bytes, physical)).and_then(|()| vmm.set_access(base, bytes, &access));
             if let Err(err) = r {
                 failure.get_or_insert(err.to_string());
             }
         }
     }) / BATCH as f64;
-    rt.vmm_unmap(base, bytes).map_err(e)?;
-    rt.vmm_free_range(base, bytes).map_err(e)?;
-    rt.vmm_release(physical).map_err(e)?;
+    vmm.unmap(base, bytes).map_err(e)?;
+    vmm.free_range(base, bytes).map_err(e)?;
+    vmm.release(physical).map_err(e)?;
     failure.map_or(Ok(ns), Err)
 }

@@ -74,13 +74,13 @@ fn add_kernel(cb: *mut rcb_cmdbuf, deps: &[rcb_node], f: Function, args: &[Arg])
 fn upload(rt: &dyn Runtime, values: &[f32]) -> Result<u64, String> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let p = rt.malloc(0, bytes.len()).map_err(err)?;
-    rt.copy_to_device(p, &bytes).map_err(err)?;
+    rt.direct().copy_to_device(p, &bytes).map_err(err)?;
     Ok(p)
 }
 
 fn download(rt: &dyn Runtime, p: u64, n: usize) -> Result<Vec<f32>, String> {
     let mut bytes = vec![0u8; n * 4];
-    rt.copy_from_device(&mut bytes, p).map_err(err)?;
+    rt.direct().copy_from_device(&mut bytes, p).map_err(err)?;
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
@@ -139,8 +139,8 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
 
     // The allocator moves x and out: new buffers, same contents, old ones poisoned.
     let (x2, out2) = (upload(rt, &download(rt, x, N)?)?, upload(rt, &o)?);
-    rt.copy_to_device(x, &vec![0xff; BYTES as usize]).map_err(err)?;
-    rt.copy_to_device(out, &vec![0xff; 2 * BYTES as usize]).map_err(err)?;
+    rt.direct().copy_to_device(x, &vec![0xff; BYTES as usize]).map_err(err)?;
+    rt.direct().copy_to_device(out, &vec![0xff; 2 * BYTES as usize]).map_err(err)?;
     let moved = [rcb_allocation { base: x2, size: BYTES }, allocs[1], rcb_allocation { base: out2, size: 2 * BYTES }];
     let mut report = rcb_update_report::default();
     // SAFETY: a live handle, a table of moved.len() entries, a writable report.

@@ -1,6 +1,7 @@
 //! CUDA driver structs (CUDA 12/13 `cuda.h`, x86-64) and the constants that differ from HIP.
 //! Sizes and offsets are checked at compile time against `reference/gpu-apis.md` §3.
 
+use crate::runtime::common;
 use crate::runtime::extra::Keys;
 use crate::runtime::{MemcpyParams, MemsetParams, NodeType};
 use std::ffi::c_void;
@@ -252,18 +253,7 @@ impl AccessDesc {
 
 /// CUDA 13 `CUgraphNodeType`.
 pub fn node_type(raw: i32) -> NodeType {
-    match raw {
-        0 => NodeType::Kernel,
-        1 => NodeType::Memcpy,
-        2 => NodeType::Memset,
-        3 => NodeType::Host,
-        4 => NodeType::Child,
-        5 => NodeType::Empty,
-        6 => NodeType::EventWait,
-        7 => NodeType::EventRecord,
-        12 => NodeType::MemOp,
-        other => NodeType::Other(other),
-    }
+    common::node_type(raw, 12)
 }
 
 /// Packs argument values (`values[i]` points at `sizes[i]` bytes placed at `offsets[i]`) into

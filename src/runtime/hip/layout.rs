@@ -1,6 +1,7 @@
 //! HIP structs and numbers that changed between ROCm versions, chosen once from
 //! `hipRuntimeGetVersion` (see the project reference on GPU APIs, §3).
 
+use crate::runtime::common;
 use crate::runtime::{MemcpyParams, MemsetParams, NodeType};
 use hip_runtime_sys::{hipExtent, hipMemAllocationProp, hipMemLocation, hipMemsetParams, hipPitchedPtr, hipPos};
 use std::ffi::{c_int, c_void};
@@ -78,18 +79,7 @@ impl Layout {
                 other => NodeType::Other(other),
             }
         } else {
-            match raw {
-                0 => NodeType::Kernel,
-                1 => NodeType::Memcpy,
-                2 => NodeType::Memset,
-                3 => NodeType::Host,
-                4 => NodeType::Child,
-                5 => NodeType::Empty,
-                6 => NodeType::EventWait,
-                7 => NodeType::EventRecord,
-                14 => NodeType::MemOp,
-                other => NodeType::Other(other),
-            }
+            common::node_type(raw, 14)
         }
     }
 

@@ -1,0 +1,73 @@
+//! Calls outside graphs, for tests, benchmarks and the demo.
+
+use super::layout::UpdateResultInfo;
+use super::{CudaRuntime, with_extra};
+use crate::error::{Error, Result};
+use crate::runtime::common::{self, P};
+use crate::runtime::{DevicePtr, Direct, Exec, Function, Graph, KernelParams, Module, Stream};
+use std::ffi::{CString, c_void};
+use std::ptr::null_mut;
+
+impl Direct for CudaRuntime {
+    fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: src is a live host slice of the given length.
+        self.call("cuMemcpyHtoD_v2", || unsafe { (self.core.cuMemcpyHtoD_v2)(dst, src.as_ptr() as *const c_void, src.len()) })
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        // SAFETY: dst is a live host slice of the given length.
+        self.call("cuMemcpyDtoH_v2", || unsafe { (self.core.cuMemcpyDtoH_v2)(dst.as_mut_ptr() as P, src, dst.len()) })
+    }
+
+    fn module_load(&self, device: i32, image: &[u8]) -> Result<Module> {
+        let owned = common::nul_terminated(image);
+        self.on_device(device, || {
+            let mut m = null_mut();
+            // SAFETY: the image outlives the call.
+            self.check("cuModuleLoadData", unsafe { (self.core.cuModuleLoadData)(&mut m, owned.as_ptr() as *const c_void) })?;
+            Ok(Module(m))
+        })
+    }
+
+    fn module_unload(&self, module: Module) -> Result<()> {
+        // SAFETY: the driver validates the handle.
+        self.call("cuModuleUnload", || unsafe { (self.core.cuModuleUnload)(module.0) })
+    }
+
+    fn module_function(&self, module: Module, name: &str) -> Result<Function> {
+        let cname = CString::new(name).map_err(|_| Error::invalid_argument("kernel name contains a NUL byte"))?;
+        let mut f = null_mut();
+        // SAFETY: valid out-pointer and C string.
+        self.call("cuModuleGetFunction", || unsafe { (self.core.cuModuleGetFunction)(&mut f, module.0, cname.as_ptr()) })
+            .map_err(|e| e.context(format!("kernel {name:?}")))?;
+        Ok(Function(f))
+    }
+
+    fn launch_kernel(&self, k: &KernelParams<'_>, stream: Stream) -> Result<()> {
+        with_extra(k.args, |extra| {
+            // SAFETY: the argument list lives until the call returns; the driver copies it.
+            self.call("cuLaunchKernel", || unsafe {
+                (self.core.cuLaunchKernel)(
+                    k.function.0,
+                    k.grid[0],
+                    k.grid[1],
+                    k.grid[2],
+                    k.block[0],
+                    k.block[1],
+                    k.block[2],
+                    k.shared_mem_bytes,
+                    stream.0,
+                    null_mut(),
+                    extra,
+                )
+            })
+        })
+    }
+
+    fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()> {
+        let mut info = UpdateResultInfo { result: 0, error_node: null_mut(), error_from_node: null_mut() };
+        // SAFETY: valid out-pointer.
+        self.call("cuGraphExecUpdate_v2", || unsafe { (self.core.cuGraphExecUpdate_v2)(exec.0, graph.0, &mut info) })
+            .map_err(|e| e.context(format!("update result {}", info.result)))
+    }
+}

@@ -1,0 +1,258 @@
+//! Graph templates and executable graphs.
+
+use super::layout::{self, KernelNodeParams, Memcpy3D, MemsetNodeParams};
+use super::{CudaRuntime, node_params, pointer_node_params, with_extra};
+use crate::error::{Error, Result};
+use crate::runtime::common;
+use crate::runtime::extra;
+use crate::runtime::*;
+use std::ptr::null_mut;
+
+impl Graphs for CudaRuntime {
+    fn graph_create(&self) -> Result<Graph> {
+        let mut g = null_mut();
+        // SAFETY: valid out-pointer; flags must be 0.
+        self.call("cuGraphCreate", || unsafe { (self.core.cuGraphCreate)(&mut g, 0) })?;
+        Ok(Graph(g))
+    }
+
+    fn graph_destroy(&self, graph: Graph) -> Result<()> {
+        // SAFETY: the driver validates the handle.
+        self.call("cuGraphDestroy", || unsafe { (self.core.cuGraphDestroy)(graph.0) })
+    }
+
+    fn add_kernel_node(&self, graph: Graph, deps: &[Node], k: &KernelParams<'_>) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        with_extra(k.args, |extra| {
+            let params = node_params(k, extra);
+            let mut node = null_mut();
+            // SAFETY: params and its list live until the call returns; the driver copies them.
+            self.call("cuGraphAddKernelNode_v2", || unsafe { (self.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, d, n, &params) })?;
+            Ok(Node(node))
+        })
+    }
+
+    fn add_kernel_node_by_pointers(&self, graph: Graph, deps: &[Node], k: &KernelParamPointers) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        let params = pointer_node_params(k);
+        let mut node = null_mut();
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphAddKernelNode_v2", || unsafe { (self.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
+    fn add_memcpy_node(&self, graph: Graph, deps: &[Node], c: &MemcpyParams) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        let ctx = self.contexts.current(&self.core)?;
+        let params = Memcpy3D::device_1d(c);
+        let mut node = null_mut();
+        // SAFETY: params lives until the call returns.
+        self.check("cuGraphAddMemcpyNode", unsafe { (self.core.cuGraphAddMemcpyNode)(&mut node, graph.0, d, n, &params, ctx) })?;
+        Ok(Node(node))
+    }
+
+    fn add_memset_node(&self, graph: Graph, deps: &[Node], s: &MemsetParams) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        let ctx = self.contexts.current(&self.core)?;
+        let params = MemsetNodeParams::from(s);
+        let mut node = null_mut();
+        // SAFETY: params lives until the call returns.
+        self.check("cuGraphAddMemsetNode", unsafe { (self.core.cuGraphAddMemsetNode)(&mut node, graph.0, d, n, &params, ctx) })?;
+        Ok(Node(node))
+    }
+
+    fn add_empty_node(&self, graph: Graph, deps: &[Node]) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: valid out-pointer and dependency array.
+        self.call("cuGraphAddEmptyNode", || unsafe { (self.core.cuGraphAddEmptyNode)(&mut node, graph.0, d, n) })?;
+        Ok(Node(node))
+    }
+
+    fn add_child_node(&self, graph: Graph, deps: &[Node], child: Graph) -> Result<Node> {
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: valid out-pointer and dependency array; the driver clones the child.
+        self.call("cuGraphAddChildGraphNode", || unsafe { (self.core.cuGraphAddChildGraphNode)(&mut node, graph.0, d, n, child.0) })?;
+        Ok(Node(node))
+    }
+
+    fn add_edges(&self, graph: Graph, edges: &[Edge]) -> Result<()> {
+        let (from, to) = common::edge_ends(edges);
+        let data: Vec<layout::EdgeDataRaw> = edges.iter().map(|e| e.data.0).collect();
+        // SAFETY: the three arrays hold edges.len() entries.
+        self.call("cuGraphAddDependencies_v2", || unsafe {
+            (self.core.cuGraphAddDependencies_v2)(graph.0, from.as_ptr(), to.as_ptr(), data.as_ptr(), edges.len())
+        })
+    }
+
+    fn graph_nodes(&self, graph: Graph) -> Result<Vec<Node>> {
+        let mut n = 0usize;
+        // SAFETY: a null array asks for the count.
+        self.call("cuGraphGetNodes", || unsafe { (self.core.cuGraphGetNodes)(graph.0, null_mut(), &mut n) })?;
+        // The driver rejects a non-null array with a zero count.
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut nodes = vec![null_mut(); n];
+        // SAFETY: the array holds `n` entries.
+        self.check("cuGraphGetNodes", unsafe { (self.core.cuGraphGetNodes)(graph.0, nodes.as_mut_ptr(), &mut n) })?;
+        nodes.truncate(n);
+        Ok(nodes.into_iter().map(Node).collect())
+    }
+
+    fn graph_edges(&self, graph: Graph) -> Result<Vec<Edge>> {
+        let mut n = 0usize;
+        // SAFETY: null arrays ask for the count.
+        self.call("cuGraphGetEdges_v2", || unsafe { (self.core.cuGraphGetEdges_v2)(graph.0, null_mut(), null_mut(), null_mut(), &mut n) })?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (mut from, mut to, mut data) = (vec![null_mut(); n], vec![null_mut(); n], vec![[0u8; 8]; n]);
+        // SAFETY: the three arrays hold `n` entries.
+        self.check("cuGraphGetEdges_v2", unsafe {
+            (self.core.cuGraphGetEdges_v2)(graph.0, from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr(), &mut n)
+        })?;
+        Ok((0..n.min(from.len())).map(|i| Edge { from: Node(from[i]), to: Node(to[i]), data: EdgeData(data[i]) }).collect())
+    }
+
+    fn node_type(&self, node: Node) -> Result<NodeType> {
+        let mut raw = 0;
+        // SAFETY: valid out-pointer.
+        self.call("cuGraphNodeGetType", || unsafe { (self.core.cuGraphNodeGetType)(node.0, &mut raw) })?;
+        Ok(layout::node_type(raw))
+    }
+
+    fn kernel_node_read(&self, node: Node) -> Result<KernelNodeRead> {
+        let mut p = KernelNodeParams::zeroed();
+        // SAFETY: valid out-pointer; the returned arrays are owned by the node and only read here.
+        self.call("cuGraphKernelNodeGetParams_v2", || unsafe { (self.core.cuGraphKernelNodeGetParams_v2)(node.0, &mut p) })?;
+        let mut func = p.func;
+        if func.is_null() && !p.kern.is_null() {
+            // A node built from a library kernel (CUkernel) names its function through it.
+            let info = self.param_info.table().map_err(|r| Error::unsupported(format!("the kernel node holds a CUkernel: {r}")))?;
+            // SAFETY: valid out-pointer; `kern` is the node's kernel and the context is current.
+            self.check("cuKernelGetFunction", unsafe { (info.cuKernelGetFunction)(&mut func, p.kern) })?;
+        }
+        let args = if !p.extra.is_null() {
+            // SAFETY: `extra` is the node's own launch-parameter list, valid until its parameters
+            // change: the driver ends it with END and its SIZE and buffer describe the arguments.
+            unsafe { extra::parse(p.extra, &layout::EXTRA_KEYS) }
+        } else if !p.kernel_params.is_null() {
+            self.read_kernel_params(func, p.kernel_params)
+        } else {
+            Ok(Vec::new())
+        };
+        Ok(KernelNodeRead { function: Function(func), grid: p.grid, block: p.block, shared_mem_bytes: p.shared_mem_bytes, args })
+    }
+
+    fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()> {
+        match &self.attributes {
+            // SAFETY: both are kernel nodes the caller holds.
+            Some(a) => self.call("cuGraphKernelNodeCopyAttributes", || unsafe { (a.cuGraphKernelNodeCopyAttributes)(dst.0, src.0) }),
+            // Drivers before CUDA 11.7 have no kernel-node attributes to lose.
+            None => Ok(()),
+        }
+    }
+
+    fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams> {
+        let mut p = Memcpy3D::zeroed();
+        // SAFETY: valid out-pointer.
+        self.call("cuGraphMemcpyNodeGetParams", || unsafe { (self.core.cuGraphMemcpyNodeGetParams)(node.0, &mut p) })?;
+        p.as_device_1d().ok_or_else(|| Error::unsupported("the memcpy node is not a 1-D device copy"))
+    }
+
+    fn memset_node_read(&self, node: Node) -> Result<MemsetParams> {
+        let mut p = MemsetNodeParams::default();
+        // SAFETY: valid out-pointer.
+        self.call("cuGraphMemsetNodeGetParams", || unsafe { (self.core.cuGraphMemsetNodeGetParams)(node.0, &mut p) })?;
+        Ok(MemsetParams::from(&p))
+    }
+
+    fn child_node_graph(&self, node: Node) -> Result<Graph> {
+        let mut g = null_mut();
+        // SAFETY: valid out-pointer.
+        self.call("cuGraphChildGraphNodeGetGraph", || unsafe { (self.core.cuGraphChildGraphNodeGetGraph)(node.0, &mut g) })?;
+        Ok(Graph(g))
+    }
+
+    fn kernel_node_set(&self, node: Node, k: &KernelParams<'_>) -> Result<()> {
+        with_extra(k.args, |extra| {
+            let params = node_params(k, extra);
+            // SAFETY: fresh arrays, never the node's own.
+            self.call("cuGraphKernelNodeSetParams_v2", || unsafe { (self.core.cuGraphKernelNodeSetParams_v2)(node.0, &params) })
+        })
+    }
+
+    fn kernel_node_set_by_pointers(&self, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphKernelNodeSetParams_v2", || unsafe { (self.core.cuGraphKernelNodeSetParams_v2)(node.0, &params) })
+    }
+
+    fn memcpy_node_set(&self, node: Node, c: &MemcpyParams) -> Result<()> {
+        let params = Memcpy3D::device_1d(c);
+        // SAFETY: params lives until the call returns.
+        self.call("cuGraphMemcpyNodeSetParams", || unsafe { (self.core.cuGraphMemcpyNodeSetParams)(node.0, &params) })
+    }
+
+    fn memset_node_set(&self, node: Node, s: &MemsetParams) -> Result<()> {
+        let params = MemsetNodeParams::from(s);
+        // SAFETY: params lives until the call returns.
+        self.call("cuGraphMemsetNodeSetParams", || unsafe { (self.core.cuGraphMemsetNodeSetParams)(node.0, &params) })
+    }
+
+    fn instantiate(&self, graph: Graph) -> Result<Exec> {
+        let mut e = null_mut();
+        // SAFETY: valid out-pointer; no flags.
+        self.call("cuGraphInstantiateWithFlags", || unsafe { (self.core.cuGraphInstantiateWithFlags)(&mut e, graph.0, 0) })?;
+        Ok(Exec(e))
+    }
+
+    fn exec_destroy(&self, exec: Exec) -> Result<()> {
+        // SAFETY: the driver validates the handle.
+        self.call("cuGraphExecDestroy", || unsafe { (self.core.cuGraphExecDestroy)(exec.0) })
+    }
+
+    fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
+        with_extra(k.args, |extra| {
+            let params = node_params(k, extra);
+            // SAFETY: fresh arrays that live until the call returns.
+            self.call("cuGraphExecKernelNodeSetParams_v2", || unsafe {
+                (self.core.cuGraphExecKernelNodeSetParams_v2)(exec.0, node.0, &params)
+            })
+        })
+    }
+
+    fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, k: &KernelParamPointers) -> Result<()> {
+        let params = pointer_node_params(k);
+        // SAFETY: the caller's argument pointers are valid for the call; the driver copies the values.
+        self.call("cuGraphExecKernelNodeSetParams_v2", || unsafe { (self.core.cuGraphExecKernelNodeSetParams_v2)(exec.0, node.0, &params) })
+    }
+
+    fn exec_memcpy_node_set(&self, exec: Exec, node: Node, c: &MemcpyParams) -> Result<()> {
+        let ctx = self.contexts.current(&self.core)?;
+        let params = Memcpy3D::device_1d(c);
+        // SAFETY: params lives until the call returns.
+        self.check("cuGraphExecMemcpyNodeSetParams", unsafe { (self.core.cuGraphExecMemcpyNodeSetParams)(exec.0, node.0, &params, ctx) })
+    }
+
+    fn exec_memset_node_set(&self, exec: Exec, node: Node, s: &MemsetParams) -> Result<()> {
+        let ctx = self.contexts.current(&self.core)?;
+        let params = MemsetNodeParams::from(s);
+        // SAFETY: params lives until the call returns.
+        self.check("cuGraphExecMemsetNodeSetParams", unsafe { (self.core.cuGraphExecMemsetNodeSetParams)(exec.0, node.0, &params, ctx) })
+    }
+
+    fn exec_child_node_set(&self, exec: Exec, node: Node, child: Graph) -> Result<()> {
+        // SAFETY: the driver validates the handles.
+        self.call("cuGraphExecChildGraphNodeSetParams", || unsafe {
+            (self.core.cuGraphExecChildGraphNodeSetParams)(exec.0, node.0, child.0)
+        })
+    }
+
+    fn graph_launch(&self, exec: Exec, stream: Stream) -> Result<()> {
+        // SAFETY: the driver validates the handles.
+        self.call("cuGraphLaunch", || unsafe { (self.core.cuGraphLaunch)(exec.0, stream.0) })
+    }
+}

@@ -1,0 +1,82 @@
+//! Streams and stream capture.
+
+use super::CudaRuntime;
+use super::status::ERROR_NOT_READY;
+use crate::error::{Error, Result};
+use crate::runtime::{CaptureMode, Graph, Stream, Streams};
+use std::ffi::c_int;
+use std::ptr::null_mut;
+
+impl Streams for CudaRuntime {
+    fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)> {
+        self.on_device(device, || {
+            let (mut least, mut greatest) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("cuCtxGetStreamPriorityRange", unsafe { (self.core.cuCtxGetStreamPriorityRange)(&mut least, &mut greatest) })?;
+            Ok((least, greatest))
+        })
+    }
+
+    fn stream_create(&self, device: i32, flags: u32, priority: i32) -> Result<Stream> {
+        self.on_device(device, || {
+            let mut s = null_mut();
+            // SAFETY: valid out-pointer; the driver clamps the priority.
+            self.check("cuStreamCreateWithPriority", unsafe { (self.core.cuStreamCreateWithPriority)(&mut s, flags, priority) })?;
+            Ok(Stream(s))
+        })
+    }
+
+    fn stream_destroy(&self, stream: Stream) -> Result<()> {
+        // SAFETY: the driver validates the handle.
+        self.call("cuStreamDestroy_v2", || unsafe { (self.core.cuStreamDestroy_v2)(stream.0) })
+    }
+
+    fn stream_is_idle(&self, stream: Stream) -> Result<bool> {
+        self.contexts.ensure_current(&self.core)?;
+        // SAFETY: the driver validates the handle.
+        match unsafe { (self.core.cuStreamQuery)(stream.0) } {
+            ERROR_NOT_READY => Ok(false),
+            rc => self.check("cuStreamQuery", rc).map(|()| true),
+        }
+    }
+
+    fn stream_synchronize(&self, stream: Stream) -> Result<()> {
+        // SAFETY: the driver validates the handle.
+        self.call("cuStreamSynchronize", || unsafe { (self.core.cuStreamSynchronize)(stream.0) })
+    }
+
+    fn stream_flags(&self, stream: Stream) -> Result<u32> {
+        let mut flags = 0;
+        // SAFETY: valid out-pointer.
+        self.call("cuStreamGetFlags", || unsafe { (self.core.cuStreamGetFlags)(stream.0, &mut flags) })?;
+        Ok(flags)
+    }
+
+    fn stream_priority(&self, stream: Stream) -> Result<i32> {
+        let mut priority = 0;
+        // SAFETY: valid out-pointer.
+        self.call("cuStreamGetPriority", || unsafe { (self.core.cuStreamGetPriority)(stream.0, &mut priority) })?;
+        Ok(priority)
+    }
+
+    fn begin_capture(&self, stream: Stream, mode: CaptureMode) -> Result<()> {
+        // SAFETY: the driver validates the stream; the modes have CUDA's values.
+        self.call("cuStreamBeginCapture_v2", || unsafe { (self.core.cuStreamBeginCapture_v2)(stream.0, mode as c_int) })
+    }
+
+    fn end_capture(&self, stream: Stream) -> Result<Graph> {
+        let mut g = null_mut();
+        // SAFETY: valid out-pointer.
+        self.call("cuStreamEndCapture", || unsafe { (self.core.cuStreamEndCapture)(stream.0, &mut g) })?;
+        Ok(Graph(g))
+    }
+
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool> {
+        let query = self.capture_query.as_ref().ok_or_else(|| Error::unsupported("the CUDA driver lacks cuStreamIsCapturing"))?;
+        let mut status = 0;
+        // SAFETY: valid out-pointer; the caller holds the stream.
+        self.call("cuStreamIsCapturing", || unsafe { (query.cuStreamIsCapturing)(stream.0, &mut status) })?;
+        // CU_STREAM_CAPTURE_STATUS_NONE; active and invalidated captures both still need their end.
+        Ok(status != 0)
+    }
+}

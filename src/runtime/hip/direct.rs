@@ -1,0 +1,78 @@
+//! Calls outside graphs, for tests, benchmarks and the demo.
+
+use super::{HipRuntime, ptr, with_extra};
+use crate::error::{Error, Result};
+use crate::runtime::common::{self, P};
+use crate::runtime::{DevicePtr, Direct, Exec, Function, Graph, KernelParams, Module, Stream};
+use std::ffi::{CString, c_int, c_void};
+use std::ptr::null_mut;
+
+const MEMCPY_HOST_TO_DEVICE: c_int = 1;
+const MEMCPY_DEVICE_TO_HOST: c_int = 2;
+
+impl Direct for HipRuntime {
+    fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: `src` is a live host slice of the given length; the caller owns `dst`.
+        self.check("hipMemcpy", unsafe { (self.core.hipMemcpy)(ptr(dst), src.as_ptr().cast::<c_void>(), src.len(), MEMCPY_HOST_TO_DEVICE) })
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        // SAFETY: `dst` is a live, exclusive host slice of the given length; the caller owns `src`.
+        self.check("hipMemcpy", unsafe {
+            (self.core.hipMemcpy)(dst.as_mut_ptr().cast::<c_void>(), ptr(src).cast_const(), dst.len(), MEMCPY_DEVICE_TO_HOST)
+        })
+    }
+
+    fn module_load(&self, device: i32, image: &[u8]) -> Result<Module> {
+        let owned = common::nul_terminated(image);
+        self.on_device(device, || {
+            let mut m = null_mut();
+            // SAFETY: a valid out-pointer; the image outlives the call.
+            self.check("hipModuleLoadData", unsafe { (self.core.hipModuleLoadData)(&mut m, owned.as_ptr().cast::<c_void>()) })?;
+            Ok(Module(m))
+        })
+    }
+
+    fn module_unload(&self, module: Module) -> Result<()> {
+        // SAFETY: the caller owns the module and gives it up here.
+        self.check("hipModuleUnload", unsafe { (self.core.hipModuleUnload)(module.0) })
+    }
+
+    fn module_function(&self, module: Module, name: &str) -> Result<Function> {
+        let cname = CString::new(name).map_err(|_| Error::invalid_argument("kernel name contains a NUL byte"))?;
+        let mut f = null_mut();
+        // SAFETY: a valid out-pointer and C string; the caller keeps the module live.
+        self.check("hipModuleGetFunction", unsafe { (self.core.hipModuleGetFunction)(&mut f, module.0, cname.as_ptr()) })
+            .map_err(|e| e.context(format!("kernel {name:?}")))?;
+        Ok(Function(f))
+    }
+
+    fn launch_kernel(&self, k: &KernelParams<'_>, stream: Stream) -> Result<()> {
+        with_extra(k.args, |kernel_params: *mut P, extra: *mut P| {
+            // SAFETY: the argument arrays live until the call returns and HIP copies them; the
+            // caller keeps the function's module and the stream live.
+            self.check("hipModuleLaunchKernel", unsafe {
+                (self.core.hipModuleLaunchKernel)(
+                    k.function.0,
+                    k.grid[0],
+                    k.grid[1],
+                    k.grid[2],
+                    k.block[0],
+                    k.block[1],
+                    k.block[2],
+                    k.shared_mem_bytes,
+                    stream.0,
+                    kernel_params,
+                    extra,
+                )
+            })
+        })
+    }
+
+    fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()> {
+        let (mut error_node, mut result) = (null_mut(), 0);
+        // SAFETY: valid out-pointers; the caller keeps both graphs live.
+        let rc = unsafe { (self.core.hipGraphExecUpdate)(exec.0, graph.0, &mut error_node, &mut result) };
+        self.check("hipGraphExecUpdate", rc).map_err(|e| e.context(format!("update result {result}")))
+    }
+}

@@ -1,0 +1,85 @@
+//! Streams and stream capture.
+
+use super::HipRuntime;
+use crate::error::{Error, Result};
+use crate::runtime::{CaptureMode, Graph, Stream, Streams};
+use std::ffi::c_int;
+use std::ptr::null_mut;
+
+const ERROR_NOT_READY: c_int = 600;
+/// `hipStreamCaptureStatusNone`; active and invalidated captures both still need their end.
+const CAPTURE_STATUS_NONE: c_int = 0;
+
+impl Streams for HipRuntime {
+    fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)> {
+        self.on_device(device, || {
+            let (mut least, mut greatest) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("hipDeviceGetStreamPriorityRange", unsafe {
+                (self.core.hipDeviceGetStreamPriorityRange)(&mut least, &mut greatest)
+            })?;
+            Ok((least, greatest))
+        })
+    }
+
+    fn stream_create(&self, device: i32, flags: u32, priority: i32) -> Result<Stream> {
+        self.on_device(device, || {
+            let mut s = null_mut();
+            // SAFETY: a valid out-pointer.
+            self.check("hipStreamCreateWithPriority", unsafe { (self.core.hipStreamCreateWithPriority)(&mut s, flags, priority) })?;
+            Ok(Stream(s))
+        })
+    }
+
+    fn stream_destroy(&self, stream: Stream) -> Result<()> {
+        // SAFETY: the caller owns the stream, keeps it live until here and gives it up.
+        self.check("hipStreamDestroy", unsafe { (self.core.hipStreamDestroy)(stream.0) })
+    }
+
+    fn stream_is_idle(&self, stream: Stream) -> Result<bool> {
+        // SAFETY: the caller keeps the stream live (the `Runtime` contract).
+        match unsafe { (self.core.hipStreamQuery)(stream.0) } {
+            ERROR_NOT_READY => Ok(false),
+            rc => self.check("hipStreamQuery", rc).map(|()| true),
+        }
+    }
+
+    fn stream_synchronize(&self, stream: Stream) -> Result<()> {
+        // SAFETY: the caller keeps the stream live.
+        self.check("hipStreamSynchronize", unsafe { (self.core.hipStreamSynchronize)(stream.0) })
+    }
+
+    fn stream_flags(&self, stream: Stream) -> Result<u32> {
+        let mut flags = 0;
+        // SAFETY: a valid out-pointer; the caller keeps the stream live.
+        self.check("hipStreamGetFlags", unsafe { (self.core.hipStreamGetFlags)(stream.0, &mut flags) })?;
+        Ok(flags)
+    }
+
+    fn stream_priority(&self, stream: Stream) -> Result<i32> {
+        let mut priority = 0;
+        // SAFETY: a valid out-pointer; the caller keeps the stream live.
+        self.check("hipStreamGetPriority", unsafe { (self.core.hipStreamGetPriority)(stream.0, &mut priority) })?;
+        Ok(priority)
+    }
+
+    fn begin_capture(&self, stream: Stream, mode: CaptureMode) -> Result<()> {
+        // SAFETY: the caller keeps the stream live; the modes have HIP's values.
+        self.check("hipStreamBeginCapture", unsafe { (self.core.hipStreamBeginCapture)(stream.0, mode as c_int) })
+    }
+
+    fn end_capture(&self, stream: Stream) -> Result<Graph> {
+        let mut g = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the stream live.
+        self.check("hipStreamEndCapture", unsafe { (self.core.hipStreamEndCapture)(stream.0, &mut g) })?;
+        Ok(Graph(g))
+    }
+
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool> {
+        let query = self.capture_query.as_ref().ok_or_else(|| Error::unsupported("the HIP runtime lacks hipStreamIsCapturing"))?;
+        let mut status = 0;
+        // SAFETY: a valid out-pointer; the caller keeps the stream live.
+        self.check("hipStreamIsCapturing", unsafe { (query.hipStreamIsCapturing)(stream.0, &mut status) })?;
+        Ok(status != CAPTURE_STATUS_NONE)
+    }
+}

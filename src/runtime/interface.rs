@@ -1,0 +1,122 @@
+//! What the library asks of a GPU runtime, by subject: [`Runtime`] is the whole of it, made of
+//! [`Memory`], [`Streams`] and [`Graphs`]; the optional features ([`Vmm`], [`StreamMemory`]) and
+//! the calls only tests, benchmarks and the demo make ([`Direct`]) are reached through accessors,
+//! so the library's own code shows where it depends on them.
+//!
+//! Methods that create something on a device take the device and leave the calling thread's
+//! current device as they found it. Thread-safety: every method may be called from any thread.
+//! Handles passed in must be live (created by this runtime and not yet destroyed): neither HIP
+//! nor CUDA checks a stale handle, so the caller that owns a handle keeps it live.
+
+use super::*;
+use crate::error::Result;
+
+pub trait Runtime: Memory + Streams + Graphs + Send + Sync {
+    fn info(&self) -> &RuntimeInfo;
+    /// Virtual memory management, or `Unsupported` with the reason it is off.
+    fn vmm(&self) -> Result<&dyn Vmm>;
+    /// The GPU-written timeline, or `Unsupported` with the reason it is off.
+    fn stream_memory(&self) -> Result<&dyn StreamMemory>;
+    /// Calls the library itself never makes.
+    fn direct(&self) -> &dyn Direct;
+}
+
+pub trait Memory {
+    fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool>;
+    fn malloc(&self, device: i32, bytes: usize) -> Result<DevicePtr>;
+    fn free(&self, ptr: DevicePtr) -> Result<()>;
+    fn copy_device_async(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: Stream) -> Result<()>;
+}
+
+pub trait Streams {
+    /// `(least, greatest)` stream priority; numerically lower is higher priority.
+    fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)>;
+    fn stream_create(&self, device: i32, flags: u32, priority: i32) -> Result<Stream>;
+    fn stream_destroy(&self, stream: Stream) -> Result<()>;
+    /// `Ok(true)` when all work on the stream has finished, `Ok(false)` while some is pending.
+    fn stream_is_idle(&self, stream: Stream) -> Result<bool>;
+    fn stream_synchronize(&self, stream: Stream) -> Result<()>;
+    fn stream_flags(&self, stream: Stream) -> Result<u32>;
+    fn stream_priority(&self, stream: Stream) -> Result<i32>;
+    fn begin_capture(&self, stream: Stream, mode: CaptureMode) -> Result<()>;
+    fn end_capture(&self, stream: Stream) -> Result<Graph>;
+    /// Whether `stream` is in capture mode; an invalidated capture counts, as it still needs its
+    /// end. `Unsupported` when the runtime cannot say.
+    fn stream_is_capturing(&self, stream: Stream) -> Result<bool>;
+}
+
+/// Graph templates and executable graphs.
+pub trait Graphs {
+    fn graph_create(&self) -> Result<Graph>;
+    fn graph_destroy(&self, graph: Graph) -> Result<()>;
+    fn add_kernel_node(&self, graph: Graph, deps: &[Node], kernel: &KernelParams<'_>) -> Result<Node>;
+    /// Adds a kernel node whose arguments the runtime copies through `kernel.params` during the
+    /// call (`kernelParams`, no `extra`).
+    fn add_kernel_node_by_pointers(&self, graph: Graph, deps: &[Node], kernel: &KernelParamPointers) -> Result<Node>;
+    fn add_memcpy_node(&self, graph: Graph, deps: &[Node], copy: &MemcpyParams) -> Result<Node>;
+    fn add_memset_node(&self, graph: Graph, deps: &[Node], set: &MemsetParams) -> Result<Node>;
+    fn add_empty_node(&self, graph: Graph, deps: &[Node]) -> Result<Node>;
+    /// Adds a child node holding a clone of `child`.
+    fn add_child_node(&self, graph: Graph, deps: &[Node], child: Graph) -> Result<Node>;
+    fn add_edges(&self, graph: Graph, edges: &[Edge]) -> Result<()>;
+    fn graph_nodes(&self, graph: Graph) -> Result<Vec<Node>>;
+    fn graph_edges(&self, graph: Graph) -> Result<Vec<Edge>>;
+    fn node_type(&self, node: Node) -> Result<NodeType>;
+    fn kernel_node_read(&self, node: Node) -> Result<KernelNodeRead>;
+    /// Copies launch attributes (clusters, priorities, ...) from `src` to `dst`; a runtime that
+    /// has no node attributes has nothing to copy.
+    fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()>;
+    fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams>;
+    fn memset_node_read(&self, node: Node) -> Result<MemsetParams>;
+    /// The graph embedded in a child node (owned by the node).
+    fn child_node_graph(&self, node: Node) -> Result<Graph>;
+    fn kernel_node_set(&self, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
+    fn kernel_node_set_by_pointers(&self, node: Node, kernel: &KernelParamPointers) -> Result<()>;
+    fn memcpy_node_set(&self, node: Node, copy: &MemcpyParams) -> Result<()>;
+    fn memset_node_set(&self, node: Node, set: &MemsetParams) -> Result<()>;
+
+    fn instantiate(&self, graph: Graph) -> Result<Exec>;
+    fn exec_destroy(&self, exec: Exec) -> Result<()>;
+    fn exec_kernel_node_set(&self, exec: Exec, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
+    fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, kernel: &KernelParamPointers) -> Result<()>;
+    fn exec_memcpy_node_set(&self, exec: Exec, node: Node, copy: &MemcpyParams) -> Result<()>;
+    fn exec_memset_node_set(&self, exec: Exec, node: Node, set: &MemsetParams) -> Result<()>;
+    fn exec_child_node_set(&self, exec: Exec, node: Node, child: Graph) -> Result<()>;
+    fn graph_launch(&self, exec: Exec, stream: Stream) -> Result<()>;
+}
+
+/// Virtual memory management (optional feature "vmm").
+pub trait Vmm: Send + Sync {
+    fn granularity(&self, device: i32) -> Result<usize>;
+    fn create(&self, device: i32, bytes: usize) -> Result<PhysicalMem>;
+    fn release(&self, handle: PhysicalMem) -> Result<()>;
+    fn reserve(&self, bytes: usize, alignment: usize) -> Result<DevicePtr>;
+    fn free_range(&self, ptr: DevicePtr, bytes: usize) -> Result<()>;
+    fn map(&self, ptr: DevicePtr, bytes: usize, handle: PhysicalMem) -> Result<()>;
+    fn unmap(&self, ptr: DevicePtr, bytes: usize) -> Result<()>;
+    /// Grants read-write access to `devices` on a mapped range.
+    fn set_access(&self, ptr: DevicePtr, bytes: usize, devices: &[i32]) -> Result<()>;
+}
+
+/// The GPU-written timeline (optional feature "memops").
+pub trait StreamMemory: Send + Sync {
+    fn signal_alloc(&self, device: i32) -> Result<Signal>;
+    fn signal_free(&self, signal: Signal) -> Result<()>;
+    /// Writes `value` to `ptr` once earlier work on `stream` has finished.
+    fn stream_write_u64(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
+}
+
+/// Calls outside graphs that the library itself never makes: tests, benchmarks and the demo use
+/// them to fill and read memory, load kernels and launch them directly.
+pub trait Direct: Send + Sync {
+    /// Synchronous host-to-device copy.
+    fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+    /// Synchronous device-to-host copy.
+    fn copy_from_device(&self, dst: &mut [u8], src: DevicePtr) -> Result<()>;
+    fn module_load(&self, device: i32, image: &[u8]) -> Result<Module>;
+    fn module_unload(&self, module: Module) -> Result<()>;
+    fn module_function(&self, module: Module, name: &str) -> Result<Function>;
+    fn launch_kernel(&self, kernel: &KernelParams<'_>, stream: Stream) -> Result<()>;
+    /// Whole-graph update; fails when the topology differs.
+    fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()>;
+}
