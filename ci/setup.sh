@@ -3,6 +3,7 @@
 #   - libamdhip64-dev: real ROCm 5.2 HIP headers (hip-runtime-sys builds against them) and a real
 #     libamdhip64.so.5 (the tests check that it reports "no device" cleanly here).
 #   - cbindgen at the pinned version that generated include/rocm_cmdbuf.h.
+#   - clippy, which checks the workspace lints of Cargo.toml (every unsafe block documented).
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
 
@@ -16,6 +17,10 @@ fi
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
 done
+if ! cargo clippy --version >/dev/null 2>&1; then
+    rustup component add clippy ||
+        { echo "ci/setup.sh: clippy is missing and rustup could not add it (install the clippy component)"; exit 1; }
+fi
 if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
     cargo install --locked --quiet cbindgen --version "$CBINDGEN_VERSION"
 fi

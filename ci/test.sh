@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test on a machine without a GPU (the software GPU stands in): set-up, build,
+# Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints,
 # header drift and export checks, Rust tests of the whole workspace, the C/C++ ABI tests, the
 # software GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and
 # the installed library's pkg-config and CMake consumers (tests/install/run.sh).
@@ -10,6 +10,8 @@ bash ci/setup.sh
 
 echo "== build"
 cargo build --workspace --all-targets --quiet
+echo "== lints (Cargo.toml [workspace.lints]: undocumented unsafe blocks, pointer casts)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== header and exports"
 bash ci/header.sh --verify
 bash ci/check-library.sh target/debug

@@ -4,6 +4,11 @@
 //!
 //! `RCB_PROPERTY_CASES` sets the number of cases (default 2000); `RCB_PROPERTY_SEED` the seed.
 
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "the tests call the C ABI and the runtime on locals and handles they own throughout; each call's contract is the header's"
+)]
+
 mod cmdbuf_helpers;
 mod common;
 

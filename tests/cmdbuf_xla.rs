@@ -4,6 +4,11 @@
 //! moved allocation, and kernel nodes whose argument sizes are unknown (`kernelParams`). Graphs run on the software GPU by default and on a real GPU with
 //! `RCB_BACKEND=cuda`; results are compared in device memory.
 
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "the tests call the C ABI and the runtime on locals and handles they own throughout; each call's contract is the header's"
+)]
+
 mod cmdbuf_helpers;
 mod common;
 

@@ -4,6 +4,11 @@
 //! The cache is process-wide, so every test holds `common::serial()`, starts from an empty cache
 //! (`rcb_stream_cache_trim(-1)`) and asserts on differences of the counters.
 
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "the tests call the C ABI and the runtime on locals and handles they own throughout; each call's contract is the header's"
+)]
+
 mod common;
 
 use rocm_cmdbuf::ffi::*;

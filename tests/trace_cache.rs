@@ -2,6 +2,11 @@
 //! failing trace function, 16 threads with their own caches, and one capture for a loop of
 //! records with moving addresses under a 250 ms capture latency (counted, never timed).
 
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "the tests call the C ABI and the runtime on locals and handles they own throughout; each call's contract is the header's"
+)]
+
 mod cmdbuf_helpers;
 mod common;
 

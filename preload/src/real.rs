@@ -79,6 +79,8 @@ impl Real {
                 if p.is_null() {
                     return None;
                 }
+                // SAFETY: a non-null function address of the type the field's signature spells
+                // (see above); function and data pointers have one size on every target we build.
                 unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
             }};
         }
@@ -131,7 +133,7 @@ impl crate::pool::StreamOps for Real {
     }
 
     fn is_idle(&self, stream: usize) -> Result<bool, HipError> {
-        // SAFETY: HIP validates the handle.
+        // SAFETY: the pool queries only streams it holds, which are live until its own destroy.
         match unsafe { (self.query)(stream as HipStream) } {
             HIP_ERROR_NOT_READY => Ok(false),
             rc => check(rc).map(|()| true),

@@ -448,6 +448,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
         with(cb, |id, cb| {
             // SAFETY: forwarded from the caller.
             let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
             let launch = unsafe { launch_of(launch) }?;
             let n = cb.add_kernel(&deps, &launch.view())?;
             // SAFETY: checked by arg_out.
@@ -489,6 +490,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
         with(cb, |id, cb| {
             // SAFETY: forwarded from the caller.
             let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+            // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
             let launch = unsafe { params_launch_of(launch) }?;
             let n = cb.add_kernel_params(&deps, &launch)?;
             // SAFETY: checked by arg_out.
@@ -1146,6 +1148,7 @@ mod tests {
         let text = format!("{}é", "x".repeat(RCB_FLATTEN_REASON_LEN - 2));
         let r = flatten_report(&cmdbuf::FlattenReport { fallback: Some(text), nodes: 3, sites: 0 });
         assert_eq!((r.flattened, r.nodes), (0, 3));
+        // SAFETY: the report's reason is NUL-terminated within its array (what the test checks).
         let reason = unsafe { std::ffi::CStr::from_ptr(r.reason.as_ptr()) }.to_str().unwrap();
         assert_eq!(reason, "x".repeat(RCB_FLATTEN_REASON_LEN - 2), "the 2-byte character does not fit");
         let r = flatten_report(&cmdbuf::FlattenReport { fallback: None, nodes: 2, sites: 5 });

@@ -117,7 +117,9 @@ mod tests {
         let status = boundary(|| panic!("deliberate test panic {}", 42));
         assert_eq!(status, RCB_STATUS_PANIC);
         let mut buf = [0 as std::ffi::c_char; 128];
+        // SAFETY: a writable buffer of the given length.
         unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the export NUL-terminated the buffer.
         let msg = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert_eq!(msg, "internal panic: deliberate test panic 42");
     }
@@ -126,19 +128,25 @@ mod tests {
     fn errors_map_to_codes_and_success_clears_the_message() {
         let status = boundary(|| Err(Error::new(ErrorKind::Timeout, "slot 3 never freed")));
         assert_eq!(status, RCB_STATUS_TIMEOUT);
+        // SAFETY: a null buffer with length 0 asks for the length only.
         assert_eq!(unsafe { rcb_last_error_message(std::ptr::null_mut(), 0) }, "slot 3 never freed".len());
         assert_eq!(boundary(|| Ok(())), RCB_OK);
+        // SAFETY: as above.
         assert_eq!(unsafe { rcb_last_error_message(std::ptr::null_mut(), 0) }, 0);
     }
 
     #[test]
     fn argument_checks_name_the_argument() {
+        // SAFETY: null is what is being checked; nothing is read.
         let e = unsafe { arg_ref::<u32>(std::ptr::null(), "launch") }.unwrap_err();
         assert_eq!((e.kind, e.message.as_str()), (ErrorKind::NullArgument, "argument `launch` is NULL"));
+        // SAFETY: null is what is being checked; nothing is read.
         let e = unsafe { arg_slice::<u32>(std::ptr::null(), 3, "deps", 10) }.unwrap_err();
         assert!(e.message.contains("`deps`"));
+        // SAFETY: null is what is being checked; nothing is read.
         let e = unsafe { arg_slice::<u32>(std::ptr::null(), 11, "deps", 10) }.unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        // SAFETY: a null pointer with a zero count is never read.
         assert!(unsafe { arg_slice::<u32>(std::ptr::null(), 0, "deps", 10) }.unwrap().is_empty());
     }
 }

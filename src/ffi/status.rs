@@ -187,9 +187,11 @@ mod tests {
         assert_eq!(codes.len(), kinds.len());
         assert!(!codes.contains(&RCB_OK));
         for c in codes {
+            // SAFETY: rcb_status_str returns a static NUL-terminated string for every code.
             let s = unsafe { CStr::from_ptr(rcb_status_str(c)) }.to_str().unwrap();
             assert!(s.starts_with("RCB_STATUS_"), "{c}: {s}");
         }
+        // SAFETY: as above.
         let unknown = unsafe { CStr::from_ptr(rcb_status_str(-7)) }.to_str().unwrap();
         assert_eq!(unknown, "unknown rcb_status code");
     }
@@ -198,21 +200,28 @@ mod tests {
     fn last_error_copies_truncates_and_reports_full_length() {
         set_last_error("héllo wörld");
         let full = "héllo wörld".len();
+        // SAFETY: a null buffer with length 0 asks for the length only.
         assert_eq!(unsafe { rcb_last_error_message(std::ptr::null_mut(), 0) }, full);
         let mut buf = [0x55 as c_char; 64];
+        // SAFETY: a writable buffer of the given length.
         assert_eq!(unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) }, full);
+        // SAFETY: the export NUL-terminated the buffer.
         assert_eq!(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap(), "héllo wörld");
         // 3 bytes fit "hé" only if é (2 bytes) is not split: "h" + "é" = 3 bytes > 2 available.
         let mut small = [0x55 as c_char; 3];
+        // SAFETY: a writable buffer of the given length.
         assert_eq!(unsafe { rcb_last_error_message(small.as_mut_ptr(), small.len()) }, full);
+        // SAFETY: the export NUL-terminated the buffer.
         assert_eq!(unsafe { CStr::from_ptr(small.as_ptr()) }.to_str().unwrap(), "h");
         clear_last_error();
+        // SAFETY: a writable buffer of the given length.
         assert_eq!(unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) }, 0);
         assert_eq!(buf[0], 0);
     }
 
     #[test]
     fn version_matches_the_package() {
+        // SAFETY: rcb_version returns a static NUL-terminated string.
         let v = unsafe { CStr::from_ptr(rcb_version()) }.to_str().unwrap();
         assert_eq!(v, env!("CARGO_PKG_VERSION"));
     }

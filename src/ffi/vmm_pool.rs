@@ -101,6 +101,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
         let out = arg_out(out, "out")?;
         // SAFETY: the counts are the caller's promise; arg_slice bounds them first.
         let sizes = unsafe { arg_slice(c.buffer_sizes, c.num_buffers as usize, "buffer_sizes", MAX_BUFFERS) }?;
+        // SAFETY: as for `buffer_sizes`.
         let peers = unsafe { arg_slice(c.peers, c.num_peers as usize, "peers", MAX_PEERS) }?;
         let backing = match c.backing {
             RCB_VMM_BACKING_VMM => Backing::Vmm,

@@ -22,7 +22,8 @@ pub fn with_list<R>(args: &[u8], keys: &Keys, f: impl FnOnce(*mut *mut c_void) -
     let mut size = args.len();
     let mut list: [*mut c_void; 5] = [
         keys.buffer_pointer as *mut c_void,
-        args.as_ptr() as *mut c_void,
+        // The runtimes only read the buffer; the list's type is what makes the pointer `*mut`.
+        args.as_ptr().cast_mut().cast(),
         keys.buffer_size as *mut c_void,
         (&raw mut size).cast(),
         keys.end as *mut c_void,
@@ -138,12 +139,13 @@ mod tests {
         let guard = GuardedList::new();
         let args = [7u8, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0];
         let mut size = args.len();
-        let (ptr, len) = (args.as_ptr() as P, &mut size as *mut usize as P);
+        let (ptr, len) = (args.as_ptr().cast_mut().cast::<c_void>(), &mut size as *mut usize as P);
         for keys in [&HIP, &CUDA] {
             let pointer_first = list((keys.buffer_pointer, ptr), (keys.buffer_size, len), keys.end);
             let size_first = list((keys.buffer_size, len), (keys.buffer_pointer, ptr), keys.end);
             for entries in [pointer_first, size_first] {
                 let extra = guard.place(&entries);
+                // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
                 assert_eq!(unsafe { parse(extra, keys) }.unwrap(), args);
             }
         }
@@ -154,20 +156,24 @@ mod tests {
         let guard = GuardedList::new();
         let args = [1u8; 8];
         let mut size = 8usize;
-        let (ptr, len) = (args.as_ptr() as P, &mut size as *mut usize as P);
+        let (ptr, len) = (args.as_ptr().cast_mut().cast::<c_void>(), &mut size as *mut usize as P);
         // END right after the size: the size alone says nothing of the buffer.
         let extra = guard.place(&[HIP.buffer_size as P, len, HIP.end as P]);
+        // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         assert!(unsafe { parse(extra, &HIP) }.unwrap_err().contains("no buffer"));
         // A size of 0 needs no buffer.
         let mut zero = 0usize;
         let extra = guard.place(&[HIP.buffer_size as P, &mut zero as *mut usize as P, 0 as P]);
+        // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         assert_eq!(unsafe { parse(extra, &HIP) }.unwrap(), Vec::<u8>::new());
         // HIP's END (3) is an unknown key to CUDA; its value is never read.
         let extra = guard.place(&[CUDA.buffer_pointer as P, ptr, HIP.end as P]);
+        // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         let e = unsafe { parse(extra, &CUDA) }.unwrap_err();
         assert!(e.contains("opaque") && e.contains("0x3"), "{e}");
         // ROCm 7.2's opaque blob: the first word is no key.
         let extra = guard.place(&[0x9 as P]);
+        // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         assert!(unsafe { parse(extra, &HIP) }.unwrap_err().contains("0x9"));
     }
 
@@ -176,9 +182,10 @@ mod tests {
         let guard = GuardedList::new();
         let args = [1u8; 8];
         let mut size = 8usize;
-        let (ptr, len) = (args.as_ptr() as P, &mut size as *mut usize as P);
+        let (ptr, len) = (args.as_ptr().cast_mut().cast::<c_void>(), &mut size as *mut usize as P);
         for keys in [&HIP, &CUDA] {
             let extra = guard.place(&[keys.buffer_pointer as P, ptr, keys.buffer_size as P, len, keys.buffer_pointer as P]);
+            // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
             let e = unsafe { parse(extra, keys) }.unwrap_err();
             assert!(e.contains("no END"), "{e}");
         }

@@ -10,8 +10,11 @@ macro_rules! handle {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(transparent)]
         pub struct $name(pub *mut c_void);
-        // Handles are opaque identifiers; the runtimes allow using them from any thread.
+        // SAFETY: a handle is an opaque identifier that this crate never dereferences; HIP and
+        // CUDA accept their handles from any thread (a stream's or graph's own thread rules are
+        // the caller's, as they are in C).
         unsafe impl Send for $name {}
+        // SAFETY: as for `Send`: sharing the identifier shares no memory.
         unsafe impl Sync for $name {}
         impl $name {
             pub fn is_null(self) -> bool {
@@ -169,5 +172,8 @@ pub struct Signal {
     pub device: DevicePtr,
 }
 
+// SAFETY: `host` points at runtime-owned memory that lives until `signal_free` and is only read
+// atomically (see `vmm_pool::timeline`); `device` is an address. Neither is tied to a thread.
 unsafe impl Send for Signal {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for Signal {}

@@ -50,7 +50,9 @@ fn status(what: &str, s: rcb_status) -> Result<(), String> {
         return Ok(());
     }
     let mut buf = [0 as std::ffi::c_char; 512];
+    // SAFETY: a writable buffer of the given length.
     unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: the export NUL-terminated the buffer.
     Err(format!("{what}: {}", unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy()))
 }
 
@@ -68,21 +70,28 @@ fn pool_iteration(rt: &'static dyn Runtime, peers: &[i32], runs: usize) -> Resul
         timeout_ms: 0,
     };
     let mut pool = null_mut();
+    // SAFETY: `config` and its arrays (SIZES, peers) outlive the call; `pool` is a writable out-pointer.
     status("rcb_vmm_pool_new", unsafe { rcb_vmm_pool_new(&config, &mut pool) })?;
     let ns = per_iteration(rt, stream, runs, || {
         let mut slot = rcb_vmm_slot { iteration: 0, index: 0, num_buffers: 0, buffers: null() };
+        // SAFETY: `pool` is live until `rcb_vmm_pool_free` below; `slot` is a writable local.
         status("acquire", unsafe { rcb_vmm_pool_acquire(pool, &mut slot) })?;
+        // SAFETY: `pool` and `stream` are live; `slot` was filled by the acquire above.
         status("release", unsafe { rcb_vmm_pool_release(pool, &slot, stream.0) })
     })?;
     let mut slot = rcb_vmm_slot { iteration: 0, index: 0, num_buffers: 0, buffers: null() };
+    // SAFETY: `pool` is live; `slot` is a writable local.
     status("acquire", unsafe { rcb_vmm_pool_acquire(pool, &mut slot) })?;
     // A write to the slot's own first buffer: any device address the stream may write will do.
+    // SAFETY: the acquire filled `buffers` with `num_buffers` (SIZES.len() > 0) addresses, valid while the pool lives.
     let target = unsafe { *slot.buffers };
     let write_ns = per_iteration(rt, stream, runs, || {
         rt.stream_memory().and_then(|m| m.stream_write_u64(stream, target, 1)).map_err(|e| e.to_string())
     })?;
+    // SAFETY: `pool` and `stream` are live; `slot` was filled by the acquire above.
     status("release", unsafe { rcb_vmm_pool_release(pool, &slot, stream.0) })?;
     rt.stream_synchronize(stream).map_err(|e| e.to_string())?;
+    // SAFETY: `pool` is live and not used after this call.
     status("rcb_vmm_pool_free", unsafe { rcb_vmm_pool_free(pool) })?;
     rt.stream_destroy(stream).map_err(|e| e.to_string())?;
     Ok((ns, write_ns))

@@ -14,8 +14,10 @@ type P = *mut c_void;
 
 /// A retained primary context; never released (the runtime lives for the process).
 struct Ctx(P);
-// SAFETY: a CUcontext may be made current on any thread.
+// SAFETY: a CUcontext may be made current on any thread, and a retained primary context lives
+// for the process.
 unsafe impl Send for Ctx {}
+// SAFETY: as for `Send`; the handle is only passed to the driver, never dereferenced here.
 unsafe impl Sync for Ctx {}
 
 pub struct Contexts {

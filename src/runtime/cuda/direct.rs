@@ -30,7 +30,7 @@ impl Direct for CudaRuntime {
     }
 
     fn module_unload(&self, module: Module) -> Result<()> {
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller owns the module and gives it up here.
         self.call("cuModuleUnload", || unsafe { (self.core.cuModuleUnload)(module.0) })
     }
 
@@ -66,7 +66,7 @@ impl Direct for CudaRuntime {
 
     fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()> {
         let mut info = UpdateResultInfo { result: 0, error_node: null_mut(), error_from_node: null_mut() };
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphExecUpdate_v2", || unsafe { (self.core.cuGraphExecUpdate_v2)(exec.0, graph.0, &mut info) })
             .map_err(|e| e.context(format!("update result {}", info.result)))
     }

@@ -17,7 +17,7 @@ impl Graphs for CudaRuntime {
     }
 
     fn graph_destroy(&self, graph: Graph) -> Result<()> {
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller owns the graph and gives it up here.
         self.call("cuGraphDestroy", || unsafe { (self.core.cuGraphDestroy)(graph.0) })
     }
 
@@ -118,7 +118,7 @@ impl Graphs for CudaRuntime {
 
     fn node_type(&self, node: Node) -> Result<NodeType> {
         let mut raw = 0;
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphNodeGetType", || unsafe { (self.core.cuGraphNodeGetType)(node.0, &mut raw) })?;
         Ok(layout::node_type(raw))
     }
@@ -157,21 +157,21 @@ impl Graphs for CudaRuntime {
 
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams> {
         let mut p = Memcpy3D::zeroed();
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphMemcpyNodeGetParams", || unsafe { (self.core.cuGraphMemcpyNodeGetParams)(node.0, &mut p) })?;
         p.as_device_1d().ok_or_else(|| Error::unsupported("the memcpy node is not a 1-D device copy"))
     }
 
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams> {
         let mut p = MemsetNodeParams::default();
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphMemsetNodeGetParams", || unsafe { (self.core.cuGraphMemsetNodeGetParams)(node.0, &mut p) })?;
         Ok(MemsetParams::from(&p))
     }
 
     fn child_node_graph(&self, node: Node) -> Result<Graph> {
         let mut g = null_mut();
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphChildGraphNodeGetGraph", || unsafe { (self.core.cuGraphChildGraphNodeGetGraph)(node.0, &mut g) })?;
         Ok(Graph(g))
     }
@@ -210,7 +210,7 @@ impl Graphs for CudaRuntime {
     }
 
     fn exec_destroy(&self, exec: Exec) -> Result<()> {
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller owns the executable graph, no launch of it is pending, and it gives it up here.
         self.call("cuGraphExecDestroy", || unsafe { (self.core.cuGraphExecDestroy)(exec.0) })
     }
 
@@ -245,14 +245,15 @@ impl Graphs for CudaRuntime {
     }
 
     fn exec_child_node_set(&self, exec: Exec, node: Node, child: Graph) -> Result<()> {
-        // SAFETY: the driver validates the handles.
+        // SAFETY: the caller keeps the three handles live.
         self.call("cuGraphExecChildGraphNodeSetParams", || unsafe {
             (self.core.cuGraphExecChildGraphNodeSetParams)(exec.0, node.0, child.0)
         })
     }
 
     fn graph_launch(&self, exec: Exec, stream: Stream) -> Result<()> {
-        // SAFETY: the driver validates the handles.
+        // SAFETY: the caller keeps the executable graph, the stream and every address the graph uses live
+        // until the launch has run.
         self.call("cuGraphLaunch", || unsafe { (self.core.cuGraphLaunch)(exec.0, stream.0) })
     }
 }

@@ -281,11 +281,13 @@ mod tests {
         // (u64 ptr, u32 value, u64 n) and (u64, u32): 24 and 12 bytes.
         let (p, v, n) = (0x1122_3344_5566_7788u64, 0xaabb_ccddu32, 5u64);
         let values: [P; 3] = [&p as *const u64 as P, &v as *const u32 as P, &n as *const u64 as P];
+        // SAFETY: each value points at a live local of the size its layout entry gives.
         let blob = unsafe { pack_params(values.as_ptr(), &[(0, 8), (8, 4), (16, 8)]) };
         assert_eq!(blob.len(), 24);
         assert_eq!(&blob[0..8], &p.to_le_bytes());
         assert_eq!(&blob[8..12], &v.to_le_bytes());
         assert_eq!(&blob[16..24], &n.to_le_bytes());
+        // SAFETY: as above.
         let blob = unsafe { pack_params(values.as_ptr(), &[(0, 8), (8, 4)]) };
         assert_eq!(blob.len(), 12);
     }

@@ -25,12 +25,13 @@ impl Memory for CudaRuntime {
     }
 
     fn free(&self, p: DevicePtr) -> Result<()> {
-        // SAFETY: the driver validates the pointer.
+        // SAFETY: the caller owns the allocation and gives it up here (the `Runtime` contract); the
+        // driver refuses an address it did not allocate.
         self.call("cuMemFree_v2", || unsafe { (self.core.cuMemFree_v2)(p) })
     }
 
     fn copy_device_async(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: Stream) -> Result<()> {
-        // SAFETY: the driver validates pointers and stream.
+        // SAFETY: the caller keeps the stream and both ranges live until the copy has run.
         self.call("cuMemcpyDtoDAsync_v2", || unsafe { (self.core.cuMemcpyDtoDAsync_v2)(dst, src, bytes, stream.0) })
     }
 }
@@ -58,13 +59,14 @@ impl StreamMemory for CudaRuntime {
 
     fn signal_free(&self, signal: Signal) -> Result<()> {
         let memops = self.memops.get()?;
-        // SAFETY: the driver validates the pointer.
+        // SAFETY: the signal came from `signal_alloc`, and the caller gives it up here.
         self.call("cuMemFreeHost", || unsafe { (memops.cuMemFreeHost)(signal.host as P) })
     }
 
     fn stream_write_u64(&self, stream: Stream, p: DevicePtr, value: u64) -> Result<()> {
         let memops = self.memops.get()?;
-        // SAFETY: the driver validates stream and address; flags 0 keeps the memory barrier.
+        // SAFETY: the caller keeps the stream and the 8 bytes at `p` live until the write has run; flags
+        // 0 keeps the memory barrier.
         self.call("cuStreamWriteValue64_v2", || unsafe { (memops.cuStreamWriteValue64_v2)(stream.0, p, value, 0) })
     }
 }

@@ -242,6 +242,7 @@ mod tests {
         let params =
             KernelNodeParams { kernel_params: values.as_mut_ptr(), ..KernelNodeParams::new(fill.0, [1; 3], [32, 1, 1], 0, null_mut()) };
         let mut node = null_mut();
+        // SAFETY: a valid out-pointer; the graph is live, no dependencies, and `params` and `values` live until the call returns.
         rt.call("cuGraphAddKernelNode_v2", || unsafe { (rt.core.cuGraphAddKernelNode_v2)(&mut node, graph.0, null(), 0, &params) })
             .unwrap();
         let read = rt.kernel_node_read(Node(node)).unwrap();

@@ -27,13 +27,13 @@ impl Streams for CudaRuntime {
     }
 
     fn stream_destroy(&self, stream: Stream) -> Result<()> {
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller owns the stream, keeps it live until here and gives it up.
         self.call("cuStreamDestroy_v2", || unsafe { (self.core.cuStreamDestroy_v2)(stream.0) })
     }
 
     fn stream_is_idle(&self, stream: Stream) -> Result<bool> {
         self.contexts.ensure_current(&self.core)?;
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller keeps the stream live (the `Runtime` contract).
         match unsafe { (self.core.cuStreamQuery)(stream.0) } {
             ERROR_NOT_READY => Ok(false),
             rc => self.check("cuStreamQuery", rc).map(|()| true),
@@ -41,32 +41,32 @@ impl Streams for CudaRuntime {
     }
 
     fn stream_synchronize(&self, stream: Stream) -> Result<()> {
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller keeps the stream live.
         self.call("cuStreamSynchronize", || unsafe { (self.core.cuStreamSynchronize)(stream.0) })
     }
 
     fn stream_flags(&self, stream: Stream) -> Result<u32> {
         let mut flags = 0;
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuStreamGetFlags", || unsafe { (self.core.cuStreamGetFlags)(stream.0, &mut flags) })?;
         Ok(flags)
     }
 
     fn stream_priority(&self, stream: Stream) -> Result<i32> {
         let mut priority = 0;
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuStreamGetPriority", || unsafe { (self.core.cuStreamGetPriority)(stream.0, &mut priority) })?;
         Ok(priority)
     }
 
     fn begin_capture(&self, stream: Stream, mode: CaptureMode) -> Result<()> {
-        // SAFETY: the driver validates the stream; the modes have CUDA's values.
+        // SAFETY: the caller keeps the stream live; the modes have CUDA's values.
         self.call("cuStreamBeginCapture_v2", || unsafe { (self.core.cuStreamBeginCapture_v2)(stream.0, mode as c_int) })
     }
 
     fn end_capture(&self, stream: Stream) -> Result<Graph> {
         let mut g = null_mut();
-        // SAFETY: valid out-pointer.
+        // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuStreamEndCapture", || unsafe { (self.core.cuStreamEndCapture)(stream.0, &mut g) })?;
         Ok(Graph(g))
     }

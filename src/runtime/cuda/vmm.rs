@@ -29,7 +29,7 @@ impl Vmm for CudaRuntime {
 
     fn release(&self, handle: PhysicalMem) -> Result<()> {
         let vmm = self.vmm.get()?;
-        // SAFETY: the driver validates the handle.
+        // SAFETY: the caller owns the handle and gives it up here.
         self.call("cuMemRelease", || unsafe { (vmm.cuMemRelease)(handle.0 as u64) })
     }
 
@@ -43,19 +43,19 @@ impl Vmm for CudaRuntime {
 
     fn free_range(&self, p: DevicePtr, bytes: usize) -> Result<()> {
         let vmm = self.vmm.get()?;
-        // SAFETY: the driver validates the range.
+        // SAFETY: the caller owns the reservation, unmapped, and gives it up here.
         self.call("cuMemAddressFree", || unsafe { (vmm.cuMemAddressFree)(p, bytes) })
     }
 
     fn map(&self, p: DevicePtr, bytes: usize, handle: PhysicalMem) -> Result<()> {
         let vmm = self.vmm.get()?;
-        // SAFETY: the driver validates range and handle.
+        // SAFETY: the caller owns the reserved range and the live handle it maps there.
         self.call("cuMemMap", || unsafe { (vmm.cuMemMap)(p, bytes, 0, handle.0 as u64, 0) })
     }
 
     fn unmap(&self, p: DevicePtr, bytes: usize) -> Result<()> {
         let vmm = self.vmm.get()?;
-        // SAFETY: the driver validates the range.
+        // SAFETY: the caller owns the mapped range and no queued work uses it any more.
         self.call("cuMemUnmap", || unsafe { (vmm.cuMemUnmap)(p, bytes) })
     }
 

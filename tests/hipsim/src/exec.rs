@@ -128,8 +128,8 @@ pub fn run_op(op: &Op, dev: i32) -> HipResult {
         Op::Kernel(k) => k.kernel.run(dev, &k.args),
         Op::Memcpy { dst, src, count, kind } => memory::copy(dev, *dst, *src, *count, *kind),
         Op::Memset(m) => memory::memset(dev, m.dst, m.value, m.elem, m.width, m.height, m.pitch),
-        // SAFETY: a host function supplied by the program for exactly this call.
         Op::Host { func, user } => {
+            // SAFETY: the program supplied the function and its user data for exactly this call.
             unsafe { func(*user as *mut std::ffi::c_void) };
             Ok(())
         }

@@ -24,8 +24,17 @@ pub unsafe fn out<T>(p: *mut T, v: T) -> HipResult {
     if p.is_null() {
         return Err(crate::error::INVALID_VALUE);
     }
+    // SAFETY: non-null, and writable per the contract.
     unsafe { p.write(v) };
     Ok(())
+}
+
+/// Writes through an optional C out-pointer; NULL means the caller does not want the value.
+pub unsafe fn out_opt<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        // SAFETY: non-null, and writable per the contract.
+        unsafe { p.write(v) };
+    }
 }
 
 /// Declares `#[no_mangle] extern "C" fn name(args) -> hipError_t` whose body returns HipResult.
@@ -33,10 +42,7 @@ macro_rules! hip_export {
     ($(fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block)*) => {$(
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> i32 {
-            crate::ffi::call(stringify!($name), move || -> crate::error::HipResult {
-                #[allow(unused_unsafe)]
-                unsafe { $body }
-            })
+            crate::ffi::call(stringify!($name), move || -> crate::error::HipResult { $body })
         }
     )*};
 }
@@ -55,6 +61,7 @@ pub unsafe fn cstr<'a>(p: *const std::ffi::c_char) -> HipResult<&'a str> {
     if p.is_null() {
         return Err(crate::error::INVALID_VALUE);
     }
+    // SAFETY: non-null, and NUL-terminated per the contract.
     unsafe { std::ffi::CStr::from_ptr(p) }.to_str().map_err(|_| crate::error::INVALID_VALUE)
 }
 
@@ -63,6 +70,7 @@ pub unsafe fn slice<'a, T>(p: *const T, n: usize) -> HipResult<&'a [T]> {
     match (p.is_null(), n) {
         (_, 0) => Ok(&[]),
         (true, _) => Err(crate::error::INVALID_VALUE),
+        // SAFETY: non-null, with `n` readable entries per the contract.
         (false, _) => Ok(unsafe { std::slice::from_raw_parts(p, n) }),
     }
 }

@@ -34,7 +34,10 @@ pub struct MemsetOp {
 }
 
 impl MemsetOp {
+    /// # Safety
+    /// `p` is null or points at a readable `hipMemsetParams`.
     pub unsafe fn from_c(p: *const MemsetParams) -> HipResult<Self> {
+        // SAFETY: per the contract.
         let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
         if ![1, 2, 4].contains(&p.element_size) || p.height == 0 || p.width == 0 {
             return Err(INVALID_VALUE);

@@ -63,6 +63,10 @@ impl Kernel {
     }
 
     /// Copies argument values from either launch style into an owned kernarg buffer.
+    ///
+    /// # Safety
+    /// `kernel_params` is null or holds one pointer per parameter, each to the parameter's bytes;
+    /// `extra` is null or a launch-parameter list ended by END.
     pub unsafe fn pack(&self, kernel_params: *mut *mut c_void, extra: *mut *mut c_void) -> HipResult<Vec<u8>> {
         let (offs, size) = self.layout();
         match (kernel_params.is_null(), extra.is_null()) {
@@ -77,6 +81,8 @@ impl Kernel {
                     if p.is_null() {
                         return Err(INVALID_VALUE);
                     }
+                    // SAFETY: `p` points at the parameter's `len` bytes (above), and `layout` sized
+                    // `buf` to hold every parameter at its offset.
                     unsafe { std::ptr::copy_nonoverlapping(p, buf[off..].as_mut_ptr(), len) };
                 }
                 Ok(buf)
@@ -88,6 +94,7 @@ impl Kernel {
                     return Err(INVALID_VALUE);
                 }
                 let mut buf = vec![0u8; size];
+                // SAFETY: the list's buffer holds the `given` bytes its SIZE says, at least `size`.
                 unsafe { std::ptr::copy_nonoverlapping(ptr, buf.as_mut_ptr(), size) };
                 Ok(buf)
             }
@@ -104,6 +111,9 @@ impl Kernel {
 }
 
 /// Accepts {PTR, buf, SIZE, &size, END} with the two keys in either order.
+///
+/// # Safety
+/// As the `extra` of [`Kernel::pack`].
 unsafe fn parse_extra(extra: *mut *mut c_void) -> HipResult<(*const u8, usize)> {
     let (mut buf, mut size) = (None, None);
     for pair in 0..3 {
@@ -112,9 +122,11 @@ unsafe fn parse_extra(extra: *mut *mut c_void) -> HipResult<(*const u8, usize)> 
         if key == PARAM_END {
             break;
         }
+        // SAFETY: a key that is not END is followed by its value.
         let val = unsafe { *extra.add(2 * pair + 1) };
         match key {
             PARAM_BUFFER_POINTER => buf = Some(val as *const u8),
+            // SAFETY: a non-null SIZE value points at a `size_t`, as HIP requires.
             PARAM_BUFFER_SIZE if !val.is_null() => size = Some(unsafe { *(val as *const usize) }),
             _ => return Err(INVALID_VALUE),
         }

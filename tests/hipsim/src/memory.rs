@@ -223,22 +223,31 @@ impl Mem {
 
 /// 8-byte aligned words go through acquire/release atomics so that host-visible memory
 /// (signals) written by a stream is observed by a concurrently polling host thread.
+///
+/// # Safety
+/// `src` has `out.len()` readable bytes.
 unsafe fn read_host(src: *const u8, out: &mut [u8]) {
     if out.len() == 8 && (src as usize).is_multiple_of(8) {
         // SAFETY: aligned, 8 readable bytes.
         let v = unsafe { (*(src as *const AtomicU64)).load(Ordering::Acquire) };
         out.copy_from_slice(&v.to_ne_bytes());
     } else {
+        // SAFETY: the caller promises `out.len()` readable bytes at `src`.
         unsafe { std::ptr::copy(src, out.as_mut_ptr(), out.len()) };
     }
 }
 
+/// As `read_host`, for writes.
+///
+/// # Safety
+/// `dst` has `data.len()` writable bytes.
 unsafe fn write_host(dst: *mut u8, data: &[u8]) {
     if data.len() == 8 && (dst as usize).is_multiple_of(8) {
         let v = u64::from_ne_bytes(data.try_into().expect("8 bytes"));
         // SAFETY: aligned, 8 writable bytes.
         unsafe { (*(dst as *const AtomicU64)).store(v, Ordering::Release) };
     } else {
+        // SAFETY: the caller promises `data.len()` writable bytes at `dst`.
         unsafe { std::ptr::copy(data.as_ptr(), dst, data.len()) };
     }
 }

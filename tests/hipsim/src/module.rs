@@ -22,6 +22,9 @@ pub static MODULES: LazyLock<Registry<Module>> = LazyLock::new(Registry::new);
 pub static FUNCTIONS: LazyLock<Registry<Function>> = LazyLock::new(Registry::new);
 
 /// Validates a launch and copies its argument values (either style) into an op.
+///
+/// # Safety
+/// As [`Kernel::pack`](crate::kernels::Kernel::pack).
 pub unsafe fn kernel_op(
     func: usize,
     grid: Dim3,
@@ -34,6 +37,7 @@ pub unsafe fn kernel_op(
     if [grid.x, grid.y, grid.z, block.x, block.y, block.z].contains(&0) {
         return Err(INVALID_VALUE);
     }
+    // SAFETY: the argument arrays are valid as HIP requires, per this function's contract.
     let args = unsafe { kernel.pack(kernel_params, extra)? };
     Ok(KernelOp { kernel, func, grid, block, shmem, args, extra_style: !extra.is_null() })
 }

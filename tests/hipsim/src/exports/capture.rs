@@ -1,6 +1,6 @@
 use crate::capture::{Capture, MODE_GLOBAL, MODE_THREAD_LOCAL};
 use crate::error::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CAPTURE_WRONG_THREAD, ILLEGAL_STATE, INVALID_VALUE};
-use crate::ffi::{hip_export, out};
+use crate::ffi::{hip_export, out, out_opt};
 use crate::graph;
 use crate::stream::{Target, resolve};
 
@@ -49,24 +49,27 @@ hip_export! {
         let mut gs = graph::lock();
         if c.invalidated {
             gs.destroy(c.graph)?;
-            *g = 0;
+            // SAFETY: the C caller's out-pointer, checked for null above, is writable.
+            unsafe { *g = 0 };
             return Err(CAPTURE_INVALIDATED);
         }
         gs.set_visible(c.graph);
-        *g = c.graph;
+        // SAFETY: the C caller's out-pointer, checked for null above, is writable.
+        unsafe { *g = c.graph };
         Ok(())
     }
 
     fn hipStreamIsCapturing(h: usize, st: *mut i32) {
-        out(st, status(&resolve(h)?).0)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(st, status(&resolve(h)?).0) }
     }
 
     fn hipStreamGetCaptureInfo(h: usize, st: *mut i32, id: *mut u64) {
         let (s, i) = status(&resolve(h)?);
-        out(st, s)?;
-        if !id.is_null() {
-            *id = i;
-        }
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(st, s) }?;
+        // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+        unsafe { out_opt(id, i) };
         Ok(())
     }
 }

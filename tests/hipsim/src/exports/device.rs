@@ -2,7 +2,7 @@ use std::ffi::c_char;
 
 use crate::device;
 use crate::error::{self, INVALID_VALUE, NO_DEVICE};
-use crate::ffi::{counted, hip_export, out};
+use crate::ffi::{counted, hip_export, out, out_opt};
 use crate::stream;
 
 /// ROCm 6.2 (major * 10^7 + minor * 10^5 + patch).
@@ -14,16 +14,19 @@ hip_export! {
     }
 
     fn hipRuntimeGetVersion(v: *mut i32) {
-        out(v, VERSION)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(v, VERSION) }
     }
 
     fn hipDriverGetVersion(v: *mut i32) {
-        out(v, VERSION)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(v, VERSION) }
     }
 
     fn hipGetDeviceCount(count: *mut i32) {
         let n = device::count();
-        out(count, n)?;
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(count, n) }?;
         if n == 0 { Err(NO_DEVICE) } else { Ok(()) }
     }
 
@@ -32,28 +35,29 @@ hip_export! {
     }
 
     fn hipGetDevice(d: *mut i32) {
-        out(d, device::current()?)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(d, device::current()?) }
     }
 
     fn hipDeviceGetAttribute(value: *mut i32, attr: i32, d: i32) {
         device::check(d)?;
-        out(value, device::attribute(attr).ok_or(INVALID_VALUE)?)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(value, device::attribute(attr).ok_or(INVALID_VALUE)?) }
     }
 
     fn hipDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) {
-        if !least.is_null() {
-            *least = 1;
-        }
-        if !greatest.is_null() {
-            *greatest = -1;
-        }
+        // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+        unsafe { out_opt(least, 1) };
+        // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+        unsafe { out_opt(greatest, -1) };
         Ok(())
     }
 
     fn hipDeviceCanAccessPeer(can: *mut i32, d: i32, peer: i32) {
         device::check(d)?;
         device::check(peer)?;
-        out(can, i32::from(d != peer))
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(can, i32::from(d != peer)) }
     }
 
     fn hipDeviceSynchronize() {

@@ -6,7 +6,7 @@ use crate::abi::{KernelNodeParams, MemsetParams};
 use crate::capture;
 use crate::error::{GRAPH_EXEC_UPDATE_FAILURE, HipResult, INVALID_HANDLE, INVALID_VALUE};
 use crate::exec::{self, ExecGraph, ExecNode};
-use crate::ffi::{hip_export, out};
+use crate::ffi::{hip_export, out, out_opt};
 use crate::graph::{self, MemsetOp, Op};
 use crate::stream::resolve;
 
@@ -17,6 +17,7 @@ fn instantiate(e: *mut usize, g: usize) -> HipResult {
     let snap = ExecGraph::snapshot(&graph::lock(), g)?;
     let h = crate::handles::next_handle();
     exec::execs().insert(h, Arc::new(snap));
+    // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
     unsafe { out(e, h) }
 }
 
@@ -32,11 +33,11 @@ fn modify(e: usize, node: usize, f: impl FnOnce(&mut ExecNode) -> HipResult) -> 
 
 hip_export! {
     fn hipGraphInstantiate(e: *mut usize, g: usize, err_node: *mut usize, log: *mut c_char, log_size: usize) {
-        if !err_node.is_null() {
-            *err_node = 0;
-        }
-        if !log.is_null() && log_size > 0 {
-            *log = 0;
+        // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+        unsafe { out_opt(err_node, 0) };
+        if log_size > 0 {
+            // SAFETY: the C caller's log is null (skipped) or has `log_size` writable bytes.
+            unsafe { out_opt(log, 0) };
         }
         instantiate(e, g)
     }
@@ -64,7 +65,8 @@ hip_export! {
     }
 
     fn hipGraphExecKernelNodeSetParams(e: usize, node: usize, p: *const KernelNodeParams) {
-        let op = kernel_from(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_from`).
+        let op = unsafe { kernel_from(p) }?;
         modify(e, node, |n| match n.op {
             Op::Kernel(_) => {
                 n.op = Op::Kernel(op);
@@ -88,7 +90,8 @@ hip_export! {
     }
 
     fn hipGraphExecMemsetNodeSetParams(e: usize, node: usize, p: *const MemsetParams) {
-        let m = MemsetOp::from_c(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `from_c`).
+        let m = unsafe { MemsetOp::from_c(p) }?;
         modify(e, node, |n| match n.op {
             Op::Memset(_) => {
                 n.op = Op::Memset(m);
@@ -118,17 +121,17 @@ hip_export! {
         let mut execs = exec::execs();
         let ex = execs.get_mut(&e).ok_or(INVALID_HANDLE)?;
         if let Err((code, node)) = ex.same_topology(&snap) {
-            *result = code;
-            if !err_node.is_null() {
-                *err_node = node;
-            }
+            // SAFETY: the C caller's out-pointer, checked for null above, is writable.
+            unsafe { *result = code };
+            // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+            unsafe { out_opt(err_node, node) };
             return Err(GRAPH_EXEC_UPDATE_FAILURE);
         }
         Arc::make_mut(ex).take_params(&snap);
-        *result = 0;
-        if !err_node.is_null() {
-            *err_node = 0;
-        }
+        // SAFETY: the C caller's out-pointer, checked for null above, is writable.
+        unsafe { *result = 0 };
+        // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.
+        unsafe { out_opt(err_node, 0) };
         Ok(())
     }
 }

@@ -7,28 +7,41 @@ use crate::ffi::{hip_export, out, slice};
 use crate::graph::{self, KernelOp, MemsetOp, Op};
 use crate::module::kernel_op;
 
+/// # Safety
+/// `p` is null or points at node parameters whose arrays are valid as HIP requires.
 pub(super) unsafe fn kernel_from(p: *const KernelNodeParams) -> HipResult<KernelOp> {
+    // SAFETY: null or readable, per the contract.
     let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
+    // SAFETY: the parameters' arrays are valid, per the contract.
     unsafe { kernel_op(p.func as usize, p.grid_dim, p.block_dim, p.shared_mem_bytes, p.kernel_params, p.extra) }
 }
 
+/// # Safety
+/// `node` is null or writable; `deps` is null with `n` zero or has `n` readable entries.
 unsafe fn add(node: *mut usize, g: usize, deps: *const usize, n: usize, op: Op) -> HipResult {
     if node.is_null() {
         return Err(INVALID_VALUE);
     }
+    // SAFETY: per the contract.
     let deps = unsafe { slice(deps, n)? };
     let h = graph::lock().add(g, deps, op)?;
+    // SAFETY: per the contract.
     unsafe { out(node, h) }
 }
 
 /// CUDA-style list output: count only when `list` is NULL, else fill up to `*num`.
+///
+/// # Safety
+/// `num` is null or readable and writable; `list` is null or has `*num` writable entries.
 unsafe fn write_list(items: &[usize], list: *mut usize, num: *mut usize) -> HipResult {
+    // SAFETY: per the contract.
     let num = unsafe { num.as_mut() }.ok_or(INVALID_VALUE)?;
     if list.is_null() {
         *num = items.len();
         return Ok(());
     }
     for i in 0..*num {
+        // SAFETY: `list` has `*num` entries, per the contract.
         unsafe { *list.add(i) = items.get(i).copied().unwrap_or(0) };
     }
     *num = (*num).min(items.len());
@@ -44,7 +57,8 @@ hip_export! {
         if g.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        out(g, graph::lock().create(false, true))
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(g, graph::lock().create(false, true)) }
     }
 
     fn hipGraphDestroy(g: usize) {
@@ -59,11 +73,13 @@ hip_export! {
         if clone.is_null() {
             return Err(INVALID_VALUE);
         }
-        out(clone, graph::lock().clone_graph(g, false)?)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(clone, graph::lock().clone_graph(g, false)?) }
     }
 
     fn hipGraphAddKernelNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const KernelNodeParams) {
-        add(node, g, deps, n, Op::Kernel(kernel_from(p)?))
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::Kernel(kernel_from(p)?)) }
     }
 
     fn hipGraphAddMemcpyNode1D(
@@ -71,41 +87,50 @@ hip_export! {
         dst: *mut c_void, src: *const c_void, count: usize, kind: i32,
     ) {
         memcpy_kind_ok(kind)?;
-        add(node, g, deps, n, Op::Memcpy { dst: dst as u64, src: src as u64, count, kind })
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::Memcpy { dst: dst as u64, src: src as u64, count, kind }) }
     }
 
     fn hipGraphAddMemsetNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const MemsetParams) {
-        add(node, g, deps, n, Op::Memset(MemsetOp::from_c(p)?))
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::Memset(MemsetOp::from_c(p)?)) }
     }
 
     fn hipGraphAddEmptyNode(node: *mut usize, g: usize, deps: *const usize, n: usize) {
-        add(node, g, deps, n, Op::Empty)
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::Empty) }
     }
 
     fn hipGraphAddHostNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const HostNodeParams) {
-        let p = p.as_ref().ok_or(INVALID_VALUE)?;
+        // SAFETY: the C caller's `p` is null or a readable hipHostNodeParams, as HIP requires.
+        let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
         let func = p.func.ok_or(INVALID_VALUE)?;
-        add(node, g, deps, n, Op::Host { func, user: p.user_data as usize })
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::Host { func, user: p.user_data as usize }) }
     }
 
     fn hipGraphAddEventRecordNode(node: *mut usize, g: usize, deps: *const usize, n: usize, e: usize) {
-        add(node, g, deps, n, Op::EventRecord(EVENTS.get(e)?))
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::EventRecord(EVENTS.get(e)?)) }
     }
 
     fn hipGraphAddEventWaitNode(node: *mut usize, g: usize, deps: *const usize, n: usize, e: usize) {
-        add(node, g, deps, n, Op::EventWait(EVENTS.get(e)?))
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::EventWait(EVENTS.get(e)?)) }
     }
 
     fn hipGraphAddChildGraphNode(node: *mut usize, g: usize, deps: *const usize, n: usize, child: usize) {
         if node.is_null() {
             return Err(INVALID_VALUE);
         }
-        let deps = slice(deps, n)?;
+        // SAFETY: the C caller's array is null with a zero count or has that many entries, as HIP requires.
+        let deps = unsafe { slice(deps, n) }?;
         let mut gs = graph::lock();
         gs.graph(g)?;
         let copy = gs.clone_graph(child, true)?;
         match gs.add(g, deps, Op::Child(copy)) {
-            Ok(h) => out(node, h),
+            // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+            Ok(h) => unsafe { out(node, h) },
             Err(e) => {
                 gs.destroy(copy)?;
                 Err(e)
@@ -114,7 +139,8 @@ hip_export! {
     }
 
     fn hipGraphAddDependencies(g: usize, from: *const usize, to: *const usize, n: usize) {
-        let (from, to) = (slice(from, n)?, slice(to, n)?);
+        // SAFETY: the C caller's array is null with a zero count or has that many entries, as HIP requires.
+        let (from, to) = (unsafe { slice(from, n) }?, unsafe { slice(to, n) }?);
         let mut gs = graph::lock();
         gs.graph(g)?;
         from.iter().zip(to).try_for_each(|(&a, &b)| gs.add_edge(g, a, b))
@@ -123,13 +149,15 @@ hip_export! {
     fn hipGraphGetNodes(g: usize, nodes: *mut usize, num: *mut usize) {
         let gs = graph::lock();
         let items: Vec<usize> = gs.graph(g)?.nodes.iter().map(|n| n.handle).collect();
-        write_list(&items, nodes, num)
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `write_list`).
+        unsafe { write_list(&items, nodes, num) }
     }
 
     fn hipGraphGetRootNodes(g: usize, nodes: *mut usize, num: *mut usize) {
         let gs = graph::lock();
         let items: Vec<usize> = gs.graph(g)?.nodes.iter().filter(|n| n.deps.is_empty()).map(|n| n.handle).collect();
-        write_list(&items, nodes, num)
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `write_list`).
+        unsafe { write_list(&items, nodes, num) }
     }
 
     fn hipGraphGetEdges(g: usize, from: *mut usize, to: *mut usize, num: *mut usize) {
@@ -139,22 +167,28 @@ hip_export! {
         if from.is_null() != to.is_null() {
             return Err(INVALID_VALUE);
         }
-        write_list(&edges.iter().map(|e| e.0).collect::<Vec<_>>(), from, num)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `write_list`).
+        unsafe { write_list(&edges.iter().map(|e| e.0).collect::<Vec<_>>(), from, num) }?;
         if !to.is_null() {
-            for (i, e) in edges.iter().take(*num).enumerate() {
-                *to.add(i) = e.1;
+            // SAFETY: `write_list` checked `num` for null; HIP requires it to be readable.
+            let n = unsafe { *num };
+            for (i, e) in edges.iter().take(n).enumerate() {
+                // SAFETY: the C caller's `to` has room for the `n` entries `num` promised.
+                unsafe { *to.add(i) = e.1 };
             }
         }
         Ok(())
     }
 
     fn hipGraphNodeGetType(node: usize, t: *mut i32) {
-        out(t, graph::lock().node(node)?.op.type_code())
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(t, graph::lock().node(node)?.op.type_code()) }
     }
 
     fn hipGraphNodeGetDependencies(node: usize, deps: *mut usize, num: *mut usize) {
         let gs = graph::lock();
-        write_list(&gs.node(node)?.deps, deps, num)
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `write_list`).
+        unsafe { write_list(&gs.node(node)?.deps, deps, num) }
     }
 
     fn hipGraphNodeGetDependentNodes(node: usize, deps: *mut usize, num: *mut usize) {
@@ -162,17 +196,20 @@ hip_export! {
         let g = gs.owner_of(node)?;
         let items: Vec<usize> =
             gs.graph(g)?.nodes.iter().filter(|n| n.deps.contains(&node)).map(|n| n.handle).collect();
-        write_list(&items, deps, num)
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `write_list`).
+        unsafe { write_list(&items, deps, num) }
     }
 
     fn hipGraphKernelNodeGetParams(node: usize, p: *mut KernelNodeParams) {
         let params = graph::lock().node_mut(node)?.kernel_params()?;
-        out(p, params)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, params) }
     }
 
     fn hipGraphKernelNodeSetParams(node: usize, p: *const KernelNodeParams) {
         // Values are copied before the node drops its old arrays, so `p` may point into them.
-        let op = kernel_from(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_from`).
+        let op = unsafe { kernel_from(p) }?;
         let mut gs = graph::lock();
         let n = gs.node_mut(node)?;
         if !matches!(n.op, Op::Kernel(_)) {
@@ -188,7 +225,8 @@ hip_export! {
         };
         let zero = Pos { x: 0, y: 0, z: 0 };
         let pitched = |ptr: u64| PitchedPtr { ptr: ptr as *mut c_void, pitch: count, xsize: count, ysize: 1 };
-        out(p, Memcpy3DParms {
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, Memcpy3DParms {
             src_array: std::ptr::null_mut(),
             src_pos: zero,
             src_ptr: pitched(src),
@@ -197,7 +235,7 @@ hip_export! {
             dst_ptr: pitched(dst),
             extent: Pos { x: count, y: 1, z: 1 },
             kind,
-        })
+        }) }
     }
 
     fn hipGraphMemcpyNodeSetParams1D(node: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: i32) {
@@ -212,7 +250,8 @@ hip_export! {
     }
 
     fn hipGraphMemsetNodeSetParams(node: usize, p: *const MemsetParams) {
-        let m = MemsetOp::from_c(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `from_c`).
+        let m = unsafe { MemsetOp::from_c(p) }?;
         let mut gs = graph::lock();
         let n = gs.node_mut(node)?;
         if !matches!(n.op, Op::Memset(_)) {
@@ -224,18 +263,20 @@ hip_export! {
 
     fn hipGraphMemsetNodeGetParams(node: usize, p: *mut MemsetParams) {
         let Op::Memset(m) = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
-        out(p, MemsetParams {
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, MemsetParams {
             dst: m.dst as *mut c_void,
             element_size: m.elem,
             height: m.height,
             pitch: m.pitch,
             value: m.value,
             width: m.width,
-        })
+        }) }
     }
 
     fn hipGraphChildGraphNodeGetGraph(node: usize, g: *mut usize) {
         let Op::Child(c) = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
-        out(g, c)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(g, c) }
     }
 }

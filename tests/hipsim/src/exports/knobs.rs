@@ -9,6 +9,8 @@ use crate::{exec, graph, knobs, memory};
 /// Calls with an unreadable name count as zero rather than failing.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipsimGetCallCount(name: *const c_char) -> u64 {
+    // SAFETY: the C caller's name is null (counts as zero) or NUL-terminated, as the hipsim
+    // header requires.
     counted("hipsimGetCallCount", 0, || unsafe { cstr(name) }.map_or(0, |n| knobs::get().call_count(n)))
 }
 
@@ -20,6 +22,8 @@ pub extern "C" fn hipsimResetCallCounts() {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipsimLiveCount(kind: *const c_char) -> u64 {
     counted("hipsimLiveCount", u64::MAX, || {
+        // SAFETY: the C caller's name is null (refused) or NUL-terminated, as the hipsim header
+        // requires.
         let Ok(kind) = (unsafe { cstr(kind) }) else { return u64::MAX };
         let n = match kind {
             "alloc" => memory::lock().live_allocs(),
@@ -37,7 +41,10 @@ pub unsafe extern "C" fn hipsimLiveCount(kind: *const c_char) -> u64 {
     })
 }
 
-fn set(name: &str, spec: *const c_char, apply: fn(&knobs::Knobs, &str) -> Result<(), ()>) -> i32 {
+/// # Safety
+/// `spec` is null or a NUL-terminated string.
+unsafe fn set(name: &str, spec: *const c_char, apply: fn(&knobs::Knobs, &str) -> Result<(), ()>) -> i32 {
+    // SAFETY: per the contract.
     counted(name, -1, || match unsafe { cstr(spec) } {
         Ok(s) if apply(knobs::get(), s).is_ok() => 0,
         _ => -1,
@@ -46,15 +53,18 @@ fn set(name: &str, spec: *const c_char, apply: fn(&knobs::Knobs, &str) -> Result
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipsimSetFaults(spec: *const c_char) -> i32 {
-    set("hipsimSetFaults", spec, knobs::Knobs::set_faults)
+    // SAFETY: the C caller's spec is null (refused) or NUL-terminated, as the hipsim header requires.
+    unsafe { set("hipsimSetFaults", spec, knobs::Knobs::set_faults) }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipsimSetQuirks(spec: *const c_char) -> i32 {
-    set("hipsimSetQuirks", spec, knobs::Knobs::set_quirks)
+    // SAFETY: the C caller's spec is null (refused) or NUL-terminated, as the hipsim header requires.
+    unsafe { set("hipsimSetQuirks", spec, knobs::Knobs::set_quirks) }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipsimSetLatency(spec: *const c_char) -> i32 {
-    set("hipsimSetLatency", spec, knobs::Knobs::set_latency)
+    // SAFETY: the C caller's spec is null (refused) or NUL-terminated, as the hipsim header requires.
+    unsafe { set("hipsimSetLatency", spec, knobs::Knobs::set_latency) }
 }

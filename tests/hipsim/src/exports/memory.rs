@@ -43,7 +43,8 @@ hip_export! {
         capture::check_unsafe_call()?;
         let dev = device::current()?;
         let addr = if size == 0 { 0 } else { memory::lock().malloc(dev, size)? };
-        out(p, addr as *mut c_void)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, addr as *mut c_void) }
     }
 
     fn hipExtMallocWithFlags(p: *mut *mut c_void, size: usize, flags: u32) {
@@ -61,7 +62,8 @@ hip_export! {
         } else {
             memory::lock().malloc(dev, size)?
         };
-        out(p, addr as *mut c_void)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, addr as *mut c_void) }
     }
 
     fn hipFree(p: *mut c_void) {
@@ -78,7 +80,8 @@ hip_export! {
             return Err(INVALID_VALUE);
         }
         let addr = if size == 0 { 0 } else { memory::lock().host_alloc(size, false)? };
-        out(p, addr as *mut c_void)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, addr as *mut c_void) }
     }
 
     fn hipHostFree(p: *mut c_void) {
@@ -93,7 +96,8 @@ hip_export! {
         if !memory::lock().is_host_registered(host as u64) {
             return Err(INVALID_VALUE);
         }
-        out(dev_ptr, host)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(dev_ptr, host) }
     }
 
     fn hipMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: i32) {

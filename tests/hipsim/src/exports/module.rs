@@ -21,11 +21,14 @@ hip_export! {
         let img = image as *const u8;
         // Compare byte by byte so a short foreign image is never over-read.
         for (i, &b) in IMAGE.iter().enumerate() {
-            if *img.add(i) != b {
+            // SAFETY: HIP's contract is a complete image; one that has matched ours up to byte `i`
+            // is a hipsim image, so it has byte `i` too.
+            if unsafe { *img.add(i) } != b {
                 return Err(INVALID_IMAGE);
             }
         }
-        out(m, MODULES.insert(Module { functions: Mutex::new(HashMap::new()) }))
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(m, MODULES.insert(Module { functions: Mutex::new(HashMap::new()) })) }
     }
 
     fn hipModuleUnload(m: usize) {
@@ -38,10 +41,12 @@ hip_export! {
 
     fn hipModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) {
         let module = MODULES.get(m)?;
-        let kernel = kernels::find(cstr(name)?).ok_or(NOT_FOUND)?;
+        // SAFETY: the C caller's name is null (refused) or NUL-terminated, as HIP requires.
+        let kernel = kernels::find(unsafe { cstr(name) }?).ok_or(NOT_FOUND)?;
         let mut fns = module.functions.lock().unwrap();
         let h = *fns.entry(kernel.name).or_insert_with(|| FUNCTIONS.insert(Function { kernel }));
-        out(f, h)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(f, h) }
     }
 
     fn hipModuleLaunchKernel(
@@ -49,7 +54,8 @@ hip_export! {
         shmem: u32, s: usize, kernel_params: *mut *mut c_void, extra: *mut *mut c_void,
     ) {
         let t = resolve(s)?;
-        let op = kernel_op(f, Dim3 { x: gx, y: gy, z: gz }, Dim3 { x: bx, y: by, z: bz }, shmem, kernel_params, extra)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_op`).
+        let op = unsafe { kernel_op(f, Dim3 { x: gx, y: gy, z: gz }, Dim3 { x: bx, y: by, z: bz }, shmem, kernel_params, extra) }?;
         capture::submit(&t, Op::Kernel(op))
     }
 }

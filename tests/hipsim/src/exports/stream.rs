@@ -8,11 +8,14 @@ use crate::graph::{self, Op};
 use crate::memory;
 use crate::stream::{self, STREAMS, Target, resolve};
 
-fn create(s: *mut usize, flags: u32, priority: i32) -> HipResult {
+/// # Safety
+/// `s` is null or writable.
+unsafe fn create(s: *mut usize, flags: u32, priority: i32) -> HipResult {
     if s.is_null() || flags > stream::NON_BLOCKING {
         return Err(INVALID_VALUE);
     }
     let h = stream::create(flags, priority)?;
+    // SAFETY: non-null, and writable per the contract.
     unsafe { out(s, h) }
 }
 
@@ -38,15 +41,18 @@ fn wait_satisfied(flags: u32, cur: u64, value: u64, mask: u64) -> bool {
 
 hip_export! {
     fn hipStreamCreate(s: *mut usize) {
-        create(s, 0, 0)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { create(s, 0, 0) }
     }
 
     fn hipStreamCreateWithFlags(s: *mut usize, flags: u32) {
-        create(s, flags, 0)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { create(s, flags, 0) }
     }
 
     fn hipStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) {
-        create(s, flags, priority)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { create(s, flags, priority) }
     }
 
     fn hipStreamDestroy(h: usize) {
@@ -86,20 +92,25 @@ hip_export! {
 
     fn hipStreamGetFlags(h: usize, flags: *mut u32) {
         match resolve(h)? {
-            Target::Null(_) => out(flags, 0),
-            Target::Stream(s) => out(flags, s.flags),
+            // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+            Target::Null(_) => unsafe { out(flags, 0) },
+            // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+            Target::Stream(s) => unsafe { out(flags, s.flags) },
         }
     }
 
     fn hipStreamGetPriority(h: usize, priority: *mut i32) {
         match resolve(h)? {
-            Target::Null(_) => out(priority, 0),
-            Target::Stream(s) => out(priority, s.priority),
+            // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+            Target::Null(_) => unsafe { out(priority, 0) },
+            // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+            Target::Stream(s) => unsafe { out(priority, s.priority) },
         }
     }
 
     fn hipStreamGetDevice(h: usize, d: *mut i32) {
-        out(d, resolve(h)?.device())
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(d, resolve(h)?.device()) }
     }
 
     fn hipStreamWaitEvent(h: usize, e: usize, _flags: u32) {
@@ -143,14 +154,16 @@ hip_export! {
         if e.is_null() {
             return Err(INVALID_VALUE);
         }
-        out(e, EVENTS.insert(Event::new(0)))
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(e, EVENTS.insert(Event::new(0))) }
     }
 
     fn hipEventCreateWithFlags(e: *mut usize, flags: u32) {
         if e.is_null() || flags & !0x7 != 0 {
             return Err(INVALID_VALUE);
         }
-        out(e, EVENTS.insert(Event::new(flags)))
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(e, EVENTS.insert(Event::new(flags))) }
     }
 
     fn hipEventDestroy(e: usize) {
@@ -188,7 +201,8 @@ hip_export! {
         match (a.time(), b.time()) {
             (Some(Some(ta)), Some(Some(tb))) => {
                 let d = if tb >= ta { (tb - ta).as_secs_f64() } else { -(ta - tb).as_secs_f64() };
-                out(ms, (d * 1e3) as f32)
+                // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+                unsafe { out(ms, (d * 1e3) as f32) }
             }
             (Some(None), _) | (_, Some(None)) => Err(INVALID_HANDLE),
             _ => Err(NOT_READY),

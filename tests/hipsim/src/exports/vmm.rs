@@ -7,7 +7,10 @@ use crate::ffi::{hip_export, out, slice};
 use crate::memory;
 use crate::vmm::GRANULARITY;
 
+/// # Safety
+/// `p` is null or points at a readable `hipMemAllocationProp`.
 unsafe fn check_prop(p: *const MemAllocationProp) -> HipResult {
+    // SAFETY: per the contract.
     let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
     if p.kind != MEM_ALLOCATION_PINNED || p.location.kind != MEM_LOCATION_DEVICE {
         return Err(INVALID_VALUE);
@@ -17,19 +20,23 @@ unsafe fn check_prop(p: *const MemAllocationProp) -> HipResult {
 
 hip_export! {
     fn hipMemGetAllocationGranularity(g: *mut usize, p: *const MemAllocationProp, option: i32) {
-        check_prop(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `check_prop`).
+        unsafe { check_prop(p) }?;
         if !(0..=1).contains(&option) {
             return Err(INVALID_VALUE);
         }
-        out(g, GRANULARITY as usize)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(g, GRANULARITY as usize) }
     }
 
     fn hipMemCreate(h: *mut usize, size: usize, p: *const MemAllocationProp, flags: u64) {
-        check_prop(p)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `check_prop`).
+        unsafe { check_prop(p) }?;
         if h.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        out(h, memory::lock().vmm.create(size as u64)?)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(h, memory::lock().vmm.create(size as u64)?) }
     }
 
     fn hipMemRelease(h: usize) {
@@ -40,7 +47,8 @@ hip_export! {
         if ptr.is_null() {
             return Err(INVALID_VALUE);
         }
-        out(ptr, memory::lock().vmm.reserve(size as u64, align as u64)? as *mut c_void)
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(ptr, memory::lock().vmm.reserve(size as u64, align as u64)? as *mut c_void) }
     }
 
     fn hipMemAddressFree(ptr: *mut c_void, size: usize) {
@@ -59,7 +67,8 @@ hip_export! {
     }
 
     fn hipMemSetAccess(ptr: *mut c_void, size: usize, desc: *const MemAccessDesc, count: usize) {
-        let descs = slice(desc, count)?;
+        // SAFETY: the C caller's array is null with a zero count or has that many entries, as HIP requires.
+        let descs = unsafe { slice(desc, count) }?;
         if descs.is_empty() {
             return Err(INVALID_VALUE);
         }
