@@ -38,7 +38,7 @@ pub const RCB_API_EVENT_AUXILIARY: u32 = 1;
 /// and `rcb_correlation_report.device_id`.
 pub const RCB_DEVICE_NONE: u32 = 4294967295;
 /// Shards of a correlator whose config says 0.
-pub const RCB_CORRELATOR_DEFAULT_SHARDS: u32 = 1024;
+pub const RCB_CORRELATOR_DEFAULT_SHARDS: u32 = 256;
 /// Most shards a correlator may have.
 pub const RCB_CORRELATOR_MAX_SHARDS: u32 = 4096;
 /// Most events of one kind (activities, API events) a correlator holds between two exchanges,
@@ -546,16 +546,20 @@ impl From<Summary> for rcb_correlator_summary {
 /// 1. `activities`: every activity exactly once, with the main API event of its correlation id,
 ///    else its auxiliary one, else NULL; ordered by device, start, correlation id (then end,
 ///    stream, kind, name); each batch of one device.
-/// 2. `api_events`: every main API event once per correlation id, with the first activity of its
-///    id (in the order of 1) and the id's number of activities; ordered by that activity's device
-///    (`RCB_DEVICE_NONE`, last, when none arrived), start, correlation id (then end, thread, kind,
-///    name); each batch of one device. Auxiliary API events are never reported alone.
-/// 3. `dropped`: one report per correlation id with activities but no API event, by id.
-/// 4. `duplicates`: one report per correlation id with more than one main or more than one
-///    auxiliary API event, by id. Of those, the one kept (joined, reported in 2) is the earliest
-///    by start (then end, thread, kind, name); the others are only counted.
+/// 2. `api_events`: the main API event of every correlation id that has activities (one per
+///    id), with the first of those activities (in the order of 1) and their number; ordered by
+///    that activity's device, then start, correlation id (then end, thread, kind, name); each
+///    batch of one device. Auxiliary API events are never reported alone.
+/// 3. `api_events_without_activity`: the main API event of every correlation id without
+///    activities, ordered by start, correlation id (then end, thread, kind, name).
+/// 4. `dropped`: one report per correlation id with activities but no API event, by id.
+/// 5. `duplicates`: one report per correlation id with more than one main or more than one
+///    auxiliary API event, by id. Of several events of one kind, the one kept (joined, reported
+///    in 2 or 3) is the earliest by start (then end, thread, kind, name); the others are only
+///    counted.
+///
 /// The order depends on the events only, never on which threads added them or when: the same
-/// events give the same output, pointer targets aside.
+/// events give the same output, pointer values aside.
 ///
 /// Pointers in the records point into the correlator and are valid only during the callback
 /// that receives them. When a callback returns non-zero the exchange stops with

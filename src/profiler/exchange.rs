@@ -112,6 +112,9 @@ pub trait Sink {
 }
 
 const NONE: u32 = u32::MAX;
+/// Device ids below this are found in a table (HIP numbers devices from 0; roctracer from the
+/// CPU count); others in a map.
+const DIRECT: usize = 4096;
 
 /// One correlation id of the shard being joined. Free when all three counts are 0.
 #[derive(Clone, Copy, Default)]
@@ -182,14 +185,21 @@ pub(super) struct Scratch {
     /// Per event of the shard being joined: its slot in `table`.
     act_slot: Vec<u32>,
     api_slot: Vec<u32>,
-    /// Devices seen, ascending, and their entries (same index).
+    /// Devices seen by this correlator, in the order they first came, and their entries (same
+    /// index); kept across exchanges, so that the vectors keep their capacity.
     devices: Vec<u32>,
+    /// `devices` index + 1 of a device id below [`DIRECT`] (0: not seen), and of the others.
+    direct: Vec<u32>,
+    other_devices: std::collections::BTreeMap<u32, usize>,
     acts: Vec<Vec<ActEntry>>,
     apis: Vec<Vec<ApiEntry>>,
     /// Main API events of ids without activities.
     orphans: Vec<ApiEntry>,
     tmp_acts: Vec<ActEntry>,
     tmp_apis: Vec<ApiEntry>,
+    /// Where a shard's events are partitioned to (then swapped with the shard's own vectors).
+    spare_acts: Vec<Activity>,
+    spare_apis: Vec<ApiEvent>,
     dropped: Vec<Report>,
     duplicates: Vec<Report>,
 }
@@ -203,27 +213,52 @@ impl Scratch {
             act_slot: Vec::new(),
             api_slot: Vec::new(),
             devices: Vec::new(),
+            direct: Vec::new(),
+            other_devices: std::collections::BTreeMap::new(),
             acts: Vec::new(),
             apis: Vec::new(),
             orphans: Vec::new(),
             tmp_acts: Vec::new(),
             tmp_apis: Vec::new(),
+            spare_acts: Vec::new(),
+            spare_apis: Vec::new(),
             dropped: Vec::new(),
             duplicates: Vec::new(),
         }
     }
 
-    /// Index of `device` in `devices`/`acts`/`apis`, added in order when new.
+    /// Index of `device` in `devices`/`acts`/`apis`, added when new.
     fn device_index(&mut self, device: u32) -> usize {
-        match self.devices.binary_search(&device) {
-            Ok(i) => i,
-            Err(i) => {
-                self.devices.insert(i, device);
-                self.acts.insert(i, Vec::new());
-                self.apis.insert(i, Vec::new());
-                i
+        let d = device as usize;
+        if d < DIRECT {
+            if self.direct.len() <= d {
+                self.direct.resize(d + 1, 0);
             }
+            if self.direct[d] == 0 {
+                self.direct[d] = self.new_device(device) as u32 + 1;
+            }
+            return self.direct[d] as usize - 1;
         }
+        if let Some(&i) = self.other_devices.get(&device) {
+            return i;
+        }
+        let i = self.new_device(device);
+        self.other_devices.insert(device, i);
+        i
+    }
+
+    fn new_device(&mut self, device: u32) -> usize {
+        self.devices.push(device);
+        self.acts.push(Vec::new());
+        self.apis.push(Vec::new());
+        self.devices.len() - 1
+    }
+
+    /// Indices into `devices` by ascending device id.
+    fn device_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.devices.len()).collect();
+        order.sort_unstable_by_key(|&i| self.devices[i]);
+        order
     }
 
     fn activity(&self, at: u64) -> &Activity {
@@ -367,7 +402,9 @@ fn api_records(s: &Scratch, entries: &[ApiEntry], out: &mut Vec<CorrelatedApiEve
 
 fn deliver(s: &Scratch, acts: &[Vec<ActEntry>], apis: &[Vec<ApiEntry>], orphans: &[ApiEntry], sink: &mut dyn Sink) -> Result<()> {
     let mut out = Vec::with_capacity(BATCH);
-    for (&device, entries) in s.devices.iter().zip(acts) {
+    let order = s.device_order();
+    for &d in &order {
+        let (device, entries) = (s.devices[d], &acts[d]);
         for chunk in entries.chunks(BATCH) {
             out.clear();
             out.extend(chunk.iter().map(|e| {
@@ -383,7 +420,8 @@ fn deliver(s: &Scratch, acts: &[Vec<ActEntry>], apis: &[Vec<ApiEntry>], orphans:
         }
     }
     let mut out = Vec::with_capacity(BATCH);
-    for (&device, entries) in s.devices.iter().zip(apis) {
+    for &d in &order {
+        let (device, entries) = (s.devices[d], &apis[d]);
         for chunk in entries.chunks(BATCH) {
             api_records(s, chunk, &mut out);
             sink.api_events(device, entries.len() as u64, &out)?;
@@ -424,127 +462,199 @@ fn find_or_insert(table: &mut [Slot], bits: u32, id: u64) -> usize {
     }
 }
 
+/// Most events of one partition: its events and its table then fit in a core's L2 cache.
+const PARTITION: usize = 4096;
+
+/// Third multiplier, for the partitions of a shard (the shard and the table use the others).
+#[inline]
+fn partition_of(id: u64, bits: u32) -> usize {
+    // `checked_shr`: one partition (bits 0) is partition 0.
+    id.wrapping_mul(0xA076_1D64_78BD_642F).checked_shr(64 - bits).unwrap_or(0) as usize
+}
+
+/// Reorders `v` by partition (stable), through `spare`; returns where each partition starts, and
+/// its end as the last entry.
+fn partition<T: Copy>(v: &mut Vec<T>, spare: &mut Vec<T>, bits: u32, id: impl Fn(&T) -> u64) -> Vec<usize> {
+    let parts = 1usize << bits;
+    let mut starts = vec![0usize; parts + 1];
+    if bits == 0 || v.is_empty() {
+        starts[1..].fill(v.len());
+        return starts;
+    }
+    for x in v.iter() {
+        starts[partition_of(id(x), bits) + 1] += 1;
+    }
+    for p in 0..parts {
+        starts[p + 1] += starts[p];
+    }
+    let mut next = starts.clone();
+    spare.clear();
+    spare.reserve(v.len());
+    // SAFETY: the prefix sums give every element its own position below `v.len()`, so every
+    // element of `spare` up to that length is written once before the length is set.
+    unsafe {
+        let out = spare.as_mut_ptr();
+        for x in v.iter() {
+            let p = partition_of(id(x), bits);
+            out.add(next[p]).write(*x);
+            next[p] += 1;
+        }
+        spare.set_len(v.len());
+    }
+    std::mem::swap(v, spare);
+    starts
+}
+
+/// Joins one shard: its events are split by another hash of their id into partitions small
+/// enough for the cache, each joined on its own. Adds spread over few shards (cheap: few lines
+/// written, measured in docs/profiler.md), joins over many small partitions.
 fn join_shard(s: &mut Scratch, shard: usize, want: Wants, sum: &mut Summary) {
-    // Taken out of the scratch for the call, so that the device lists can grow meanwhile.
-    let bucket = std::mem::take(&mut s.taken[shard]);
+    let mut bucket = std::mem::take(&mut s.taken[shard]);
+    let events = bucket.activities.len() + bucket.api_events.len();
+    let bits = events.div_ceil(PARTITION).next_power_of_two().trailing_zeros();
+    let act_starts = partition(&mut bucket.activities, &mut s.spare_acts, bits, |a| a.correlation_id);
+    let api_starts = partition(&mut bucket.api_events, &mut s.spare_apis, bits, |e| e.correlation_id);
     let mut joined = std::mem::take(&mut s.joined[shard]);
+    joined.clear();
+    for p in 0..(1usize << bits) {
+        let part = Part { shard, acts: act_starts[p]..act_starts[p + 1], apis: api_starts[p]..api_starts[p + 1] };
+        join_part(s, &bucket, &mut joined, part, want, sum);
+    }
+    s.taken[shard] = bucket;
+    s.joined[shard] = joined;
+}
+
+/// One partition of a shard: index ranges into its vectors.
+struct Part {
+    shard: usize,
+    acts: std::ops::Range<usize>,
+    apis: std::ops::Range<usize>,
+}
+
+fn join_part(s: &mut Scratch, bucket: &Bucket, joined: &mut Vec<u32>, part: Part, want: Wants, sum: &mut Summary) {
+    let (acts, apis) = (&bucket.activities[part.acts.clone()], &bucket.api_events[part.apis.clone()]);
+    if acts.is_empty() && apis.is_empty() {
+        return;
+    }
+    let (a0, p0, shard) = (part.acts.start, part.apis.start, part.shard);
+    // Taken out of the scratch for the call, so that the device lists can grow meanwhile.
     let mut table = std::mem::take(&mut s.table);
     let (mut act_slot, mut api_slot) = (std::mem::take(&mut s.act_slot), std::mem::take(&mut s.api_slot));
-    let (acts, apis) = (&bucket.activities, &bucket.api_events);
-    joined.clear();
     act_slot.clear();
     api_slot.clear();
     // Slots of ids to report: a second API event of a kind, activities without any API event.
     let (mut duplicate, mut dropped) = (Vec::new(), Vec::new());
-    if !acts.is_empty() || !apis.is_empty() {
-        // Load factor at most 2/3 even if every event has its own id.
-        let capacity = ((acts.len() + apis.len()) * 3 / 2 + 16).next_power_of_two();
-        let bits = capacity.trailing_zeros();
-        table.clear();
-        table.resize(capacity, Slot::default());
+    // Load factor at most 2/3 even if every event has its own id.
+    let capacity = ((acts.len() + apis.len()) * 3 / 2 + 16).next_power_of_two();
+    let bits = capacity.trailing_zeros();
+    table.clear();
+    table.resize(capacity, Slot::default());
 
-        for (i, e) in apis.iter().enumerate() {
-            let k = find_or_insert(&mut table, bits, e.correlation_id);
-            api_slot.push(k as u32);
-            let slot = &mut table[k];
-            let was_duplicate = slot.n_main > 1 || slot.n_aux > 1;
-            let (count, kept) = if e.is_auxiliary() { (&mut slot.n_aux, &mut slot.aux) } else { (&mut slot.n_main, &mut slot.main) };
-            if *count == 0 || api_order(e, &apis[*kept as usize]).is_lt() {
-                *kept = i as u32;
-            }
-            *count += 1;
-            if !was_duplicate && (slot.n_main > 1 || slot.n_aux > 1) {
-                duplicate.push(k as u32);
-            }
+    // Indices in the table are relative to the partition; `joined` and `at` use the shard's.
+    for (i, e) in apis.iter().enumerate() {
+        let k = find_or_insert(&mut table, bits, e.correlation_id);
+        api_slot.push(k as u32);
+        let slot = &mut table[k];
+        let was_duplicate = slot.n_main > 1 || slot.n_aux > 1;
+        let (count, kept) = if e.is_auxiliary() { (&mut slot.n_aux, &mut slot.aux) } else { (&mut slot.n_main, &mut slot.main) };
+        if *count == 0 || api_order(e, &apis[*kept as usize]).is_lt() {
+            *kept = i as u32;
         }
-        for (j, a) in acts.iter().enumerate() {
-            let k = find_or_insert(&mut table, bits, a.correlation_id);
-            act_slot.push(k as u32);
-            let slot = &mut table[k];
-            if slot.n_act == 0 {
-                slot.first_act = j as u32;
-                // Every API event of the shard is in the table already.
-                if slot.n_main == 0 && slot.n_aux == 0 {
-                    dropped.push(k as u32);
-                }
-            } else if act_order(a, &acts[slot.first_act as usize]).is_lt() {
-                slot.first_act = j as u32;
-            }
-            slot.n_act += 1;
-        }
-
-        let mut device = (NONE, 0usize);
-        for (j, (a, &k)) in acts.iter().zip(act_slot.iter()).enumerate() {
-            let slot = &table[k as usize];
-            let api = if slot.n_main > 0 {
-                sum.joined_main += 1;
-                slot.main
-            } else if slot.n_aux > 0 {
-                sum.joined_auxiliary += 1;
-                slot.aux
-            } else {
-                sum.without_api += 1;
-                NONE
-            };
-            joined.push(api);
-            if want.activities {
-                if device.0 != a.device_id || s.devices.get(device.1) != Some(&a.device_id) {
-                    device = (a.device_id, s.device_index(a.device_id));
-                }
-                s.acts[device.1].push(ActEntry { start: a.start_ns, at: at(shard, j) });
-            }
-        }
-        sum.activities += acts.len() as u64;
-
-        // The kept main event of each id, found in arrival order: no jumps through the table's
-        // order into the event vectors.
-        let mut device = (NONE, 0usize);
-        for (i, (e, &k)) in apis.iter().zip(api_slot.iter()).enumerate() {
-            let slot = &table[k as usize];
-            if e.is_auxiliary() {
-                sum.auxiliary_api_events += 1;
-                continue;
-            }
-            if slot.main != i as u32 {
-                continue;
-            }
-            sum.api_events += 1;
-            let entry = ApiEntry { start: e.start_ns, at: at(shard, i), first_act: slot.first_act, n_act: slot.n_act };
-            if slot.n_act == 0 {
-                sum.api_without_activity += 1;
-                if want.orphans {
-                    s.orphans.push(ApiEntry { first_act: NONE, ..entry });
-                }
-            } else if want.api_events {
-                let d = acts[slot.first_act as usize].device_id;
-                if device.0 != d || s.devices.get(device.1) != Some(&d) {
-                    device = (d, s.device_index(d));
-                }
-                s.apis[device.1].push(entry);
-            }
-        }
-
-        let report = |slot: &Slot| Report {
-            correlation_id: slot.id,
-            activities: slot.n_act as u64,
-            api_events: slot.n_main,
-            auxiliary_api_events: slot.n_aux,
-            device_id: if slot.n_act > 0 { acts[slot.first_act as usize].device_id } else { DEVICE_NONE },
-            reserved: 0,
-        };
-        for &k in &dropped {
-            sum.dropped_ids += 1;
-            s.dropped.push(report(&table[k as usize]));
-        }
-        for &k in &duplicate {
-            let slot = &table[k as usize];
-            sum.duplicate_ids += 1;
-            sum.duplicate_api_events += (slot.n_main.saturating_sub(1) + slot.n_aux.saturating_sub(1)) as u64;
-            s.duplicates.push(report(slot));
+        *count += 1;
+        if !was_duplicate && (slot.n_main > 1 || slot.n_aux > 1) {
+            duplicate.push(k as u32);
         }
     }
-    s.taken[shard] = bucket;
-    s.joined[shard] = joined;
+    for (j, a) in acts.iter().enumerate() {
+        let k = find_or_insert(&mut table, bits, a.correlation_id);
+        act_slot.push(k as u32);
+        let slot = &mut table[k];
+        if slot.n_act == 0 {
+            slot.first_act = j as u32;
+            // Every API event of the partition is in the table already.
+            if slot.n_main == 0 && slot.n_aux == 0 {
+                dropped.push(k as u32);
+            }
+        } else if act_order(a, &acts[slot.first_act as usize]).is_lt() {
+            slot.first_act = j as u32;
+        }
+        slot.n_act += 1;
+    }
+
+    let mut device: Option<(u32, usize)> = None;
+    for (j, (a, &k)) in acts.iter().zip(act_slot.iter()).enumerate() {
+        let slot = &table[k as usize];
+        let api = if slot.n_main > 0 {
+            sum.joined_main += 1;
+            (p0 + slot.main as usize) as u32
+        } else if slot.n_aux > 0 {
+            sum.joined_auxiliary += 1;
+            (p0 + slot.aux as usize) as u32
+        } else {
+            sum.without_api += 1;
+            NONE
+        };
+        joined.push(api);
+        if want.activities {
+            let i = match device {
+                Some((d, i)) if d == a.device_id => i,
+                _ => s.device_index(a.device_id),
+            };
+            device = Some((a.device_id, i));
+            s.acts[i].push(ActEntry { start: a.start_ns, at: at(shard, a0 + j) });
+        }
+    }
+    sum.activities += acts.len() as u64;
+
+    // The kept main event of each id, found in arrival order: no jumps through the table's order
+    // into the event vectors.
+    let mut device: Option<(u32, usize)> = None;
+    for (i, (e, &k)) in apis.iter().zip(api_slot.iter()).enumerate() {
+        let slot = &table[k as usize];
+        if e.is_auxiliary() {
+            sum.auxiliary_api_events += 1;
+            continue;
+        }
+        if slot.main != i as u32 {
+            continue;
+        }
+        sum.api_events += 1;
+        let first_act = (a0 + slot.first_act as usize) as u32;
+        let entry = ApiEntry { start: e.start_ns, at: at(shard, p0 + i), first_act, n_act: slot.n_act };
+        if slot.n_act == 0 {
+            sum.api_without_activity += 1;
+            if want.orphans {
+                s.orphans.push(ApiEntry { first_act: NONE, ..entry });
+            }
+        } else if want.api_events {
+            let d = acts[slot.first_act as usize].device_id;
+            let di = match device {
+                Some((cached, di)) if cached == d => di,
+                _ => s.device_index(d),
+            };
+            device = Some((d, di));
+            s.apis[di].push(entry);
+        }
+    }
+
+    let report = |slot: &Slot| Report {
+        correlation_id: slot.id,
+        activities: slot.n_act as u64,
+        api_events: slot.n_main,
+        auxiliary_api_events: slot.n_aux,
+        device_id: if slot.n_act > 0 { acts[slot.first_act as usize].device_id } else { DEVICE_NONE },
+        reserved: 0,
+    };
+    for &k in &dropped {
+        sum.dropped_ids += 1;
+        s.dropped.push(report(&table[k as usize]));
+    }
+    for &k in &duplicate {
+        let slot = &table[k as usize];
+        sum.duplicate_ids += 1;
+        sum.duplicate_api_events += (slot.n_main.saturating_sub(1) + slot.n_aux.saturating_sub(1)) as u64;
+        s.duplicates.push(report(slot));
+    }
     s.table = table;
     (s.act_slot, s.api_slot) = (act_slot, api_slot);
 }

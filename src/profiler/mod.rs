@@ -28,7 +28,7 @@ pub const API_AUXILIARY: u32 = 1;
 /// The device of an API event none of whose activities arrived.
 pub const DEVICE_NONE: u32 = u32::MAX;
 /// Shards when the configuration says 0.
-pub const DEFAULT_SHARDS: usize = 1024;
+pub const DEFAULT_SHARDS: usize = 256;
 /// Most shards a correlator may have.
 pub const MAX_SHARDS: usize = 4096;
 /// Most events of one kind a correlator holds between two exchanges: indices into them are
