@@ -36,14 +36,14 @@ pub struct rcb_correlator {
 pub const RCB_API_EVENT_AUXILIARY: u32 = 1;
 /// The device of an API event none of whose activities arrived, in `rcb_correlated_api_events_fn`
 /// and `rcb_correlation_report.device_id`.
-pub const RCB_DEVICE_NONE: u32 = 4294967295;
+pub const RCB_DEVICE_NONE: u32 = u32::MAX;
 /// Shards of a correlator whose config says 0.
 pub const RCB_CORRELATOR_DEFAULT_SHARDS: u32 = 256;
 /// Most shards a correlator may have.
 pub const RCB_CORRELATOR_MAX_SHARDS: u32 = 4096;
 /// Most events of one kind (activities, API events) a correlator holds between two exchanges,
 /// whatever its config says, and most events one batch add accepts.
-pub const RCB_CORRELATOR_MAX_PENDING: u64 = 4294967294;
+pub const RCB_CORRELATOR_MAX_PENDING: u64 = 0xFFFF_FFFE;
 /// Most records (or reports) in one call of a sink callback.
 pub const RCB_CORRELATOR_BATCH: usize = 4096;
 // Literals, so that cbindgen can write them into the header.
