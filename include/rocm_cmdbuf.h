@@ -581,8 +581,9 @@ typedef struct rcb_correlator_counters {
   uint64_t pending_activities;
   uint64_t pending_api_events;
   /**
-   * Bytes reserved for events: what exchanging and clearing keep for the next session, given
-   * back by `rcb_correlator_free`.
+   * Bytes reserved for events and for the exchange's buffers: what exchanging and clearing keep
+   * for the next session; `rcb_correlator_trim` gives back what holds no pending event,
+   * `rcb_correlator_free` everything.
    */
   uint64_t reserved_bytes;
   /**
@@ -1452,11 +1453,23 @@ rcb_status rcb_correlator_exchange(struct rcb_correlator *c,
 rcb_status rcb_correlator_clear(struct rcb_correlator *c);
 
 /**
+ * Gives back the memory that holds no pending event: the exchange's buffers and the shards'
+ * unused capacity (what `rcb_correlator_exchange` and `rcb_correlator_clear` keep for the next
+ * session). Pending events stay. The next session pays for its memory again.
+ *
+ * Thread-safety: any thread; waits for a running exchange of the same correlator.
+ *
+ * # Safety
+ * `c` NULL or a handle.
+ */
+rcb_status rcb_correlator_trim(struct rcb_correlator *c);
+
+/**
  * Writes what the correlator holds now (pending events, reserved bytes) and its totals into
  * `*counters`. Takes each shard's lock in turn: a snapshot, not an atomic one while other
  * threads add.
  *
- * Thread-safety: any thread.
+ * Thread-safety: any thread; waits for a running exchange of the same correlator.
  *
  * # Safety
  * `c` NULL or a handle; `counters` NULL or writable.

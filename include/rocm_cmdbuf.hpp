@@ -472,6 +472,9 @@ class Correlator : public internal::Owner<rcb_correlator, rcb_correlator_free> {
   // rcb_correlator_clear(c).
   Status Clear() const { return internal::Wrap(rcb_correlator_clear(h_)); }
 
+  // rcb_correlator_trim(c).
+  Status Trim() const { return internal::Wrap(rcb_correlator_trim(h_)); }
+
   // rcb_correlator_stats(c, counters).
   Status Stats(rcb_correlator_counters* counters) const {
     return internal::Wrap(rcb_correlator_stats(h_, counters));

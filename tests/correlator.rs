@@ -440,6 +440,16 @@ fn a_second_exchange_is_empty_and_clearing_keeps_capacity() {
     }
     let totals = c.stats();
     assert_eq!((totals.added_activities, totals.added_api_events), (25_000, 20_000));
+
+    // Trimming gives the memory back but keeps pending events.
+    for k in 0..10 {
+        c.act(act(k, 0, k));
+    }
+    assert_eq!(unsafe { rcb_correlator_trim(c.0) }, RCB_OK);
+    let trimmed = c.stats();
+    assert_eq!(trimmed.pending_activities, 10);
+    assert!(trimmed.reserved_bytes < after_flush.reserved_bytes / 10, "{trimmed:?}");
+    assert_eq!(c.exchange().0.activities.len(), 10);
 }
 
 #[test]

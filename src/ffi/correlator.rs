@@ -276,8 +276,9 @@ pub struct rcb_correlator_counters {
     /// Events added and not yet exchanged or cleared.
     pub pending_activities: u64,
     pub pending_api_events: u64,
-    /// Bytes reserved for events: what exchanging and clearing keep for the next session, given
-    /// back by `rcb_correlator_free`.
+    /// Bytes reserved for events and for the exchange's buffers: what exchanging and clearing keep
+    /// for the next session; `rcb_correlator_trim` gives back what holds no pending event,
+    /// `rcb_correlator_free` everything.
     pub reserved_bytes: u64,
     /// Events added over the correlator's life.
     pub added_activities: u64,
@@ -608,11 +609,29 @@ pub unsafe extern "C" fn rcb_correlator_clear(c: *mut rcb_correlator) -> rcb_sta
     })
 }
 
+/// Gives back the memory that holds no pending event: the exchange's buffers and the shards'
+/// unused capacity (what `rcb_correlator_exchange` and `rcb_correlator_clear` keep for the next
+/// session). Pending events stay. The next session pays for its memory again.
+///
+/// Thread-safety: any thread; waits for a running exchange of the same correlator.
+///
+/// # Safety
+/// `c` NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_correlator_trim(c: *mut rcb_correlator) -> rcb_status {
+    boundary(|| {
+        with(c, |c| {
+            c.trim();
+            Ok(())
+        })
+    })
+}
+
 /// Writes what the correlator holds now (pending events, reserved bytes) and its totals into
 /// `*counters`. Takes each shard's lock in turn: a snapshot, not an atomic one while other
 /// threads add.
 ///
-/// Thread-safety: any thread.
+/// Thread-safety: any thread; waits for a running exchange of the same correlator.
 ///
 /// # Safety
 /// `c` NULL or a handle; `counters` NULL or writable.

@@ -227,6 +227,28 @@ impl Scratch {
         }
     }
 
+    /// Bytes held by the buffers, events taken aside (none between exchanges) included.
+    pub(super) fn reserved_bytes(&self) -> u64 {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * size_of::<T>()
+        }
+        let shards: usize = self.taken.iter().map(|b| bytes(&b.activities) + bytes(&b.api_events)).sum::<usize>()
+            + self.joined.iter().map(bytes).sum::<usize>();
+        let devices = self.acts.iter().map(bytes).sum::<usize>() + self.apis.iter().map(bytes).sum::<usize>();
+        (shards
+            + devices
+            + bytes(&self.table)
+            + bytes(&self.act_slot)
+            + bytes(&self.api_slot)
+            + bytes(&self.orphans)
+            + bytes(&self.tmp_acts)
+            + bytes(&self.tmp_apis)
+            + bytes(&self.spare_acts)
+            + bytes(&self.spare_apis)
+            + bytes(&self.dropped)
+            + bytes(&self.duplicates)) as u64
+    }
+
     /// Index of `device` in `devices`/`acts`/`apis`, added when new.
     fn device_index(&mut self, device: u32) -> usize {
         let d = device as usize;

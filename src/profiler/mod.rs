@@ -89,7 +89,8 @@ pub struct Stats {
     pub shards: u64,
     pub pending_activities: u64,
     pub pending_api_events: u64,
-    /// Bytes reserved for events (what clearing and exchanging keep for the next session).
+    /// Bytes reserved for events and for the exchange's buffers (what clearing and exchanging keep
+    /// for the next session).
     pub reserved_bytes: u64,
     /// Events added over the correlator's life.
     pub added_activities: u64,
@@ -307,8 +308,27 @@ impl Correlator {
         }
     }
 
+    /// Gives back the memory that holds no pending event: the exchange's buffers and the unused
+    /// capacity of the shards. Pending events stay.
+    pub fn trim(&self) {
+        let mut scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner);
+        *scratch = exchange::Scratch::new(self.shards.len());
+        for shard in self.shards.iter() {
+            let mut b = shard.lock();
+            b.activities.shrink_to_fit();
+            b.api_events.shrink_to_fit();
+        }
+    }
+
+    /// Waits for a running exchange (its buffers are counted).
     pub fn stats(&self) -> Stats {
-        let mut s = Stats { shards: self.shards.len() as u64, over_limit: self.over_limit.load(Ordering::Relaxed), ..Stats::default() };
+        let scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner).reserved_bytes();
+        let mut s = Stats {
+            shards: self.shards.len() as u64,
+            over_limit: self.over_limit.load(Ordering::Relaxed),
+            reserved_bytes: scratch,
+            ..Stats::default()
+        };
         for shard in self.shards.iter() {
             let b = shard.lock();
             s.pending_activities += b.activities.len() as u64;

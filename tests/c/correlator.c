@@ -1,9 +1,10 @@
 /* The profiler correlator through the C header, as XLA's collector would drive it: a
  * hipGraphLaunch (one API event, 1000 kernels under one correlation id), an id past 2^32 beside
  * the id it collides with when narrowed, an id whose API event was lost, a duplicate API event,
- * an auxiliary-only id; then a second (empty) flush, a failing callback, and the error statuses.
- * No GPU runtime is loaded. Compiled as C11 (this file) and as C++17 (correlator.cpp includes
- * it). Exits 0 when every check holds, 1 otherwise. */
+ * an auxiliary-only id; then a second (empty) flush, a failing callback, clearing and trimming,
+ * and the error statuses. No GPU runtime is loaded. Compiled as C11, plain and with ASan+UBSan
+ * (run.sh); correlator.cpp does the same through the C++ wrapper. Exits 0 when every check
+ * holds, 1 otherwise. */
 #include "check.h"
 
 #include <stdint.h>
@@ -212,6 +213,11 @@ int main(void) {
     CHECK(rcb_correlator_stats(c, &counters) == RCB_OK, "stats");
     CHECK(counters.pending_activities == 0 && counters.reserved_bytes > 0 && counters.shards == RCB_CORRELATOR_DEFAULT_SHARDS,
           "counters");
+    /* Trimming gives that memory back. */
+    uint64_t kept = counters.reserved_bytes;
+    CHECK(rcb_correlator_trim(c) == RCB_OK && rcb_correlator_stats(c, &counters) == RCB_OK, "trim");
+    CHECK(counters.reserved_bytes < kept, "trim kept %llu of %llu bytes", (unsigned long long)counters.reserved_bytes,
+          (unsigned long long)kept);
 
     /* Errors. */
     rcb_activity a = act(1, 0, 0);

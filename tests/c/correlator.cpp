@@ -150,7 +150,7 @@ int main() {
   for (const auto& v : empty.per_device) CHECK(v.empty(), "a second exchange delivered records");
   rcb_correlator_counters counters;
   CHECK(many.Stats(&counters).ok() && counters.pending_activities == 0 && counters.reserved_bytes > 0, "Stats");
-  CHECK(many.Clear().ok(), "Clear");
+  CHECK(many.Clear().ok() && many.Trim().ok(), "Clear, Trim");
 
   // Failures carry the code and the message.
   rcb_api_event bad = Api(1);
