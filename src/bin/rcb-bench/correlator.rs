@@ -24,6 +24,8 @@ const STREAMS: u64 = 4;
 const BUFFER: usize = 1024;
 /// Events handed to a thread at a time in the multi-threaded adds (a profiler buffer).
 const CHUNK: usize = 256;
+/// Shard counts measured against each other (1: a single lock).
+const SWEEP_SHARDS: [u32; 5] = [1, 16, 64, 256, 1024];
 
 /// Kind codes of the simulated profile (the library does not interpret them).
 const KIND_KERNEL: u32 = 1;
@@ -417,28 +419,30 @@ fn add(c: &dyn Collector, w: &Workload, threads: usize) -> Result<f64, String> {
         work(0)?;
         return Ok(t.elapsed().as_nanos() as f64);
     }
-    let barrier = std::sync::Barrier::new(threads + 1);
+    // Wall time from the first thread's start to the last one's end: the spawning thread may be
+    // descheduled while the others run (more threads than cores).
+    let barrier = std::sync::Barrier::new(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (barrier, work) = (&barrier, &work);
                 s.spawn(move || {
                     barrier.wait();
-                    work(t)
+                    let start = Instant::now();
+                    work(t).map(|()| (start, Instant::now()))
                 })
             })
             .collect();
-        barrier.wait();
-        let t = Instant::now();
+        let mut span: Option<(Instant, Instant)> = None;
         let mut result = Ok(());
         for h in handles {
             match h.join() {
-                Ok(Ok(())) => {}
+                Ok(Ok((a, b))) => span = Some(span.map_or((a, b), |(s, e)| (s.min(a), e.max(b)))),
                 Ok(Err(e)) => result = Err(e),
                 Err(_) => result = Err("an adding thread panicked".to_string()),
             }
         }
-        result.map(|()| t.elapsed().as_nanos() as f64)
+        result.map(|()| span.map_or(0.0, |(a, b)| (b - a).as_nanos() as f64))
     })
 }
 
@@ -591,18 +595,29 @@ pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         ex_alone.push(lib.exchange(false)?.0);
     }
     drop(lib);
-    // Several threads; and one lock instead of the shards.
-    let mut multi = Vec::new();
-    for &n in &thread_counts {
-        for shards in [0, 1] {
-            let c = Lib::new(shards)?;
-            add(&c, &w, n)?;
-            c.exchange(false)?;
-            let ns = add(&c, &w, n)?;
-            let ex = c.exchange(false)?.0;
-            multi.push((n, shards, ns, ex));
+    // Shard counts (1: a single lock) against thread counts, each in a later session; then the
+    // exchange of the last of them.
+    let sweep_threads: Vec<usize> = std::iter::once(1).chain(thread_counts.iter().copied()).collect();
+    let mut sweep = Vec::new();
+    for shards in SWEEP_SHARDS {
+        let c = Lib::new(shards)?;
+        add(&c, &w, 1)?;
+        c.exchange(false)?;
+        let mut row = Vec::new();
+        let mut ex = 0.0;
+        for &n in &sweep_threads {
+            row.push(add(&c, &w, n)?);
+            ex = c.exchange(false)?.0;
         }
+        sweep.push((shards, row, ex));
     }
+    let multi: Vec<(usize, u32, f64)> = thread_counts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &n)| {
+            sweep.iter().filter(|r| r.0 == RCB_CORRELATOR_DEFAULT_SHARDS || r.0 == 1).map(move |r| (n, r.0, r.1[i + 1])).collect::<Vec<_>>()
+        })
+        .collect();
 
     #[cfg(rcb_bench_cxx_reference)]
     let (map, xla_string, xla_pointer, xla_multi) = {
@@ -652,9 +667,13 @@ pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     for &(n, xla_ns) in &xla_multi {
         t.row(vec!["XLA's AddEvent, std::string names".into(), n.to_string(), ev(xla_ns), vs(base_add, xla_ns)]);
     }
-    for &(n, shards, ns, _) in &multi {
-        let what = if shards == 1 { "rcb_correlator_add_*, 1 shard (a single lock)" } else { "rcb_correlator_add_*, 256 shards (default)" };
-        t.row(vec![what.into(), n.to_string(), ev(ns), vs(base_add, ns)]);
+    for &(n, shards, ns) in &multi {
+        let what = if shards == 1 {
+            "rcb_correlator_add_*, 1 shard (a single lock)".to_string()
+        } else {
+            format!("rcb_correlator_add_*, {shards} shards (default)")
+        };
+        t.row(vec![what, n.to_string(), ev(ns), vs(base_add, ns)]);
     }
     t.print();
 
@@ -677,13 +696,18 @@ pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     t.row(vec!["rcb_correlator_exchange, records copied into per-device vectors by the callbacks".into(), time(keep), vs(base_ex, keep)]);
     let alone = median(ex_alone);
     t.row(vec!["rcb_correlator_exchange, callbacks that keep nothing (the library's share)".into(), time(alone), vs(base_ex, alone)]);
-    for &(n, shards, _, ex) in multi.iter().filter(|m| m.1 == 1).take(1) {
-        let _ = n;
-        t.row(vec![
-            format!("rcb_correlator_exchange with {shards} shard (a single lock), callbacks that keep nothing"),
-            time(ex),
-            vs(base_ex, ex),
-        ]);
+    t.print();
+
+    let mut header = vec!["shards".to_string()];
+    header.extend(sweep_threads.iter().map(|n| format!("add, {n} thread{}", if *n == 1 { "" } else { "s" })));
+    header.push("exchange (callbacks keep nothing)".into());
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = Table::new("correlator: shards (each with its own lock) against adding threads, per event, later sessions", &header);
+    for (shards, row, ex) in &sweep {
+        let mut cells = vec![if *shards == RCB_CORRELATOR_DEFAULT_SHARDS { format!("{shards} (default)") } else { shards.to_string() }];
+        cells.extend(row.iter().map(|&ns| ev(ns)));
+        cells.push(time(*ex));
+        t.row(cells);
     }
     t.print();
 
