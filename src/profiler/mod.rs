@@ -245,9 +245,9 @@ impl Correlator {
         self.add_runs(
             activities,
             |a| a.correlation_id,
-            |b, run| {
-                b.activities.extend_from_slice(run);
-                b.added_activities += run.len() as u64;
+            |b, a| {
+                push(&mut b.activities, a);
+                b.added_activities += 1;
             },
         );
         Ok(())
@@ -264,21 +264,28 @@ impl Correlator {
         self.add_runs(
             events,
             |e| e.correlation_id,
-            |b, run| {
-                b.api_events.extend_from_slice(run);
-                b.added_api_events += run.len() as u64;
+            |b, e| {
+                push(&mut b.api_events, e);
+                b.added_api_events += 1;
             },
         );
         Ok(())
     }
 
-    fn add_runs<T>(&self, items: &[T], id: impl Fn(&T) -> u64, mut push: impl FnMut(&mut Bucket, &[T])) {
-        let mut rest = items;
-        while let Some(first) = rest.first() {
-            let shard = self.shard_of(id(first));
-            let run = 1 + rest[1..].iter().take_while(|x| self.shard_of(id(x)) == shard).count();
-            push(&mut self.shards[shard].lock(), &rest[..run]);
-            rest = &rest[run..];
+    /// Pushes `items` in order, holding a shard's lock across a run of items of that shard.
+    fn add_runs<T>(&self, items: &[T], id: impl Fn(&T) -> u64, mut push: impl FnMut(&mut Bucket, &T)) {
+        let mut held: Option<(usize, MutexGuard<'_, Bucket>)> = None;
+        for item in items {
+            let shard = self.shard_of(id(item));
+            let bucket = match &mut held {
+                Some((s, guard)) if *s == shard => guard,
+                _ => {
+                    // The previous guard is dropped first: never two shards locked at once.
+                    held = None;
+                    &mut held.insert((shard, self.shards[shard].lock())).1
+                }
+            };
+            push(bucket, item);
         }
     }
 
