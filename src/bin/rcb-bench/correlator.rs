@@ -446,24 +446,30 @@ fn add(c: &dyn Collector, w: &Workload, threads: usize) -> Result<f64, String> {
     })
 }
 
-/// Peak resident memory of `f` above what the process held before it, in bytes (freed memory
-/// given back to the system first, and the kernel's high-water mark reset). None where /proc
-/// cannot do that.
-fn peak_rss<R>(f: impl FnOnce() -> R) -> (R, Option<u64>) {
+/// Resident memory of `f` above what the process held before it, in bytes: at its peak, and
+/// when `f` sampled it (through the function it is given, at the end of the flush, before
+/// anything is freed). Freed memory is given back to the system first and the kernel's
+/// high-water mark reset; None where /proc cannot do that.
+fn rss_of<R>(f: impl FnOnce(&dyn Fn() -> Option<u64>) -> R) -> (R, Memory) {
     unsafe extern "C" {
         fn malloc_trim(pad: usize) -> i32;
     }
     // SAFETY: glibc's malloc_trim only gives free memory back.
     unsafe { malloc_trim(0) };
     let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
-    let before = status_kib("VmRSS:");
-    let r = f();
-    let peak = status_kib("VmHWM:");
-    let delta = match (reset, before, peak) {
-        (true, Some(b), Some(p)) => Some(p.saturating_sub(b) * 1024),
-        _ => None,
-    };
-    (r, delta)
+    let before = status_kib("VmRSS:").filter(|_| reset);
+    let sample = || Some(status_kib("VmRSS:")?.saturating_sub(before?) * 1024);
+    let r = f(&sample);
+    let peak = status_kib("VmHWM:").and_then(|p| Some(p.saturating_sub(before?) * 1024));
+    (r, Memory { peak, after: None })
+}
+
+/// Bytes of resident memory above the session's start.
+#[derive(Clone, Copy, Default)]
+struct Memory {
+    peak: Option<u64>,
+    /// Right after the flush, its output included.
+    after: Option<u64>,
 }
 
 fn status_kib(field: &str) -> Option<u64> {
@@ -553,21 +559,23 @@ mod xla {
 
 /// One XLA collector session: (add ns, flush ns, peak bytes, events in the device collectors).
 #[cfg(rcb_bench_cxx_reference)]
-fn xla_session(w: &Workload, names: i32, threads: usize) -> Result<(f64, f64, Option<u64>, usize), String> {
-    let (r, peak) = peak_rss(|| -> Result<_, String> {
+fn xla_session(w: &Workload, names: i32, threads: usize) -> Result<(f64, f64, Memory, usize), String> {
+    let (r, mut memory) = rss_of(|sample| -> Result<_, String> {
         let c = xla::Xla::new(names);
         let add_ns = add(&c, w, threads)?;
         let t = Instant::now();
         let n = c.flush();
-        Ok((add_ns, t.elapsed().as_nanos() as f64, n))
+        let flush_ns = t.elapsed().as_nanos() as f64;
+        Ok((add_ns, flush_ns, n, sample()))
     });
-    let (add_ns, flush_ns, n) = r?;
-    Ok((add_ns, flush_ns, peak, n))
+    let (add_ns, flush_ns, n, after) = r?;
+    memory.after = after;
+    Ok((add_ns, flush_ns, memory, n))
 }
 
 /// One XLA collector session, or None when the baseline was not built.
 #[cfg(not(rcb_bench_cxx_reference))]
-type XlaSession = Option<(f64, f64, Option<u64>, usize)>;
+type XlaSession = Option<(f64, f64, Memory, usize)>;
 
 pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let (scale, runs) = if quick { (100, 1) } else { (1, 3) };
@@ -580,12 +588,13 @@ pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
 
     // The library, one thread: a first session (its memory faulted in), then later ones.
     let lib = Lib::new(0)?;
-    let (first, lib_peak) = peak_rss(|| -> Result<_, String> {
+    let (first, mut lib_memory) = rss_of(|sample| -> Result<_, String> {
         let add_ns = add(&lib, &w, 1)?;
         let (ex_ns, collected, summary) = lib.exchange(true)?;
-        Ok((add_ns, ex_ns, collected.events(), collected.dropped, collected.duplicates, summary))
+        Ok((add_ns, ex_ns, collected.events(), collected.dropped, collected.duplicates, summary, sample()))
     });
-    let (cold_ns, first_exchange_ns, lib_events, dropped, duplicates, summary) = first?;
+    let (cold_ns, first_exchange_ns, lib_events, dropped, duplicates, summary, after) = first?;
+    lib_memory.after = after;
     let reserved = lib.reserved_bytes()?;
     let (mut warm, mut batch, mut ex_keep, mut ex_alone) = (vec![], vec![], vec![first_exchange_ns], vec![]);
     for _ in 0..runs {
@@ -712,16 +721,16 @@ pub fn run(_rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     t.print();
 
     let mut t = Table::new(
-        "correlator: memory (peak resident memory above the process's before the session: add everything, then flush into per-device vectors)".to_string(),
-        &["collector", "peak", "kept between sessions"],
+        "correlator: memory of a first session (add everything, then flush into per-device vectors), resident above the process's before it".to_string(),
+        &["collector", "peak", "right after the flush, its per-device output included", "reserved by the correlator after the flush"],
     );
-    if let Some((.., peak, _)) = xla_string {
-        t.row(vec!["XLA's collector, std::string names".into(), mib(peak), "its maps' tables and the device collectors' events".into()]);
+    if let Some((_, _, m, _)) = xla_string {
+        t.row(vec!["XLA's collector, std::string names".into(), mib(m.peak), mib(m.after), "—".into()]);
     }
-    if let Some((.., peak, _)) = xla_pointer {
-        t.row(vec!["XLA's collector, names as const char*".into(), mib(peak), "likewise".into()]);
+    if let Some((_, _, m, _)) = xla_pointer {
+        t.row(vec!["XLA's collector, names as const char*".into(), mib(m.peak), mib(m.after), "—".into()]);
     }
-    t.row(vec!["rocm_cmdbuf".into(), mib(lib_peak), format!("{} reserved for events (rcb_correlator_counters)", mib(Some(reserved)))]);
+    t.row(vec!["rocm_cmdbuf".into(), mib(lib_memory.peak), mib(lib_memory.after), mib(Some(reserved))]);
     t.print();
 
     let xla_events = xla_string.map_or(String::new(), |x| format!("; XLA's device collectors hold {}", x.3));
