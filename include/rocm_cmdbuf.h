@@ -1428,9 +1428,10 @@ rcb_status rcb_correlator_add_activities(struct rcb_correlator *c,
  * `RCB_STATUS_CALLBACK_FAILED`, and every event it took is kept for the next exchange (records
  * already delivered will be delivered again). `*summary` is written on success only.
  *
- * Thread-safety: any thread; exchanges (and clears) of one correlator run one at a time, adds
- * run alongside. Callbacks run on the calling thread and must not call `rcb_correlator_exchange`
- * or `rcb_correlator_clear` on the same correlator (they would wait for themselves).
+ * Thread-safety: any thread; exchanges (and clears, trims) of one correlator run one at a time,
+ * adds and stats run alongside. Callbacks run on the calling thread and must not call
+ * `rcb_correlator_exchange`, `_clear` or `_trim` on the same correlator (they would wait for
+ * themselves); adding to it is fine.
  *
  * # Safety
  * `c` NULL or a handle; `sink` NULL or a valid `rcb_correlator_sink` whose callbacks are NULL or
@@ -1467,9 +1468,10 @@ rcb_status rcb_correlator_trim(struct rcb_correlator *c);
 /**
  * Writes what the correlator holds now (pending events, reserved bytes) and its totals into
  * `*counters`. Takes each shard's lock in turn: a snapshot, not an atomic one while other
- * threads add.
+ * threads add. During an exchange, the exchange's buffers are counted as the last exchange left
+ * them.
  *
- * Thread-safety: any thread; waits for a running exchange of the same correlator.
+ * Thread-safety: any thread, also during an exchange (from its callbacks too).
  *
  * # Safety
  * `c` NULL or a handle; `counters` NULL or writable.

@@ -40,7 +40,11 @@ unsafe extern "C" fn on_activities(user: *mut c_void, device: u32, total: u64, r
     let o = out(user);
     o.calls.push(("activities", device, total, n));
     if let Some((c, a)) = o.add_inside.take() {
+        // Adding and reading the counters are allowed from a callback of the same correlator.
         assert_eq!(unsafe { rcb_correlator_add_activity(c, &a) }, RCB_OK);
+        let mut counters = rcb_correlator_counters::default();
+        assert_eq!(unsafe { rcb_correlator_stats(c, &mut counters) }, RCB_OK);
+        assert_eq!(counters.pending_activities, 1, "the event added during the exchange");
     }
     for r in unsafe { std::slice::from_raw_parts(r, n) } {
         o.activities.push((device, unsafe { *r.activity }, unsafe { r.api.as_ref() }.copied()));

@@ -1,19 +1,19 @@
-//! The exchange: every pending event taken out of the shards, joined by correlation id one shard
-//! at a time, sorted, and handed to a [`Sink`] in batches.
+//! The exchange: every pending event taken out of the shards, joined by correlation id one
+//! partition at a time, sorted, and handed to a [`Sink`] in batches.
 //!
 //! Output, and its order (a function of the events alone; ties fall through to every field, so
 //! only identical events can swap places, and they are indistinguishable):
 //! 1. every activity once, with the main API event of its id, else its auxiliary one, else none;
 //!    by device, start, correlation id, then end, stream, kind and name; in batches of one device;
-//! 2. every main API event once (the kept one of each id: see below), with the first activity of
-//!    its id in the order above and the number of activities; by the device of that activity
-//!    ([`DEVICE_NONE`] when none arrived, last), start, correlation id, then end, thread, kind
-//!    and name; in batches of one device;
-//! 3. one "dropped" report per correlation id that has activities but no API event, by id;
-//! 4. one "duplicate" report per correlation id that has more than one main or more than one
+//! 2. the kept main API event of every id with activities, with the first of them in the order
+//!    above and their number; by that activity's device, start, correlation id, then end,
+//!    thread, kind and name; in batches of one device;
+//! 3. the kept main API event of every id without activities, by start, id and the rest;
+//! 4. one "dropped" report per correlation id that has activities but no API event, by id;
+//! 5. one "duplicate" report per correlation id that has more than one main or more than one
 //!    auxiliary API event, by id. Of several API events of one kind under one id, the one kept
-//!    (joined and reported) is the first in the API event order above; the others are counted in
-//!    the report, never joined.
+//!    (joined and reported) is the earliest by start, then the rest of the order above; the
+//!    others are counted in the report, never joined.
 
 use super::{Activity, ApiEvent, Bucket, Correlator, DEVICE_NONE, radix};
 use crate::error::Result;

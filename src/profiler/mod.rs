@@ -3,12 +3,13 @@
 //!
 //! XLA's ROCm collector (`rocm_collector.cc`) keeps a hash map of API events and a hash map of
 //! activity vectors under one mutex, then walks both in `ApiActivityInfoExchange`. Here the
-//! events are appended, unjoined, to one of `shards` buckets chosen by their id, each bucket
+//! events are appended, unjoined, to one of `shards` buckets chosen by a hash of their id, each
 //! under its own lock: an add is a hash, an uncontended lock and a push, whatever the number of
 //! events already held, and threads that add different ids rarely meet. All joining is done by
-//! [`Correlator::exchange`], one bucket at a time (every event of an id lives in one bucket, so a
-//! bucket's join table is small and stays in cache), and the output is then sorted into an order
-//! that depends only on the events, never on the threads that added them or on their timing.
+//! [`Correlator::exchange`]: every event of an id lives in one bucket, which is split by another
+//! hash of the id into partitions small enough for a core's cache, each joined on its own; the
+//! output is then sorted into an order that depends only on the events, never on the threads
+//! that added them or on their timing.
 //!
 //! Thread-safety: `&self` everywhere; adds from any number of threads at once, concurrently with
 //! an exchange (events added during an exchange go to the next one).
@@ -169,6 +170,9 @@ pub struct Correlator {
     over_limit: AtomicU64,
     /// Serialises exchanges and clears; holds the buffers an exchange reuses.
     exchange: Mutex<exchange::Scratch>,
+    /// Bytes of those buffers, as the last exchange or trim left them: read by `stats`, which
+    /// must not wait for an exchange (a sink callback may call it).
+    scratch_bytes: AtomicU64,
 }
 
 /// Fibonacci hashing: consecutive ids (as correlation ids are) spread over every shard.
@@ -193,6 +197,7 @@ impl Correlator {
             api_limit: Limit::new(config.max_api_events),
             over_limit: AtomicU64::new(0),
             exchange: Mutex::new(exchange::Scratch::new(shards)),
+            scratch_bytes: AtomicU64::new(0),
         })
     }
 
@@ -306,6 +311,7 @@ impl Correlator {
     pub fn release_memory(&self) {
         let mut scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner);
         *scratch = exchange::Scratch::new(0);
+        self.scratch_bytes.store(0, Ordering::Relaxed);
         for shard in self.shards.iter() {
             let mut b = shard.lock();
             self.activity_limit.release(b.activities.len() as u64);
@@ -320,6 +326,7 @@ impl Correlator {
     pub fn trim(&self) {
         let mut scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner);
         *scratch = exchange::Scratch::new(self.shards.len());
+        self.scratch_bytes.store(scratch.reserved_bytes(), Ordering::Relaxed);
         for shard in self.shards.iter() {
             let mut b = shard.lock();
             b.activities.shrink_to_fit();
@@ -327,9 +334,8 @@ impl Correlator {
         }
     }
 
-    /// Waits for a running exchange (its buffers are counted).
     pub fn stats(&self) -> Stats {
-        let scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner).reserved_bytes();
+        let scratch = self.scratch_bytes.load(Ordering::Relaxed);
         let mut s = Stats {
             shards: self.shards.len() as u64,
             over_limit: self.over_limit.load(Ordering::Relaxed),
@@ -352,7 +358,9 @@ impl Correlator {
     /// taken is put back and the error returned.
     pub fn exchange(&self, sink: &mut dyn Sink) -> Result<Summary> {
         let mut scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner);
-        exchange::run(self, &mut scratch, sink)
+        let result = exchange::run(self, &mut scratch, sink);
+        self.scratch_bytes.store(scratch.reserved_bytes(), Ordering::Relaxed);
+        result
     }
 }
 
