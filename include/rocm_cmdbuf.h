@@ -75,8 +75,9 @@
 #define RCB_CORRELATOR_MAX_SHARDS 4096
 
 /**
- * Most events of one kind (activities, API events) a correlator holds between two exchanges,
- * whatever its config says, and most events one batch add accepts.
+ * Most events of one kind (activities, API events) one shard of a correlator holds between two
+ * exchanges (192 GiB of them: an add beyond gives `RCB_STATUS_OUT_OF_MEMORY`), and most events
+ * one batch add accepts.
  */
 #define RCB_CORRELATOR_MAX_PENDING 4294967294
 
@@ -337,8 +338,7 @@ typedef struct rcb_correlator_config {
   /**
    * Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
    * beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
-   * `rcb_correlator_counters.over_limit`. 0 (or more than `RCB_CORRELATOR_MAX_PENDING`) means
-   * `RCB_CORRELATOR_MAX_PENDING`.
+   * `rcb_correlator_counters.over_limit`. 0: no limit.
    */
   uint64_t max_activities;
   /**
@@ -1372,7 +1372,8 @@ rcb_status rcb_correlator_add_activity(struct rcb_correlator *c,
 /**
  * Adds `n` API events (copied; `events` is borrowed for the call; NULL allowed when `n` is 0):
  * all of them, or none when one has an unknown flag (the message names its index) or the limit
- * would be passed. Consecutive events of one shard are pushed under one lock.
+ * would be passed (only a shard holding `RCB_CORRELATOR_MAX_PENDING` stops it midway).
+ * Consecutive events of one shard are pushed under one lock.
  *
  * Thread-safety: as `rcb_correlator_add_api_event`.
  *
@@ -1385,9 +1386,10 @@ rcb_status rcb_correlator_add_api_events(struct rcb_correlator *c,
 
 /**
  * Adds `n` activities (copied; `activities` is borrowed for the call; NULL allowed when `n` is
- * 0): all of them, or none when the limit would be passed. Consecutive activities of one shard
- * (the records of one graph launch) are pushed under one lock: the call for a buffer of
- * activity records that a profiler delivers at once.
+ * 0): all of them, or none when the limit would be passed (only a shard holding
+ * `RCB_CORRELATOR_MAX_PENDING` stops it midway). Consecutive activities of one shard (the
+ * records of one graph launch) are pushed under one lock: the call for a buffer of activity
+ * records that a profiler delivers at once.
  *
  * Thread-safety: as `rcb_correlator_add_api_event`.
  *

@@ -41,8 +41,9 @@ pub const RCB_DEVICE_NONE: u32 = u32::MAX;
 pub const RCB_CORRELATOR_DEFAULT_SHARDS: u32 = 256;
 /// Most shards a correlator may have.
 pub const RCB_CORRELATOR_MAX_SHARDS: u32 = 4096;
-/// Most events of one kind (activities, API events) a correlator holds between two exchanges,
-/// whatever its config says, and most events one batch add accepts.
+/// Most events of one kind (activities, API events) one shard of a correlator holds between two
+/// exchanges (192 GiB of them: an add beyond gives `RCB_STATUS_OUT_OF_MEMORY`), and most events
+/// one batch add accepts.
 pub const RCB_CORRELATOR_MAX_PENDING: u64 = 0xFFFF_FFFE;
 /// Most records (or reports) in one call of a sink callback.
 pub const RCB_CORRELATOR_BATCH: usize = 4096;
@@ -69,8 +70,7 @@ pub struct rcb_correlator_config {
     pub reserved: u32,
     /// Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
     /// beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
-    /// `rcb_correlator_counters.over_limit`. 0 (or more than `RCB_CORRELATOR_MAX_PENDING`) means
-    /// `RCB_CORRELATOR_MAX_PENDING`.
+    /// `rcb_correlator_counters.over_limit`. 0: no limit.
     pub max_activities: u64,
     /// Likewise for API events, main and auxiliary (XLA's `max_callback_api_events`).
     pub max_api_events: u64,
@@ -425,7 +425,8 @@ pub unsafe extern "C" fn rcb_correlator_add_activity(c: *mut rcb_correlator, act
 
 /// Adds `n` API events (copied; `events` is borrowed for the call; NULL allowed when `n` is 0):
 /// all of them, or none when one has an unknown flag (the message names its index) or the limit
-/// would be passed. Consecutive events of one shard are pushed under one lock.
+/// would be passed (only a shard holding `RCB_CORRELATOR_MAX_PENDING` stops it midway).
+/// Consecutive events of one shard are pushed under one lock.
 ///
 /// Thread-safety: as `rcb_correlator_add_api_event`.
 ///
@@ -441,9 +442,10 @@ pub unsafe extern "C" fn rcb_correlator_add_api_events(c: *mut rcb_correlator, e
 }
 
 /// Adds `n` activities (copied; `activities` is borrowed for the call; NULL allowed when `n` is
-/// 0): all of them, or none when the limit would be passed. Consecutive activities of one shard
-/// (the records of one graph launch) are pushed under one lock: the call for a buffer of
-/// activity records that a profiler delivers at once.
+/// 0): all of them, or none when the limit would be passed (only a shard holding
+/// `RCB_CORRELATOR_MAX_PENDING` stops it midway). Consecutive activities of one shard (the
+/// records of one graph launch) are pushed under one lock: the call for a buffer of activity
+/// records that a profiler delivers at once.
 ///
 /// Thread-safety: as `rcb_correlator_add_api_event`.
 ///

@@ -32,8 +32,9 @@ pub const DEVICE_NONE: u32 = u32::MAX;
 pub const DEFAULT_SHARDS: usize = 256;
 /// Most shards a correlator may have.
 pub const MAX_SHARDS: usize = 4096;
-/// Most events of one kind a correlator holds between two exchanges: indices into them are
-/// 32-bit inside an exchange.
+/// Most events of one kind one shard holds between two exchanges (indices into a shard's
+/// vectors are 32-bit inside an exchange; that many events take 192 GiB), and most events one
+/// batch add takes.
 pub const MAX_PENDING: u64 = u32::MAX as u64 - 1;
 
 /// A host-side HIP API event (a callback record). Plain old data, the layout of `rcb_api_event`.
@@ -78,9 +79,9 @@ pub struct Config {
     /// Number of shards (rounded up to a power of two); 0 takes [`DEFAULT_SHARDS`], 1 is a single
     /// lock.
     pub shards: usize,
-    /// Most activities held between two exchanges; 0 means [`MAX_PENDING`].
+    /// Most activities held between two exchanges; 0: no limit.
     pub max_activities: u64,
-    /// Most API events (main and auxiliary) held between two exchanges; 0 means [`MAX_PENDING`].
+    /// Most API events (main and auxiliary) held between two exchanges; 0: no limit.
     pub max_api_events: u64,
 }
 
@@ -126,19 +127,18 @@ impl Shard {
 /// A limit on pending events, checked without a shared write when it is not set.
 struct Limit {
     max: u64,
-    /// Pending events, counted only when `max` is below [`MAX_PENDING`]: an atomic every add
-    /// would touch is what sharding avoids.
+    /// Pending events, counted only when there is a limit: an atomic every add would touch is
+    /// what sharding avoids.
     pending: AtomicU64,
 }
 
 impl Limit {
     fn new(max: u64) -> Self {
-        let max = if max == 0 { MAX_PENDING } else { max.min(MAX_PENDING) };
-        Self { max, pending: AtomicU64::new(0) }
+        Self { max: if max == 0 { u64::MAX } else { max }, pending: AtomicU64::new(0) }
     }
 
     fn counted(&self) -> bool {
-        self.max < MAX_PENDING
+        self.max != u64::MAX
     }
 
     /// Reserves room for `n` events; false (nothing reserved) when that would pass the limit.
@@ -225,7 +225,11 @@ impl Correlator {
             return Err(self.refuse(1, "activities", self.activity_limit.max));
         }
         let mut bucket = self.shards[self.shard_of(activity.correlation_id)].lock();
-        push(&mut bucket.activities, activity);
+        if !push(&mut bucket.activities, activity) {
+            drop(bucket);
+            self.activity_limit.release(1);
+            return Err(shard_full("activities"));
+        }
         bucket.added_activities += 1;
         Ok(())
     }
@@ -236,29 +240,40 @@ impl Correlator {
             return Err(self.refuse(1, "API events", self.api_limit.max));
         }
         let mut bucket = self.shards[self.shard_of(event.correlation_id)].lock();
-        push(&mut bucket.api_events, event);
+        if !push(&mut bucket.api_events, event) {
+            drop(bucket);
+            self.api_limit.release(1);
+            return Err(shard_full("API events"));
+        }
         bucket.added_api_events += 1;
         Ok(())
     }
 
-    /// Adds every activity or none (when the limit would be passed). Consecutive activities of one
-    /// shard (the records of one graph launch) are pushed under one lock.
+    /// Adds every activity or none (when the limit would be passed); only a shard that holds
+    /// [`MAX_PENDING`] activities stops it midway. Consecutive activities of one shard (the
+    /// records of one graph launch) are pushed under one lock.
     pub fn add_activities(&self, activities: &[Activity]) -> Result<()> {
         if !self.activity_limit.reserve(activities.len() as u64) {
             return Err(self.refuse(activities.len() as u64, "activities", self.activity_limit.max));
         }
-        self.add_runs(
+        let added = self.add_runs(
             activities,
             |a| a.correlation_id,
             |b, a| {
-                push(&mut b.activities, a);
-                b.added_activities += 1;
+                let pushed = push(&mut b.activities, a);
+                b.added_activities += u64::from(pushed);
+                pushed
             },
         );
+        if added < activities.len() {
+            self.activity_limit.release((activities.len() - added) as u64);
+            return Err(shard_full("activities").context(format!("activities[{added}]")));
+        }
         Ok(())
     }
 
-    /// Adds every API event or none (a bad flag or the limit).
+    /// Adds every API event or none (a bad flag or the limit); only a shard that holds
+    /// [`MAX_PENDING`] API events stops it midway.
     pub fn add_api_events(&self, events: &[ApiEvent]) -> Result<()> {
         for (i, e) in events.iter().enumerate() {
             check_flags(e).map_err(|err| err.context(format!("events[{i}]")))?;
@@ -266,21 +281,27 @@ impl Correlator {
         if !self.api_limit.reserve(events.len() as u64) {
             return Err(self.refuse(events.len() as u64, "API events", self.api_limit.max));
         }
-        self.add_runs(
+        let added = self.add_runs(
             events,
             |e| e.correlation_id,
             |b, e| {
-                push(&mut b.api_events, e);
-                b.added_api_events += 1;
+                let pushed = push(&mut b.api_events, e);
+                b.added_api_events += u64::from(pushed);
+                pushed
             },
         );
+        if added < events.len() {
+            self.api_limit.release((events.len() - added) as u64);
+            return Err(shard_full("API events").context(format!("events[{added}]")));
+        }
         Ok(())
     }
 
-    /// Pushes `items` in order, holding a shard's lock across a run of items of that shard.
-    fn add_runs<T>(&self, items: &[T], id: impl Fn(&T) -> u64, mut push: impl FnMut(&mut Bucket, &T)) {
+    /// Pushes `items` in order, holding a shard's lock across a run of items of that shard; stops
+    /// at the first item `push` refuses. Returns how many were pushed.
+    fn add_runs<T>(&self, items: &[T], id: impl Fn(&T) -> u64, mut push: impl FnMut(&mut Bucket, &T) -> bool) -> usize {
         let mut held: Option<(usize, MutexGuard<'_, Bucket>)> = None;
-        for item in items {
+        for (i, item) in items.iter().enumerate() {
             let shard = self.shard_of(id(item));
             let bucket = match &mut held {
                 Some((s, guard)) if *s == shard => guard,
@@ -290,8 +311,11 @@ impl Correlator {
                     &mut held.insert((shard, self.shards[shard].lock())).1
                 }
             };
-            push(bucket, item);
+            if !push(bucket, item) {
+                return i;
+            }
         }
+        items.len()
     }
 
     /// Drops every pending event; the memory they used is kept for the next session.
@@ -364,12 +388,23 @@ impl Correlator {
     }
 }
 
-/// Pushes `item`, and asks for the cache line a few items ahead. A shard's next slot is memory
+fn shard_full(what: &str) -> Error {
+    Error::new(
+        ErrorKind::OutOfMemory,
+        format!("a shard of the correlator holds the most {what} it can ({MAX_PENDING}); exchange or clear it first"),
+    )
+}
+
+/// Pushes `item` unless the vector holds [`MAX_PENDING`] already, and asks for the cache line a
+/// few items ahead. A shard's next slot is memory
 /// that has not been touched for a long time, and the lock's release waits for the store to it:
 /// without the prefetch that wait is a miss to memory on most adds (measured: it was most of the
 /// cost of an add).
 #[inline]
-fn push<T: Copy>(v: &mut Vec<T>, item: &T) {
+fn push<T: Copy>(v: &mut Vec<T>, item: &T) -> bool {
+    if v.len() as u64 >= MAX_PENDING {
+        return false;
+    }
     v.push(*item);
     #[cfg(target_arch = "x86_64")]
     {
@@ -379,6 +414,7 @@ fn push<T: Copy>(v: &mut Vec<T>, item: &T) {
         // SAFETY: a prefetch has no effect on the program's state.
         unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ahead) };
     }
+    true
 }
 
 fn check_flags(e: &ApiEvent) -> Result<()> {
