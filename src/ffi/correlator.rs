@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// with `rcb_correlator_free`. The value is a handle id, never an address, so a freed or forged
 /// handle yields `RCB_STATUS_INVALID_HANDLE`.
 ///
-/// Thread-safety: the add, exchange, clear and stats calls may run on any threads at once, on one
-/// correlator (events added during an exchange go to the next one); `rcb_correlator_free` must
-/// not run concurrently with any other call on the same correlator.
+/// Thread-safety: the add, exchange, clear, trim and stats calls may run on any threads at once,
+/// on one correlator (events added during an exchange go to the next one); `rcb_correlator_free`
+/// must not run concurrently with any other call on the same correlator.
 pub struct rcb_correlator {
     _private: [u8; 0],
 }
