@@ -2,17 +2,23 @@
 # Installs what the build and the tests need on a fresh Debian machine; idempotent.
 #   - libamdhip64-dev: real ROCm 5.2 HIP headers (hip-runtime-sys builds against them) and a real
 #     libamdhip64.so.5 (the tests check that it reports "no device" cleanly here).
+#   - libabsl-dev and pkg-config: Abseil's hash maps for the baseline of `rcb-bench correlator`,
+#     XLA's collector in C++ (build.rs uses std::unordered_map when they are missing).
 #   - cbindgen at the pinned version that generated include/rocm_cmdbuf.h.
 #   - clippy, which checks the workspace lints of Cargo.toml (every unsafe block documented).
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
 
-if ! dpkg -s libamdhip64-dev >/dev/null 2>&1; then
+missing=()
+for pkg in libamdhip64-dev libabsl-dev pkg-config; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y --no-install-recommends libamdhip64-dev ||
-        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends libamdhip64-dev; }
+    $sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
+        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }
 fi
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }

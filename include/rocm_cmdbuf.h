@@ -52,6 +52,41 @@
 #define RCB_FLATTEN_REASON_LEN 256
 
 /**
+ * `rcb_api_event.flags`: an auxiliary API event (in XLA's collector, one of
+ * `auxiliary_api_events_map_`). It is joined to the activities of its id that have no main API
+ * event, and never reported on its own.
+ */
+#define RCB_API_EVENT_AUXILIARY 1
+
+/**
+ * The device of an API event none of whose activities arrived, in `rcb_correlated_api_events_fn`
+ * and `rcb_correlation_report.device_id`.
+ */
+#define RCB_DEVICE_NONE UINT32_MAX
+
+/**
+ * Shards of a correlator whose config says 0.
+ */
+#define RCB_CORRELATOR_DEFAULT_SHARDS 256
+
+/**
+ * Most shards a correlator may have.
+ */
+#define RCB_CORRELATOR_MAX_SHARDS 4096
+
+/**
+ * Most events of one kind (activities, API events) one shard of a correlator holds between two
+ * exchanges (192 GiB of them: an add beyond gives `RCB_STATUS_OUT_OF_MEMORY`), and most events
+ * one batch add accepts.
+ */
+#define RCB_CORRELATOR_MAX_PENDING 4294967294
+
+/**
+ * Most records (or reports) in one call of a sink callback.
+ */
+#define RCB_CORRELATOR_BATCH 4096
+
+/**
  * The HIP runtime (`libamdhip64`) backs the library.
  */
 #define RCB_BACKEND_HIP 1
@@ -111,6 +146,18 @@
  * buffers may be used from different threads in parallel.
  */
 typedef struct rcb_cmdbuf rcb_cmdbuf;
+
+/**
+ * A profiler correlator (opaque): HIP API events and device activities, joined by their 64-bit
+ * correlation id when exchanged. Created by `rcb_correlator_new`, owned by the caller, freed
+ * with `rcb_correlator_free`. The value is a handle id, never an address, so a freed or forged
+ * handle yields `RCB_STATUS_INVALID_HANDLE`.
+ *
+ * Thread-safety: the add, exchange, clear, trim and stats calls may run on any threads at once,
+ * on one correlator (events added during an exchange go to the next one); `rcb_correlator_free`
+ * must not run concurrently with any other call on the same correlator.
+ */
+typedef struct rcb_correlator rcb_correlator;
 
 /**
  * A trace cache (opaque). Created by `rcb_trace_cache_new`, owned by the caller, freed with
@@ -272,6 +319,283 @@ typedef struct rcb_flatten_report {
    */
   char reason[RCB_FLATTEN_REASON_LEN];
 } rcb_flatten_report;
+
+/**
+ * How to build a correlator. Read during `rcb_correlator_new` only; the caller keeps ownership.
+ * A zeroed config gives the defaults.
+ */
+typedef struct rcb_correlator_config {
+  /**
+   * Number of shards, each with its own lock, that events are spread over by correlation id;
+   * rounded up to a power of two, at most `RCB_CORRELATOR_MAX_SHARDS`. 0 takes
+   * `RCB_CORRELATOR_DEFAULT_SHARDS`; 1 is a single lock.
+   */
+  uint32_t shards;
+  /**
+   * Must be 0.
+   */
+  uint32_t reserved;
+  /**
+   * Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
+   * beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
+   * `rcb_correlator_counters.over_limit`. 0: no limit.
+   */
+  uint64_t max_activities;
+  /**
+   * Likewise for API events, main and auxiliary (XLA's `max_callback_api_events`).
+   */
+  uint64_t max_api_events;
+} rcb_correlator_config;
+
+/**
+ * A host-side HIP API event (an API callback record), copied into the correlator by value.
+ */
+typedef struct rcb_api_event {
+  /**
+   * The full 64-bit correlation id; never narrowed.
+   */
+  uint64_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  /**
+   * The caller's name pointer or name id (or any 64-bit value it wants back). Stored and given
+   * back as is, never dereferenced: a pointer must stay valid for as long as the caller reads
+   * it back, i.e. until the exchange that reports the event has returned.
+   */
+  uint64_t name;
+  /**
+   * The caller's id of the host thread that made the call.
+   */
+  uint64_t thread_id;
+  /**
+   * The caller's kind code (XLA: `RocmTracerEventType`); not interpreted.
+   */
+  uint32_t kind;
+  /**
+   * `RCB_API_EVENT_AUXILIARY` or 0; any other bit is rejected with
+   * `RCB_STATUS_INVALID_ARGUMENT`.
+   */
+  uint32_t flags;
+} rcb_api_event;
+
+/**
+ * A device activity record (a kernel, copy or set executed on a device), copied into the
+ * correlator by value.
+ */
+typedef struct rcb_activity {
+  /**
+   * The full 64-bit correlation id; never narrowed. Many activities may share one (the kernels
+   * of one `hipGraphLaunch`); each is kept and reported.
+   */
+  uint64_t correlation_id;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  /**
+   * The caller's name pointer or name id, as in `rcb_api_event.name`.
+   */
+  uint64_t name;
+  /**
+   * The caller's stream or queue id.
+   */
+  uint64_t stream_id;
+  /**
+   * The caller's device id (any value; `RCB_DEVICE_NONE` sorts last).
+   */
+  uint32_t device_id;
+  /**
+   * The caller's kind code; not interpreted.
+   */
+  uint32_t kind;
+} rcb_activity;
+
+/**
+ * One activity of an exchange and the API event joined to it: the main API event of its
+ * correlation id, else its auxiliary one (tell them apart by `api->flags`), else NULL. Both
+ * point into the correlator and are valid only during the callback that receives them.
+ */
+typedef struct rcb_correlated_activity {
+  const struct rcb_activity *activity;
+  const struct rcb_api_event *api;
+} rcb_correlated_activity;
+
+/**
+ * Receives `n` (1 to `RCB_CORRELATOR_BATCH`) activity records, all of device `device_id`, in
+ * exchange order; `device_records` is the number of records that device has in this exchange
+ * (the same in each of its calls: reserve for them at the first). `records` and what it points
+ * to are valid only during the call. Returns 0 to go on; any other value stops the exchange
+ * (`RCB_STATUS_CALLBACK_FAILED`).
+ */
+typedef int32_t (*rcb_correlated_activities_fn)(void *user_data,
+                                                uint32_t device_id,
+                                                uint64_t device_records,
+                                                const struct rcb_correlated_activity *records,
+                                                size_t n);
+
+/**
+ * One main API event of an exchange, the first activity of its correlation id (NULL when none
+ * arrived) and the number of activities under that id. Pointers valid only during the callback
+ * that receives them.
+ */
+typedef struct rcb_correlated_api_event {
+  const struct rcb_api_event *api;
+  const struct rcb_activity *first_activity;
+  uint64_t activities;
+} rcb_correlated_api_event;
+
+/**
+ * Receives `n` (1 to `RCB_CORRELATOR_BATCH`) API event records, all of device `device_id` (the
+ * device of their first activity; `RCB_DEVICE_NONE` for those without any), in exchange order;
+ * `device_records` as in `rcb_correlated_activities_fn`. Valid only during the call; returns 0
+ * to go on.
+ */
+typedef int32_t (*rcb_correlated_api_events_fn)(void *user_data,
+                                                uint32_t device_id,
+                                                uint64_t device_records,
+                                                const struct rcb_correlated_api_event *records,
+                                                size_t n);
+
+/**
+ * What one correlation id held, in a dropped report (activities but no API event at all) or a
+ * duplicate report (more than one main, or more than one auxiliary, API event).
+ */
+typedef struct rcb_correlation_report {
+  uint64_t correlation_id;
+  /**
+   * Activities under the id.
+   */
+  uint64_t activities;
+  /**
+   * Main API events under the id: one is kept (joined and reported), the others are only
+   * counted here.
+   */
+  uint32_t api_events;
+  /**
+   * Auxiliary API events under the id (likewise).
+   */
+  uint32_t auxiliary_api_events;
+  /**
+   * The device of the id's first activity; `RCB_DEVICE_NONE` when it has none.
+   */
+  uint32_t device_id;
+  uint32_t reserved;
+} rcb_correlation_report;
+
+/**
+ * Receives `n` (1 to `RCB_CORRELATOR_BATCH`) reports, by ascending correlation id. Valid only
+ * during the call; returns 0 to go on, as `rcb_correlated_activities_fn`.
+ */
+typedef int32_t (*rcb_correlation_reports_fn)(void *user_data,
+                                              const struct rcb_correlation_report *reports,
+                                              size_t n);
+
+/**
+ * Where `rcb_correlator_exchange` delivers its output. Each callback may be NULL: that part is
+ * not delivered (and, for the two record kinds, not sorted). Every call gets `user_data`.
+ * Borrowed for the call to `rcb_correlator_exchange` only.
+ */
+typedef struct rcb_correlator_sink {
+  void *user_data;
+  /**
+   * Every activity once, with its API event.
+   */
+  rcb_correlated_activities_fn activities;
+  /**
+   * Every main API event (the kept one of its id) whose id has activities, with the first of
+   * them.
+   */
+  rcb_correlated_api_events_fn api_events;
+  /**
+   * Every main API event (the kept one of its id) none of whose activities arrived; called with
+   * `device_id` `RCB_DEVICE_NONE`. XLA's collector drops these: leave it NULL to skip them.
+   */
+  rcb_correlated_api_events_fn api_events_without_activity;
+  /**
+   * One report per correlation id whose activities have no API event, main or auxiliary.
+   */
+  rcb_correlation_reports_fn dropped;
+  /**
+   * One report per correlation id with more than one main or more than one auxiliary API
+   * event.
+   */
+  rcb_correlation_reports_fn duplicates;
+} rcb_correlator_sink;
+
+/**
+ * Counts of one exchange, written by `rcb_correlator_exchange` on success.
+ */
+typedef struct rcb_correlator_summary {
+  /**
+   * Activities reported: every activity taken.
+   */
+  uint64_t activities;
+  /**
+   * Activities joined to a main API event.
+   */
+  uint64_t joined_main;
+  /**
+   * Activities joined to an auxiliary API event (their id has no main one).
+   */
+  uint64_t joined_auxiliary;
+  /**
+   * Activities whose id has no API event (reported with `api` NULL; the sum of the dropped
+   * reports' `activities`).
+   */
+  uint64_t without_api;
+  /**
+   * Main API events reported: one per correlation id that has any.
+   */
+  uint64_t api_events;
+  /**
+   * Of those, the ones none of whose activities arrived (device `RCB_DEVICE_NONE`).
+   */
+  uint64_t api_without_activity;
+  /**
+   * Auxiliary API events taken (joined, never reported alone).
+   */
+  uint64_t auxiliary_api_events;
+  /**
+   * Correlation ids with activities but no API event: the number of dropped reports.
+   */
+  uint64_t dropped_ids;
+  /**
+   * Correlation ids with more than one API event of a kind: the number of duplicate reports.
+   */
+  uint64_t duplicate_ids;
+  /**
+   * API events beyond the kept one of their id and kind, main and auxiliary together.
+   */
+  uint64_t duplicate_api_events;
+} rcb_correlator_summary;
+
+/**
+ * What a correlator holds now, and its totals (`rcb_correlator_stats`).
+ */
+typedef struct rcb_correlator_counters {
+  /**
+   * The number of shards (a power of two).
+   */
+  uint64_t shards;
+  /**
+   * Events added and not yet exchanged or cleared.
+   */
+  uint64_t pending_activities;
+  uint64_t pending_api_events;
+  /**
+   * Bytes reserved for events and for the exchange's buffers: what exchanging and clearing keep
+   * for the next session; `rcb_correlator_trim` gives back what holds no pending event,
+   * `rcb_correlator_free` everything.
+   */
+  uint64_t reserved_bytes;
+  /**
+   * Events added over the correlator's life.
+   */
+  uint64_t added_activities;
+  uint64_t added_api_events;
+  /**
+   * Events refused over the correlator's life because a limit of the config was reached.
+   */
+  uint64_t over_limit;
+} rcb_correlator_counters;
 
 /**
  * Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
@@ -1018,6 +1342,174 @@ rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
                                           void *graph,
                                           rcb_node *group,
                                           struct rcb_flatten_report *report);
+
+/**
+ * Creates a correlator. On success `*out` is a new handle that the caller owns and frees with
+ * `rcb_correlator_free`; on failure `*out` is untouched. Returns `RCB_STATUS_INVALID_ARGUMENT`
+ * for more than `RCB_CORRELATOR_MAX_SHARDS` shards or a non-zero `reserved`.
+ *
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `config` must be NULL or point to a valid `rcb_correlator_config`; `out` NULL or writable.
+ */
+rcb_status rcb_correlator_new(const struct rcb_correlator_config *config,
+                              struct rcb_correlator **out);
+
+/**
+ * Frees a correlator and every event it holds (memory is given back at once). `NULL` is a
+ * no-op; a freed or unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+ *
+ * Thread-safety: any thread, not concurrently with other calls on `c`.
+ *
+ * # Safety
+ * `c` must be NULL or a handle from `rcb_correlator_new`.
+ */
+rcb_status rcb_correlator_free(struct rcb_correlator *c);
+
+/**
+ * Adds one API event (copied; `event` is borrowed for the call). Main and auxiliary events are
+ * told apart by `event->flags`. A second event of the same kind under one correlation id is
+ * kept too and reported as a duplicate by the next exchange; nothing is replaced.
+ *
+ * Returns `RCB_STATUS_INVALID_ARGUMENT` for an unknown flag, `RCB_STATUS_OUT_OF_MEMORY` when the
+ * config's `max_api_events` is reached (the event is counted in `over_limit`, not stored).
+ * Cost: a hash, one shard's lock, a push; independent of how many events are held.
+ *
+ * Thread-safety: any number of threads at once, also during an exchange of the same correlator
+ * (the event then goes to the next exchange).
+ *
+ * # Safety
+ * `c` NULL or a handle; `event` NULL or a valid `rcb_api_event`.
+ */
+rcb_status rcb_correlator_add_api_event(struct rcb_correlator *c,
+                                        const struct rcb_api_event *event);
+
+/**
+ * Adds one activity (copied; `activity` is borrowed for the call). Any number of activities may
+ * share a correlation id; each is kept.
+ *
+ * Returns `RCB_STATUS_OUT_OF_MEMORY` when the config's `max_activities` is reached (the activity
+ * is counted in `over_limit`, not stored). Cost as `rcb_correlator_add_api_event`.
+ *
+ * Thread-safety: as `rcb_correlator_add_api_event`.
+ *
+ * # Safety
+ * `c` NULL or a handle; `activity` NULL or a valid `rcb_activity`.
+ */
+rcb_status rcb_correlator_add_activity(struct rcb_correlator *c,
+                                       const struct rcb_activity *activity);
+
+/**
+ * Adds `n` API events (copied; `events` is borrowed for the call; NULL allowed when `n` is 0):
+ * all of them, or none when one has an unknown flag (the message names its index) or the limit
+ * would be passed (only a shard holding `RCB_CORRELATOR_MAX_PENDING` stops it midway).
+ * Consecutive events of one shard are pushed under one lock.
+ *
+ * Thread-safety: as `rcb_correlator_add_api_event`.
+ *
+ * # Safety
+ * `c` NULL or a handle; `events` NULL or `n` valid entries.
+ */
+rcb_status rcb_correlator_add_api_events(struct rcb_correlator *c,
+                                         const struct rcb_api_event *events,
+                                         size_t n);
+
+/**
+ * Adds `n` activities (copied; `activities` is borrowed for the call; NULL allowed when `n` is
+ * 0): all of them, or none when the limit would be passed (only a shard holding
+ * `RCB_CORRELATOR_MAX_PENDING` stops it midway). Consecutive activities of one shard (the
+ * records of one graph launch) are pushed under one lock: the call for a buffer of activity
+ * records that a profiler delivers at once.
+ *
+ * Thread-safety: as `rcb_correlator_add_api_event`.
+ *
+ * # Safety
+ * `c` NULL or a handle; `activities` NULL or `n` valid entries.
+ */
+rcb_status rcb_correlator_add_activities(struct rcb_correlator *c,
+                                         const struct rcb_activity *activities,
+                                         size_t n);
+
+/**
+ * Joins every pending event by correlation id and delivers the result through `sink`, then
+ * drops the events (their memory is kept for the next session). A flush: events added later
+ * (also during this call, from other threads) go to the next exchange; an exchange with nothing
+ * pending calls no callback and succeeds.
+ *
+ * Delivered, in this order of callbacks, each in batches of at most `RCB_CORRELATOR_BATCH`:
+ * 1. `activities`: every activity exactly once, with the main API event of its correlation id,
+ *    else its auxiliary one, else NULL; ordered by device, start, correlation id (then end,
+ *    stream, kind, name); each batch of one device.
+ * 2. `api_events`: the main API event of every correlation id that has activities (one per
+ *    id), with the first of those activities (in the order of 1) and their number; ordered by
+ *    that activity's device, then start, correlation id (then end, thread, kind, name); each
+ *    batch of one device. Auxiliary API events are never reported alone.
+ * 3. `api_events_without_activity`: the main API event of every correlation id without
+ *    activities, ordered by start, correlation id (then end, thread, kind, name).
+ * 4. `dropped`: one report per correlation id with activities but no API event, by id.
+ * 5. `duplicates`: one report per correlation id with more than one main or more than one
+ *    auxiliary API event, by id. Of several events of one kind, the one kept (joined, reported
+ *    in 2 or 3) is the earliest by start (then end, thread, kind, name); the others are only
+ *    counted.
+ *
+ * The order depends on the events only, never on which threads added them or when: the same
+ * events give the same output, pointer values aside.
+ *
+ * Pointers in the records point into the correlator and are valid only during the callback
+ * that receives them. When a callback returns non-zero the exchange stops with
+ * `RCB_STATUS_CALLBACK_FAILED`, and every event it took is kept for the next exchange (records
+ * already delivered will be delivered again). `*summary` is written on success only.
+ *
+ * Thread-safety: any thread; exchanges (and clears, trims) of one correlator run one at a time,
+ * adds and stats run alongside. Callbacks run on the calling thread and must not call
+ * `rcb_correlator_exchange`, `_clear` or `_trim` on the same correlator (they would wait for
+ * themselves); adding to it is fine.
+ *
+ * # Safety
+ * `c` NULL or a handle; `sink` NULL or a valid `rcb_correlator_sink` whose callbacks are NULL or
+ * safe to call with its `user_data`; `summary` NULL or writable.
+ */
+rcb_status rcb_correlator_exchange(struct rcb_correlator *c,
+                                   const struct rcb_correlator_sink *sink,
+                                   struct rcb_correlator_summary *summary);
+
+/**
+ * Drops every pending event without reporting it (an abandoned profiling session); the memory
+ * is kept for the next session.
+ *
+ * Thread-safety: any thread; waits for a running exchange of the same correlator. Events added
+ * concurrently may or may not be dropped.
+ *
+ * # Safety
+ * `c` NULL or a handle.
+ */
+rcb_status rcb_correlator_clear(struct rcb_correlator *c);
+
+/**
+ * Gives back the memory that holds no pending event: the exchange's buffers and the shards'
+ * unused capacity (what `rcb_correlator_exchange` and `rcb_correlator_clear` keep for the next
+ * session). Pending events stay. The next session pays for its memory again.
+ *
+ * Thread-safety: any thread; waits for a running exchange of the same correlator.
+ *
+ * # Safety
+ * `c` NULL or a handle.
+ */
+rcb_status rcb_correlator_trim(struct rcb_correlator *c);
+
+/**
+ * Writes what the correlator holds now (pending events, reserved bytes) and its totals into
+ * `*counters`. Takes each shard's lock in turn: a snapshot, not an atomic one while other
+ * threads add. During an exchange, the exchange's buffers are counted as the last exchange left
+ * them.
+ *
+ * Thread-safety: any thread, also during an exchange (from its callbacks too).
+ *
+ * # Safety
+ * `c` NULL or a handle; `counters` NULL or writable.
+ */
+rcb_status rcb_correlator_stats(struct rcb_correlator *c, struct rcb_correlator_counters *counters);
 
 /**
  * Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.

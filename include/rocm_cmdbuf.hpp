@@ -8,7 +8,7 @@
 // output is written only on success. A wrapper object itself is a plain C++ value: do not move,
 // assign or free it while another thread calls through it. The only additions are C++ forms of
 // the same things: a Status object, a Span for (pointer, count) arguments, and RAII owners of the
-// three handles.
+// four handles.
 //
 // Naming convention (Google C++ style, as in XLA):
 //   * a method or function is the C name in CamelCase, without `rcb_` and, for a method, without
@@ -35,7 +35,7 @@
 // -fno-exceptions -fno-rtti (the only possible failure is std::string's allocation, which then
 // aborts, as anywhere else).
 //
-// Owners (CmdBuf, TraceCache, VmmPool) are move-only. The destructor calls the matching *_free
+// Owners (CmdBuf, TraceCache, VmmPool, Correlator) are move-only. The destructor calls the matching *_free
 // and ignores its status; Free() calls it and returns the status; release() gives the raw handle
 // up without freeing it; get() returns it. A moved-from owner is empty (get() == nullptr) and its
 // destructor calls *_free(NULL), a no-op. Assigning to an owner (or Create into it) frees the
@@ -423,6 +423,62 @@ class VmmPool : public internal::Owner<rcb_vmm_pool, rcb_vmm_pool_free> {
 
   // rcb_vmm_pool_timeline(pool, slot, value).
   Status Timeline(uint32_t slot, uint64_t* value) { return internal::Wrap(rcb_vmm_pool_timeline(h_, slot, value)); }
+};
+
+// A profiler correlator (rcb_correlator), freed with rcb_correlator_free. The methods are const:
+// they change nothing in the wrapper, so several threads may call AddApiEvent / AddActivity (and
+// the others, as the C functions allow) through one Correlator at once.
+class Correlator : public internal::Owner<rcb_correlator, rcb_correlator_free> {
+ public:
+  Correlator() noexcept = default;
+  // Takes ownership of a handle from rcb_correlator_new.
+  explicit Correlator(rcb_correlator* adopt) noexcept : Owner(adopt) {}
+
+  // rcb_correlator_new(&config, &handle); on success *out owns the handle (a handle *out held
+  // before is freed). A nullptr `out` is passed on as NULL.
+  static Status Create(const rcb_correlator_config& config, Correlator* out) {
+    rcb_correlator* raw = nullptr;
+    Status status = internal::Wrap(rcb_correlator_new(&config, out != nullptr ? &raw : nullptr));
+    if (status.ok()) *out = Correlator(raw);
+    return status;
+  }
+
+  // rcb_correlator_add_api_event(c, &event).
+  Status AddApiEvent(const rcb_api_event& event) const {
+    return internal::Wrap(rcb_correlator_add_api_event(h_, &event));
+  }
+
+  // rcb_correlator_add_activity(c, &activity).
+  Status AddActivity(const rcb_activity& activity) const {
+    return internal::Wrap(rcb_correlator_add_activity(h_, &activity));
+  }
+
+  // rcb_correlator_add_api_events(c, events.data(), events.size()).
+  Status AddApiEvents(Span<const rcb_api_event> events) const {
+    return internal::Wrap(rcb_correlator_add_api_events(h_, events.data(), events.size()));
+  }
+
+  // rcb_correlator_add_activities(c, activities.data(), activities.size()).
+  Status AddActivities(Span<const rcb_activity> activities) const {
+    return internal::Wrap(rcb_correlator_add_activities(h_, activities.data(), activities.size()));
+  }
+
+  // rcb_correlator_exchange(c, &sink, summary): the records the callbacks receive are valid only
+  // during each call.
+  Status Exchange(const rcb_correlator_sink& sink, rcb_correlator_summary* summary) const {
+    return internal::Wrap(rcb_correlator_exchange(h_, &sink, summary));
+  }
+
+  // rcb_correlator_clear(c).
+  Status Clear() const { return internal::Wrap(rcb_correlator_clear(h_)); }
+
+  // rcb_correlator_trim(c).
+  Status Trim() const { return internal::Wrap(rcb_correlator_trim(h_)); }
+
+  // rcb_correlator_stats(c, counters).
+  Status Stats(rcb_correlator_counters* counters) const {
+    return internal::Wrap(rcb_correlator_stats(h_, counters));
+  }
 };
 
 }  // namespace rcb

@@ -17,6 +17,8 @@ pub mod error;
 pub mod ffi;
 mod logging;
 /// cbindgen:ignore
+pub mod profiler;
+/// cbindgen:ignore
 pub mod runtime;
 /// cbindgen:ignore
 pub mod stream_cache;

@@ -5,6 +5,7 @@
 #![allow(non_camel_case_types)]
 
 mod cmdbuf;
+mod correlator;
 mod handle;
 mod runtime;
 mod status;
@@ -13,6 +14,7 @@ mod trace_cache;
 mod vmm_pool;
 
 pub use cmdbuf::*;
+pub use correlator::*;
 pub use runtime::*;
 pub use status::*;
 pub use stream::*;

@@ -2,9 +2,10 @@
 # Builds the C and C++ programs in tests/c against include/rocm_cmdbuf.h and the cdylib in
 # $1 (target/<profile>), once plain under -Wall -Wextra -Werror and once with ASan+UBSan, and
 # runs each in every mode its header comment describes. hpp_wrapper.cpp tests the C++ wrapper
-# include/rocm_cmdbuf.hpp (also under -pedantic). cmdbuf_flow and contracts also link the software
-# GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits non-zero
-# on any failure.
+# include/rocm_cmdbuf.hpp (also under -pedantic); correlator.c and correlator.cpp the profiler
+# correlator through each header (no GPU runtime). cmdbuf_flow and contracts also link the
+# software GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits
+# non-zero on any failure.
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,6 +47,10 @@ build c11 gcc c11 abi_errors.c
 build cxx17 g++ c++17 abi_errors.cpp
 build c11-asan gcc c11 abi_errors.c "${san[@]}"
 build cxx17-asan g++ c++17 abi_errors.cpp "${san[@]}"
+build correlator-c11 gcc c11 correlator.c
+build correlator-c11-asan gcc c11 correlator.c "${san[@]}"
+build correlator-hpp g++ c++17 correlator.cpp -pedantic -fno-exceptions -fno-rtti -pthread
+build correlator-hpp-asan g++ c++17 correlator.cpp -pedantic -pthread "${san[@]}"
 if [ -e "$hipsim" ]; then
     build flow-c11 gcc c11 cmdbuf_flow.c "${hip[@]}"
     build flow-cxx17 g++ c++17 cmdbuf_flow.cpp "${hip[@]}"
@@ -82,6 +87,9 @@ for bin in c11 cxx17 c11-asan cxx17-asan; do
         echo "FAIL: software GPU missing at $hipsim (cargo build -p hipsim)"
         failed=1
     fi
+done
+for bin in correlator-c11 correlator-c11-asan correlator-hpp correlator-hpp-asan; do
+    run "$bin" all
 done
 if [ -e "$hipsim" ]; then
     for bin in hpp hpp-asan; do

@@ -2,6 +2,7 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod correlator;
 mod cublas;
 mod flatten;
 mod kernels;
@@ -17,8 +18,14 @@ use rocm_cmdbuf::runtime::Runtime;
 /// A scenario prints its own tables; `quick` shrinks sizes for smoke runs.
 type Scenario = fn(&'static dyn Runtime, bool) -> Result<(), String>;
 
-const SCENARIOS: &[(&str, Scenario)] =
-    &[("update", update::run), ("streams", streams::run), ("vmm", vmm::run), ("flatten", flatten::run), ("trace-cache", trace_cache::run)];
+const SCENARIOS: &[(&str, Scenario)] = &[
+    ("update", update::run),
+    ("streams", streams::run),
+    ("vmm", vmm::run),
+    ("flatten", flatten::run),
+    ("trace-cache", trace_cache::run),
+    ("correlator", correlator::run),
+];
 
 fn main() {
     backend::probe_if_asked();
