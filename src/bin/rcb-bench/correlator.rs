@@ -260,8 +260,9 @@ unsafe extern "C" fn on_activities(user: *mut c_void, device: u32, total: u64, r
         return 0;
     }
     device_vec(&mut c.per_device, device, total).extend(records.iter().map(|r| {
-        // SAFETY: pointers valid during the call; `api` may be NULL.
+        // SAFETY: the library keeps `activity` valid and non-NULL for the duration of the callback.
         let activity = unsafe { *r.activity };
+        // SAFETY: `api` is NULL or valid for the duration of the callback, as `activity`.
         match unsafe { r.api.as_ref() } {
             Some(api) => Joined { activity, api: *api, has_api: 1 },
             None => Joined { activity, api: rcb_api_event::default(), has_api: 0 },
@@ -319,6 +320,7 @@ trait Collector: Sync {
 struct Lib(*mut rcb_correlator);
 // SAFETY: the correlator's add calls are thread-safe; the handle is an id.
 unsafe impl Send for Lib {}
+// SAFETY: as for Send: every call through a shared Lib is one the C ABI allows from any thread.
 unsafe impl Sync for Lib {}
 
 impl Drop for Lib {
@@ -513,6 +515,7 @@ mod xla {
     }
     // SAFETY: the C++ collector takes its mutex in AddEvent, as XLA's.
     unsafe impl Send for Xla {}
+    // SAFETY: as for Send: adds from shared references go through that mutex.
     unsafe impl Sync for Xla {}
 
     pub fn map_name() -> String {
