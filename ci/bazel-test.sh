@@ -7,14 +7,7 @@
 # live in one temporary directory, removed at the end; nothing is written in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(bazel-bootstrap bazel-rules-cc bazel-rules-java)
-if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y --no-install-recommends "${packages[@]}" ||
-        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${packages[@]}"; }
-fi
+bash ci/apt-install.sh bazel-bootstrap bazel-rules-cc bazel-rules-java
 rules_cc=$(dpkg -L bazel-rules-cc | sed -n 's|/cc/defs\.bzl$||p')
 rules_java=$(dpkg -L bazel-rules-java | sed -n 's|/java/defs\.bzl$||p')
 

@@ -9,17 +9,7 @@
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
 
-missing=()
-for pkg in libamdhip64-dev libabsl-dev pkg-config; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
-        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }
-fi
+bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev libabsl-dev pkg-config
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
 done

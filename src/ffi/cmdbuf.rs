@@ -256,6 +256,28 @@ unsafe fn deps_of(id: usize, cb: &CmdBuf, deps: *const rcb_node, ndeps: usize) -
     deps.iter().map(|&d| node_id(id, d)).collect()
 }
 
+/// The part every `rcb_cmdbuf_add_*` shares once `cb` is locked: resolves `deps`, runs `add` and
+/// writes the new node's handle to `*node`.
+///
+/// # Safety
+/// `deps` is NULL or points to `ndeps` readable handles; `node` came from [`arg_out`] and points
+/// to writable memory for an `rcb_node`.
+unsafe fn add_node(
+    id: usize,
+    cb: &mut CmdBuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    node: *mut rcb_node,
+    add: impl FnOnce(&mut CmdBuf, &[NodeId]) -> Result<NodeId>,
+) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
+    let n = add(cb, &deps)?;
+    // SAFETY: forwarded from the caller.
+    unsafe { write_out(node, node_handle(id, n)) };
+    Ok(())
+}
+
 /// The launch's arguments, still borrowed from C.
 struct Launch<'a> {
     function: Function,
@@ -446,14 +468,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
     boundary(|| {
         let out = arg_out(node, "node")?;
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
-            let launch = unsafe { launch_of(launch) }?;
-            let n = cb.add_kernel(&deps, &launch.view())?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+                // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
+                let launch = unsafe { launch_of(launch) }?;
+                cb.add_kernel(deps, &launch.view())
+            };
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, add) }
         })
     })
 }
@@ -488,14 +509,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
     boundary(|| {
         let out = arg_out(node, "node")?;
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
-            let launch = unsafe { params_launch_of(launch) }?;
-            let n = cb.add_kernel_params(&deps, &launch)?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+                // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
+                let launch = unsafe { params_launch_of(launch) }?;
+                cb.add_kernel_params(deps, &launch)
+            };
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, add) }
         })
     })
 }
@@ -521,12 +541,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memcpy_d2d(
     boundary(|| {
         let out = arg_out(node, "node")?;
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_memcpy(&deps, memcpy(dst, src, bytes)?)?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) }
         })
     })
 }
@@ -553,12 +569,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
     boundary(|| {
         let out = arg_out(node, "node")?;
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_memset(&deps, Memset { dst, pattern, element_size, count })?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) }
         })
     })
 }
@@ -575,12 +587,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const 
     boundary(|| {
         let out = arg_out(node, "node")?;
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_empty(&deps)?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_empty(deps)) }
         })
     })
 }
@@ -634,12 +642,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child(
     boundary(|| {
         let out = arg_out(node, "node")?;
         with_pair(cb, child, |id, cb, child| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_child(&deps, child)?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_child(deps, child)) }
         })
     })
 }
@@ -671,12 +675,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
             return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
         }
         with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller.
-            let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
-            let n = cb.add_child_graph(&deps, Graph(graph))?;
-            // SAFETY: checked by arg_out.
-            unsafe { write_out(out, node_handle(id, n)) };
-            Ok(())
+            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_child_graph(deps, Graph(graph))) }
         })
     })
 }

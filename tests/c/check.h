@@ -7,6 +7,7 @@
 
 #include "rocm_cmdbuf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,16 @@ static const char *last_error(void) {
     size_t n = rcb_last_error_message(buf, sizeof buf);
     CHECK(n < sizeof buf, "message of %zu bytes truncated", n);
     return buf;
+}
+
+/* A device pointer as the library takes it. */
+static inline uint64_t dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* The bits of a float, for a u32 fill of float data. */
+static inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
 }
 
 /* A HIP call the program needs: stop on failure (programs that include the HIP headers). */

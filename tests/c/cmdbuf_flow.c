@@ -43,14 +43,6 @@ static struct {
     hipStream_t stream;
 } gpu;
 
-static uint64_t dptr(void *p) { return (uint64_t)(uintptr_t)p; }
-
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static void *upload_f32(float value) {
     float host[N];
     for (int i = 0; i < N; i++) host[i] = value;

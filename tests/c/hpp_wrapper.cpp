@@ -64,13 +64,6 @@ struct Gpu {
   hipStream_t stream;
 } gpu;
 
-uint64_t dptr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
-
-uint32_t f32_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 void* upload_f32(float value) {
   std::vector<float> host(N, value);

@@ -14,16 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$SECONDS
-missing=()
-command -v cmake >/dev/null || missing+=(cmake)
-command -v pkg-config >/dev/null || missing+=(pkg-config)
-if [ ${#missing[@]} -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y --no-install-recommends "${missing[@]}" ||
-        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends "${missing[@]}"; }
-fi
+bash ci/apt-install.sh cmake pkg-config
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
