@@ -45,6 +45,11 @@ pub struct TraceCache {
     capacity: usize,
     /// Most recently used first.
     entries: Vec<Entry>,
+    /// Captured graphs the runtime failed to destroy: destroyed again by [`Self::destroy`].
+    orphans: Vec<Graph>,
+    /// What the runtime failed to give back when entries were evicted or dropped: reported by
+    /// [`Self::destroy`], so that the cache's free says what leaked.
+    leaks: Leaks,
 }
 
 impl TraceCache {
@@ -52,7 +57,7 @@ impl TraceCache {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::invalid_argument(format!("capacity {capacity} must be between 1 and {MAX_CAPACITY}")));
         }
-        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity) })
+        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity), orphans: Vec::new(), leaks: Leaks::default() })
     }
 
     pub fn len(&self) -> usize {
@@ -65,10 +70,18 @@ impl TraceCache {
 
     /// Destroys every cached graph and returns the runtime calls that failed (their objects are
     /// leaked); the cache is gone either way.
-    pub fn destroy(self) -> Leaks {
-        let mut leaks = Leaks::default();
-        for entry in self.entries {
+    pub fn destroy(mut self) -> Leaks {
+        self.release()
+    }
+
+    /// Destroys every graph the cache holds and leaves nothing for a second call.
+    fn release(&mut self) -> Leaks {
+        let mut leaks = std::mem::take(&mut self.leaks);
+        for entry in self.entries.drain(..) {
             leaks.append(entry.graph.destroy());
+        }
+        for orphan in self.orphans.drain(..) {
+            leaks.note(self.rt.graph_destroy(orphan));
         }
         leaks
     }
@@ -96,7 +109,9 @@ impl TraceCache {
             return Ok((graph, Outcome::Relocated));
         }
         let entry = self.trace(stream, allocs, trace, hash, shape)?;
-        self.entries.truncate(self.capacity - 1);
+        for evicted in self.entries.drain(self.entries.len().min(self.capacity - 1)..) {
+            self.leaks.append(evicted.graph.destroy());
+        }
         self.entries.insert(0, entry);
         Ok((self.entries[0].graph.graph()?, Outcome::Traced))
     }
@@ -109,7 +124,8 @@ impl TraceCache {
         let report = self.entries[i].graph.update_allocations(allocs)?;
         if report.needs_rerecord {
             log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
-            self.entries.remove(i);
+            let dropped = self.entries.remove(i);
+            self.leaks.append(dropped.graph.destroy());
             return Ok(None);
         }
         let entry = &mut self.entries[i];
@@ -121,7 +137,7 @@ impl TraceCache {
     }
 
     fn trace(
-        &self,
+        &mut self,
         stream: Stream,
         allocs: &[Allocation],
         trace: impl FnOnce(Stream) -> Result<()>,
@@ -152,7 +168,7 @@ impl TraceCache {
     /// behind its back: when the end fails and the stream still captures, the end is tried once
     /// more (its graph discarded: the capture already failed once), and the error says what
     /// state the stream is in.
-    fn end_capture(&self, stream: Stream) -> Result<Graph> {
+    fn end_capture(&mut self, stream: Stream) -> Result<Graph> {
         let e = match self.rt.end_capture(stream) {
             Ok(g) => return Ok(g),
             Err(e) => e,
@@ -189,10 +205,17 @@ impl TraceCache {
         Ok((graph, report.fallback.is_none()))
     }
 
-    fn destroy_graph(&self, graph: Graph) {
+    fn destroy_graph(&mut self, graph: Graph) {
         if let Err(e) = self.rt.graph_destroy(graph) {
-            log::warn!("destroying a captured graph: {e}");
+            log::warn!("destroying a captured graph: {e}; trying again when the cache is freed");
+            self.orphans.push(graph);
         }
+    }
+}
+
+impl Drop for TraceCache {
+    fn drop(&mut self) {
+        self.release().log("dropping a trace cache");
     }
 }
 

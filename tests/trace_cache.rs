@@ -475,3 +475,39 @@ fn free_reports_a_failed_graph_destroy_and_releases_the_handle() {
     fails(unsafe { rcb_trace_cache_free(tc.0) }, RCB_STATUS_INVALID_HANDLE, "not live");
     assert_eq!(sim.live_count("graph"), graphs + 1, "the other entry's graph was destroyed after the failure");
 }
+
+/// Found by the fault matrix (tests/faults): a captured graph the runtime failed to destroy
+/// (after it was flattened into an entry) was leaked with only a log line. The free destroys
+/// it again, and says so when that fails too.
+#[test]
+fn a_captured_graph_the_runtime_failed_to_destroy_is_destroyed_by_the_free() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let (x, y) = buffers(&gpu, 1.0);
+    let graphs = sim.live_count("graph");
+    for second_failure in [false, true] {
+        let tc = Tc::new(4);
+        let mut w = work(&gpu, x, y, 2.0);
+        sim.set_faults("hipGraphDestroy:1");
+        let (g, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+        sim.set_faults("");
+        assert_eq!(outcome, RCB_TRACE_TRACED);
+        assert_eq!(sim.live_count("graph"), graphs + 2, "the entry's graph and the captured one the runtime kept");
+        run(&gpu, g);
+        assert_eq!(gpu.read(y, N), vec![5.0; N]);
+        gpu.write(y, &[1.0; N]);
+        if second_failure {
+            // The entry's graph is destroyed first, then the captured one, which fails again.
+            sim.set_faults("hipGraphDestroy:2");
+            let s = unsafe { rcb_trace_cache_free(tc.0) };
+            sim.set_faults("");
+            fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
+            assert_eq!(sim.live_count("graph"), graphs + 1, "only the graph whose destroy failed twice is left");
+        } else {
+            ok(unsafe { rcb_trace_cache_free(tc.0) });
+            assert_eq!(sim.live_count("graph"), graphs, "the free destroyed both");
+        }
+    }
+}

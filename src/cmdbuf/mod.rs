@@ -83,6 +83,9 @@ pub struct CmdBuf {
     unpushed: Vec<NodeId>,
     /// A primary's template lags behind its executable graph.
     template_stale: bool,
+    /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
+    /// the command buffer is released, which reports them if that fails too.
+    orphans: Vec<Graph>,
 }
 
 impl CmdBuf {
@@ -105,6 +108,7 @@ impl CmdBuf {
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
             template_stale: false,
+            orphans: Vec::new(),
         })
     }
 
@@ -317,7 +321,8 @@ impl CmdBuf {
         };
         self.state = State::Recording;
         if let Err(e) = self.rt.graph_destroy(self.graph) {
-            log::warn!("destroying the graph replaced by a capture: {e}");
+            log::warn!("destroying the graph replaced by a capture: {e}; trying again when the command buffer is freed");
+            self.orphans.push(self.graph);
         }
         self.graph = captured;
         self.captured = true;
@@ -531,6 +536,9 @@ impl CmdBuf {
         let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));
         if !graph.is_null() {
             leaks.note(self.rt.graph_destroy(graph));
+        }
+        for orphan in std::mem::take(&mut self.orphans) {
+            leaks.note(self.rt.graph_destroy(orphan));
         }
         leaks
     }

@@ -17,7 +17,7 @@ pub const DEV_SPAN: u64 = 1 << 40;
 const DEV_END: u64 = DEV_BASE + 16 * DEV_SPAN;
 const ALIGN: u64 = 256;
 /// Per-device capacity; larger requests fail like an exhausted GPU would.
-const CAPACITY: u64 = 64 << 30;
+pub const CAPACITY: u64 = 64 << 30;
 
 /// A zeroed host buffer at a stable address (calloc-like, so untouched pages cost nothing).
 pub struct Buf {
