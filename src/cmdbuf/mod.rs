@@ -14,6 +14,8 @@ mod flatten;
 mod nodes;
 mod opaque;
 mod patch;
+#[cfg(test)]
+mod properties;
 mod state;
 mod update;
 
