@@ -480,6 +480,9 @@ fn bad_input_gets_a_distinct_status_naming_the_argument() {
         assert!(last_error().contains("rcb_vmm_pool handle"), "{}", last_error());
     }
     assert_eq!(unsafe { rcb_vmm_pool_acquire(0x1234 as *mut rcb_vmm_pool, &mut rcb_vmm_slot { ..slot }) }, RCB_STATUS_INVALID_HANDLE);
+    // A NULL pool is a NULL argument, as a NULL handle of every other type.
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(null_mut(), &mut rcb_vmm_slot { ..slot }) }, RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`pool`"), "{}", last_error());
     rt.free(outside).unwrap();
     rt.stream_destroy(stream).unwrap();
 }

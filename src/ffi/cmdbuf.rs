@@ -11,16 +11,15 @@
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
 //! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
 
-use super::Registry;
-use super::handle::lock;
-use super::{arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use super::{
+    Handle, Live, Registry, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister,
+};
+use super::{write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
-use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
-
-static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
+use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
 
 /// A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
 /// the caller, freed with `rcb_cmdbuf_free`.
@@ -37,6 +36,15 @@ static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
 /// buffers may be used from different threads in parallel.
 pub struct rcb_cmdbuf {
     _private: [u8; 0],
+}
+
+impl Handle for rcb_cmdbuf {
+    type Object = Mutex<CmdBuf>;
+    const NAME: &'static str = "rcb_cmdbuf";
+    fn registry() -> &'static Registry<Self> {
+        static LIVE: Registry<rcb_cmdbuf> = Registry::new();
+        &LIVE
+    }
 }
 
 /// A node of a command buffer. The value encodes the owning command buffer: a node of another
@@ -195,23 +203,10 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
 }
 
-fn handle_id(cb: *const rcb_cmdbuf, name: &str) -> Result<usize> {
-    if cb.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, format!("argument `{name}` is NULL")));
-    }
-    Ok(cb as usize)
-}
-
-fn get(cb: *const rcb_cmdbuf, name: &str) -> Result<(usize, Arc<Mutex<CmdBuf>>)> {
-    let id = handle_id(cb, name)?;
-    Ok((id, CMDBUFS.get(id)?))
-}
-
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
 fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let (id, object) = get(cb, "cb")?;
-    let mut guard = lock(&object, "rcb_cmdbuf")?;
-    f(id, &mut guard)
+    let cb = live(cb, "cb")?;
+    f(cb.id(), &mut *cb.lock()?)
 }
 
 /// Runs an address update on `cb` and writes its report to `*report` on success.
@@ -237,7 +232,7 @@ fn node_id(cb: usize, node: rcb_node) -> Result<NodeId> {
     let owner = (node >> 32) as usize;
     let index = node & 0xffff_ffff;
     if owner != cb {
-        if owner != 0 && index != 0 && CMDBUFS.get(owner).is_ok() {
+        if owner != 0 && index != 0 && rcb_cmdbuf::registry().contains(owner) {
             return Err(Error::new(ErrorKind::ForeignNode, format!("node {node:#x} belongs to command buffer {owner:#x}, not to {cb:#x}")));
         }
         return Err(Error::invalid_argument(format!("{node:#x} is not a node handle")));
@@ -278,6 +273,23 @@ unsafe fn add_node(
     Ok(())
 }
 
+/// The body of an `rcb_cmdbuf_add_*` on one command buffer: checks `node`, locks `cb` and runs
+/// [`add_node`].
+///
+/// # Safety
+/// `deps` is NULL or points to `ndeps` readable handles; `node` is NULL or writable.
+unsafe fn add_to(
+    cb: *const rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    node: *mut rcb_node,
+    add: impl FnOnce(&mut CmdBuf, &[NodeId]) -> Result<NodeId>,
+) -> Result<()> {
+    let out = arg_out(node, "node")?;
+    // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+    with(cb, |id, cb| unsafe { add_node(id, cb, deps, ndeps, out, add) })
+}
+
 /// The launch's arguments, still borrowed from C.
 struct Launch<'a> {
     function: Function,
@@ -293,7 +305,7 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
     // SAFETY: forwarded from the caller.
     let l = unsafe { arg_ref(launch, "launch") }?;
     if l.function.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+        return Err(null_argument("launch->function"));
     }
     // SAFETY: forwarded from the caller.
     let raw = unsafe { arg_slice(l.args, l.num_args, "launch->args", cmdbuf::MAX_ARGS) }?;
@@ -313,7 +325,7 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
             return Err(Error::invalid_argument(format!("launch->args[{i}].size {} is too large", a.size)));
         }
         if a.value.is_null() {
-            return Err(Error::new(ErrorKind::NullArgument, format!("argument `launch->args[{i}].value` is NULL")));
+            return Err(null_argument(&format!("launch->args[{i}].value")));
         }
         // SAFETY: non-null; the caller promises `size` readable bytes for the call.
         let value = unsafe { std::slice::from_raw_parts(a.value as *const u8, a.size as usize) };
@@ -340,7 +352,7 @@ unsafe fn params_launch_of(launch: *const rcb_kernel_params_launch) -> Result<Ke
     // SAFETY: forwarded from the caller.
     let l = unsafe { arg_ref(launch, "launch") }?;
     if l.function.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+        return Err(null_argument("launch->function"));
     }
     Ok(KernelParamPointers {
         function: Function(l.function),
@@ -358,14 +370,14 @@ fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
 
 fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
     let out = arg_out(out, "out")?;
-    let cb = CmdBuf::new(runtime::get()?, device, kind)?;
-    let id = CMDBUFS.insert(cb);
-    if id > u32::MAX as usize {
-        CMDBUFS.remove(id)?;
+    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?));
+    // Node handles hold the id in their upper 32 bits.
+    if cb.addr() > u32::MAX as usize {
+        unregister(cb)?;
         return Err(Error::new(ErrorKind::OutOfMemory, "command buffer handle ids are exhausted"));
     }
     // SAFETY: checked by arg_out.
-    unsafe { write_out(out, id as *mut rcb_cmdbuf) };
+    unsafe { write_out(out, cb) };
     Ok(())
 }
 
@@ -414,14 +426,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
-    boundary(|| {
-        if cb.is_null() {
-            return Ok(());
-        }
-        match CMDBUFS.take(cb as usize)? {
-            Some(cb) => cb.destroy().into_result("the command buffer"),
-            None => Ok(()),
-        }
+    boundary(|| match take(cb, |_| Ok(()))? {
+        Some(cb) => unlocked(cb).destroy().into_result("the command buffer"),
+        None => Ok(()),
     })
 }
 
@@ -465,18 +472,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
     launch: *const rcb_kernel_launch,
     node: *mut rcb_node,
 ) -> rcb_status {
-    boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-                // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
-                let launch = unsafe { launch_of(launch) }?;
-                cb.add_kernel(deps, &launch.view())
-            };
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, add) }
-        })
-    })
+    let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+        // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
+        let launch = unsafe { launch_of(launch) }?;
+        cb.add_kernel(deps, &launch.view())
+    };
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { add_to(cb, deps, ndeps, node, add) })
 }
 
 /// Adds a kernel node whose argument sizes are unknown after `deps` (as for
@@ -506,18 +508,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
     launch: *const rcb_kernel_params_launch,
     node: *mut rcb_node,
 ) -> rcb_status {
-    boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-                // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
-                let launch = unsafe { params_launch_of(launch) }?;
-                cb.add_kernel_params(deps, &launch)
-            };
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, add) }
-        })
-    })
+    let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+        // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
+        let launch = unsafe { params_launch_of(launch) }?;
+        cb.add_kernel_params(deps, &launch)
+    };
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { add_to(cb, deps, ndeps, node, add) })
 }
 
 /// Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
@@ -538,13 +535,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memcpy_d2d(
     bytes: u64,
     node: *mut rcb_node,
 ) -> rcb_status {
-    boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) }
-        })
-    })
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) })
 }
 
 /// Adds a memset of `count` (> 0) elements of `element_size` bytes (1, 2 or 4) at `dst`, each
@@ -566,13 +558,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
     count: u64,
     node: *mut rcb_node,
 ) -> rcb_status {
-    boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) }
-        })
-    })
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) })
 }
 
 /// Adds an empty node (a join point) after `deps`. `*node` is written on success. Recording
@@ -584,26 +571,22 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
 /// Pointers must be NULL or valid as described.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const rcb_node, ndeps: usize, node: *mut rcb_node) -> rcb_status {
-    boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_empty(deps)) }
-        })
-    })
+    // SAFETY: forwarded from the caller.
+    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_empty(deps)) })
 }
 
 /// Locks two command buffers in handle order (so two threads embedding each other's buffers
 /// cannot deadlock) and runs `f(parent, child)`.
 fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let (id, parent) = get(cb, "cb")?;
-    let (child_id, child) = get(child, "child")?;
+    let parent = live(cb, "cb")?;
+    let child = live(child, "child")?;
+    let (id, child_id) = (parent.id(), child.id());
     if id == child_id {
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
-    let (first, second) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
-    let mut first = lock(first, "rcb_cmdbuf")?;
-    let mut second = lock(second, "rcb_cmdbuf")?;
+    let (first, second): (&Live<rcb_cmdbuf>, _) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
+    let mut first = first.lock()?;
+    let mut second = second.lock()?;
     let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }
@@ -670,14 +653,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
         if graph.is_null() {
-            return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
+            return Err(null_argument("graph"));
         }
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_child_graph(deps, Graph(graph))) }
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_child_graph(deps, Graph(graph))) }
     })
 }
 
@@ -1042,19 +1022,14 @@ pub struct rcb_flatten_report {
     pub sites: u32,
     /// After a fallback, why (NUL-terminated, cut at a character boundary if longer); empty
     /// otherwise.
-    pub reason: [std::ffi::c_char; RCB_FLATTEN_REASON_LEN],
+    pub reason: [c_char; RCB_FLATTEN_REASON_LEN],
 }
 
 fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
-    let mut reason = [0 as std::ffi::c_char; RCB_FLATTEN_REASON_LEN];
+    let mut reason = [0 as c_char; RCB_FLATTEN_REASON_LEN];
     if let Some(text) = &r.fallback {
-        let mut end = text.len().min(RCB_FLATTEN_REASON_LEN - 1);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        for (dst, &b) in reason.iter_mut().zip(&text.as_bytes()[..end]) {
-            *dst = b as std::ffi::c_char;
-        }
+        // SAFETY: the array is writable for its length.
+        unsafe { write_c_str(text, reason.as_mut_ptr(), reason.len()) };
     }
     rcb_flatten_report { flattened: u32::from(r.fallback.is_none()), nodes: r.nodes, sites: r.sites, reason }
 }
