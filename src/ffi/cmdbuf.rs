@@ -11,9 +11,8 @@
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
 //! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
 
-use super::{
-    Handle, Live, Registry, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister,
-};
+use super::handle::handle_type;
+use super::{Handle, Live, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
 use super::{write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
@@ -38,14 +37,7 @@ pub struct rcb_cmdbuf {
     _private: [u8; 0],
 }
 
-impl Handle for rcb_cmdbuf {
-    type Object = Mutex<CmdBuf>;
-    const NAME: &'static str = "rcb_cmdbuf";
-    fn registry() -> &'static Registry<Self> {
-        static LIVE: Registry<rcb_cmdbuf> = Registry::new();
-        &LIVE
-    }
-}
+handle_type!(rcb_cmdbuf => Mutex<CmdBuf>);
 
 /// A node of a command buffer. The value encodes the owning command buffer: a node of another
 /// command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.

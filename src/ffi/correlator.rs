@@ -7,7 +7,8 @@
 //! `rcb_correlator_free` bumps: the common call reads one shared word and writes nothing shared
 //! but its shard.
 
-use super::{Handle, Registry, arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, unregister, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, unregister, write_out};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profiler::{
     self, Activity, ApiEvent, CorrelatedActivity, CorrelatedApiEvent, Correlator, MAX_PENDING, Report, Sink, Stats, Summary,
@@ -288,14 +289,7 @@ pub struct rcb_correlator_counters {
 
 // The correlator synchronizes its own state (adds come from many threads at once), so it is
 // shared as it is, without a lock around it.
-impl Handle for rcb_correlator {
-    type Object = Correlator;
-    const NAME: &'static str = "rcb_correlator";
-    fn registry() -> &'static Registry<Self> {
-        static LIVE: Registry<rcb_correlator> = Registry::new();
-        &LIVE
-    }
-}
+handle_type!(rcb_correlator => Correlator);
 
 /// Bumped by every free, so that no thread keeps using a correlator it cached before the free.
 static GENERATION: AtomicU64 = AtomicU64::new(0);

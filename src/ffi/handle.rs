@@ -28,6 +28,22 @@ pub(crate) trait Handle: Sized + 'static {
     fn registry() -> &'static Registry<Self>;
 }
 
+/// Makes a C type a handle of `$object`s with a registry of its own, named in messages as it is
+/// spelled in C.
+macro_rules! handle_type {
+    ($c_type:ident => $object:ty) => {
+        impl $crate::ffi::handle::Handle for $c_type {
+            type Object = $object;
+            const NAME: &'static str = stringify!($c_type);
+            fn registry() -> &'static $crate::ffi::handle::Registry<Self> {
+                static LIVE: $crate::ffi::handle::Registry<$c_type> = $crate::ffi::handle::Registry::new();
+                &LIVE
+            }
+        }
+    };
+}
+pub(crate) use handle_type;
+
 // One counter for all types, so a handle of one type is never a live handle of another.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0x1000);
 
@@ -134,54 +150,41 @@ fn not_live<H: Handle>(id: usize) -> Error {
 
 #[cfg(test)]
 mod tests {
+    #![allow(non_camel_case_types)]
     use super::*;
 
-    struct A;
-    struct B;
-    impl Handle for A {
-        type Object = Mutex<u32>;
-        const NAME: &'static str = "rcb_a";
-        fn registry() -> &'static Registry<Self> {
-            static LIVE: Registry<A> = Registry::new();
-            &LIVE
-        }
-    }
-    impl Handle for B {
-        type Object = u32;
-        const NAME: &'static str = "rcb_b";
-        fn registry() -> &'static Registry<Self> {
-            static LIVE: Registry<B> = Registry::new();
-            &LIVE
-        }
-    }
+    struct rcb_a;
+    struct rcb_b;
+    handle_type!(rcb_a => Mutex<u32>);
+    handle_type!(rcb_b => u32);
 
     #[test]
     fn null_freed_and_foreign_handles_are_rejected() {
-        let a = register::<A>(Mutex::new(7));
-        let b = register::<B>(8);
+        let a = register::<rcb_a>(Mutex::new(7));
+        let b = register::<rcb_b>(8);
         assert_eq!(*live(a, "a").unwrap().lock().unwrap(), 7);
-        let e = live(std::ptr::null::<A>(), "pool").err().unwrap();
+        let e = live(std::ptr::null::<rcb_a>(), "pool").err().unwrap();
         assert_eq!((e.kind, e.message.as_str()), (ErrorKind::NullArgument, "argument `pool` is NULL"));
-        let foreign: *const B = a.cast();
+        let foreign: *const rcb_b = a.cast();
         assert_eq!(live(foreign, "b").err().unwrap().kind, ErrorKind::InvalidHandle);
         assert_eq!(take(a, |_| Ok(())).unwrap().map(unlocked), Some(7));
         let e = unregister(a).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidHandle);
         assert!(e.message.contains("rcb_a"), "{}", e.message);
-        assert!(unregister(std::ptr::null_mut::<A>()).unwrap().is_none(), "freeing NULL is a no-op");
-        assert_ne!(register::<A>(Mutex::new(9)), a, "ids are never reused");
+        assert!(unregister(std::ptr::null_mut::<rcb_a>()).unwrap().is_none(), "freeing NULL is a no-op");
+        assert_ne!(register::<rcb_a>(Mutex::new(9)), a, "ids are never reused");
         assert_eq!(*live(b, "b").unwrap(), 8);
     }
 
     #[test]
     fn a_refused_or_shared_take_leaves_what_it_must() {
-        let b = register::<B>(1);
+        let b = register::<rcb_b>(1);
         let e = take(b, |_| Err(Error::invalid_state("busy"))).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidState);
-        assert!(B::registry().contains(b.addr()), "a refused free leaves the handle live");
+        assert!(rcb_b::registry().contains(b.addr()), "a refused free leaves the handle live");
         let in_flight = live(b, "b").unwrap();
         assert_eq!(take(b, |_| Ok(())).unwrap(), None, "a call in flight keeps the object");
-        assert!(!B::registry().contains(b.addr()));
+        assert!(!rcb_b::registry().contains(b.addr()));
         assert_eq!(**in_flight.shared(), 1);
     }
 }

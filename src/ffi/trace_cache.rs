@@ -4,7 +4,8 @@
 //! Methods: `rcb_trace_cache_new`, `rcb_trace_cache_free`, `rcb_trace_cache_get_or_trace`.
 
 use super::cmdbuf::{as_allocations, rcb_allocation};
-use super::{Handle, Registry, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, write_out};
 use crate::cmdbuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Stream};
@@ -26,14 +27,7 @@ pub struct rcb_trace_cache {
     _private: [u8; 0],
 }
 
-impl Handle for rcb_trace_cache {
-    type Object = Mutex<TraceCache>;
-    const NAME: &'static str = "rcb_trace_cache";
-    fn registry() -> &'static Registry<Self> {
-        static LIVE: Registry<rcb_trace_cache> = Registry::new();
-        &LIVE
-    }
-}
+handle_type!(rcb_trace_cache => Mutex<TraceCache>);
 
 /// Issues the traced command's work on `stream` (a `hipStream_t` / `CUstream` being captured).
 /// `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any

@@ -1,6 +1,7 @@
 //! `rcb_vmm_pool_*`: the circular VMM pool behind the C ABI.
 
-use super::{Handle, Registry, arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, take, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, take, write_out};
 use crate::config;
 use crate::runtime::Stream;
 use crate::vmm_pool::{Backing, DeviceCopy, Lease, MAX_BUFFERS, MAX_PEERS, PoolConfig, VmmPool};
@@ -16,14 +17,7 @@ pub struct rcb_vmm_pool {
 
 // The pool synchronizes its own state (acquire waits for another thread's release), so it is
 // shared as it is, without a lock around it.
-impl Handle for rcb_vmm_pool {
-    type Object = VmmPool;
-    const NAME: &'static str = "rcb_vmm_pool";
-    fn registry() -> &'static Registry<Self> {
-        static LIVE: Registry<rcb_vmm_pool> = Registry::new();
-        &LIVE
-    }
-}
+handle_type!(rcb_vmm_pool => VmmPool);
 
 /// `rcb_vmm_pool_config.backing`: one physical chunk per slot (`hipMemCreate`), permanently
 /// mapped at its own reserved range, with access for the device and every listed peer that can
