@@ -11,13 +11,11 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::{args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Runtime, Stream};
+use rocm_cmdbuf::runtime::{Exec, Function, Graph, Runtime, Stream};
 use std::ffi::c_void;
 use std::ptr::null_mut;
-
-const N: usize = 64;
-const BYTES: u64 = (N * 4) as u64;
 
 /// What the trace function issues: fill(x = value as f32) → axpy(y += 2x), over `n` elements.
 struct Work {
@@ -37,26 +35,22 @@ unsafe extern "C" fn trace_work(user_data: *mut c_void, stream: *mut c_void) -> 
     w.calls += 1;
     if w.fail_with != 0 {
         // Something was captured before the failure: the partial graph must be discarded.
-        let _ = w.rt.direct().launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
+        let _ = w.rt.direct().launch_kernel(&common::launch(w.fill, &fill_args(w.x, w.value)), Stream(stream));
         return w.fail_with;
     }
     let issued =
         w.rt.direct()
-            .launch_kernel(&launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
-            .and_then(|()| w.rt.direct().launch_kernel(&launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
+            .launch_kernel(&common::launch(w.fill, &fill_args(w.x, w.value)), Stream(stream))
+            .and_then(|()| w.rt.direct().launch_kernel(&common::launch(w.axpy, &axpy_args(w.y, w.x, 2.0)), Stream(stream)));
     if issued.is_ok() { 0 } else { -1 }
 }
 
-fn launch(f: Function, args: &[u8]) -> KernelParams<'_> {
-    KernelParams { function: f, grid: [1, 1, 1], block: [N as u32, 1, 1], shared_mem_bytes: 0, args }
-}
-
 fn fill_args(x: u64, value: f32) -> Vec<u8> {
-    [x.to_ne_bytes().as_slice(), &value.to_bits().to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
+    pack(&args::fill(x, value.to_bits(), N as u64))
 }
 
 fn axpy_args(y: u64, x: u64, a: f32) -> Vec<u8> {
-    [y.to_ne_bytes().as_slice(), &x.to_ne_bytes(), &a.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
+    pack(&args::axpy(y, x, a, N as u64))
 }
 
 struct Tc(*mut rcb_trace_cache);
