@@ -144,7 +144,7 @@ fn at_most_max_per_key_idle_streams_are_kept() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
     empty_cache();
-    let max = rocm_cmdbuf::config::get().unwrap().stream_cache_max_per_key as u64;
+    let max = rocm_cmdbuf::config::get().unwrap().stream_cache.max_per_key as u64;
     let live_before = common::hipsim().map(|sim| sim.live_count("stream"));
     let before = stats(0);
     let streams: Vec<Stream> = (0..max + 6).map(|_| acquire(0, 1, 0)).collect();

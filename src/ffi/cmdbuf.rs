@@ -464,13 +464,15 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
     launch: *const rcb_kernel_launch,
     node: *mut rcb_node,
 ) -> rcb_status {
-    let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-        // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
-        let launch = unsafe { launch_of(launch) }?;
-        cb.add_kernel(deps, &launch.view())
-    };
-    // SAFETY: forwarded from the caller.
-    boundary(|| unsafe { add_to(cb, deps, ndeps, node, add) })
+    boundary(|| {
+        let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+            // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
+            let launch = unsafe { launch_of(launch) }?;
+            cb.add_kernel(deps, &launch.view())
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, add) }
+    })
 }
 
 /// Adds a kernel node whose argument sizes are unknown after `deps` (as for
@@ -500,13 +502,15 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
     launch: *const rcb_kernel_params_launch,
     node: *mut rcb_node,
 ) -> rcb_status {
-    let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-        // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
-        let launch = unsafe { params_launch_of(launch) }?;
-        cb.add_kernel_params(deps, &launch)
-    };
-    // SAFETY: forwarded from the caller.
-    boundary(|| unsafe { add_to(cb, deps, ndeps, node, add) })
+    boundary(|| {
+        let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+            // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
+            let launch = unsafe { params_launch_of(launch) }?;
+            cb.add_kernel_params(deps, &launch)
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, add) }
+    })
 }
 
 /// Adds a device-to-device copy of `bytes` (> 0) bytes from `src` to `dst` after `deps` (as for
@@ -527,8 +531,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memcpy_d2d(
     bytes: u64,
     node: *mut rcb_node,
 ) -> rcb_status {
-    // SAFETY: forwarded from the caller.
-    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) })
+    boundary(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) }
+    })
 }
 
 /// Adds a memset of `count` (> 0) elements of `element_size` bytes (1, 2 or 4) at `dst`, each
@@ -550,8 +556,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
     count: u64,
     node: *mut rcb_node,
 ) -> rcb_status {
-    // SAFETY: forwarded from the caller.
-    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) })
+    boundary(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) }
+    })
 }
 
 /// Adds an empty node (a join point) after `deps`. `*node` is written on success. Recording
@@ -563,8 +571,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
 /// Pointers must be NULL or valid as described.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const rcb_node, ndeps: usize, node: *mut rcb_node) -> rcb_status {
-    // SAFETY: forwarded from the caller.
-    boundary(|| unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_empty(deps)) })
+    boundary(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_empty(deps)) }
+    })
 }
 
 /// Locks two command buffers in handle order (so two threads embedding each other's buffers
