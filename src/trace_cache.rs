@@ -55,14 +55,6 @@ impl TraceCache {
         Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity) })
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Destroys every cached graph and returns the runtime calls that failed (their objects are
     /// leaked); the cache is gone either way.
     pub fn destroy(self) -> Leaks {

@@ -108,10 +108,6 @@ impl CmdBuf {
         })
     }
 
-    pub fn kind(&self) -> Kind {
-        self.kind
-    }
-
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }

@@ -14,8 +14,8 @@
 
 use crate::table::{Table, median_ns, ratio, time};
 use crate::{kernels, warm};
-use rocm_cmdbuf::cmdbuf::args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::kernel_args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
 use std::ffi::c_void;
 
