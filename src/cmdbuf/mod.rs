@@ -83,6 +83,8 @@ pub struct CmdBuf {
     unpushed: Vec<NodeId>,
     /// A primary's template lags behind its executable graph.
     template_stale: bool,
+    /// The nodes each flattened child became, by the group node it returned.
+    flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
 }
 
 impl CmdBuf {
@@ -105,6 +107,7 @@ impl CmdBuf {
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
             template_stale: false,
+            flattened: std::collections::HashMap::new(),
         })
     }
 
@@ -256,14 +259,27 @@ impl CmdBuf {
     /// executable graph; the node's references become `child`'s.
     pub fn update_child(&mut self, node: NodeId, child: &mut CmdBuf) -> Result<()> {
         self.state.allow(Op::Update)?;
+        self.node_of_kind(node, "child")?;
+        let graph = child.graph_to_embed()?;
+        let refs = child.references();
+        self.set_child(node, graph, refs)
+    }
+
+    /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
+    /// the executable graph; the node's references become unknown, as for
+    /// [`Self::add_child_graph`].
+    pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
+        self.set_child(node, graph, References::Unknown)
+    }
+
+    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References) -> Result<()> {
+        self.state.allow(Op::Update)?;
         let raw = self.node_of_kind(node, "child")?.raw;
         let Some(exec) = self.exec else {
             return Err(Error::unsupported(
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         };
-        let graph = child.graph_to_embed()?;
-        let refs = child.references();
         self.rt.exec_child_node_set(exec, raw, graph)?;
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
@@ -271,6 +287,11 @@ impl CmdBuf {
         record.template_lags = true;
         self.attach_sites(node);
         Ok(())
+    }
+
+    /// How many patch sites fall in each allocation of the table, in table order.
+    pub fn sites_per_allocation(&mut self) -> Vec<usize> {
+        (0..self.allocs.entries().len() as u32).map(|a| self.patches.of_allocation(a).len()).collect()
     }
 
     /// Starts capturing `stream` (thread-local mode); the captured graph replaces this command
