@@ -13,7 +13,7 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
-use common::{args, fails, ok, pack};
+use common::{args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, Node};
 use std::ffi::c_void;
@@ -480,7 +480,7 @@ fn a_flattened_group_takes_a_new_trace_of_the_same_shape_and_refuses_another_sha
     // Another shape (one node fewer) is refused and changes nothing.
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
-    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    common::run(rt, gpu.k.fill_u32, &args::fill(x, 2.0f32.to_bits(), N as u64), gpu.stream);
     let small = rt.end_capture(gpu.stream).unwrap();
     assert_eq!(update_flattened(&parent, group, null(), small), Err(RCB_STATUS_INVALID_ARGUMENT));
     assert!(last_error().contains("another shape"), "{}", last_error());

@@ -784,7 +784,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
 pub unsafe extern "C" fn rcb_cmdbuf_update_child_graph(cb: *mut rcb_cmdbuf, node: rcb_node, graph: *mut c_void) -> rcb_status {
     boundary(|| {
         if graph.is_null() {
-            return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
+            return Err(null_argument("graph"));
         }
         with(cb, |id, cb| {
             let n = node_id(id, node)?;
