@@ -38,8 +38,9 @@
 // Owners (CmdBuf, TraceCache, VmmPool, Correlator) are move-only. The destructor calls the matching *_free
 // and ignores its status; Free() calls it and returns the status; release() gives the raw handle
 // up without freeing it; get() returns it. A moved-from owner is empty (get() == nullptr) and its
-// destructor calls *_free(NULL), a no-op. Assigning to an owner (or Create into it) frees the
-// handle it held first.
+// destructor calls *_free(NULL), a no-op; any other call on it passes NULL, which the C function
+// reports as RCB_STATUS_NULL_ARGUMENT, as for a NULL handle of every type. Assigning to an owner
+// (or Create into it) frees the handle it held first.
 
 #ifndef ROCM_CMDBUF_HPP
 #define ROCM_CMDBUF_HPP
