@@ -617,6 +617,8 @@ void vmm_pool() {
         (unsigned long long)(hipsimLiveCount("mapping") - mappings));
   rcb::VmmPool pool(std::move(made));
   CHECK(made.get() == nullptr && pool.get() != nullptr, "move");
+  rcb_vmm_slot none;
+  EXPECT_STATUS(made.Acquire(&none), RCB_STATUS_NULL_ARGUMENT, "RCB_STATUS_NULL_ARGUMENT", "`pool`");
 
   rcb_vmm_slot slot;
   MUST(pool.Acquire(&slot));
