@@ -73,10 +73,19 @@ class Gpu {
                 : Sym<int (*)(void*, uint64_t, size_t, int)>("hipMemcpy")(dst, src, bytes, 2),
           "copy to host");
   }
-  void Sync() {
-    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(stream_)
-                : Sym<int (*)(void*)>("hipStreamSynchronize")(stream_),
+  void Sync() { Sync(stream_); }
+  void Sync(void* stream) {
+    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(stream)
+                : Sym<int (*)(void*)>("hipStreamSynchronize")(stream),
           "stream synchronize");
+  }
+  // Another stream, kept for the program's life.
+  void* NewStream() {
+    void* stream = nullptr;
+    Check(cuda_ ? Sym<int (*)(void**, unsigned)>("cuStreamCreate")(&stream, 0)
+                : Sym<int (*)(void**)>("hipStreamCreate")(&stream),
+          "stream create");
+    return stream;
   }
   void* Function(const char* name) {
     void* f = nullptr;
@@ -86,11 +95,12 @@ class Gpu {
     return f;
   }
   // A kernelParams-style launch on the stream (captured when the stream is capturing).
-  void Launch(void* f, unsigned grid, unsigned block, void** params) {
+  void Launch(void* f, unsigned grid, unsigned block, void** params) { Launch(f, grid, block, params, stream_); }
+  void Launch(void* f, unsigned grid, unsigned block, void** params, void* stream) {
     using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              void*, void**, void**);
     Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(f, grid, 1, 1, block, 1, 1, 0,
-                                                                           stream_, params, nullptr),
+                                                                           stream, params, nullptr),
           "kernel launch");
   }
 
@@ -100,6 +110,9 @@ class Gpu {
   }
   bool SetFaults(const char* spec) {
     return !cuda_ && Sym<int (*)(const char*)>("hipsimSetFaults")(spec) == 0;
+  }
+  uint64_t LiveCount(const char* kind) {
+    return cuda_ ? 0 : Sym<uint64_t (*)(const char*)>("hipsimLiveCount")(kind);
   }
 
   [[noreturn]] static void Fail(const char* what) {
