@@ -78,6 +78,12 @@ class Gpu {
     Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(s) : Sym<int (*)(void*)>("hipStreamSynchronize")(s),
           "stream synchronize");
   }
+  int DeviceCount() {
+    int count = 0;
+    Check(cuda_ ? Sym<int (*)(int*)>("cuDeviceGetCount")(&count) : Sym<int (*)(int*)>("hipGetDeviceCount")(&count),
+          "device count");
+    return count;
+  }
   // Another stream, kept for the program's life.
   void* NewStream() {
     void* stream = nullptr;

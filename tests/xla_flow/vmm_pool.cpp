@@ -286,12 +286,20 @@ Result Run(const char* name, uint32_t backing, uint32_t slots, bool in_place, co
 
     if (it == 0) {  // PoolFor: the first execution on the device makes the pool
       std::vector<uint64_t> sizes(plan.size(), kBytes);
+      // VMM memory is mapped for every other visible device (the library skips those that
+      // cannot access device 0).
+      std::vector<int32_t> peers;
+      for (int d = 1; backing == RCB_VMM_BACKING_VMM && d < gpu->DeviceCount() && peers.size() < 64; ++d) {
+        peers.push_back(d);
+      }
       rcb_vmm_pool_config config{};
       config.device = 0;
       config.backing = backing;
       config.num_slots = slots;
       config.num_buffers = static_cast<uint32_t>(sizes.size());
       config.buffer_sizes = sizes.data();
+      config.num_peers = static_cast<uint32_t>(peers.size());
+      config.peers = peers.empty() ? nullptr : peers.data();
       if (pool_fault != nullptr) CHECK(gpu->SetFaults(pool_fault), "fault injection");
       rcb::Status made = rcb::VmmPool::Create(config, &pool);
       gpu->SetFaults("");
