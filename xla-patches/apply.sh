@@ -53,7 +53,7 @@ else
 fi
 series=(0001-rocm_cmdbuf-build-rule.patch "$flags" 0003-rocm_cmdbuf-command-buffer.patch
     0004-rocm_cmdbuf-update-in-place.patch 0005-rocm_cmdbuf-traced-commands-and-streams.patch
-    0007-rocm_cmdbuf-vmm-pool.patch)
+    0006-rocm_cmdbuf-profiler.patch 0007-rocm_cmdbuf-vmm-pool.patch)
 if grep -q 'ThunkExecutor::DefinitionPlan definition_plan_;' "$xla/xla/service/gpu/gpu_executable.h"; then
     series+=(0008-rocm_cmdbuf-vmm-pool-definitions.patch)
 fi
