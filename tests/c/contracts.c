@@ -215,8 +215,7 @@ static void trace_cache_contracts(void) {
     EXPECT_FAIL(rcb_trace_cache_free(tc), RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
     faults("");
     EXPECT_FAIL(rcb_trace_cache_free(tc), RCB_STATUS_INVALID_HANDLE, "not live");
-    /* Two entries, each holding its flattened graph and its capture: all but the one whose
-     * destroy failed are gone. */
+    /* Two entries of two graphs each (flattened and captured): the first destroy failed. */
     CHECK(hipsimLiveCount("graph") == graphs - 3, "the other graphs were not destroyed (%llu -> %llu)",
           (unsigned long long)graphs, (unsigned long long)hipsimLiveCount("graph"));
     HIP(hipFree(x));

@@ -78,6 +78,20 @@ class Gpu {
     Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(s) : Sym<int (*)(void*)>("hipStreamSynchronize")(s),
           "stream synchronize");
   }
+  int DeviceCount() {
+    int count = 0;
+    Check(cuda_ ? Sym<int (*)(int*)>("cuDeviceGetCount")(&count) : Sym<int (*)(int*)>("hipGetDeviceCount")(&count),
+          "device count");
+    return count;
+  }
+  // Another stream, kept for the program's life.
+  void* NewStream() {
+    void* stream = nullptr;
+    Check(cuda_ ? Sym<int (*)(void**, unsigned)>("cuStreamCreate")(&stream, 0)
+                : Sym<int (*)(void**)>("hipStreamCreate")(&stream),
+          "stream create");
+    return stream;
+  }
   void* Function(const char* name) {
     void* f = nullptr;
     Check(cuda_ ? Sym<int (*)(void**, void*, const char*)>("cuModuleGetFunction")(&f, module_, name)
@@ -86,11 +100,11 @@ class Gpu {
     return f;
   }
   // A kernelParams-style launch on the stream (captured when the stream is capturing).
-  void Launch(void* f, unsigned grid, unsigned block, void** params) {
+  void Launch(void* f, unsigned grid, unsigned block, void** params, void* stream = nullptr) {
     using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              void*, void**, void**);
-    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(f, grid, 1, 1, block, 1, 1, 0,
-                                                                           stream_, params, nullptr),
+    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(
+              f, grid, 1, 1, block, 1, 1, 0, stream != nullptr ? stream : stream_, params, nullptr),
           "kernel launch");
   }
 
