@@ -366,6 +366,16 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
   }
 };
 
+// rcb_counters_get(cb, out): the counters of `cb`, or the process totals for nullptr (set
+// out->struct_size = sizeof(rcb_counters) first).
+inline Status CountersGet(const rcb_cmdbuf* cb, rcb_counters* out) { return internal::Wrap(rcb_counters_get(cb, out)); }
+
+// rcb_counters_reset(cb): zeroes the counters of `cb`, or the process totals for nullptr.
+inline Status CountersReset(rcb_cmdbuf* cb) { return internal::Wrap(rcb_counters_reset(cb)); }
+
+// rcb_fallback_reason_name(reason): a static name, nullptr for a number that is no reason.
+inline const char* FallbackReasonName(uint32_t reason) noexcept { return rcb_fallback_reason_name(reason); }
+
 // A trace cache (rcb_trace_cache), freed with rcb_trace_cache_free.
 class TraceCache : public internal::Owner<rcb_trace_cache, rcb_trace_cache_free> {
  public:

@@ -10,6 +10,7 @@
 
 pub mod allocations;
 pub mod args;
+mod budget;
 mod flatten;
 mod nodes;
 mod opaque;
@@ -22,6 +23,7 @@ pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
+use crate::counters::{Counters, Counts, Event};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{
     self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream,
@@ -83,6 +85,7 @@ pub struct CmdBuf {
     unpushed: Vec<NodeId>,
     /// A primary's template lags behind its executable graph.
     template_stale: bool,
+    counters: Counters,
 }
 
 impl CmdBuf {
@@ -105,6 +108,7 @@ impl CmdBuf {
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
             template_stale: false,
+            counters: Counters::default(),
         })
     }
 
@@ -119,6 +123,25 @@ impl CmdBuf {
     /// Number of recorded addresses that lie inside an allocation.
     pub fn site_count(&self) -> usize {
         self.patches.len()
+    }
+
+    /// What this command buffer asked of the runtime since it was created or last reset.
+    pub fn counts(&self) -> Counts {
+        self.counters.counts()
+    }
+
+    /// Zeroes [`Self::counts`]; the process totals keep what was counted.
+    pub fn reset_counts(&mut self) {
+        self.counters.reset();
+    }
+
+    /// The estimated kernel-argument staging bytes of pushing every node of this command
+    /// buffer's graph once (what updating a child node holding it costs).
+    fn graph_push_bytes(&self) -> u64 {
+        if self.captured {
+            return budget::listed_graph_bytes(self.rt, self.graph);
+        }
+        self.nodes.iter().map(|r| budget::push_bytes(&r.params) + r.child_bytes).sum()
     }
 
     /// Replaces the allocation table. Every recorded address, and every address a cloned child
@@ -175,20 +198,24 @@ impl CmdBuf {
         // Checked before the child's template is brought up to date, so a refusal touches nothing.
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
-        self.add_child_node(deps, graph, child.references())
+        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes())
     }
 
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
     /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
     pub fn add_child_graph(&mut self, deps: &[NodeId], graph: Graph) -> Result<NodeId> {
-        self.add_child_node(deps, graph, References::Unknown)
+        self.state.allow(Op::Add)?;
+        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
     }
 
-    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References) -> Result<NodeId> {
+    /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`).
+    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References, bytes: u64) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         let raw_deps = self.raw_deps(deps)?;
         let raw = self.rt.add_child_node(self.graph, &raw_deps, graph)?;
-        Ok(self.push_record(raw, Params::Child(refs)))
+        let id = self.push_record(raw, Params::Child(refs));
+        self.nodes[id as usize].child_bytes = bytes;
+        Ok(id)
     }
 
     /// What a clone of this command buffer's template may point into, for a parent that embeds
@@ -240,6 +267,7 @@ impl CmdBuf {
         let raw = record.raw;
         let Some(exec) = self.exec else { return self.rt.kernel_node_set_by_pointers(raw, launch) };
         self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
+        self.counters.record(Event::ExecPushes { nodes: 1, bytes: budget::push_bytes(&Params::KernelByPointers) });
         let template = self.rt.kernel_node_set_by_pointers(raw, launch);
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
@@ -268,10 +296,13 @@ impl CmdBuf {
         };
         let graph = child.graph_to_embed()?;
         let refs = child.references();
+        let bytes = child.graph_push_bytes();
         self.rt.exec_child_node_set(exec, raw, graph)?;
+        self.counters.record(Event::ExecPushes { nodes: 1, bytes });
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
+        record.child_bytes = bytes;
         record.template_lags = true;
         self.attach_sites(node);
         Ok(())
@@ -285,6 +316,7 @@ impl CmdBuf {
             return Err(Error::invalid_state("capture needs a command buffer with no nodes yet"));
         }
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        self.counters.record(Event::Capture);
         self.state = State::Capturing(stream);
         Ok(())
     }
@@ -336,6 +368,7 @@ impl CmdBuf {
             }
             if self.kind == Kind::Primary {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
+                self.counters.record(Event::Instantiation);
             }
         } else {
             self.push_unpushed()?;
@@ -417,7 +450,10 @@ impl CmdBuf {
         self.state.allow(Op::Update)?;
         let record = self.node_of_kind(node, params.kind_name())?;
         params.push(self.rt, self.exec, record.raw)?;
-        self.template_stale |= self.exec.is_some();
+        if self.exec.is_some() {
+            self.counters.record(Event::ExecPushes { nodes: 1, bytes: budget::push_bytes(&params) });
+            self.template_stale = true;
+        }
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = params;
@@ -488,6 +524,9 @@ impl CmdBuf {
             if record.unpushed {
                 record.params.push(self.rt, self.exec, record.raw)?;
                 record.unpushed = false;
+                if self.exec.is_some() {
+                    self.counters.record(Event::ExecPushes { nodes: 1, bytes: budget::push_bytes(&record.params) });
+                }
             }
             self.unpushed.pop();
         }

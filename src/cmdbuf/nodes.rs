@@ -129,10 +129,12 @@ pub struct NodeRecord {
     /// The template node holds older parameters than the executable graph and cannot be brought
     /// up to date (a child node updated in place: the runtime has no template setter for it).
     pub template_lags: bool,
+    /// A child node: the estimated staging bytes of pushing its graph (see `budget.rs`).
+    pub child_bytes: u64,
 }
 
 impl NodeRecord {
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false }
+        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false, child_bytes: 0 }
     }
 }

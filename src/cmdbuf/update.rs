@@ -4,8 +4,10 @@
 //! tables) it does not look at the others.
 
 use super::allocations::{self, Allocation};
+use super::budget;
 use super::state::Op;
 use super::{CmdBuf, Kind, NodeId};
+use crate::counters::{Event, Fallback};
 use crate::error::{Error, Result};
 
 /// Allocation `index` of the recorded table now starts at `base` (its size unchanged).
@@ -54,6 +56,7 @@ impl CmdBuf {
         let old = self.allocs.entries();
         if new.len() != old.len() {
             log::info!("allocation count changed from {} to {}: re-record needed", old.len(), new.len());
+            self.counters.record(Event::Fallback(Fallback::ShapeChanged));
             return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
         }
         let scratch = &mut self.scratch;
@@ -61,6 +64,7 @@ impl CmdBuf {
         for (i, (n, o)) in new.iter().zip(old).enumerate() {
             if n.size != o.size {
                 log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
+                self.counters.record(Event::Fallback(Fallback::ShapeChanged));
                 return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
             }
             if n.base != o.base {
@@ -106,6 +110,7 @@ impl CmdBuf {
     fn apply_moves(&mut self) -> UpdateReport {
         if let Some(reason) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
+            self.counters.record(Event::Fallback(Fallback::OpaqueReference));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
         let scratch = &mut self.scratch;
@@ -134,12 +139,14 @@ impl CmdBuf {
             self.allocs.rebase(alloc as usize, base);
         }
 
+        let mut bytes = 0;
         for (k, &node) in scratch.touched.iter().enumerate() {
             let record = &mut self.nodes[node as usize];
             match record.params.push(self.rt, self.exec, record.raw) {
                 Ok(()) => {
                     record.unpushed = false;
                     report.updated_nodes += 1;
+                    bytes += budget::push_bytes(&record.params);
                 }
                 Err(e) => {
                     log::warn!(
@@ -151,9 +158,16 @@ impl CmdBuf {
                         self.unpushed.push(rest);
                     }
                     report.needs_rerecord = true;
+                    self.counters.record(Event::Fallback(Fallback::PushFailed));
                     break;
                 }
             }
+        }
+        if self.exec.is_some() && report.updated_nodes > 0 {
+            self.counters.record(Event::ExecPushes { nodes: report.updated_nodes, bytes });
+        }
+        if report.moved_allocations > 0 && !report.needs_rerecord {
+            self.counters.record(Event::AddressUpdate);
         }
         self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
         report

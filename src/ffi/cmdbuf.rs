@@ -208,7 +208,7 @@ fn get(cb: *const rcb_cmdbuf, name: &str) -> Result<(usize, Arc<Mutex<CmdBuf>>)>
 }
 
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
-fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
+pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
     let (id, object) = get(cb, "cb")?;
     let mut guard = lock(&object, "rcb_cmdbuf")?;
     f(id, &mut guard)
