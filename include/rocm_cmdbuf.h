@@ -342,6 +342,13 @@ typedef struct rcb_update_report {
    * `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
    */
   uint32_t needs_rerecord;
+  /**
+   * 1 when the executable graph was re-instantiated (from its template, brought up to date
+   * with the moved addresses) instead of being sent the touched nodes, because its update
+   * budget was about to be spent (see `rcb_cmdbuf_set_exec_update_budget`); the old executable
+   * graph is destroyed once the work launched from it has finished. 0 otherwise.
+   */
+  uint32_t reinstantiated;
 } rcb_update_report;
 
 /**
@@ -1427,6 +1434,45 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
  * `cb` must be NULL or a handle; `count` NULL or writable.
  */
 rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
+
+/**
+ * Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
+ * re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
+ * HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
+ * they are destroyed, and 0 on CUDA, whose driver does not).
+ *
+ * What is counted: each node parameter push to the executable graph (an address update's
+ * touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument
+ * bytes plus a per-node estimate of the runtime's staging overhead (5 920 bytes, from ROCm's
+ * published measurement; see docs/cmdbuf.md). Before a push would pass the budget, the library
+ * brings the template graph up to date from its own copies of the parameters, instantiates it
+ * (`rcb_update_report.reinstantiated` says so for an address update; `rcb_counters` counts
+ * each) and destroys the old executable graph once everything launched from it has finished,
+ * in stream order, without waiting on the host (an event is recorded after each launch while
+ * the budget is on). At most two old executable graphs wait at a time: a third
+ * re-instantiation first waits for the oldest's launches.
+ *
+ * Allowed before the first `rcb_cmdbuf_finalize` only (`RCB_STATUS_INVALID_STATE` after it, and
+ * for a nested command buffer, which has no executable graph).
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_set_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t bytes);
+
+/**
+ * Writes the update budget of the command buffer's executable graph (bytes, 0: never
+ * re-instantiated; 0 for a nested command buffer) to `*budget` and what its updates are
+ * estimated to have taken since it was instantiated to `*spent`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `budget` and `spent` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget, uint64_t *spent);
 
 /**
  * Flattens a child into `cb` after `deps`: the child's nodes are re-created in `cb` in

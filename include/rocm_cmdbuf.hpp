@@ -349,6 +349,14 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_move_allocations(h_, moves.data(), moves.size(), report));
   }
 
+  // rcb_cmdbuf_set_exec_update_budget(cb, bytes).
+  Status SetExecUpdateBudget(uint64_t bytes) { return internal::Wrap(rcb_cmdbuf_set_exec_update_budget(h_, bytes)); }
+
+  // rcb_cmdbuf_exec_update_budget(cb, budget, spent).
+  Status ExecUpdateBudget(uint64_t* budget, uint64_t* spent) {
+    return internal::Wrap(rcb_cmdbuf_exec_update_budget(h_, budget, spent));
+  }
+
   // rcb_cmdbuf_node_count(cb, count).
   Status NodeCount(size_t* count) { return internal::Wrap(rcb_cmdbuf_node_count(h_, count)); }
 

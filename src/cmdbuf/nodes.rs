@@ -131,10 +131,24 @@ pub struct NodeRecord {
     pub template_lags: bool,
     /// A child node: the estimated staging bytes of pushing its graph (see `budget.rs`).
     pub child_bytes: u64,
+    /// A child node updated in place while the update budget is on: a clone of the graph it was
+    /// given (owned), which a re-instantiation gives the new executable graph, since the
+    /// template cannot take it.
+    pub child_clone: Option<Graph>,
 }
 
 impl NodeRecord {
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false, child_bytes: 0 }
+        Self {
+            raw,
+            params,
+            sites: Vec::new(),
+            epoch: 0,
+            unpushed: false,
+            pins: Vec::new(),
+            template_lags: false,
+            child_bytes: 0,
+            child_clone: None,
+        }
     }
 }

@@ -29,6 +29,9 @@ pub struct UpdateReport {
     /// The update could not be applied in place: the table changed shape (count or a size), or
     /// a runtime call failed part-way. The caller must re-record.
     pub needs_rerecord: bool,
+    /// The executable graph was re-instantiated with the moved addresses instead of being
+    /// pushed the touched nodes, because its update budget was about to be spent.
+    pub reinstantiated: bool,
 }
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown.
@@ -139,6 +142,21 @@ impl CmdBuf {
             self.allocs.rebase(alloc as usize, base);
         }
 
+        if self.exec.is_some() && !scratch.touched.is_empty() {
+            // The template now lags behind the library's parameters, which a re-instantiation
+            // brings it up to before instantiating.
+            self.template_stale = true;
+            let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
+            if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
+                report.updated_nodes = self.scratch.touched.len() as u64;
+                report.reinstantiated = true;
+                if report.moved_allocations > 0 {
+                    self.counters.record(Event::AddressUpdate);
+                }
+                return report;
+            }
+        }
+        let scratch = &mut self.scratch;
         let mut bytes = 0;
         for (k, &node) in scratch.touched.iter().enumerate() {
             let record = &mut self.nodes[node as usize];
@@ -164,12 +182,12 @@ impl CmdBuf {
             }
         }
         if self.exec.is_some() && report.updated_nodes > 0 {
-            self.counters.record(Event::ExecPushes { nodes: report.updated_nodes, bytes });
+            self.pushed(report.updated_nodes, bytes);
         }
         if report.moved_allocations > 0 && !report.needs_rerecord {
             self.counters.record(Event::AddressUpdate);
         }
-        self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
+        self.template_stale |= self.kind == Kind::Primary && !self.scratch.touched.is_empty();
         report
     }
 
