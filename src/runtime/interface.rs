@@ -130,4 +130,6 @@ pub trait Direct: Send + Sync {
     fn launch_kernel(&self, kernel: &KernelParams<'_>, stream: Stream) -> Result<()>;
     /// Whole-graph update; fails when the topology differs.
     fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()>;
+    /// `(free, total)` bytes of `device`'s memory, as the runtime reports them.
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)>;
 }

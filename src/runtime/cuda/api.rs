@@ -78,6 +78,7 @@ symbol_table! {
         cuEventQuery: fn(P) -> R;
         cuEventSynchronize: fn(P) -> R;
         cuGraphClone: fn(*mut P, P) -> R;
+        cuMemGetInfo_v2: fn(*mut usize, *mut usize) -> R;
     }
 }
 

@@ -66,6 +66,7 @@ symbol_table! {
         hipEventQuery: fn(P) -> E;
         hipEventSynchronize: fn(P) -> E;
         hipGraphClone: fn(*mut P, P) -> E;
+        hipMemGetInfo: fn(*mut usize, *mut usize) -> E;
     }
 }
 

@@ -121,6 +121,11 @@ pub fn set_limit(bytes: u64) {
     p.peak = p.used.values().copied().max().unwrap_or(0);
 }
 
+/// Bytes in use on `device`.
+pub fn used_on(device: i32) -> u64 {
+    pool().used.get(&device).copied().unwrap_or(0)
+}
+
 /// Bytes in use, all devices together.
 pub fn used() -> u64 {
     pool().used.values().sum()
