@@ -86,8 +86,9 @@ pub struct CmdBuf {
     scratch: update::Scratch,
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
-    /// A primary's template lags behind its executable graph.
-    template_stale: bool,
+    /// Nodes of a primary whose template lags behind the library's parameters, each once
+    /// (`NodeRecord::template_dirty`).
+    template_dirty: Vec<NodeId>,
     counters: Counters,
     budget: ExecBudget,
 }
@@ -115,7 +116,7 @@ impl CmdBuf {
             pins: Pins::default(),
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
-            template_stale: false,
+            template_dirty: Vec::new(),
             counters: Counters::default(),
             budget: ExecBudget::new(limit, device),
         })
@@ -463,13 +464,23 @@ impl CmdBuf {
     /// Brings a primary's template up to date from the library's own parameters (the template's
     /// are never read back), when updates went to the executable graph only.
     fn refresh_template(&mut self) -> Result<()> {
-        if self.template_stale {
-            for record in &self.nodes {
-                record.params.push(self.rt, None, record.raw)?;
-            }
-            self.template_stale = false;
+        while let Some(&node) = self.template_dirty.last() {
+            let record = &mut self.nodes[node as usize];
+            record.params.push(self.rt, None, record.raw)?;
+            record.template_dirty = false;
+            self.template_dirty.pop();
         }
         Ok(())
+    }
+
+    /// Notes that `node`'s template lags behind its parameters (they went to the executable
+    /// graph only).
+    fn template_lags_behind(&mut self, node: NodeId) {
+        let record = &mut self.nodes[node as usize];
+        if !record.template_dirty {
+            record.template_dirty = true;
+            self.template_dirty.push(node);
+        }
     }
 
     /// The executable graph to push `bytes` more to: a new one when the budget would pass with
@@ -586,7 +597,7 @@ impl CmdBuf {
         params.push(self.rt, exec, raw)?;
         if exec.is_some() {
             self.pushed(1, bytes);
-            self.template_stale = true;
+            self.template_lags_behind(node);
         }
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];

@@ -6,7 +6,7 @@
 use super::allocations::{self, Allocation};
 use super::budget;
 use super::state::Op;
-use super::{CmdBuf, Kind, NodeId};
+use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
 use crate::error::{Error, Result};
 
@@ -143,9 +143,12 @@ impl CmdBuf {
         }
 
         if self.exec.is_some() && !scratch.touched.is_empty() {
-            // The template now lags behind the library's parameters, which a re-instantiation
-            // brings it up to before instantiating.
-            self.template_stale = true;
+            // The touched nodes' templates now lag behind the library's parameters, which a
+            // re-instantiation brings them up to before instantiating.
+            for k in 0..self.scratch.touched.len() {
+                self.template_lags_behind(self.scratch.touched[k]);
+            }
+            let scratch = &self.scratch;
             let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
             if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
                 report.updated_nodes = self.scratch.touched.len() as u64;
@@ -187,7 +190,6 @@ impl CmdBuf {
         if report.moved_allocations > 0 && !report.needs_rerecord {
             self.counters.record(Event::AddressUpdate);
         }
-        self.template_stale |= self.kind == Kind::Primary && !self.scratch.touched.is_empty();
         report
     }
 
