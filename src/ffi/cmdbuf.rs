@@ -407,7 +407,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
-/// discarded. Launches already enqueued are not waited for (synchronize the stream first).
+/// discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
+/// are those of executable graphs the update budget replaced.
 ///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
@@ -835,8 +836,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_end(cb: *mut rcb_cmdbuf) -> rcb_stat
 
 /// Finalizes recording or an update. The first finalize adds one empty node to an empty graph
 /// (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
-/// after an update never re-instantiates, and pushes any node a failed address update left
-/// behind.
+/// after an update pushes any node a failed address update left behind, and re-instantiates only
+/// when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -862,6 +863,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
 /// call; NULL is the default stream). A nested or unfinalized one gives
 /// `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+/// While the update budget is on, an event of the library's is recorded on `stream` right after
+/// the launch (not when `stream` is capturing), so that an executable graph the budget replaces
+/// is destroyed only once this launch has finished.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -897,8 +901,12 @@ pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut 
 }
 
 /// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
-/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
-/// never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
+/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free` or until an update
+/// replaces it because of the update budget (`rcb_update_report.reinstantiated`; any update or
+/// finalize may): read it again after each. Launch through `rcb_cmdbuf_launch`: a replaced
+/// executable graph is kept until the launches made there have finished, not launches made
+/// directly. A nested or never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture
+/// in progress.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
