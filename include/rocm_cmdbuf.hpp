@@ -318,6 +318,11 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_update_child(h_, node, child.get()));
   }
 
+  // rcb_cmdbuf_update_child_graph(cb, node, graph); `graph` a hipGraph_t.
+  Status UpdateChildGraph(rcb_node node, void* graph) {
+    return internal::Wrap(rcb_cmdbuf_update_child_graph(h_, node, graph));
+  }
+
   // rcb_cmdbuf_capture_begin(cb, stream); `stream` a hipStream_t.
   Status CaptureBegin(void* stream) { return internal::Wrap(rcb_cmdbuf_capture_begin(h_, stream)); }
 
@@ -371,6 +376,13 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_add_flattened_child(h_, deps.data(), deps.size(),
                                                          child != nullptr ? child->get() : nullptr, graph,
                                                          group, report));
+  }
+
+  // rcb_cmdbuf_update_flattened_child(cb, group, child ? child->get() : NULL, graph, report):
+  // exactly one of `child` and `graph` is non-null; `report` may be null.
+  Status UpdateFlattenedChild(rcb_node group, const CmdBuf* child, void* graph, rcb_flatten_report* report) {
+    return internal::Wrap(rcb_cmdbuf_update_flattened_child(h_, group, child != nullptr ? child->get() : nullptr,
+                                                            graph, report));
   }
 };
 

@@ -5,7 +5,13 @@
 //! Each entry is a nested command buffer built by flattening the captured graph, with the key as
 //! its allocation table; relocating an entry to new addresses is that command buffer's own
 //! address update. An entry whose capture could not be flattened (a host node, an opaque
-//! kernel) still serves hits but is never relocated.
+//! kernel) still serves hits but is never relocated, and so is one where some allocation of the
+//! key appears in no node: the command reaches it another way (a collective library's work
+//! queue in device memory holds its buffer addresses), which relocation could not rewrite.
+//!
+//! The captured graph itself is kept as long as its entry: runtime resources attached to a
+//! capture (user objects, such as a collective library's persistent work buffers) live as long
+//! as that graph, and the flattened nodes may point into them.
 //!
 //! A cache belongs to one traced command: two keys of the same shape (count and sizes) are
 //! assumed to trace to the same graph up to addresses.
@@ -16,6 +22,7 @@ use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
 use crate::counters::{self, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Graph, Runtime, Stream};
+use std::mem::ManuallyDrop;
 
 /// Largest capacity a cache accepts (a larger one is certainly a caller bug).
 pub const MAX_CAPACITY: usize = 1 << 20;
@@ -38,7 +45,31 @@ struct Entry {
     key: Vec<Allocation>,
     /// Boxed so that reordering entries moves pointers, not command buffers.
     graph: Box<CmdBuf>,
+    capture: Capture,
     relocatable: bool,
+}
+
+/// The graph a stream capture returned; destroyed when its entry goes.
+struct Capture {
+    rt: &'static dyn Runtime,
+    graph: Graph,
+}
+
+impl Capture {
+    fn destroy(self) -> Leaks {
+        let this = ManuallyDrop::new(self);
+        let mut leaks = Leaks::default();
+        leaks.note(this.rt.graph_destroy(this.graph));
+        leaks
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Err(e) = self.rt.graph_destroy(self.graph) {
+            log::warn!("destroying a captured graph: {e}");
+        }
+    }
 }
 
 pub struct TraceCache {
@@ -70,6 +101,7 @@ impl TraceCache {
         let mut leaks = Leaks::default();
         for entry in self.entries {
             leaks.append(entry.graph.destroy());
+            leaks.append(entry.capture.destroy());
         }
         leaks
     }
@@ -146,11 +178,10 @@ impl TraceCache {
             // The trace's failure is what the caller must hear about, and the stream's state too.
             (Err(e), Err(end)) => return Err(Error::new(e.kind, format!("{e}; then {end}"))),
         };
-        let built = self.flatten(captured, allocs);
-        self.destroy_graph(captured);
-        let (graph, relocatable) = built?;
+        let capture = Capture { rt: self.rt, graph: captured };
+        let (graph, relocatable) = self.flatten(captured, allocs)?;
         log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
-        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), relocatable })
+        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), capture, relocatable })
     }
 
     /// Ends the capture of the traced command. The caller's stream must not be left capturing
@@ -185,13 +216,28 @@ impl TraceCache {
         Err(Error::new(e.kind, format!("ending the capture of the traced command: {e}; {left}")))
     }
 
+    /// The captured graph as a nested command buffer, and whether it can be relocated: every
+    /// node was flattened and every non-empty allocation of the key is a patch site somewhere.
     fn flatten(&self, captured: Graph, allocs: &[Allocation]) -> Result<(CmdBuf, bool)> {
         // A nested command buffer is never instantiated: device 0 is only validated.
         let mut graph = CmdBuf::new(self.rt, 0, Kind::Nested)?;
         graph.set_allocations(allocs)?;
         let (_, report) = graph.add_flattened_child(&[], FlattenSource::Graph(captured))?;
         graph.finalize()?;
-        Ok((graph, report.fallback.is_none()))
+        let unseen: Vec<usize> = graph
+            .sites_per_allocation()
+            .iter()
+            .zip(allocs)
+            .enumerate()
+            .filter(|(_, (n, a))| **n == 0 && a.size > 0)
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(reason) = &report.fallback {
+            log::debug!("the trace cannot be relocated, it was not flattened: {reason}");
+        } else if !unseen.is_empty() {
+            log::debug!("the trace cannot be relocated: allocation(s) {unseen:?} appear in none of its nodes");
+        }
+        Ok((graph, report.fallback.is_none() && unseen.is_empty()))
     }
 
     fn destroy_graph(&self, graph: Graph) {

@@ -467,3 +467,89 @@ fn a_primary_command_buffer_holding_child_nodes_is_flattened_recursively() {
     flatten_children_of_children(&gpu, &child);
     child.launch(&gpu);
 }
+
+fn update_flattened(cb: &Cb, group: rcb_node, child: *const rcb_cmdbuf, graph: Graph) -> Result<rcb_flatten_report, rcb_status> {
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let s = unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, child, graph.0, &mut report) };
+    if s == RCB_OK { Ok(report) } else { Err(s) }
+}
+
+#[test]
+fn a_flattened_group_takes_a_new_trace_of_the_same_shape_and_refuses_another_shape() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let g = capture_mixed(&gpu, &api, x, y, d, z);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (z, BYTES)]);
+    let (group, _) = flatten(&parent, &[], null(), g).unwrap();
+    parent.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+
+    // A re-record: the table says where the buffers are now, and the command traced again
+    // there (a new capture of the same shape) replaces the group's parameters.
+    let (x2, y2, d2, z2) = (zeroed(&gpu), gpu.upload(&[5.0; N]), zeroed(&gpu), zeroed(&gpu));
+    parent.begin_update();
+    parent.set_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES)]);
+    let g2 = capture_mixed(&gpu, &api, x2, y2, d2, z2);
+    let report = update_flattened(&parent, group, null(), g2).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 4, 6), "{}", reason(&report));
+    gpu.rt.graph_destroy(g2).unwrap();
+
+    // Another shape (one node fewer) is refused and changes nothing.
+    let rt = gpu.rt;
+    rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
+    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    let small = rt.end_capture(gpu.stream).unwrap();
+    assert_eq!(update_flattened(&parent, group, null(), small), Err(RCB_STATUS_INVALID_ARGUMENT));
+    assert!(last_error().contains("another shape"), "{}", last_error());
+    rt.graph_destroy(small).unwrap();
+    // A node that is not a group is refused too.
+    let g3 = capture_mixed(&gpu, &api, x2, y2, d2, z2);
+    assert_eq!(update_flattened(&parent, 0, null(), g3), Err(RCB_STATUS_INVALID_ARGUMENT));
+    rt.graph_destroy(g3).unwrap();
+    parent.finalize();
+
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d2, N), vec![6.0; N], "d2 = y2 + 0.5 * 2");
+    assert_eq!(u32s(&gpu, z2), vec![9; N]);
+    assert_eq!(gpu.read(d, N), vec![0.0; N], "the first buffers were never used");
+    // The new sites are the new addresses: a move patches them like any other.
+    let (y3, d3) = (gpu.upload(&[7.0; N]), zeroed(&gpu));
+    let r = parent.move_allocs(&[(1, y3), (2, d3)]);
+    assert_eq!((r.moved_allocations, r.needs_rerecord), (2, 0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d3, N), vec![8.0; N]);
+}
+
+#[test]
+fn a_fallback_group_takes_the_new_child_as_a_whole() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let x = zeroed(&gpu);
+    let g = sleeping_child(&gpu, x, |g, _| {
+        api.add_host_node(g, &[]);
+    });
+    let parent = Cb::primary();
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!(report.flattened, 0);
+    parent.finalize();
+    let x2 = zeroed(&gpu);
+    let g2 = sleeping_child(&gpu, x2, |g, _| {
+        api.add_host_node(g, &[]);
+    });
+    parent.begin_update();
+    let report = update_flattened(&parent, group, null(), g2).unwrap();
+    assert_eq!(report.flattened, 0);
+    assert!(reason(&report).contains("one child node"), "{}", reason(&report));
+    parent.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+    gpu.rt.graph_destroy(g2).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(u32s(&gpu, x2), vec![7; N], "the new child's graph ran");
+    assert_eq!(u32s(&gpu, x), vec![0; N]);
+}

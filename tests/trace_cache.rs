@@ -466,12 +466,65 @@ fn free_reports_a_failed_graph_destroy_and_releases_the_handle() {
         let mut w = work(&gpu, x, y, 2.0);
         tc.get(gpu.stream, &[(x, BYTES), (y, size)], &mut w);
     }
-    assert_eq!(sim.live_count("graph"), graphs + 2);
+    // Each entry holds its flattened graph and the captured one.
+    assert_eq!(sim.live_count("graph"), graphs + 4);
     sim.set_faults("hipGraphDestroy:1");
     let s = unsafe { rcb_trace_cache_free(tc.0) };
     sim.set_faults("");
     fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
     assert!(last_error().contains("leaked"), "{}", last_error());
     fails(unsafe { rcb_trace_cache_free(tc.0) }, RCB_STATUS_INVALID_HANDLE, "not live");
-    assert_eq!(sim.live_count("graph"), graphs + 1, "the other entry's graph was destroyed after the failure");
+    assert_eq!(sim.live_count("graph"), graphs + 1, "the other graphs were destroyed after the failure");
+}
+
+/// What the trace function issues when the command reaches one allocation of its key in a way
+/// no node's parameters show (a collective library's work queue in device memory): fill(x) →
+/// axpy(y += 2x), with a third allocation in the key that no node names.
+#[test]
+fn a_trace_that_does_not_name_every_allocation_is_never_relocated() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(4);
+    let mut graphs = Vec::new();
+    for round in 0..3 {
+        let (x, y) = buffers(&gpu, 1.0);
+        let hidden = gpu.upload(&[0.0; N]);
+        let mut w = work(&gpu, x, y, 1.0);
+        let (g, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES), (hidden, BYTES)], &mut w);
+        assert_eq!((outcome, w.calls), (RCB_TRACE_TRACED, 1), "round {round}: captured again, not relocated");
+        run(&gpu, g);
+        assert_eq!(gpu.read(y, N), vec![3.0; N]);
+        graphs.push(g);
+    }
+    // Without the hidden allocation the same command relocates.
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 1.0);
+    tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+    let (x2, y2) = buffers(&gpu, 1.0);
+    let (g, outcome) = tc.get(gpu.stream, &[(x2, BYTES), (y2, BYTES)], &mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_RELOCATED, 1));
+    run(&gpu, g);
+    assert_eq!(gpu.read(y2, N), vec![3.0; N]);
+}
+
+#[test]
+fn the_captured_graph_lives_as_long_as_its_entry() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let graphs = sim.live_count("graph");
+    let tc = Tc::new(1);
+    let (x, y) = buffers(&gpu, 1.0);
+    let mut w = work(&gpu, x, y, 1.0);
+    tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+    assert_eq!(sim.live_count("graph"), graphs + 2, "the flattened graph and the capture");
+    // Another shape evicts the entry: both its graphs go, the new entry's two stay.
+    let (x2, y2) = buffers(&gpu, 1.0);
+    let mut w2 = work(&gpu, x2, y2, 1.0);
+    tc.get(gpu.stream, &[(x2, BYTES), (y2, BYTES - 4)], &mut w2);
+    assert_eq!(sim.live_count("graph"), graphs + 2);
+    drop(tc);
+    assert_eq!(sim.live_count("graph"), graphs);
 }

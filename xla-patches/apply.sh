@@ -50,7 +50,8 @@ else
     exit 1
 fi
 series=(0001-rocm_cmdbuf-build-rule.patch "$flags" 0003-rocm_cmdbuf-command-buffer.patch
-    0004-rocm_cmdbuf-update-in-place.patch)
+    0004-rocm_cmdbuf-update-in-place.patch 0005-rocm_cmdbuf-traced-commands-and-streams.patch
+    0006-rocm_cmdbuf-profiler.patch)
 
 if [ $check_only -eq 0 ] && [ -n "$(git -C "$xla" status --porcelain --untracked-files=no)" ]; then
     echo "$0: $xla has uncommitted changes to tracked files; commit or stash them first" >&2

@@ -89,6 +89,8 @@ pub struct CmdBuf {
     /// Nodes of a primary whose template lags behind the library's parameters, each once
     /// (`NodeRecord::template_dirty`).
     template_dirty: Vec<NodeId>,
+    /// The nodes each flattened child became, by the group node it returned.
+    flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
     counters: Counters,
     budget: ExecBudget,
 }
@@ -117,6 +119,7 @@ impl CmdBuf {
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
+            flattened: std::collections::HashMap::new(),
             counters: Counters::default(),
             budget: ExecBudget::new(limit, device),
         })
@@ -322,15 +325,29 @@ impl CmdBuf {
     /// executable graph; the node's references become `child`'s.
     pub fn update_child(&mut self, node: NodeId, child: &mut CmdBuf) -> Result<()> {
         self.state.allow(Op::Update)?;
+        self.node_of_kind(node, "child")?;
+        let graph = child.graph_to_embed()?;
+        let refs = child.references();
+        let bytes = child.graph_push_bytes();
+        self.set_child(node, graph, refs, bytes)
+    }
+
+    /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
+    /// the executable graph; the node's references become unknown, as for
+    /// [`Self::add_child_graph`].
+    pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
+        self.set_child(node, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
+    }
+
+    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`).
+    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References, bytes: u64) -> Result<()> {
+        self.state.allow(Op::Update)?;
         let raw = self.node_of_kind(node, "child")?.raw;
         if self.exec.is_none() {
             return Err(Error::unsupported(
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         }
-        let graph = child.graph_to_embed()?;
-        let refs = child.references();
-        let bytes = child.graph_push_bytes();
         let exec = self.exec_for_push(bytes);
         self.rt.exec_child_node_set(exec, raw, graph)?;
         self.pushed(1, bytes);
@@ -351,6 +368,11 @@ impl CmdBuf {
         record.template_lags = true;
         self.attach_sites(node);
         Ok(())
+    }
+
+    /// How many patch sites fall in each allocation of the table, in table order.
+    pub fn sites_per_allocation(&mut self) -> Vec<usize> {
+        (0..self.allocs.entries().len() as u32).map(|a| self.patches.of_allocation(a).len()).collect()
     }
 
     /// Starts capturing `stream` (thread-local mode); the captured graph replaces this command

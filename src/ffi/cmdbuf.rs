@@ -795,6 +795,30 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
     })
 }
 
+/// Gives child node `node` of a primary command buffer a clone of the raw graph `graph` (a
+/// `hipGraph_t` / `CUgraph` with the same topology as the graph the node holds; borrowed for the
+/// call, still owned by the caller), in the executable graph. The counterpart of
+/// `rcb_cmdbuf_add_child_graph` for the updating state; the node's references stay unknown
+/// (moves are refused while it exists). A child node of a nested command buffer cannot be
+/// updated in place (`RCB_STATUS_UNSUPPORTED`). On failure the node keeps its graph.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `graph` NULL or a live graph.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_child_graph(cb: *mut rcb_cmdbuf, node: rcb_node, graph: *mut c_void) -> rcb_status {
+    boundary(|| {
+        if graph.is_null() {
+            return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
+        }
+        with(cb, |id, cb| {
+            let n = node_id(id, node)?;
+            cb.update_child_graph(n, Graph(graph))
+        })
+    })
+}
+
 /// Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
 /// thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
 /// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
@@ -1201,6 +1225,60 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
                 // SAFETY: forwarded from the caller.
                 let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
                 done(id, cb.add_flattened_child(&deps, cmdbuf::FlattenSource::Graph(Graph(graph)))?);
+                Ok(())
+            }),
+        }
+    })
+}
+
+/// Gives the nodes that `group` stands for (a group node returned by
+/// `rcb_cmdbuf_add_flattened_child` on `cb`) the parameters of a new child of the same shape:
+/// exactly one of `child` (a finalized command buffer) or `graph` (a raw graph), both borrowed
+/// for the call, as for `rcb_cmdbuf_add_flattened_child`. This is how a re-record updates a
+/// flattened traced command whose trace changed. Updating state only.
+///
+/// The new child must flatten to the same nodes in the same order, each of the same type (its
+/// edges are taken to be the same); otherwise `RCB_STATUS_INVALID_ARGUMENT` (another shape) or
+/// `RCB_STATUS_UNSUPPORTED` (it cannot be flattened) names the difference and nothing changes.
+/// Each node's parameters are pushed as by `rcb_cmdbuf_update_kernel` and its patch sites
+/// replaced, found as when flattening (exact for `child`'s own nodes, by scanning for raw
+/// kernels). When the child had fallen back to one cloned child node, that node gets the new
+/// child's graph (`rcb_cmdbuf_update_child` / `rcb_cmdbuf_update_child_graph`) and
+/// `report->flattened` is 0 with the reason. A runtime failure part-way returns its status and
+/// leaves the nodes before it updated (re-record). `*report` (NULL allowed) is written on success.
+///
+/// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+/// thread during the call.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `child` NULL or a handle; `graph` NULL or a live graph;
+/// `report` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_flattened_child(
+    cb: *mut rcb_cmdbuf,
+    group: rcb_node,
+    child: *const rcb_cmdbuf,
+    graph: *mut c_void,
+    report: *mut rcb_flatten_report,
+) -> rcb_status {
+    boundary(|| {
+        let done = |r: cmdbuf::FlattenReport| {
+            if !report.is_null() {
+                // SAFETY: the caller guarantees a non-NULL `report` is writable.
+                unsafe { write_out(report, flatten_report(&r)) };
+            }
+        };
+        match (child.is_null(), graph.is_null()) {
+            (true, true) => Err(Error::new(ErrorKind::NullArgument, "arguments `child` and `graph` are both NULL; give exactly one")),
+            (false, false) => Err(Error::invalid_argument("arguments `child` and `graph` are both set; give exactly one")),
+            (false, true) => with_pair(cb, child, |id, cb, child| {
+                let g = node_id(id, group)?;
+                done(cb.update_flattened_child(g, cmdbuf::FlattenSource::CmdBuf(child))?);
+                Ok(())
+            }),
+            (true, false) => with(cb, |id, cb| {
+                let g = node_id(id, group)?;
+                done(cb.update_flattened_child(g, cmdbuf::FlattenSource::Graph(Graph(graph)))?);
                 Ok(())
             }),
         }
