@@ -39,8 +39,9 @@ pub const MAX_RETIRED: usize = 2;
 pub const FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK: Option<i32> = None;
 
 /// Whether the runtime's executable-graph updates take memory that only destroying the
-/// executable gives back. CUDA's driver does not (measured on the H200 by `rcb-bench budget`);
-/// HIP does, up to [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
+/// executable gives back. CUDA's driver is not reported to (`rcb-bench budget` measures device
+/// memory over 100 000 updates on a GPU to check it); HIP does, up to
+/// [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
 pub fn updates_leak(info: &RuntimeInfo) -> bool {
     match info.backend {
         Backend::Cuda => false,
