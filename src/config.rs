@@ -31,6 +31,10 @@ pub struct Config {
     pub stream_cache: bool,
     /// `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64): idle streams kept per (device, flags, priority).
     pub stream_cache_max_per_key: usize,
+    /// `RCB_EXEC_UPDATE_BUDGET` (bytes; 0: never re-instantiate): the update budget of each
+    /// primary command buffer's executable graph; unset, the runtime decides (see
+    /// `cmdbuf/budget.rs`).
+    pub exec_update_budget: Option<u64>,
 }
 
 /// Names of the variables, for documentation and for error messages.
@@ -42,6 +46,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
     ("RCB_STREAM_CACHE", "0 or 1 (default 1): keep released streams for reuse, in the library and the preload"),
     ("RCB_STREAM_CACHE_MAX_PER_KEY", "idle streams kept per (device, flags, priority) (default 64)"),
+    (
+        "RCB_EXEC_UPDATE_BUDGET",
+        "bytes of estimated kernel-argument staging an executable graph's updates may take before it is re-instantiated; 0: never (default 67108864 on HIP, 0 on CUDA)",
+    ),
 ];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
@@ -93,8 +101,16 @@ impl Config {
             None => 64,
             Some(s) => s.parse().map_err(|_| bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams")))?,
         };
+        let exec_update_budget =
+            match text("RCB_EXEC_UPDATE_BUDGET")? {
+                None => None,
+                Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                    bad("RCB_EXEC_UPDATE_BUDGET", &format!("is {s:?}; expected a number of bytes (0: never re-instantiate)"))
+                })?),
+            };
         Ok(Config {
             backend,
+            exec_update_budget,
             vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
@@ -159,6 +175,17 @@ mod tests {
         let c = parse(&[("RCB_STREAM_CACHE", "0"), ("RCB_STREAM_CACHE_MAX_PER_KEY", "8")]).unwrap();
         assert!(!c.stream_cache);
         assert_eq!(c.stream_cache_max_per_key, 8);
+    }
+
+    #[test]
+    fn exec_update_budget_is_bytes_or_unset() {
+        assert_eq!(parse(&[]).unwrap().exec_update_budget, None);
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", "0")]).unwrap().exec_update_budget, Some(0));
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", " 1048576 ")]).unwrap().exec_update_budget, Some(1 << 20));
+        for bad in ["-1", "64MiB", ""] {
+            let e = parse(&[("RCB_EXEC_UPDATE_BUDGET", bad)]).unwrap_err();
+            assert!(e.message.contains("RCB_EXEC_UPDATE_BUDGET") && e.message.contains("bytes"), "{}", e.message);
+        }
     }
 
     #[test]

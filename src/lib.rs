@@ -13,6 +13,8 @@ pub mod cmdbuf;
 /// cbindgen:ignore
 pub mod config;
 /// cbindgen:ignore
+pub mod counters;
+/// cbindgen:ignore
 pub mod error;
 pub mod ffi;
 mod logging;
