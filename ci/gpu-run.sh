@@ -5,7 +5,9 @@
 #   3. runs rcb-demo and the tests/xla_flow programs (the patched XLA's call sequences) if staged;
 #   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
 #      flattened and relocated through the C ABI);
-#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it).
+#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it); its
+#      `budget` scenario measures device memory over 100 000 in-place updates and the amortised
+#      cost of the update budget.
 # The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
 # rcb-bench.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
 # when a test binary, the demonstration or the torch check fails.

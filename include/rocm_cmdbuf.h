@@ -6,8 +6,9 @@
  * - Handles (rcb_cmdbuf *, rcb_trace_cache *, rcb_vmm_pool *, rcb_correlator *, and streams
  *   given back to rcb_stream_release) are looked up, never dereferenced. For every handle type:
  *   NULL is RCB_STATUS_NULL_ARGUMENT naming the argument, as for any required pointer, except
- *   that each _free function takes NULL as a no-op; a non-NULL handle that is not live (never
- *   created, already freed, or of another type) is RCB_STATUS_INVALID_HANDLE.
+ *   where a function gives NULL a meaning (each _free function: a no-op; rcb_counters_get and
+ *   rcb_counters_reset: the process totals); a non-NULL handle that is not live (never created,
+ *   already freed, or of another type) is RCB_STATUS_INVALID_HANDLE.
  * - Inputs come before outputs; outputs are written only on success; an array is a pointer and
  *   a count, the pointer NULL allowed when the count is 0. */
 
@@ -96,6 +97,67 @@
  * Most records (or reports) in one call of a sink callback.
  */
 #define RCB_CORRELATOR_BATCH 4096
+
+/**
+ * The layout version of `rcb_counters` this library writes into `rcb_counters.version`. A
+ * later version only appends fields, so a caller compiled against an older header keeps
+ * working: the library writes no more than the caller's `struct_size` bytes.
+ */
+#define RCB_COUNTERS_VERSION 1
+
+/**
+ * Size in bytes of version 1 of `rcb_counters`, the smallest `struct_size` accepted.
+ */
+#define RCB_COUNTERS_V1_SIZE 216
+
+/**
+ * Entries of `rcb_counters.fallbacks`: one per `RCB_FALLBACK_*` reason, with room for reasons
+ * added later (their entries read 0 until then).
+ */
+#define RCB_FALLBACK_REASON_SLOTS 16
+
+/**
+ * Fallback reason: an address update got a table with another number of entries or a changed
+ * size (`needs_rerecord`).
+ */
+#define RCB_FALLBACK_SHAPE_CHANGED 0
+
+/**
+ * Fallback reason: an address update was refused because a node whose addresses are not patch
+ * sites (a cloned child, a captured graph, a `kernelParams` kernel) may reference a moved
+ * allocation (`needs_rerecord`).
+ */
+#define RCB_FALLBACK_OPAQUE_REFERENCE 1
+
+/**
+ * Fallback reason: a runtime call failed part-way through an address update (`needs_rerecord`).
+ */
+#define RCB_FALLBACK_PUSH_FAILED 2
+
+/**
+ * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) could not
+ * flatten a child and added it as one cloned child node.
+ */
+#define RCB_FALLBACK_FLATTENED_AS_CHILD 3
+
+/**
+ * Fallback reason: a trace-cache relocation failed part-way; the command was captured again.
+ */
+#define RCB_FALLBACK_RELOCATION_FAILED 4
+
+/**
+ * Fallback reason: the executable graph's update budget was spent but it could not be
+ * re-instantiated from its template (a child node updated in place with
+ * `rcb_cmdbuf_update_child` leaves the template behind), so the update went to the old
+ * executable graph, whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+ */
+#define RCB_FALLBACK_REINSTANTIATE_BLOCKED 5
+
+/**
+ * Fallback reason: re-instantiating for the update budget failed in the runtime; the update
+ * went to the old executable graph.
+ */
+#define RCB_FALLBACK_REINSTANTIATE_FAILED 6
 
 /**
  * The HIP runtime (`libamdhip64`) backs the library.
@@ -292,6 +354,13 @@ typedef struct rcb_update_report {
    * `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
    */
   uint32_t needs_rerecord;
+  /**
+   * 1 when the executable graph was re-instantiated (from its template, brought up to date
+   * with the moved addresses) instead of being sent the touched nodes, because its update
+   * budget was about to be spent (see `rcb_cmdbuf_set_exec_update_budget`); the old executable
+   * graph is destroyed once the work launched from it has finished. 0 otherwise.
+   */
+  uint32_t reinstantiated;
 } rcb_update_report;
 
 /**
@@ -609,6 +678,81 @@ typedef struct rcb_correlator_counters {
 } rcb_correlator_counters;
 
 /**
+ * Counts of what the library asked of the GPU runtime, written by `rcb_counters_get`. Owned by
+ * the caller, who sets `struct_size` before the call; every count only grows until
+ * `rcb_counters_reset`.
+ *
+ * For a command buffer the counts cover its life (or since its last reset); the process totals
+ * (`cb` NULL) add up every command buffer, freed ones included, and the trace caches.
+ */
+typedef struct rcb_counters {
+  /**
+   * In: `sizeof(rcb_counters)` as the caller's header has it (at least
+   * `RCB_COUNTERS_V1_SIZE`). Not written.
+   */
+  uint32_t struct_size;
+  /**
+   * Out: the layout version written (`RCB_COUNTERS_VERSION` of the library, or lower when
+   * the caller's `struct_size` ends earlier).
+   */
+  uint32_t version;
+  /**
+   * Stream captures the library began (`hipStreamBeginCapture`): `rcb_cmdbuf_capture_begin`,
+   * and for the process also each trace-cache miss that had to capture.
+   */
+  uint64_t captures;
+  /**
+   * Executable graphs instantiated (`hipGraphInstantiate`): a primary command buffer's first
+   * `rcb_cmdbuf_finalize`, and every re-instantiation.
+   */
+  uint64_t instantiations;
+  /**
+   * Instantiations made because an executable graph's update budget was about to be spent
+   * (see `RCB_EXEC_UPDATE_BUDGET`); each is counted in `instantiations` too.
+   */
+  uint64_t reinstantiations;
+  /**
+   * Executable graphs replaced by a re-instantiation and then destroyed, each once the work
+   * launched from it had finished (until then the command buffer keeps it).
+   */
+  uint64_t retired_execs;
+  /**
+   * Node parameters pushed to an executable graph (`hipGraphExecKernelNodeSetParams`, the
+   * memcpy, memset and child-graph setters): one per node per push.
+   */
+  uint64_t exec_param_pushes;
+  /**
+   * What those pushes are estimated to take from the runtime's kernel-argument staging, in
+   * bytes: the same estimate the update budget charges.
+   */
+  uint64_t exec_param_push_bytes;
+  /**
+   * Address updates (`rcb_cmdbuf_update_allocations`, `rcb_cmdbuf_move_allocations`) that
+   * moved at least one allocation in place.
+   */
+  uint64_t address_updates;
+  /**
+   * Trace-cache entries relocated in place to new allocations instead of captured again
+   * (process totals only: 0 for a command buffer).
+   */
+  uint64_t relocations;
+  /**
+   * Trace-cache lookups answered by an entry with exactly the allocations asked for (process
+   * totals only: 0 for a command buffer).
+   */
+  uint64_t trace_hits;
+  /**
+   * Sum of `fallbacks`.
+   */
+  uint64_t fallbacks_total;
+  /**
+   * Fallbacks by reason: entry `RCB_FALLBACK_*` counts that reason
+   * (`rcb_fallback_reason_name` names it).
+   */
+  uint64_t fallbacks[RCB_FALLBACK_REASON_SLOTS];
+} rcb_counters;
+
+/**
  * Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
  */
 typedef struct rcb_runtime_info {
@@ -751,8 +895,8 @@ typedef struct rcb_vmm_copy {
 #define RCB_OK 0
 
 /**
- * A required pointer argument was NULL, a handle included (each `_free` function takes NULL as
- * a no-op instead); the message names the argument.
+ * A required pointer argument was NULL, a handle included (unless the function gives NULL a
+ * meaning, as each `_free` function does: a no-op); the message names the argument.
  */
 #define RCB_STATUS_NULL_ARGUMENT 1
 
@@ -862,7 +1006,8 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
  * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
  * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
- * discarded. Launches already enqueued are not waited for (synchronize the stream first).
+ * discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
+ * are those of executable graphs the update budget replaced.
  *
  * When a runtime call underneath fails (ending the capture, destroying the executable graph or
  * the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
@@ -1183,8 +1328,8 @@ rcb_status rcb_cmdbuf_capture_end(struct rcb_cmdbuf *cb);
 /**
  * Finalizes recording or an update. The first finalize adds one empty node to an empty graph
  * (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
- * after an update never re-instantiates, and pushes any node a failed address update left
- * behind.
+ * after an update pushes any node a failed address update left behind, and re-instantiates only
+ * when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`).
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1208,6 +1353,9 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
  * call; NULL is the default stream). A nested or unfinalized one gives
  * `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+ * While the update budget is on, an event of the library's is recorded on `stream` right after
+ * the launch (not when `stream` is capturing), so that an executable graph the budget replaces
+ * is destroyed only once this launch has finished.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1233,8 +1381,12 @@ rcb_status rcb_cmdbuf_graph(struct rcb_cmdbuf *cb, void **graph);
 
 /**
  * Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
- * `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
- * never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
+ * `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free` or until an update
+ * replaces it because of the update budget (`rcb_update_report.reinstantiated`; any update or
+ * finalize may): read it again after each. Launch through `rcb_cmdbuf_launch`: a replaced
+ * executable graph is kept until the launches made there have finished, not launches made
+ * directly. A nested or never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture
+ * in progress.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1319,6 +1471,45 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
  * `cb` must be NULL or a handle; `count` NULL or writable.
  */
 rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
+
+/**
+ * Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
+ * re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
+ * HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
+ * they are destroyed, and 0 on CUDA, whose driver does not).
+ *
+ * What is counted: each node parameter push to the executable graph (an address update's
+ * touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument
+ * bytes plus a per-node estimate of the runtime's staging overhead (5 920 bytes, from ROCm's
+ * published measurement; see docs/cmdbuf.md). Before a push would pass the budget, the library
+ * brings the template graph up to date from its own copies of the parameters, instantiates it
+ * (`rcb_update_report.reinstantiated` says so for an address update; `rcb_counters` counts
+ * each) and destroys the old executable graph once everything launched from it has finished,
+ * in stream order, without waiting on the host (an event is recorded after each launch while
+ * the budget is on). At most two old executable graphs wait at a time: a third
+ * re-instantiation first waits for the oldest's launches.
+ *
+ * Allowed before the first `rcb_cmdbuf_finalize` only (`RCB_STATUS_INVALID_STATE` after it, and
+ * for a nested command buffer, which has no executable graph).
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_cmdbuf_set_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t bytes);
+
+/**
+ * Writes the update budget of the command buffer's executable graph (bytes, 0: never
+ * re-instantiated; 0 for a nested command buffer) to `*budget` and what its updates are
+ * estimated to have taken since it was instantiated to `*spent`.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `budget` and `spent` NULL or writable.
+ */
+rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget, uint64_t *spent);
 
 /**
  * Flattens a child into `cb` after `deps`: the child's nodes are re-created in `cb` in
@@ -1568,6 +1759,44 @@ rcb_status rcb_correlator_trim(struct rcb_correlator *c);
  * `c` NULL or a handle; `counters` NULL or writable.
  */
 rcb_status rcb_correlator_stats(struct rcb_correlator *c, struct rcb_correlator_counters *counters);
+
+/**
+ * Writes the counters of command buffer `cb`, or the process totals when `cb` is NULL, to
+ * `*out`. The caller owns `out` and sets `out->struct_size = sizeof(rcb_counters)` first (a
+ * size below `RCB_COUNTERS_V1_SIZE` gives `RCB_STATUS_INVALID_ARGUMENT`, nothing written); the
+ * library writes `version` and the counts, never past `struct_size` bytes, and leaves
+ * `struct_size` as it was. Works in every state of the command buffer, a capture included.
+ *
+ * Thread-safety: any thread. For a command buffer, not concurrently with other calls on it
+ * (they are serialised by its lock); the process totals may be read while other threads work,
+ * each field then being a recent value on its own.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `out` NULL or writable for `out->struct_size` bytes.
+ */
+rcb_status rcb_counters_get(const struct rcb_cmdbuf *cb, struct rcb_counters *out);
+
+/**
+ * Zeroes the counters of command buffer `cb`, or the process totals when `cb` is NULL. A
+ * command buffer's reset leaves the process totals alone, and a reset of the totals leaves
+ * every command buffer's own counters alone. Events counted by other threads during a reset of
+ * the totals may survive it.
+ *
+ * Thread-safety: any thread; for a command buffer, not concurrently with other calls on it.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle.
+ */
+rcb_status rcb_counters_reset(struct rcb_cmdbuf *cb);
+
+/**
+ * The name of fallback reason `reason` (an `RCB_FALLBACK_*` value), such as
+ * `"opaque_reference"`: a static NUL-terminated string the caller must not free. NULL for a
+ * number that is no reason.
+ *
+ * Thread-safety: any thread.
+ */
+const char *rcb_fallback_reason_name(uint32_t reason);
 
 /**
  * Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.

@@ -355,6 +355,14 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_move_allocations(h_, moves.data(), moves.size(), report));
   }
 
+  // rcb_cmdbuf_set_exec_update_budget(cb, bytes).
+  Status SetExecUpdateBudget(uint64_t bytes) { return internal::Wrap(rcb_cmdbuf_set_exec_update_budget(h_, bytes)); }
+
+  // rcb_cmdbuf_exec_update_budget(cb, budget, spent).
+  Status ExecUpdateBudget(uint64_t* budget, uint64_t* spent) {
+    return internal::Wrap(rcb_cmdbuf_exec_update_budget(h_, budget, spent));
+  }
+
   // rcb_cmdbuf_node_count(cb, count).
   Status NodeCount(size_t* count) { return internal::Wrap(rcb_cmdbuf_node_count(h_, count)); }
 
@@ -378,6 +386,16 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
                                                             graph, report));
   }
 };
+
+// rcb_counters_get(cb, out): the counters of `cb`, or the process totals for nullptr (set
+// out->struct_size = sizeof(rcb_counters) first).
+inline Status CountersGet(const rcb_cmdbuf* cb, rcb_counters* out) { return internal::Wrap(rcb_counters_get(cb, out)); }
+
+// rcb_counters_reset(cb): zeroes the counters of `cb`, or the process totals for nullptr.
+inline Status CountersReset(rcb_cmdbuf* cb) { return internal::Wrap(rcb_counters_reset(cb)); }
+
+// rcb_fallback_reason_name(reason): a static name, nullptr for a number that is no reason.
+inline const char* FallbackReasonName(uint32_t reason) noexcept { return rcb_fallback_reason_name(reason); }
 
 // A trace cache (rcb_trace_cache), freed with rcb_trace_cache_free.
 class TraceCache : public internal::Owner<rcb_trace_cache, rcb_trace_cache_free> {

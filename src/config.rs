@@ -31,6 +31,10 @@ pub struct Config {
     /// `RCB_STREAM_CACHE=0|1` (default 1) and `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64), read
     /// by the stream pool's own parser, which the `LD_PRELOAD` interposer shares.
     pub stream_cache: Settings,
+    /// `RCB_EXEC_UPDATE_BUDGET` (bytes; 0: never re-instantiate): the update budget of each
+    /// primary command buffer's executable graph; unset, the runtime decides (see
+    /// `cmdbuf/budget.rs`).
+    pub exec_update_budget: Option<u64>,
 }
 
 /// `RCB_LOG`: the log filter, read by the logging set-up before anything else.
@@ -39,8 +43,16 @@ pub const LOG_VAR: &str = "RCB_LOG";
 /// Every `RCB_*` variable the library and the preload read: [`Config::from_lookup`] reads all of
 /// them but [`LOG_VAR`]. The README's table of variables, where each is described, lists exactly
 /// these (both checked by the tests below).
-pub const VARIABLES: &[&str] =
-    &["RCB_BACKEND", "RCB_HIP_LIBRARY", "RCB_CUDA_LIBRARY", ENABLED_VAR, MAX_PER_KEY_VAR, "RCB_VMM_POOL_TIMEOUT_MS", LOG_VAR];
+pub const VARIABLES: &[&str] = &[
+    "RCB_BACKEND",
+    "RCB_HIP_LIBRARY",
+    "RCB_CUDA_LIBRARY",
+    ENABLED_VAR,
+    MAX_PER_KEY_VAR,
+    "RCB_VMM_POOL_TIMEOUT_MS",
+    "RCB_EXEC_UPDATE_BUDGET",
+    LOG_VAR,
+];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
 
@@ -83,8 +95,16 @@ impl Config {
                 .ok_or_else(|| bad("RCB_VMM_POOL_TIMEOUT_MS", &format!("is {s:?}; expected milliseconds from 1 to {}", u32::MAX)))?,
         };
         let stream_cache = Settings::from_vars(&lookup).map_err(|message| Error::new(ErrorKind::Config, message))?;
+        let exec_update_budget =
+            match text("RCB_EXEC_UPDATE_BUDGET")? {
+                None => None,
+                Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                    bad("RCB_EXEC_UPDATE_BUDGET", &format!("is {s:?}; expected a number of bytes (0: never re-instantiate)"))
+                })?),
+            };
         Ok(Config {
             backend,
+            exec_update_budget,
             vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
@@ -147,6 +167,17 @@ mod tests {
         let e = parse(&[("RCB_STREAM_CACHE", "yes")]).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Config);
         assert!(e.message.contains("RCB_STREAM_CACHE ") && e.message.contains("yes"), "{}", e.message);
+    }
+
+    #[test]
+    fn exec_update_budget_is_bytes_or_unset() {
+        assert_eq!(parse(&[]).unwrap().exec_update_budget, None);
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", "0")]).unwrap().exec_update_budget, Some(0));
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", " 1048576 ")]).unwrap().exec_update_budget, Some(1 << 20));
+        for bad in ["-1", "64MiB", ""] {
+            let e = parse(&[("RCB_EXEC_UPDATE_BUDGET", bad)]).unwrap_err();
+            assert!(e.message.contains("RCB_EXEC_UPDATE_BUDGET") && e.message.contains("bytes"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub(crate) mod cmdbuf;
 #[doc(hidden)]
 pub mod config;
 /// cbindgen:ignore
+pub(crate) mod counters;
+/// cbindgen:ignore
 #[doc(hidden)]
 pub mod error;
 pub mod ffi;
@@ -38,3 +40,8 @@ pub(crate) mod vmm_pool;
 /// blobs the library builds; not API.
 #[doc(hidden)]
 pub use cmdbuf::args as kernel_args;
+
+/// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
+/// measure and test against them; not API.
+#[doc(hidden)]
+pub use cmdbuf::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};

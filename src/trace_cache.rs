@@ -19,6 +19,7 @@
 //! Thread-safety: `&mut self`; one thread at a time per cache.
 
 use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
+use crate::counters::{self, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Graph, Runtime, Stream};
 use std::mem::ManuallyDrop;
@@ -111,12 +112,14 @@ impl TraceCache {
         let hash = key_hash(allocs);
         if let Some(i) = self.entries.iter().position(|e| e.hash == hash && e.key == allocs) {
             self.entries[..=i].rotate_right(1);
+            counters::record_total(Event::TraceHit);
             return Ok((self.entries[0].graph.graph()?, Outcome::Hit));
         }
         // A hit equals a key that was validated when it was stored.
         crate::cmdbuf::allocations::validate(allocs)?;
         let shape = shape_hash(allocs);
         if let Some(graph) = self.relocate(shape, allocs, hash)? {
+            counters::record_total(Event::Relocation);
             return Ok((graph, Outcome::Relocated));
         }
         let entry = self.trace(stream, allocs, trace, hash, shape)?;
@@ -133,6 +136,7 @@ impl TraceCache {
         let report = self.entries[i].graph.update_allocations(allocs)?;
         if report.needs_rerecord {
             log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
+            counters::record_total(Event::Fallback(Fallback::RelocationFailed));
             self.entries.remove(i);
             return Ok(None);
         }
@@ -153,6 +157,7 @@ impl TraceCache {
         shape: u64,
     ) -> Result<Entry> {
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        counters::record_total(Event::Capture);
         let traced = trace(stream);
         let captured = self.end_capture(stream);
         let captured = match (traced, captured) {

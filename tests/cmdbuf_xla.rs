@@ -119,7 +119,8 @@ fn update_child(parent: &Cb, node: rcb_node, child: &Cb) {
 }
 
 /// The report of a refused update: nothing moved, nothing patched, re-record.
-const REFUSED: rcb_update_report = rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1 };
+const REFUSED: rcb_update_report =
+    rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1, reinstantiated: 0 };
 
 fn fill_args(x: u64, value: f32) -> [Arg; 3] {
     args::fill(x, value.to_bits(), N as u64)

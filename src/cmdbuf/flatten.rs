@@ -16,6 +16,7 @@ use super::args;
 use super::nodes::{KernelRecord, Params};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
+use crate::counters::{Event, Fallback};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{Edge, EdgeData, Graph, Node, NodeType, Runtime};
 use std::collections::HashMap;
@@ -92,6 +93,7 @@ impl CmdBuf {
             }
             Err(Refusal(reason)) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
+                self.counters.record(Event::Fallback(Fallback::FlattenedAsChild));
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
                 // The fallback node follows the rules of any child node (see `opaque.rs`).
                 let group = match source {

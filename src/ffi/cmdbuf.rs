@@ -9,7 +9,8 @@
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
-//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
+//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
+//! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
 use super::{Handle, Live, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
@@ -156,6 +157,11 @@ pub struct rcb_update_report {
     /// (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
     /// `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
     pub needs_rerecord: u32,
+    /// 1 when the executable graph was re-instantiated (from its template, brought up to date
+    /// with the moved addresses) instead of being sent the touched nodes, because its update
+    /// budget was about to be spent (see `rcb_cmdbuf_set_exec_update_budget`); the old executable
+    /// graph is destroyed once the work launched from it has finished. 0 otherwise.
+    pub reinstantiated: u32,
 }
 
 // `rcb_allocation` and `Allocation` are the same two u64 fields, so a table from C is read in
@@ -186,6 +192,7 @@ impl From<cmdbuf::UpdateReport> for rcb_update_report {
             patched_sites: r.patched_sites,
             updated_nodes: r.updated_nodes,
             needs_rerecord: u32::from(r.needs_rerecord),
+            reinstantiated: u32::from(r.reinstantiated),
         }
     }
 }
@@ -196,7 +203,7 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
 }
 
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
-fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
+pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
     let cb = live(cb, "cb")?;
     f(cb.id(), &mut *cb.lock()?)
 }
@@ -404,7 +411,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
-/// discarded. Launches already enqueued are not waited for (synchronize the stream first).
+/// discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
+/// are those of executable graphs the update budget replaced.
 ///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
@@ -834,8 +842,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_end(cb: *mut rcb_cmdbuf) -> rcb_stat
 
 /// Finalizes recording or an update. The first finalize adds one empty node to an empty graph
 /// (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
-/// after an update never re-instantiates, and pushes any node a failed address update left
-/// behind.
+/// after an update pushes any node a failed address update left behind, and re-instantiates only
+/// when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -861,6 +869,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
 /// call; NULL is the default stream). A nested or unfinalized one gives
 /// `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+/// While the update budget is on, an event of the library's is recorded on `stream` right after
+/// the launch (not when `stream` is capturing), so that an executable graph the budget replaces
+/// is destroyed only once this launch has finished.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -896,8 +907,12 @@ pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut 
 }
 
 /// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
-/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
-/// never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
+/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free` or until an update
+/// replaces it because of the update budget (`rcb_update_report.reinstantiated`; any update or
+/// finalize may): read it again after each. Launch through `rcb_cmdbuf_launch`: a replaced
+/// executable graph is kept until the launches made there have finished, not launches made
+/// directly. A nested or never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture
+/// in progress.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -1024,6 +1039,59 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
             cb.allow_read()?;
             // SAFETY: checked by arg_out.
             unsafe { write_out(out, cb.site_count()) };
+            Ok(())
+        })
+    })
+}
+
+/// Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
+/// re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
+/// HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
+/// they are destroyed, and 0 on CUDA, whose driver does not).
+///
+/// What is counted: each node parameter push to the executable graph (an address update's
+/// touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument
+/// bytes plus a per-node estimate of the runtime's staging overhead (5 920 bytes, from ROCm's
+/// published measurement; see docs/cmdbuf.md). Before a push would pass the budget, the library
+/// brings the template graph up to date from its own copies of the parameters, instantiates it
+/// (`rcb_update_report.reinstantiated` says so for an address update; `rcb_counters` counts
+/// each) and destroys the old executable graph once everything launched from it has finished,
+/// in stream order, without waiting on the host (an event is recorded after each launch while
+/// the budget is on). At most two old executable graphs wait at a time: a third
+/// re-instantiation first waits for the oldest's launches.
+///
+/// Allowed before the first `rcb_cmdbuf_finalize` only (`RCB_STATUS_INVALID_STATE` after it, and
+/// for a nested command buffer, which has no executable graph).
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_set_exec_update_budget(cb: *mut rcb_cmdbuf, bytes: u64) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.set_exec_update_budget(bytes)))
+}
+
+/// Writes the update budget of the command buffer's executable graph (bytes, 0: never
+/// re-instantiated; 0 for a nested command buffer) to `*budget` and what its updates are
+/// estimated to have taken since it was instantiated to `*spent`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `budget` and `spent` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_exec_update_budget(cb: *mut rcb_cmdbuf, budget: *mut u64, spent: *mut u64) -> rcb_status {
+    boundary(|| {
+        let budget_out = arg_out(budget, "budget")?;
+        let spent_out = arg_out(spent, "spent")?;
+        with(cb, |_, cb| {
+            let (limit, used) = cb.exec_update_budget();
+            // SAFETY: checked by arg_out.
+            unsafe {
+                write_out(budget_out, limit);
+                write_out(spent_out, used);
+            }
             Ok(())
         })
     })

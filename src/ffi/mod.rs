@@ -6,6 +6,7 @@
 
 mod cmdbuf;
 mod correlator;
+mod counters;
 mod handle;
 mod runtime;
 mod status;
@@ -15,6 +16,7 @@ mod vmm_pool;
 
 pub use cmdbuf::*;
 pub use correlator::*;
+pub use counters::*;
 pub use runtime::*;
 pub use status::*;
 pub use stream::*;

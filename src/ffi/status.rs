@@ -5,8 +5,9 @@
 //!
 //! One rule for handles of every type (`rcb_cmdbuf`, `rcb_trace_cache`, `rcb_vmm_pool`,
 //! `rcb_correlator`, and the streams of `rcb_stream_release`): NULL is
-//! `RCB_STATUS_NULL_ARGUMENT`, as for any required pointer, except that a `_free` function takes
-//! it as a no-op; a non-NULL handle that is not live is `RCB_STATUS_INVALID_HANDLE`.
+//! `RCB_STATUS_NULL_ARGUMENT`, as for any required pointer, except where a function gives NULL a
+//! meaning (a `_free` function: a no-op; `rcb_counters_get` and `rcb_counters_reset`: the process
+//! totals); a non-NULL handle that is not live is `RCB_STATUS_INVALID_HANDLE`.
 
 use super::{boundary_value, write_c_str};
 use crate::error::ErrorKind;
@@ -18,8 +19,8 @@ pub type rcb_status = i32;
 
 /// Success.
 pub const RCB_OK: rcb_status = 0;
-/// A required pointer argument was NULL, a handle included (each `_free` function takes NULL as
-/// a no-op instead); the message names the argument.
+/// A required pointer argument was NULL, a handle included (unless the function gives NULL a
+/// meaning, as each `_free` function does: a no-op); the message names the argument.
 pub const RCB_STATUS_NULL_ARGUMENT: rcb_status = 1;
 /// An argument is out of range or inconsistent (zero or absurd count, bad size, unknown kind).
 pub const RCB_STATUS_INVALID_ARGUMENT: rcb_status = 2;

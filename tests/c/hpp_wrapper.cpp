@@ -155,6 +155,69 @@ bool report_is(const rcb_update_report& r, uint32_t moved, uint64_t patched, uin
   (r).moved_allocations, (unsigned long long)(r).patched_sites, (unsigned long long)(r).updated_nodes, \
       (r).needs_rerecord
 
+rcb_counters counters_of(const rcb_cmdbuf* cb) {
+  rcb_counters c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  MUST(rcb::CountersGet(cb, &c));
+  return c;
+}
+
+// SetExecUpdateBudget, ExecUpdateBudget, CountersGet, CountersReset, FallbackReasonName: with a
+// budget of one byte every move re-instantiates instead of pushing, the results stay right, and
+// the counters say so per command buffer and in the process totals.
+void budget_and_counters() {
+  const rcb_counters before = counters_of(nullptr);
+  void* x = upload_f32(0);
+  void* x2 = upload_f32(0);
+  rcb::CmdBuf cb;
+  MUST(rcb::CmdBuf::Create(0, &cb));
+  MUST(cb.SetExecUpdateBudget(1));
+  MUST(cb.SetAllocations(table_of({x})));
+  add_kernel(cb, {}, gpu.fill, fill_args(x, 3));
+  MUST(cb.Finalize());
+  uint64_t budget = 0, spent = 7;
+  MUST(cb.ExecUpdateBudget(&budget, &spent));
+  CHECK(budget == 1 && spent == 0, "budget %llu, spent %llu", (unsigned long long)budget, (unsigned long long)spent);
+  EXPECT_STATUS(cb.SetExecUpdateBudget(0), RCB_STATUS_INVALID_STATE, "RCB_STATUS_INVALID_STATE", "before the first finalize");
+  launch_and_wait(cb);
+  const std::vector<rcb_allocation_move> moves = {rcb_allocation_move{0, dptr(x2)}};
+  rcb_update_report report = blank_report();
+  MUST(cb.MoveAllocations(moves, &report));
+  CHECK(report_is(report, 1, 1, 1) && report.reinstantiated == 1, "moved %u, patched %llu, updated %llu, rerecord %u, reinstantiated %u",
+        REPORT_ARGS(report), report.reinstantiated);
+  launch_and_wait(cb);
+  CHECK(holds_u32(x2, 3), "x2 after the re-instantiation%s", mismatch);
+  report = blank_report();
+  MUST(cb.UpdateAllocations({}, &report));
+  CHECK(report.needs_rerecord == 1 && report.reinstantiated == 0, "a table of another shape: rerecord %u",
+        report.needs_rerecord);
+
+  const rcb_counters c = counters_of(cb.get());
+  CHECK(c.version == RCB_COUNTERS_VERSION && c.struct_size == sizeof c, "version %u, size %u", c.version,
+        c.struct_size);
+  CHECK(c.instantiations == 2 && c.reinstantiations == 1 && c.retired_execs == 1 && c.exec_param_pushes == 0 &&
+            c.address_updates == 1 && c.captures == 0,
+        "instantiations %llu, reinstantiations %llu, retired %llu, pushes %llu, address updates %llu",
+        (unsigned long long)c.instantiations, (unsigned long long)c.reinstantiations,
+        (unsigned long long)c.retired_execs, (unsigned long long)c.exec_param_pushes,
+        (unsigned long long)c.address_updates);
+  CHECK(c.fallbacks_total == 1 && c.fallbacks[RCB_FALLBACK_SHAPE_CHANGED] == 1, "fallbacks %llu",
+        (unsigned long long)c.fallbacks_total);
+  CHECK(std::strcmp(rcb::FallbackReasonName(RCB_FALLBACK_SHAPE_CHANGED), "shape_changed") == 0 &&
+            rcb::FallbackReasonName(RCB_FALLBACK_REASON_SLOTS) == nullptr,
+        "reason names");
+  const rcb_counters after = counters_of(nullptr);
+  CHECK(after.instantiations - before.instantiations == 2 && after.reinstantiations - before.reinstantiations == 1,
+        "process totals: +%llu instantiations",
+        (unsigned long long)(after.instantiations - before.instantiations));
+  MUST(rcb::CountersReset(cb.get()));
+  CHECK(counters_of(cb.get()).instantiations == 0 && counters_of(nullptr).instantiations == after.instantiations,
+        "a command buffer's reset leaves the totals");
+  MUST(cb.Free());
+  free_all({x, x2});
+}
+
 // ---------------------------------------------------------------------------------------------
 
 size_t span_size(rcb::Span<const rcb_node> s) { return s.size(); }
@@ -710,6 +773,7 @@ int main(int argc, char** argv) {
     status_basics();
     runtime_and_version();
     kernels_and_moves();
+    budget_and_counters();
     children_and_capture();
     trace_cache();
     ownership();

@@ -250,6 +250,12 @@ impl Hipsim {
     pub fn set_latency(&self, spec: &str) {
         self.set("hipsimSetLatency", spec)
     }
+
+    /// Every device's kernel-argument staging pool, in bytes (`u64::MAX`: unlimited).
+    pub fn set_kernarg_pool(&self, bytes: u64) {
+        let f: unsafe extern "C" fn(u64) = self.sym("hipsimSetKernargPool");
+        unsafe { f(bytes) }
+    }
 }
 
 /// Serialises tests that read process-wide counters or change hipsim's knobs.

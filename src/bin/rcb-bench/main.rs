@@ -2,7 +2,9 @@
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
 
 mod backend;
+mod budget;
 mod correlator;
+mod counters;
 mod cublas;
 mod flatten;
 mod kernels;
@@ -24,6 +26,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("vmm", vmm::run),
     ("flatten", flatten::run),
     ("trace-cache", trace_cache::run),
+    ("budget", budget::run),
     ("correlator", correlator::run),
 ];
 
@@ -52,6 +55,10 @@ fn main() {
             eprintln!("scenario {name} failed: {e}");
             failed = true;
         }
+    }
+    match counters::get(std::ptr::null()) {
+        Ok(c) => counters::print("\nlibrary counters, whole run", &c),
+        Err(e) => eprintln!("{e}"),
     }
     std::process::exit(i32::from(failed));
 }
