@@ -16,8 +16,8 @@
 // other buffers), sit between two kernels. Each of 20 steps moves allocations, writes new inputs
 // and garbage outputs, then checks the outputs exactly. The software GPU makes each end of a
 // capture cost 250 ms (HIPSIM_LATENCY), and the flow asserts at most one capture per traced
-// command: from the trace functions' own call counts and, on the software GPU, from its count of
-// hipStreamEndCapture. A collective whose key names an allocation no node holds is captured again
+// command: from the library's process counters (rcb_counters_get), from the trace functions' own
+// call counts and, on the software GPU, from its count of hipStreamEndCapture. A collective whose key names an allocation no node holds is captured again
 // for every new address set, and its results still checked.
 #include <cstdint>
 #include <cstdio>
@@ -105,6 +105,13 @@ int32_t TraceFn(void* user_data, void*) {
   ++t->traces;
   t->issue(*t->buffers);
   return 0;
+}
+
+rcb_counters Counters() {
+  rcb_counters c{};
+  c.struct_size = sizeof c;
+  OK(rcb::CountersGet(nullptr, &c));
+  return c;
 }
 
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
@@ -229,6 +236,7 @@ void Run(const Options& o) {
   Buffers b;
   std::mt19937 rng(7);
   uint64_t captures_before = gpu->CallCount("hipStreamEndCapture");
+  rcb_counters before = Counters();
   Flow flow(o, b);
   int in_place = 0;
   for (int step = 0; step < kSteps; ++step) {
@@ -256,9 +264,15 @@ void Run(const Options& o) {
     CHECK(exact, "%s: step %d: outputs differ from the inputs' expected multiples", o.name, step);
   }
   uint64_t captures = gpu->CallCount("hipStreamEndCapture") - captures_before;
+  rcb_counters after = Counters();
+  uint64_t counted = after.captures - before.captures;
+  uint64_t relocations = after.relocations - before.relocations;
+  uint64_t hits = after.trace_hits - before.trace_hits;
   int traces = flow.GemmTraces() + flow.CollectiveTraces();
-  std::printf("%s: %d steps, %d moved in place, %d recorded again; %d trace(s)", o.name, kSteps,
-              in_place, kSteps - in_place, traces);
+  std::printf("%s: %d steps, %d moved in place, %d recorded again; %d trace(s); counters: %llu captures, "
+              "%llu relocations, %llu hits",
+              o.name, kSteps, in_place, kSteps - in_place, traces, static_cast<unsigned long long>(counted),
+              static_cast<unsigned long long>(relocations), static_cast<unsigned long long>(hits));
   if (!gpu->cuda()) std::printf(", %llu hipStreamEndCapture", static_cast<unsigned long long>(captures));
   std::printf("\n");
   // Allocation 3, which the collective uses, moves at every step.
@@ -267,6 +281,8 @@ void Run(const Options& o) {
   CHECK(traces == expected, "%s: %d traces, expected %d", o.name, traces, expected);
   CHECK(gpu->cuda() || captures == static_cast<uint64_t>(expected), "%s: %llu captures", o.name,
         static_cast<unsigned long long>(captures));
+  CHECK(counted == static_cast<uint64_t>(expected), "%s: the library counted %llu captures", o.name,
+        static_cast<unsigned long long>(counted));
   bool expect_in_place = o.flatten && !o.kernel_params_node;
   CHECK(in_place == (expect_in_place ? kSteps : 0), "%s: %d of %d steps in place", o.name, in_place, kSteps);
 }
