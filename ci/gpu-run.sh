@@ -2,10 +2,12 @@
 # Runs ON the GPU machine, from the repository root, what ci/gpu.sh staged in .gpu/:
 #   1. compiles .gpu/kernels.cu to PTX with nvcc (and says whether it matches the committed PTX);
 #   2. runs every staged test binary with RCB_BACKEND=cuda;
-#   3. runs rcb-demo and tests/xla_flow (the patched XLA's call sequences) if staged;
+#   3. runs rcb-demo and the tests/xla_flow programs (the patched XLA's call sequences) if staged;
 #   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
 #      flattened and relocated through the C ABI);
-#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it).
+#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it); its
+#      `budget` scenario measures device memory over 100 000 in-place updates and the amortised
+#      cost of the update budget.
 # The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
 # rcb-bench.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
 # when a test binary, the demonstration or the torch check fails.
@@ -54,13 +56,15 @@ done
 if [ -x "$stage/rcb-demo" ]; then
     "$stage/rcb-demo" || failed=1
 fi
-if [ -x "$stage/xla_flow" ]; then
-    timeout 300 "$stage/xla_flow" > "$logs/xla_flow.log" 2>&1
+for flow in "$stage"/xla_flow-*; do
+    [ -x "$flow" ] || continue
+    name=$(basename "$flow")
+    timeout 300 "$flow" > "$logs/$name.log" 2>&1
     rc=$?
-    echo "xla_flow: rc=$rc"
-    sed 's/^/    /' "$logs/xla_flow.log" | tail -12
+    echo "$name: rc=$rc"
+    sed 's/^/    /' "$logs/$name.log" | tail -12
     [ $rc -eq 0 ] || failed=1
-fi
+done
 if [ -f "$stage/torch_flatten.py" ] && python3 -c 'import torch' 2>/dev/null; then
     RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" timeout 300 python3 "$stage/torch_flatten.py" > "$logs/torch_flatten.log" 2>&1
     rc=$?

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints,
-# header drift and export checks, Rust tests of the whole workspace, the C/C++ ABI tests, the
-# fault matrix (tests/faults), a short soak (rcb-bench --quick soak), two minutes of fuzzing the
-# C ABI (ci/fuzz.sh), the software GPU's own C suite, the LD_PRELOAD test, the Bazel consumer
-# test (ci/bazel-test.sh) and the installed library's pkg-config and CMake consumers
-# (tests/install/run.sh).
+# header drift and export checks, Rust tests of the whole workspace, the release-built soak of the
+# update budget (tests/exec_budget.rs), the C/C++ ABI tests, the fault matrix (tests/faults), a
+# short soak (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software
+# GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
+# installed library's pkg-config and CMake consumers (tests/install/run.sh).
 # GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,9 @@ bash ci/header.sh --verify
 bash ci/check-library.sh target/debug
 echo "== Rust tests (software GPU)"
 cargo test --workspace --quiet
+echo "== soak (release build): 1 000 000 in-place updates of a 1 000-node command buffer under the software GPU's kernel-argument leak"
+cargo build --release -p hipsim --quiet
+cargo test --release --quiet -p rocm_cmdbuf --test exec_budget -- --ignored --nocapture 2>&1 | grep -E '^soak:|test result|panicked|FAILED'
 echo "== GPU tests (RCB_BACKEND=cuda)"
 # The same test bodies run on a real GPU through ci/gpu.sh; here they must skip, and say so.
 gpu_log=$(RCB_BACKEND=cuda cargo test --quiet -p rocm_cmdbuf --tests -- --nocapture 2>&1) ||

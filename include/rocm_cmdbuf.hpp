@@ -38,8 +38,9 @@
 // Owners (CmdBuf, TraceCache, VmmPool, Correlator) are move-only. The destructor calls the matching *_free
 // and ignores its status; Free() calls it and returns the status; release() gives the raw handle
 // up without freeing it; get() returns it. A moved-from owner is empty (get() == nullptr) and its
-// destructor calls *_free(NULL), a no-op. Assigning to an owner (or Create into it) frees the
-// handle it held first.
+// destructor calls *_free(NULL), a no-op; any other call on it passes NULL, which the C function
+// reports as RCB_STATUS_NULL_ARGUMENT, as for a NULL handle of every type. Assigning to an owner
+// (or Create into it) frees the handle it held first.
 
 #ifndef ROCM_CMDBUF_HPP
 #define ROCM_CMDBUF_HPP
@@ -318,6 +319,11 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_update_child(h_, node, child.get()));
   }
 
+  // rcb_cmdbuf_update_child_graph(cb, node, graph); `graph` a hipGraph_t.
+  Status UpdateChildGraph(rcb_node node, void* graph) {
+    return internal::Wrap(rcb_cmdbuf_update_child_graph(h_, node, graph));
+  }
+
   // rcb_cmdbuf_capture_begin(cb, stream); `stream` a hipStream_t.
   Status CaptureBegin(void* stream) { return internal::Wrap(rcb_cmdbuf_capture_begin(h_, stream)); }
 
@@ -349,6 +355,14 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
     return internal::Wrap(rcb_cmdbuf_move_allocations(h_, moves.data(), moves.size(), report));
   }
 
+  // rcb_cmdbuf_set_exec_update_budget(cb, bytes).
+  Status SetExecUpdateBudget(uint64_t bytes) { return internal::Wrap(rcb_cmdbuf_set_exec_update_budget(h_, bytes)); }
+
+  // rcb_cmdbuf_exec_update_budget(cb, budget, spent).
+  Status ExecUpdateBudget(uint64_t* budget, uint64_t* spent) {
+    return internal::Wrap(rcb_cmdbuf_exec_update_budget(h_, budget, spent));
+  }
+
   // rcb_cmdbuf_node_count(cb, count).
   Status NodeCount(size_t* count) { return internal::Wrap(rcb_cmdbuf_node_count(h_, count)); }
 
@@ -364,7 +378,24 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
                                                          child != nullptr ? child->get() : nullptr, graph,
                                                          group, report));
   }
+
+  // rcb_cmdbuf_update_flattened_child(cb, group, child ? child->get() : NULL, graph, report):
+  // exactly one of `child` and `graph` is non-null; `report` may be null.
+  Status UpdateFlattenedChild(rcb_node group, const CmdBuf* child, void* graph, rcb_flatten_report* report) {
+    return internal::Wrap(rcb_cmdbuf_update_flattened_child(h_, group, child != nullptr ? child->get() : nullptr,
+                                                            graph, report));
+  }
 };
+
+// rcb_counters_get(cb, out): the counters of `cb`, or the process totals for nullptr (set
+// out->struct_size = sizeof(rcb_counters) first).
+inline Status CountersGet(const rcb_cmdbuf* cb, rcb_counters* out) { return internal::Wrap(rcb_counters_get(cb, out)); }
+
+// rcb_counters_reset(cb): zeroes the counters of `cb`, or the process totals for nullptr.
+inline Status CountersReset(rcb_cmdbuf* cb) { return internal::Wrap(rcb_counters_reset(cb)); }
+
+// rcb_fallback_reason_name(reason): a static name, nullptr for a number that is no reason.
+inline const char* FallbackReasonName(uint32_t reason) noexcept { return rcb_fallback_reason_name(reason); }
 
 // A trace cache (rcb_trace_cache), freed with rcb_trace_cache_free.
 class TraceCache : public internal::Owner<rcb_trace_cache, rcb_trace_cache_free> {

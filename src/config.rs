@@ -5,6 +5,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use once_cell::sync::Lazy;
+use rocm_cmdbuf_stream_pool::{ENABLED_VAR, MAX_PER_KEY_VAR, Settings};
 use std::path::PathBuf;
 
 /// Which GPU runtime backs the library (`RCB_BACKEND`).
@@ -27,21 +28,30 @@ pub struct Config {
     /// `RCB_VMM_POOL_TIMEOUT_MS`: how long a VMM pool waits for the GPU to free a slot when its
     /// config leaves the timeout at 0 (default 10 000 ms).
     pub vmm_pool_timeout_ms: u32,
-    /// `RCB_STREAM_CACHE=0|1` (default 1): whether released streams are kept for reuse.
-    pub stream_cache: bool,
-    /// `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64): idle streams kept per (device, flags, priority).
-    pub stream_cache_max_per_key: usize,
+    /// `RCB_STREAM_CACHE=0|1` (default 1) and `RCB_STREAM_CACHE_MAX_PER_KEY` (default 64), read
+    /// by the stream pool's own parser, which the `LD_PRELOAD` interposer shares.
+    pub stream_cache: Settings,
+    /// `RCB_EXEC_UPDATE_BUDGET` (bytes; 0: never re-instantiate): the update budget of each
+    /// primary command buffer's executable graph; unset, the runtime decides (see
+    /// `cmdbuf/budget.rs`).
+    pub exec_update_budget: Option<u64>,
 }
 
-/// Names of the variables, for documentation and for error messages.
-pub const VARIABLES: &[(&str, &str)] = &[
-    ("RCB_BACKEND", "hip, cuda or auto (default auto: HIP if it sees a device, else CUDA)"),
-    ("RCB_HIP_LIBRARY", "path of the HIP runtime to load instead of searching libamdhip64.so.7/.6/.5"),
-    ("RCB_CUDA_LIBRARY", "path of the CUDA driver to load instead of libcuda.so.1"),
-    ("RCB_VMM_POOL_TIMEOUT_MS", "VMM pool wait for a free slot, in ms, when the pool's config says 0 (default 10000)"),
-    ("RCB_LOG", "log filter in env_logger syntax (error, warn, info, debug, trace); default off"),
-    ("RCB_STREAM_CACHE", "0 or 1 (default 1): keep released streams for reuse, in the library and the preload"),
-    ("RCB_STREAM_CACHE_MAX_PER_KEY", "idle streams kept per (device, flags, priority) (default 64)"),
+/// `RCB_LOG`: the log filter, read by the logging set-up before anything else.
+pub const LOG_VAR: &str = "RCB_LOG";
+
+/// Every `RCB_*` variable the library and the preload read: [`Config::from_lookup`] reads all of
+/// them but [`LOG_VAR`]. The README's table of variables, where each is described, lists exactly
+/// these (both checked by the tests below).
+pub const VARIABLES: &[&str] = &[
+    "RCB_BACKEND",
+    "RCB_HIP_LIBRARY",
+    "RCB_CUDA_LIBRARY",
+    ENABLED_VAR,
+    MAX_PER_KEY_VAR,
+    "RCB_VMM_POOL_TIMEOUT_MS",
+    "RCB_EXEC_UPDATE_BUDGET",
+    LOG_VAR,
 ];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
@@ -84,22 +94,21 @@ impl Config {
                 .filter(|&ms| ms > 0)
                 .ok_or_else(|| bad("RCB_VMM_POOL_TIMEOUT_MS", &format!("is {s:?}; expected milliseconds from 1 to {}", u32::MAX)))?,
         };
-        let stream_cache = match text("RCB_STREAM_CACHE")?.as_deref() {
-            None | Some("") | Some("1") => true,
-            Some("0") => false,
-            Some(other) => return Err(bad("RCB_STREAM_CACHE", &format!("is {other:?}; expected 0 or 1"))),
-        };
-        let stream_cache_max_per_key = match text("RCB_STREAM_CACHE_MAX_PER_KEY")? {
-            None => 64,
-            Some(s) => s.parse().map_err(|_| bad("RCB_STREAM_CACHE_MAX_PER_KEY", &format!("is {s:?}; expected a count of streams")))?,
-        };
+        let stream_cache = Settings::from_vars(&lookup).map_err(|message| Error::new(ErrorKind::Config, message))?;
+        let exec_update_budget =
+            match text("RCB_EXEC_UPDATE_BUDGET")? {
+                None => None,
+                Some(s) => Some(s.parse::<u64>().map_err(|_| {
+                    bad("RCB_EXEC_UPDATE_BUDGET", &format!("is {s:?}; expected a number of bytes (0: never re-instantiate)"))
+                })?),
+            };
         Ok(Config {
             backend,
+            exec_update_budget,
             vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
             stream_cache,
-            stream_cache_max_per_key,
         })
     }
 }
@@ -152,20 +161,45 @@ mod tests {
     }
 
     #[test]
-    fn stream_cache_defaults_on_with_64_per_key() {
-        let c = parse(&[]).unwrap();
-        assert!(c.stream_cache);
-        assert_eq!(c.stream_cache_max_per_key, 64);
+    fn stream_cache_settings_come_from_the_pools_parser() {
         let c = parse(&[("RCB_STREAM_CACHE", "0"), ("RCB_STREAM_CACHE_MAX_PER_KEY", "8")]).unwrap();
-        assert!(!c.stream_cache);
-        assert_eq!(c.stream_cache_max_per_key, 8);
+        assert_eq!(c.stream_cache, Settings { enabled: false, max_per_key: 8 });
+        let e = parse(&[("RCB_STREAM_CACHE", "yes")]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(e.message.contains("RCB_STREAM_CACHE ") && e.message.contains("yes"), "{}", e.message);
     }
 
     #[test]
-    fn malformed_stream_cache_values_name_the_variable() {
-        let e = parse(&[("RCB_STREAM_CACHE", "yes")]).unwrap_err();
-        assert!(e.message.contains("RCB_STREAM_CACHE ") && e.message.contains("yes"), "{}", e.message);
-        let e = parse(&[("RCB_STREAM_CACHE_MAX_PER_KEY", "-1")]).unwrap_err();
-        assert!(e.message.contains("RCB_STREAM_CACHE_MAX_PER_KEY") && e.message.contains("-1"), "{}", e.message);
+    fn exec_update_budget_is_bytes_or_unset() {
+        assert_eq!(parse(&[]).unwrap().exec_update_budget, None);
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", "0")]).unwrap().exec_update_budget, Some(0));
+        assert_eq!(parse(&[("RCB_EXEC_UPDATE_BUDGET", " 1048576 ")]).unwrap().exec_update_budget, Some(1 << 20));
+        for bad in ["-1", "64MiB", ""] {
+            let e = parse(&[("RCB_EXEC_UPDATE_BUDGET", bad)]).unwrap_err();
+            assert!(e.message.contains("RCB_EXEC_UPDATE_BUDGET") && e.message.contains("bytes"), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn the_list_of_variables_is_what_is_read_and_what_the_readme_describes() {
+        let mut listed: Vec<&str> = VARIABLES.to_vec();
+        listed.sort_unstable();
+        let read = std::cell::RefCell::new(vec![LOG_VAR.to_owned()]);
+        Config::from_lookup(|name| {
+            read.borrow_mut().push(name.to_owned());
+            None
+        })
+        .unwrap();
+        let mut read = read.into_inner();
+        read.sort_unstable();
+        read.dedup();
+        assert_eq!(read, listed);
+
+        let readme = include_str!("../README.md");
+        let table = readme.split("\n## Environment variables\n").nth(1).and_then(|rest| rest.split("\n## ").next()).unwrap();
+        let mut described: Vec<&str> =
+            table.lines().filter_map(|row| row.strip_prefix("| `")?.split('`').next()).filter(|name| name.starts_with("RCB_")).collect();
+        described.sort_unstable();
+        assert_eq!(described, listed, "README.md's table of environment variables");
     }
 }

@@ -7,22 +7,41 @@
 //!
 //! Only `ffi` reaches the C header: every other module is marked `cbindgen:ignore`, so a public
 //! constant inside the library never leaks into `include/rocm_cmdbuf.h`.
+//!
+//! The C ABI is the library's interface; as a Rust crate it exposes [`ffi`] and nothing else.
+//! The runtime layer, the errors and the configuration stay reachable, hidden from the docs, for
+//! the integration tests and `rcb-bench`, which drive the runtime directly; they are not API.
 
 /// cbindgen:ignore
-pub mod cmdbuf;
+pub(crate) mod cmdbuf;
 /// cbindgen:ignore
+#[doc(hidden)]
 pub mod config;
 /// cbindgen:ignore
+pub(crate) mod counters;
+/// cbindgen:ignore
+#[doc(hidden)]
 pub mod error;
 pub mod ffi;
 mod logging;
 /// cbindgen:ignore
-pub mod profiler;
+pub(crate) mod profiler;
 /// cbindgen:ignore
+#[doc(hidden)]
 pub mod runtime;
 /// cbindgen:ignore
-pub mod stream_cache;
+pub(crate) mod stream_cache;
 /// cbindgen:ignore
-pub mod trace_cache;
+pub(crate) mod trace_cache;
 /// cbindgen:ignore
-pub mod vmm_pool;
+pub(crate) mod vmm_pool;
+
+/// The library's kernel-argument packing, for `rcb-bench`'s baselines, which must build the
+/// blobs the library builds; not API.
+#[doc(hidden)]
+pub use cmdbuf::args as kernel_args;
+
+/// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
+/// measure and test against them; not API.
+#[doc(hidden)]
+pub use cmdbuf::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};

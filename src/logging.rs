@@ -8,8 +8,8 @@ static INIT: Once = Once::new();
 /// logger the host already installed in place.
 pub fn init() {
     INIT.call_once(|| {
-        if std::env::var_os("RCB_LOG").is_some() {
-            let env = env_logger::Env::new().filter("RCB_LOG");
+        if std::env::var_os(crate::config::LOG_VAR).is_some() {
+            let env = env_logger::Env::new().filter(crate::config::LOG_VAR);
             let _ = env_logger::Builder::from_env(env).try_init();
         }
     });

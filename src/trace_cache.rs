@@ -5,7 +5,13 @@
 //! Each entry is a nested command buffer built by flattening the captured graph, with the key as
 //! its allocation table; relocating an entry to new addresses is that command buffer's own
 //! address update. An entry whose capture could not be flattened (a host node, an opaque
-//! kernel) still serves hits but is never relocated.
+//! kernel) still serves hits but is never relocated, and so is one where some allocation of the
+//! key appears in no node: the command reaches it another way (a collective library's work
+//! queue in device memory holds its buffer addresses), which relocation could not rewrite.
+//!
+//! The captured graph itself is kept as long as its entry: runtime resources attached to a
+//! capture (user objects, such as a collective library's persistent work buffers) live as long
+//! as that graph, and the flattened nodes may point into them.
 //!
 //! A cache belongs to one traced command: two keys of the same shape (count and sizes) are
 //! assumed to trace to the same graph up to addresses.
@@ -13,8 +19,10 @@
 //! Thread-safety: `&mut self`; one thread at a time per cache.
 
 use crate::cmdbuf::{Allocation, CmdBuf, FlattenSource, Kind};
+use crate::counters::{self, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, CaptureAfterFailedEnd, CaptureMode, Graph, Runtime, Stream};
+use std::mem::ManuallyDrop;
 
 /// Largest capacity a cache accepts (a larger one is certainly a caller bug).
 pub const MAX_CAPACITY: usize = 1 << 20;
@@ -37,7 +45,39 @@ struct Entry {
     key: Vec<Allocation>,
     /// Boxed so that reordering entries moves pointers, not command buffers.
     graph: Box<CmdBuf>,
+    capture: Capture,
     relocatable: bool,
+}
+
+/// The graph a stream capture returned; destroyed when its entry goes.
+struct Capture {
+    rt: &'static dyn Runtime,
+    graph: Graph,
+}
+
+impl Capture {
+    fn destroy(self) -> Leaks {
+        let this = ManuallyDrop::new(self);
+        let mut leaks = Leaks::default();
+        leaks.note(this.rt.graph_destroy(this.graph));
+        leaks
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Err(e) = self.rt.graph_destroy(self.graph) {
+            log::warn!("destroying a captured graph: {e}");
+        }
+    }
+}
+
+impl Entry {
+    fn destroy(self) -> Leaks {
+        let mut leaks = self.graph.destroy();
+        leaks.append(self.capture.destroy());
+        leaks
+    }
 }
 
 pub struct TraceCache {
@@ -45,7 +85,8 @@ pub struct TraceCache {
     capacity: usize,
     /// Most recently used first.
     entries: Vec<Entry>,
-    /// Captured graphs the runtime failed to destroy: destroyed again by [`Self::destroy`].
+    /// Captured graphs the runtime failed to destroy (of a failed trace, or discarded after a
+    /// failed end of capture): destroyed again by [`Self::destroy`].
     orphans: Vec<Graph>,
     /// What the runtime failed to give back when entries were evicted or dropped: reported by
     /// [`Self::destroy`], so that the cache's free says what leaked.
@@ -60,14 +101,6 @@ impl TraceCache {
         Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity), orphans: Vec::new(), leaks: Leaks::default() })
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Destroys every cached graph and returns the runtime calls that failed (their objects are
     /// leaked); the cache is gone either way.
     pub fn destroy(mut self) -> Leaks {
@@ -78,7 +111,7 @@ impl TraceCache {
     fn release(&mut self) -> Leaks {
         let mut leaks = std::mem::take(&mut self.leaks);
         for entry in self.entries.drain(..) {
-            leaks.append(entry.graph.destroy());
+            leaks.append(entry.destroy());
         }
         for orphan in self.orphans.drain(..) {
             leaks.note(self.rt.graph_destroy(orphan));
@@ -100,17 +133,19 @@ impl TraceCache {
         let hash = key_hash(allocs);
         if let Some(i) = self.entries.iter().position(|e| e.hash == hash && e.key == allocs) {
             self.entries[..=i].rotate_right(1);
+            counters::record_total(Event::TraceHit);
             return Ok((self.entries[0].graph.graph()?, Outcome::Hit));
         }
         // A hit equals a key that was validated when it was stored.
         crate::cmdbuf::allocations::validate(allocs)?;
         let shape = shape_hash(allocs);
         if let Some(graph) = self.relocate(shape, allocs, hash)? {
+            counters::record_total(Event::Relocation);
             return Ok((graph, Outcome::Relocated));
         }
         let entry = self.trace(stream, allocs, trace, hash, shape)?;
         for evicted in self.entries.drain(self.entries.len().min(self.capacity - 1)..) {
-            self.leaks.append(evicted.graph.destroy());
+            self.leaks.append(evicted.destroy());
         }
         self.entries.insert(0, entry);
         Ok((self.entries[0].graph.graph()?, Outcome::Traced))
@@ -124,8 +159,9 @@ impl TraceCache {
         let report = self.entries[i].graph.update_allocations(allocs)?;
         if report.needs_rerecord {
             log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
+            counters::record_total(Event::Fallback(Fallback::RelocationFailed));
             let dropped = self.entries.remove(i);
-            self.leaks.append(dropped.graph.destroy());
+            self.leaks.append(dropped.destroy());
             return Ok(None);
         }
         let entry = &mut self.entries[i];
@@ -145,6 +181,7 @@ impl TraceCache {
         shape: u64,
     ) -> Result<Entry> {
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        counters::record_total(Event::Capture);
         let traced = trace(stream);
         let captured = self.end_capture(stream);
         let captured = match (traced, captured) {
@@ -157,11 +194,16 @@ impl TraceCache {
             // The trace's failure is what the caller must hear about, and the stream's state too.
             (Err(e), Err(end)) => return Err(Error::new(e.kind, format!("{e}; then {end}"))),
         };
-        let built = self.flatten(captured, allocs);
-        self.destroy_graph(captured);
-        let (graph, relocatable) = built?;
+        let (graph, relocatable) = match self.flatten(captured, allocs) {
+            Ok(flattened) => flattened,
+            Err(e) => {
+                self.destroy_graph(captured);
+                return Err(e);
+            }
+        };
+        let capture = Capture { rt: self.rt, graph: captured };
         log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
-        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), relocatable })
+        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), capture, relocatable })
     }
 
     /// Ends the capture of the traced command. The caller's stream must not be left capturing
@@ -196,13 +238,28 @@ impl TraceCache {
         Err(Error::new(e.kind, format!("ending the capture of the traced command: {e}; {left}")))
     }
 
+    /// The captured graph as a nested command buffer, and whether it can be relocated: every
+    /// node was flattened and every non-empty allocation of the key is a patch site somewhere.
     fn flatten(&self, captured: Graph, allocs: &[Allocation]) -> Result<(CmdBuf, bool)> {
         // A nested command buffer is never instantiated: device 0 is only validated.
         let mut graph = CmdBuf::new(self.rt, 0, Kind::Nested)?;
         graph.set_allocations(allocs)?;
         let (_, report) = graph.add_flattened_child(&[], FlattenSource::Graph(captured))?;
         graph.finalize()?;
-        Ok((graph, report.fallback.is_none()))
+        let unseen: Vec<usize> = graph
+            .sites_per_allocation()
+            .iter()
+            .zip(allocs)
+            .enumerate()
+            .filter(|(_, (n, a))| **n == 0 && a.size > 0)
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(reason) = &report.fallback {
+            log::debug!("the trace cannot be relocated, it was not flattened: {reason}");
+        } else if !unseen.is_empty() {
+            log::debug!("the trace cannot be relocated: allocation(s) {unseen:?} appear in none of its nodes");
+        }
+        Ok((graph, report.fallback.is_none() && unseen.is_empty()))
     }
 
     fn destroy_graph(&mut self, graph: Graph) {

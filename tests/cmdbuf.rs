@@ -11,15 +11,9 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::{args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
 use std::ptr::{null, null_mut};
-
-const N: usize = 64;
-const BYTES: u64 = (N * 4) as u64;
-
-fn iota(offset: f32) -> Vec<f32> {
-    (0..N).map(|i| i as f32 + offset).collect()
-}
 
 /// fill(x = 1) → axpy(y += 2x) → add(out = x + y) → memcpy(d = out), over four allocations.
 struct Chain {
@@ -32,9 +26,9 @@ struct Chain {
 fn record_chain(gpu: &Gpu, cb: &Cb, x: u64, y: u64, out: u64, d: u64) -> Chain {
     let n = N as u64;
     let k = &gpu.k;
-    let n0 = cb.kernel(&[], k.fill_u32, n, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
-    let n1 = cb.kernel(&[n0], k.axpy_f32, n, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(2.0), Arg::U64(n)]);
-    let n2 = cb.kernel(&[n1], k.add_f32, n, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::U64(n)]);
+    let n0 = cb.kernel(&[], k.fill_u32, n, &args::fill(x, 1.0f32.to_bits(), n));
+    let n1 = cb.kernel(&[n0], k.axpy_f32, n, &args::axpy(y, x, 2.0, n));
+    let n2 = cb.kernel(&[n1], k.add_f32, n, &args::add(out, x, y, n));
     let n3 = cb.memcpy(&[n2], d, out, BYTES);
     Chain { y, out, d, nodes: [n0, n1, n2, n3] }
 }
@@ -162,10 +156,10 @@ fn a_diamond_over_interior_pointers_follows_its_allocation() {
     let (y1, y2) = (ys, ys + BYTES);
     let cb = Cb::primary();
     cb.set_allocs(&[(x, BYTES), (ys, 2 * BYTES), (out, BYTES)]);
-    let top = cb.kernel(&[], k.fill_u32, n, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
-    let left = cb.kernel(&[top], k.axpy_f32, n, &[Arg::Ptr(y1), Arg::Ptr(x), Arg::F32(3.0), Arg::U64(n)]);
-    let right = cb.kernel(&[top], k.axpy_f32, n, &[Arg::Ptr(y2), Arg::Ptr(x), Arg::F32(5.0), Arg::U64(n)]);
-    cb.kernel(&[left, right], k.add_f32, n, &[Arg::Ptr(out), Arg::Ptr(y1), Arg::Ptr(y2), Arg::U64(n)]);
+    let top = cb.kernel(&[], k.fill_u32, n, &args::fill(x, 1.0f32.to_bits(), n));
+    let left = cb.kernel(&[top], k.axpy_f32, n, &args::axpy(y1, x, 3.0, n));
+    let right = cb.kernel(&[top], k.axpy_f32, n, &args::axpy(y2, x, 5.0, n));
+    cb.kernel(&[left, right], k.add_f32, n, &args::add(out, y1, y2, n));
     cb.finalize();
     cb.launch(&gpu);
     let expect: Vec<f32> = (0..N).map(|i| (i as f32 + 3.0) + (i as f32 + 105.0)).collect();
@@ -229,7 +223,7 @@ fn a_value_argument_equal_to_an_old_base_is_not_rewritten() {
     let fake_base = N as u64;
     let cb = Cb::primary();
     cb.set_allocs(&[(y, 2 * BYTES), (x, 2 * BYTES), (fake_base, 16)]);
-    cb.kernel(&[], gpu.k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(fake_base)]);
+    cb.kernel(&[], gpu.k.axpy_f32, N as u64, &args::axpy(y, x, 1.0, fake_base));
     assert_eq!(cb.sites(), 2, "only the two pointers are sites");
     cb.finalize();
     let report = cb.update_allocs(&[(y, 2 * BYTES), (x, 2 * BYTES), (2 * fake_base, 16)]);
@@ -314,9 +308,9 @@ fn a_failing_push_needs_a_rerecord_and_the_rerecord_is_correct() {
     cb.set_allocs(&moved);
     let k = &gpu.k;
     let [n0, n1, n2, n3] = c.nodes;
-    cb.update_kernel(n0, k.fill_u32, n, &[Arg::Ptr(x2), Arg::U32(1.0f32.to_bits()), Arg::U64(n)]);
-    cb.update_kernel(n1, k.axpy_f32, n, &[Arg::Ptr(y2), Arg::Ptr(x2), Arg::F32(2.0), Arg::U64(n)]);
-    cb.update_kernel(n2, k.add_f32, n, &[Arg::Ptr(out2), Arg::Ptr(x2), Arg::Ptr(y2), Arg::U64(n)]);
+    cb.update_kernel(n0, k.fill_u32, n, &args::fill(x2, 1.0f32.to_bits(), n));
+    cb.update_kernel(n1, k.axpy_f32, n, &args::axpy(y2, x2, 2.0, n));
+    cb.update_kernel(n2, k.add_f32, n, &args::add(out2, x2, y2, n));
     ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, n3, d, out2, BYTES) });
     cb.finalize();
     gpu.write(x, &[-7.0; N]);
@@ -441,15 +435,7 @@ fn a_raw_graph_child_is_cloned() {
     let Some(gpu) = gpu() else { return };
     let x = gpu.upload(&[0.0; N]);
     let g = gpu.rt.graph_create().unwrap();
-    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &5u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
-    let params = rocm_cmdbuf::runtime::KernelParams {
-        function: gpu.k.fill_u32,
-        grid: [1, 1, 1],
-        block: [64, 1, 1],
-        shared_mem_bytes: 0,
-        args: &args,
-    };
-    gpu.rt.add_kernel_node(g, &[], &params).unwrap();
+    gpu.rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &pack(&args::fill(x, 5, N as u64)))).unwrap();
     let cb = Cb::primary();
     let mut node = 0;
     ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, g.0, &mut node) });
@@ -468,21 +454,11 @@ fn a_captured_stream_becomes_the_graph() {
     ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
     let mut node = 0;
     fails(
-        with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)], |l| unsafe {
-            rcb_cmdbuf_add_kernel(cb.0, null(), 0, l, &mut node)
-        }),
+        with_launch(gpu.k.fill_u32, 1, &args::fill(x, 1, 1), |l| unsafe { rcb_cmdbuf_add_kernel(cb.0, null(), 0, l, &mut node) }),
         RCB_STATUS_INVALID_STATE,
         "capturing",
     );
-    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &9u32.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
-    let params = rocm_cmdbuf::runtime::KernelParams {
-        function: gpu.k.fill_u32,
-        grid: [1, 1, 1],
-        block: [64, 1, 1],
-        shared_mem_bytes: 0,
-        args: &args,
-    };
-    gpu.rt.direct().launch_kernel(&params, gpu.stream).unwrap();
+    common::run(gpu.rt, gpu.k.fill_u32, &args::fill(x, 9, N as u64), gpu.stream);
     ok(unsafe { rcb_cmdbuf_capture_end(cb.0) });
     assert_eq!(common::download_u32(gpu.rt, x, N), vec![0; N], "captured, not run");
     cb.finalize();
@@ -491,7 +467,7 @@ fn a_captured_stream_becomes_the_graph() {
 
     // Capture needs an empty recording buffer.
     let busy = Cb::primary();
-    busy.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    busy.kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
     fails(unsafe { rcb_cmdbuf_capture_begin(busy.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "no nodes");
     fails(unsafe { rcb_cmdbuf_capture_end(busy.0) }, RCB_STATUS_INVALID_STATE, "no capture");
 }
@@ -518,12 +494,10 @@ fn the_state_machine_refuses_misuse() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let x = gpu.upload(&[0.0; N]);
-    let fill = |cb: &Cb| cb.try_kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let fill = |cb: &Cb| cb.try_kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
     let cb = Cb::primary();
     let node = fill(&cb).unwrap();
-    let update = |cb: &Cb| {
-        with_launch(gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(2), Arg::U64(1)], |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, node, l) })
-    };
+    let update = |cb: &Cb| with_launch(gpu.k.fill_u32, 1, &args::fill(x, 2, 1), |l| unsafe { rcb_cmdbuf_update_kernel(cb.0, node, l) });
     fails(update(&cb), RCB_STATUS_INVALID_STATE, "recording");
     fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "recording");
     fails(unsafe { rcb_cmdbuf_begin_update(cb.0) }, RCB_STATUS_INVALID_STATE, "recording");
@@ -558,8 +532,8 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
 
     let cb = Cb::primary();
     let other = Cb::primary();
-    let a = cb.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
-    let foreign = other.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let a = cb.kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
+    let foreign = other.kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
     let mut node = 0;
     // Dependencies.
     fails(unsafe { rcb_cmdbuf_add_empty(cb.0, &foreign, 1, &mut node) }, RCB_STATUS_FOREIGN_NODE, "belongs to");
@@ -580,7 +554,7 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
     };
     fails(unsafe { rcb_cmdbuf_add_kernel(cb.0, null(), 0, null(), &mut node) }, RCB_STATUS_NULL_ARGUMENT, "`launch`");
     let base = |f: &mut dyn FnMut(&mut rcb_kernel_launch) -> rcb_status| {
-        with_launch(k, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)], |l| {
+        with_launch(k, 1, &args::fill(x, 1, 1), |l| {
             let mut l = rcb_kernel_launch { ..*l };
             f(&mut l)
         })
@@ -665,10 +639,10 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
     fails(unsafe { rcb_cmdbuf_finalize(0x10 as *mut rcb_cmdbuf) }, RCB_STATUS_INVALID_HANDLE, "not live");
     // A node of a freed command buffer is no longer anyone's.
     let gone = Cb::primary();
-    let gone_node = gone.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    let gone_node = gone.kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
     drop(gone);
     let fresh = Cb::primary();
-    fresh.kernel(&[], gpu.k.fill_u32, 1, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(1)]);
+    fresh.kernel(&[], gpu.k.fill_u32, 1, &args::fill(x, 1, 1));
     fails(unsafe { rcb_cmdbuf_add_empty(fresh.0, &gone_node, 1, &mut node) }, RCB_STATUS_INVALID_ARGUMENT, "not a node handle");
 }
 
@@ -686,7 +660,7 @@ fn distinct_command_buffers_work_in_parallel_threads() {
                 cb.set_allocs(&[(x, BYTES)]);
                 let mut prev = Vec::new();
                 for i in 0..8u32 {
-                    prev = vec![cb.kernel(&prev, gpu.k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(t * 100 + i), Arg::U64(N as u64)])];
+                    prev = vec![cb.kernel(&prev, gpu.k.fill_u32, N as u64, &args::fill(x, t * 100 + i, N as u64))];
                 }
                 cb.finalize();
                 let x2 = gpu.moved_copy(x, BYTES as usize);
@@ -721,15 +695,7 @@ fn a_primary_template_catches_up_with_in_place_updates_when_embedded() {
 
 /// Issues fill(x = value) on the test stream, outside any command buffer.
 fn fill_on_stream(gpu: &Gpu, x: u64, value: u32) {
-    let args: Vec<u8> = [x.to_ne_bytes().as_slice(), &value.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat();
-    let params = rocm_cmdbuf::runtime::KernelParams {
-        function: gpu.k.fill_u32,
-        grid: [1, 1, 1],
-        block: [64, 1, 1],
-        shared_mem_bytes: 0,
-        args: &args,
-    };
-    gpu.rt.direct().launch_kernel(&params, gpu.stream).unwrap();
+    common::run(gpu.rt, gpu.k.fill_u32, &args::fill(x, value, N as u64), gpu.stream);
 }
 
 fn capturing(gpu: &Gpu) -> bool {
@@ -864,7 +830,7 @@ fn free_reports_a_failed_destroy_and_releases_the_handle() {
     let x = gpu.upload(&[0.0; N]);
     let (graphs, execs) = (sim.live_count("graph"), sim.live_count("exec"));
     let cb = Cb::primary();
-    cb.kernel(&[], gpu.k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(1), Arg::U64(N as u64)]);
+    cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, 1, N as u64));
     cb.finalize();
     sim.set_faults("hipGraphExecDestroy:1");
     let s = free_now(&cb);

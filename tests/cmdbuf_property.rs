@@ -13,6 +13,7 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::args;
 use rocm_cmdbuf::ffi::rcb_node;
 
 /// Elements per buffer; each operation covers `SPAN` of them at offset 0 or `SPAN`.
@@ -90,9 +91,9 @@ fn record(gpu: &Gpu, cb: &Cb, case: &Case, bases: &[u64]) {
     for (op, deps) in &case.ops {
         let deps: Vec<rcb_node> = deps.iter().map(|&d| nodes[d]).collect();
         let node = match *op {
-            Op::Fill { dst, value } => cb.kernel(&deps, k.fill_u32, n, &[Arg::Ptr(at(dst)), Arg::U32(value), Arg::U64(n)]),
-            Op::Axpy { y, x, a } => cb.kernel(&deps, k.axpy_f32, n, &[Arg::Ptr(at(y)), Arg::Ptr(at(x)), Arg::F32(a), Arg::U64(n)]),
-            Op::Add { out, x, y } => cb.kernel(&deps, k.add_f32, n, &[Arg::Ptr(at(out)), Arg::Ptr(at(x)), Arg::Ptr(at(y)), Arg::U64(n)]),
+            Op::Fill { dst, value } => cb.kernel(&deps, k.fill_u32, n, &args::fill(at(dst), value, n)),
+            Op::Axpy { y, x, a } => cb.kernel(&deps, k.axpy_f32, n, &args::axpy(at(y), at(x), a, n)),
+            Op::Add { out, x, y } => cb.kernel(&deps, k.add_f32, n, &args::add(at(out), at(x), at(y), n)),
             Op::Copy { dst, src } => cb.memcpy(&deps, at(dst), at(src), n * 4),
             Op::Set { dst, pattern } => cb.memset(&deps, at(dst), pattern, 4, n),
         };

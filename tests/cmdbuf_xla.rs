@@ -13,21 +13,15 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::{Arg, args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{Function, KernelParams};
+use rocm_cmdbuf::runtime::Function;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
-const N: usize = 64;
-const BYTES: u64 = (N * 4) as u64;
-
-fn iota(offset: f32) -> Vec<f32> {
-    (0..N).map(|i| i as f32 + offset).collect()
-}
-
 /// `rcb_test_fill_u32(dst, value, n)`'s arguments as one 24-byte struct: dst@0, value@8, n@16.
 fn fill_struct(dst: u64, value: f32, n: u64) -> Vec<u8> {
-    [dst.to_ne_bytes().as_slice(), &value.to_bits().to_ne_bytes(), &[0; 4], &n.to_ne_bytes()].concat()
+    pack(&args::fill(dst, value.to_bits(), n))
 }
 
 #[test]
@@ -125,14 +119,15 @@ fn update_child(parent: &Cb, node: rcb_node, child: &Cb) {
 }
 
 /// The report of a refused update: nothing moved, nothing patched, re-record.
-const REFUSED: rcb_update_report = rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1 };
+const REFUSED: rcb_update_report =
+    rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1, reinstantiated: 0 };
 
 fn fill_args(x: u64, value: f32) -> [Arg; 3] {
-    [Arg::Ptr(x), Arg::U32(value.to_bits()), Arg::U64(N as u64)]
+    args::fill(x, value.to_bits(), N as u64)
 }
 
 fn axpy_args(y: u64, x: u64, a: f32) -> [Arg; 4] {
-    [Arg::Ptr(y), Arg::Ptr(x), Arg::F32(a), Arg::U64(N as u64)]
+    args::axpy(y, x, a, N as u64)
 }
 
 /// A nested command buffer with no allocation table: fill(x = value) → axpy(y += 2x).
@@ -262,20 +257,11 @@ fn unknown_references_refuse_every_move_while_the_node_exists() {
     let rt = gpu.rt;
     let (x, y) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
     let (x2, y2) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
-    let fill_blob = |dst: u64, value: u32| -> Vec<u8> {
-        [dst.to_ne_bytes().as_slice(), &value.to_ne_bytes(), &[0; 4], &(N as u64).to_ne_bytes()].concat()
-    };
     let f = gpu.k.fill_u32;
-    let launch = move |args: &[u8]| -> Result<(), rocm_cmdbuf::error::Error> {
-        let params = KernelParams { function: f, grid: [1; 3], block: [N as u32, 1, 1], shared_mem_bytes: 0, args };
-        rt.direct().launch_kernel(&params, gpu.stream)
-    };
 
     // A raw graph child that writes x: moving y, which it does not touch, is refused all the same.
     let g = rt.graph_create().unwrap();
-    let blob = fill_blob(x, 7);
-    rt.add_kernel_node(g, &[], &KernelParams { function: f, grid: [1; 3], block: [N as u32, 1, 1], shared_mem_bytes: 0, args: &blob })
-        .unwrap();
+    rt.add_kernel_node(g, &[], &common::launch(f, &pack(&args::fill(x, 7, N as u64)))).unwrap();
     let raw_parent = Cb::primary();
     raw_parent.set_allocs(&[(x, BYTES), (y, BYTES)]);
     let mut node = 0;
@@ -294,7 +280,7 @@ fn unknown_references_refuse_every_move_while_the_node_exists() {
     let captured = Cb::nested();
     captured.set_allocs(&[(x, BYTES), (y, BYTES)]);
     ok(unsafe { rcb_cmdbuf_capture_begin(captured.0, gpu.stream.0) });
-    launch(&fill_blob(y, 8)).unwrap();
+    common::run(rt, f, &args::fill(y, 8, N as u64), gpu.stream);
     ok(unsafe { rcb_cmdbuf_capture_end(captured.0) });
     captured.finalize();
     assert_eq!(captured.move_allocs(&[(0, x2)]), REFUSED, "a captured graph's addresses are unknown");
@@ -313,7 +299,7 @@ fn unknown_references_refuse_every_move_while_the_node_exists() {
     let primary = Cb::primary();
     primary.set_allocs(&[(x, BYTES)]);
     ok(unsafe { rcb_cmdbuf_capture_begin(primary.0, gpu.stream.0) });
-    launch(&fill_blob(x, 4)).unwrap();
+    common::run(rt, f, &args::fill(x, 4, N as u64), gpu.stream);
     ok(unsafe { rcb_cmdbuf_capture_end(primary.0) });
     primary.finalize();
     assert_eq!(primary.update_allocs(&[(x2, BYTES)]), REFUSED);

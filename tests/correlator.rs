@@ -8,6 +8,9 @@
     reason = "the tests call the C ABI on locals and handles they own throughout; each call's contract is the header's"
 )]
 
+mod common;
+
+use common::last_error;
 use rocm_cmdbuf::ffi::*;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
@@ -144,12 +147,6 @@ impl Correlator {
         assert_eq!(unsafe { rcb_correlator_stats(self.0, &mut c) }, RCB_OK);
         c
     }
-}
-
-fn last_error() -> String {
-    let mut buf = vec![0 as std::ffi::c_char; 512];
-    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
 fn api(id: u64, start: u64) -> rcb_api_event {

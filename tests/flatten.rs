@@ -13,13 +13,11 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::{args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, KernelParams, Node};
+use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, Node};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
-
-const N: usize = 64;
-const BYTES: u64 = (N * 4) as u64;
 
 fn flatten(cb: &Cb, deps: &[rcb_node], child: *const rcb_cmdbuf, graph: Graph) -> Result<(rcb_node, rcb_flatten_report), rcb_status> {
     let mut group = 0;
@@ -38,32 +36,13 @@ fn node_count(cb: &Cb) -> usize {
     n
 }
 
-/// Packed arguments of the test kernels (all 8-byte slots but fill's value and axpy's a).
+/// Packed arguments of the fill and axpy kernels over `N` elements.
 fn fill_args(x: u64, value: u32) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend(x.to_ne_bytes());
-    b.extend(value.to_ne_bytes());
-    b.extend([0; 4]);
-    b.extend((N as u64).to_ne_bytes());
-    b
+    pack(&args::fill(x, value, N as u64))
 }
 
 fn axpy_args(y: u64, x: u64, a: f32) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend(y.to_ne_bytes());
-    b.extend(x.to_ne_bytes());
-    b.extend(a.to_ne_bytes());
-    b.extend([0; 4]);
-    b.extend((N as u64).to_ne_bytes());
-    b
-}
-
-fn sleep_args(us: u64) -> Vec<u8> {
-    us.to_ne_bytes().to_vec()
-}
-
-fn kernel<'a>(f: rocm_cmdbuf::runtime::Function, args: &'a [u8]) -> KernelParams<'a> {
-    KernelParams { function: f, grid: [1, 1, 1], block: [N as u32, 1, 1], shared_mem_bytes: 0, args }
+    pack(&args::axpy(y, x, a, N as u64))
 }
 
 /// Driver entry points the `Runtime` interface does not need, from the backend's own library:
@@ -137,8 +116,8 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
     let (x, y, out, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
     // child: fill(x = 1.0) → axpy(y += 2x); memset(z = 5) alone.
     let child = Cb::nested();
-    let a = child.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(1.0f32.to_bits()), Arg::U64(N as u64)]);
-    child.kernel(&[a], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(2.0), Arg::U64(N as u64)]);
+    let a = child.kernel(&[], k.fill_u32, N as u64, &args::fill(x, 1.0f32.to_bits(), N as u64));
+    child.kernel(&[a], k.axpy_f32, N as u64, &args::axpy(y, x, 2.0, N as u64));
     child.memset(&[], z, 5, 4, N as u64);
     child.finalize();
 
@@ -147,7 +126,7 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
     let (group, report) = flatten(&parent, &[], child.0, Graph(null_mut())).unwrap();
     assert_eq!((report.flattened, report.nodes, report.sites), (1, 3, 4), "{}", reason(&report));
     assert_eq!(node_count(&parent), 4, "two exit nodes: a join node is added");
-    parent.kernel(&[group], k.add_f32, N as u64, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N as u64)]);
+    parent.kernel(&[group], k.add_f32, N as u64, &args::add(out, x, y, N as u64));
     parent.finalize();
     parent.launch(&gpu);
     assert_eq!(gpu.read(out, N), vec![4.0; N], "out = x + (y + 2x) = 1 + 3");
@@ -166,8 +145,8 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
 fn capture_mixed(gpu: &Gpu, api: &DriverApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
-    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
-    rt.direct().launch_kernel(&kernel(gpu.k.axpy_f32, &axpy_args(y, x, 0.5)), gpu.stream).unwrap();
+    common::run(rt, gpu.k.fill_u32, &args::fill(x, 2.0f32.to_bits(), N as u64), gpu.stream);
+    common::run(rt, gpu.k.axpy_f32, &args::axpy(y, x, 0.5, N as u64), gpu.stream);
     rt.copy_device_async(d, y, BYTES as usize, gpu.stream).unwrap();
     api.memset_d32_async(z, 9, N, gpu.stream.0);
     rt.end_capture(gpu.stream).unwrap()
@@ -216,7 +195,7 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
     let rt = gpu.rt;
     rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
-    rt.direct().launch_kernel(&kernel(gpu.k.fill_u32, &fill_args(x, 2.0f32.to_bits())), gpu.stream).unwrap();
+    common::run(rt, gpu.k.fill_u32, &args::fill(x, 2.0f32.to_bits(), N as u64), gpu.stream);
     api.launch_kernel_params(gpu.k.axpy_f32, &mut axpy_args(y, x, 0.5), &[0, 8, 16, 24], gpu.stream.0);
     let g = rt.end_capture(gpu.stream).unwrap();
 
@@ -256,8 +235,8 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
 fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph, Node)) -> Graph {
     let rt = gpu.rt;
     let g = rt.graph_create().unwrap();
-    let s = rt.add_kernel_node(g, &[], &kernel(gpu.k.sleep, &sleep_args(20_000))).unwrap();
-    let f = rt.add_kernel_node(g, &[s], &kernel(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    let s = rt.add_kernel_node(g, &[], &common::launch(gpu.k.sleep, &pack(&args::sleep(20_000)))).unwrap();
+    let f = rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
     odd(g, f);
     g
 }
@@ -323,8 +302,8 @@ fn nested_child_graphs_are_flattened_recursively_keeping_their_order() {
     let (x, y, d) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu));
     // inner: fill(x = 3.0) → axpy(y += 1x); outer: inner → memcpy(d ← y), and an empty node.
     let inner = rt.graph_create().unwrap();
-    let f = rt.add_kernel_node(inner, &[], &kernel(gpu.k.fill_u32, &fill_args(x, 3.0f32.to_bits()))).unwrap();
-    rt.add_kernel_node(inner, &[f], &kernel(gpu.k.axpy_f32, &axpy_args(y, x, 1.0))).unwrap();
+    let f = rt.add_kernel_node(inner, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 3.0f32.to_bits()))).unwrap();
+    rt.add_kernel_node(inner, &[f], &common::launch(gpu.k.axpy_f32, &axpy_args(y, x, 1.0))).unwrap();
     let outer = rt.graph_create().unwrap();
     let c = rt.add_child_node(outer, &[], inner).unwrap();
     rt.add_memcpy_node(outer, &[c], &rocm_cmdbuf::runtime::MemcpyParams { dst: d, src: y, bytes: BYTES as usize }).unwrap();
@@ -355,10 +334,10 @@ fn a_single_exit_is_the_group_and_deps_reach_the_roots() {
     let k = &gpu.k;
     let (x, y) = (zeroed(&gpu), zeroed(&gpu));
     let child = Cb::nested();
-    child.kernel(&[], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(N as u64)]);
+    child.kernel(&[], k.axpy_f32, N as u64, &args::axpy(y, x, 1.0, N as u64));
     child.finalize();
     let parent = Cb::primary();
-    let before = parent.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(2.0f32.to_bits()), Arg::U64(N as u64)]);
+    let before = parent.kernel(&[], k.fill_u32, N as u64, &args::fill(x, 2.0f32.to_bits(), N as u64));
     let (group, report) = flatten(&parent, &[before], child.0, Graph(null_mut())).unwrap();
     assert_eq!((report.flattened, report.nodes), (1, 1));
     assert_eq!(node_count(&parent), 2, "no join node for a single exit");
@@ -401,8 +380,8 @@ fn flatten_children_of_children(gpu: &Gpu, child: &Cb) {
     let k = &gpu.k;
     let (x, y, d, z, w) = (zeroed(gpu), gpu.upload(&[1.0; N]), zeroed(gpu), zeroed(gpu), zeroed(gpu));
     let inner = Cb::nested();
-    let f = inner.kernel(&[], k.fill_u32, N as u64, &[Arg::Ptr(x), Arg::U32(3.0f32.to_bits()), Arg::U64(N as u64)]);
-    inner.kernel(&[f], k.axpy_f32, N as u64, &[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(1.0), Arg::U64(N as u64)]);
+    let f = inner.kernel(&[], k.fill_u32, N as u64, &args::fill(x, 3.0f32.to_bits(), N as u64));
+    inner.kernel(&[f], k.axpy_f32, N as u64, &args::axpy(y, x, 1.0, N as u64));
     inner.finalize();
     let middle = Cb::nested();
     let mut c = 0;
@@ -410,7 +389,7 @@ fn flatten_children_of_children(gpu: &Gpu, child: &Cb) {
     middle.memset(&[c], z, 5, 4, N as u64);
     middle.finalize();
     let g = gpu.rt.graph_create().unwrap();
-    gpu.rt.add_kernel_node(g, &[], &kernel(k.fill_u32, &fill_args(w, 7))).unwrap();
+    gpu.rt.add_kernel_node(g, &[], &common::launch(k.fill_u32, &fill_args(w, 7))).unwrap();
 
     let mut m = 0;
     ok(unsafe { rcb_cmdbuf_add_child(child.0, null(), 0, middle.0, &mut m) });
@@ -466,4 +445,90 @@ fn a_primary_command_buffer_holding_child_nodes_is_flattened_recursively() {
     let child = Cb::primary();
     flatten_children_of_children(&gpu, &child);
     child.launch(&gpu);
+}
+
+fn update_flattened(cb: &Cb, group: rcb_node, child: *const rcb_cmdbuf, graph: Graph) -> Result<rcb_flatten_report, rcb_status> {
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let s = unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, child, graph.0, &mut report) };
+    if s == RCB_OK { Ok(report) } else { Err(s) }
+}
+
+#[test]
+fn a_flattened_group_takes_a_new_trace_of_the_same_shape_and_refuses_another_shape() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let g = capture_mixed(&gpu, &api, x, y, d, z);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (z, BYTES)]);
+    let (group, _) = flatten(&parent, &[], null(), g).unwrap();
+    parent.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+
+    // A re-record: the table says where the buffers are now, and the command traced again
+    // there (a new capture of the same shape) replaces the group's parameters.
+    let (x2, y2, d2, z2) = (zeroed(&gpu), gpu.upload(&[5.0; N]), zeroed(&gpu), zeroed(&gpu));
+    parent.begin_update();
+    parent.set_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES)]);
+    let g2 = capture_mixed(&gpu, &api, x2, y2, d2, z2);
+    let report = update_flattened(&parent, group, null(), g2).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 4, 6), "{}", reason(&report));
+    gpu.rt.graph_destroy(g2).unwrap();
+
+    // Another shape (one node fewer) is refused and changes nothing.
+    let rt = gpu.rt;
+    rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
+    common::run(rt, gpu.k.fill_u32, &args::fill(x, 2.0f32.to_bits(), N as u64), gpu.stream);
+    let small = rt.end_capture(gpu.stream).unwrap();
+    assert_eq!(update_flattened(&parent, group, null(), small), Err(RCB_STATUS_INVALID_ARGUMENT));
+    assert!(last_error().contains("another shape"), "{}", last_error());
+    rt.graph_destroy(small).unwrap();
+    // A node that is not a group is refused too.
+    let g3 = capture_mixed(&gpu, &api, x2, y2, d2, z2);
+    assert_eq!(update_flattened(&parent, 0, null(), g3), Err(RCB_STATUS_INVALID_ARGUMENT));
+    rt.graph_destroy(g3).unwrap();
+    parent.finalize();
+
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d2, N), vec![6.0; N], "d2 = y2 + 0.5 * 2");
+    assert_eq!(u32s(&gpu, z2), vec![9; N]);
+    assert_eq!(gpu.read(d, N), vec![0.0; N], "the first buffers were never used");
+    // The new sites are the new addresses: a move patches them like any other.
+    let (y3, d3) = (gpu.upload(&[7.0; N]), zeroed(&gpu));
+    let r = parent.move_allocs(&[(1, y3), (2, d3)]);
+    assert_eq!((r.moved_allocations, r.needs_rerecord), (2, 0));
+    parent.launch(&gpu);
+    assert_eq!(gpu.read(d3, N), vec![8.0; N]);
+}
+
+#[test]
+fn a_fallback_group_takes_the_new_child_as_a_whole() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let x = zeroed(&gpu);
+    let g = sleeping_child(&gpu, x, |g, _| {
+        api.add_host_node(g, &[]);
+    });
+    let parent = Cb::primary();
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!(report.flattened, 0);
+    parent.finalize();
+    let x2 = zeroed(&gpu);
+    let g2 = sleeping_child(&gpu, x2, |g, _| {
+        api.add_host_node(g, &[]);
+    });
+    parent.begin_update();
+    let report = update_flattened(&parent, group, null(), g2).unwrap();
+    assert_eq!(report.flattened, 0);
+    assert!(reason(&report).contains("one child node"), "{}", reason(&report));
+    parent.finalize();
+    gpu.rt.graph_destroy(g).unwrap();
+    gpu.rt.graph_destroy(g2).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(u32s(&gpu, x2), vec![7; N], "the new child's graph ran");
+    assert_eq!(u32s(&gpu, x), vec![0; N]);
 }

@@ -9,38 +9,12 @@
 
 mod common;
 
+use common::{args, launch, pack};
 use rocm_cmdbuf::error::ErrorKind;
 use rocm_cmdbuf::runtime::{CaptureMode, DevicePtr, Edge, EdgeData, KernelParams, MemcpyParams, MemsetParams, NodeType, Runtime, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const N: usize = 1000;
-
-/// One kernel argument, packed at its natural alignment.
-#[derive(Clone, Copy)]
-enum Arg {
-    Ptr(DevicePtr),
-    U32(u32),
-    U64(u64),
-    F32(f32),
-}
-
-fn pack(args: &[Arg]) -> Vec<u8> {
-    let mut blob = Vec::new();
-    for a in args {
-        let bytes = match *a {
-            Arg::Ptr(p) | Arg::U64(p) => p.to_le_bytes().to_vec(),
-            Arg::U32(v) => v.to_le_bytes().to_vec(),
-            Arg::F32(v) => v.to_le_bytes().to_vec(),
-        };
-        blob.resize(blob.len().next_multiple_of(bytes.len()), 0);
-        blob.extend(bytes);
-    }
-    blob
-}
-
-fn launch<'a>(function: rocm_cmdbuf::runtime::Function, args: &'a [u8]) -> KernelParams<'a> {
-    KernelParams { function, grid: [N.div_ceil(128) as u32, 1, 1], block: [128, 1, 1], shared_mem_bytes: 0, args }
-}
 
 fn fill(rt: &dyn Runtime, ptr: DevicePtr, value: u32) {
     rt.direct().copy_to_device(ptr, &value.to_le_bytes().repeat(N)).expect("upload");
@@ -67,15 +41,15 @@ fn each_test_kernel_runs_with_packed_arguments() {
     let s = stream(rt);
     let (a, b, c) = (zeroed(rt), zeroed(rt), zeroed(rt));
 
-    let fill_args = pack(&[Arg::Ptr(a), Arg::U32(f(2.0)), Arg::U64(N as u64)]);
+    let fill_args = pack(&args::fill(a, f(2.0), N as u64));
     assert_eq!(fill_args.len(), 24, "(ptr, u32, u64) packs to 24 bytes");
     rt.direct().launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
-    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(b), Arg::U32(f(3.0)), Arg::U64(N as u64)])), s).unwrap();
+    common::run(rt, k.fill_u32, &args::fill(b, f(3.0), N as u64), s);
     // b += 0.5 * a ; c = a + b ; then copy the first half of c's bytes into a.
-    rt.direct().launch_kernel(&launch(k.axpy_f32, &pack(&[Arg::Ptr(b), Arg::Ptr(a), Arg::F32(0.5), Arg::U64(N as u64)])), s).unwrap();
-    rt.direct().launch_kernel(&launch(k.add_f32, &pack(&[Arg::Ptr(c), Arg::Ptr(a), Arg::Ptr(b), Arg::U64(N as u64)])), s).unwrap();
-    rt.direct().launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(10)])), s).unwrap();
-    rt.direct().launch_kernel(&launch(k.copy_u8, &pack(&[Arg::Ptr(a), Arg::Ptr(c), Arg::U64(N as u64 * 2)])), s).unwrap();
+    common::run(rt, k.axpy_f32, &args::axpy(b, a, 0.5, N as u64), s);
+    common::run(rt, k.add_f32, &args::add(c, a, b, N as u64), s);
+    common::run(rt, k.sleep, &args::sleep(10), s);
+    common::run(rt, k.copy_u8, &args::copy(a, c, N as u64 * 2), s);
     rt.stream_synchronize(s).unwrap();
 
     assert_eq!(common::download_f32(rt, b, N), vec![4.0; N]);
@@ -95,16 +69,16 @@ fn a_graph_of_every_node_kind_runs_in_dependency_order() {
     // x = 1 (memset), y = 2 (kernel), z = x (memcpy), join, child { y += 3 z }, out = y + z.
     let memset = MemsetParams { dst: x, value: f(1.0), element_size: 4, width: N, height: 1, pitch: 0 };
     let set = rt.add_memset_node(g, &[], &memset).unwrap();
-    let fill_args = pack(&[Arg::Ptr(y), Arg::U32(f(2.0)), Arg::U64(N as u64)]);
+    let fill_args = pack(&args::fill(y, f(2.0), N as u64));
     let fill_y = rt.add_kernel_node(g, &[], &launch(k.fill_u32, &fill_args)).unwrap();
     let copy = rt.add_memcpy_node(g, &[set], &MemcpyParams { dst: z, src: x, bytes: N * 4 }).unwrap();
     let join = rt.add_empty_node(g, &[copy, fill_y]).unwrap();
     let child = rt.graph_create().unwrap();
-    let axpy_args = pack(&[Arg::Ptr(y), Arg::Ptr(z), Arg::F32(3.0), Arg::U64(N as u64)]);
+    let axpy_args = pack(&args::axpy(y, z, 3.0, N as u64));
     rt.add_kernel_node(child, &[], &launch(k.axpy_f32, &axpy_args)).unwrap();
     let child_node = rt.add_child_node(g, &[join], child).unwrap();
     rt.graph_destroy(child).unwrap();
-    let add_args = pack(&[Arg::Ptr(out), Arg::Ptr(y), Arg::Ptr(z), Arg::U64(N as u64)]);
+    let add_args = pack(&args::add(out, y, z, N as u64));
     let add = rt.add_kernel_node(g, &[child_node], &launch(k.add_f32, &add_args)).unwrap();
 
     let types: Vec<NodeType> = [set, fill_y, copy, join, child_node, add].iter().map(|&n| rt.node_type(n).unwrap()).collect();
@@ -136,7 +110,7 @@ fn exec_kernel_node_set_moves_a_pointer_with_extra_style_arguments() {
     let k = common::kernels(rt, 0);
     let (old, new) = (zeroed(rt), zeroed(rt));
     let g = rt.graph_create().unwrap();
-    let old_args = pack(&[Arg::Ptr(old), Arg::U32(9), Arg::U64(N as u64)]);
+    let old_args = pack(&args::fill(old, 9, N as u64));
     let node = rt.add_kernel_node(g, &[], &launch(k.fill_u32, &old_args)).unwrap();
     let exec = rt.instantiate(g).unwrap();
     let s = stream(rt);
@@ -145,7 +119,7 @@ fn exec_kernel_node_set_moves_a_pointer_with_extra_style_arguments() {
     assert_eq!(common::download_u32(rt, old, N), vec![9; N]);
 
     fill(rt, old, 0);
-    let new_args = pack(&[Arg::Ptr(new), Arg::U32(11), Arg::U64(N as u64)]);
+    let new_args = pack(&args::fill(new, 11, N as u64));
     rt.exec_kernel_node_set(exec, node, &launch(k.fill_u32, &new_args)).unwrap();
     rt.graph_launch(exec, s).unwrap();
     rt.stream_synchronize(s).unwrap();
@@ -187,7 +161,7 @@ fn exec_update_takes_new_parameters_and_refuses_a_new_topology() {
     let (a, b) = (zeroed(rt), zeroed(rt));
     let one_fill = |dst, value| {
         let g = rt.graph_create().unwrap();
-        let args = pack(&[Arg::Ptr(dst), Arg::U32(value), Arg::U64(N as u64)]);
+        let args = pack(&args::fill(dst, value, N as u64));
         let node = rt.add_kernel_node(g, &[], &launch(k.fill_u32, &args)).unwrap();
         (g, node)
     };
@@ -219,8 +193,8 @@ fn captured_launches_become_kernel_nodes_with_the_same_arguments() {
     let k = common::kernels(rt, 0);
     let (x, y) = (zeroed(rt), zeroed(rt));
     let s = rt.stream_create(0, 1, 0).unwrap();
-    let fill_args = pack(&[Arg::Ptr(x), Arg::U32(f(2.0)), Arg::U64(N as u64)]);
-    let axpy_args = pack(&[Arg::Ptr(y), Arg::Ptr(x), Arg::F32(4.0), Arg::U64(N as u64)]);
+    let fill_args = pack(&args::fill(x, f(2.0), N as u64));
+    let axpy_args = pack(&args::axpy(y, x, 4.0, N as u64));
     rt.begin_capture(s, CaptureMode::ThreadLocal).unwrap();
     rt.direct().launch_kernel(&launch(k.fill_u32, &fill_args), s).unwrap();
     rt.direct().launch_kernel(&launch(k.axpy_f32, &axpy_args), s).unwrap();
@@ -258,7 +232,7 @@ fn graph_queries_read_back_what_was_added() {
     let k = common::kernels(rt, 0);
     let (a, b) = (zeroed(rt), zeroed(rt));
     let g = rt.graph_create().unwrap();
-    let args = pack(&[Arg::Ptr(b), Arg::Ptr(a), Arg::F32(1.5), Arg::U64(N as u64)]);
+    let args = pack(&args::axpy(b, a, 1.5, N as u64));
     let kparams = KernelParams { function: k.axpy_f32, grid: [3, 2, 1], block: [64, 2, 1], shared_mem_bytes: 128, args: &args };
     let kernel = rt.add_kernel_node(g, &[], &kparams).unwrap();
     let read = rt.kernel_node_read(kernel).unwrap();
@@ -278,7 +252,7 @@ fn graph_queries_read_back_what_was_added() {
     let back = rt.memset_node_read(set_node).unwrap();
     assert_eq!((back.dst, back.value, back.element_size, back.width, back.height), (a, 0xdead_beef, 4, 64, 1));
 
-    let changed_args = pack(&[Arg::Ptr(a), Arg::Ptr(b), Arg::F32(-1.0), Arg::U64(7)]);
+    let changed_args = pack(&args::axpy(a, b, -1.0, 7));
     rt.kernel_node_set(kernel, &KernelParams { args: &changed_args, ..kparams }).unwrap();
     assert_eq!(rt.kernel_node_read(kernel).unwrap().args.unwrap(), changed_args);
 
@@ -308,14 +282,7 @@ fn graph_queries_read_back_what_was_added() {
 #[test]
 fn one_physical_chunk_mapped_twice_is_seen_through_both_ranges() {
     let Some(rt) = common::runtime() else { return };
-    let granularity = match rt.vmm().and_then(|vmm| vmm.granularity(0)) {
-        Ok(g) => g,
-        Err(e) if e.kind == ErrorKind::Unsupported => {
-            eprintln!("SKIPPED: VMM unsupported on this runtime: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    let Some(granularity) = common::supported("VMM", rt.vmm().and_then(|vmm| vmm.granularity(0))) else { return };
     assert!(granularity > 0);
     let k = common::kernels(rt, 0);
     let vmm = rt.vmm().unwrap();
@@ -328,7 +295,7 @@ fn one_physical_chunk_mapped_twice_is_seen_through_both_ranges() {
     }
     let s = stream(rt);
     let words = (granularity / 4) as u64;
-    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(r1), Arg::U32(0x5a5a_0001), Arg::U64(words)])), s).unwrap();
+    common::run(rt, k.fill_u32, &args::fill(r1, 0x5a5a_0001, words), s);
     rt.stream_synchronize(s).unwrap();
     assert_eq!(common::download_u32(rt, r2, N), vec![0x5a5a_0001; N], "written through r1, read through r2");
     rt.direct().copy_to_device(r2 + 4 * 10, &7u32.to_le_bytes()).unwrap();
@@ -344,13 +311,8 @@ fn one_physical_chunk_mapped_twice_is_seen_through_both_ranges() {
 #[test]
 fn stream_writes_land_in_signal_memory_after_earlier_work() {
     let Some(rt) = common::runtime() else { return };
-    let signal = match rt.stream_memory().and_then(|memory| memory.signal_alloc(0)) {
-        Ok(s) => s,
-        Err(e) if e.kind == ErrorKind::Unsupported => {
-            eprintln!("SKIPPED: stream memory operations unsupported on this runtime: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(signal) = common::supported("stream memory operations", rt.stream_memory().and_then(|memory| memory.signal_alloc(0))) else {
+        return;
     };
     // SAFETY: the signal is 8 aligned host-visible bytes that the GPU writes atomically.
     let host = unsafe { AtomicU64::from_ptr(signal.host) };
@@ -359,7 +321,7 @@ fn stream_writes_land_in_signal_memory_after_earlier_work() {
     let k = common::kernels(rt, 0);
     let s = stream(rt);
     memory.stream_write_u64(s, signal.device, 1).unwrap();
-    rt.direct().launch_kernel(&launch(k.sleep, &pack(&[Arg::U64(20_000)])), s).unwrap();
+    common::run(rt, k.sleep, &args::sleep(20_000), s);
     memory.stream_write_u64(s, signal.device, 0x1_0000_0002).unwrap();
     while !rt.stream_is_idle(s).unwrap() {
         std::thread::yield_now();
@@ -390,7 +352,7 @@ fn device_to_device_async_copies_follow_stream_order() {
     let k = common::kernels(rt, 0);
     let (a, b) = (zeroed(rt), zeroed(rt));
     let s = stream(rt);
-    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(a), Arg::U32(77), Arg::U64(N as u64)])), s).unwrap();
+    common::run(rt, k.fill_u32, &args::fill(a, 77, N as u64), s);
     rt.copy_device_async(b, a, N * 4, s).unwrap();
     rt.stream_synchronize(s).unwrap();
     assert_eq!(common::download_u32(rt, b, N), vec![77; N]);
@@ -407,9 +369,7 @@ fn any_thread_can_call_in() {
                     let k = common::kernels(rt, 0);
                     let p = zeroed(rt);
                     let s = stream(rt);
-                    rt.direct()
-                        .launch_kernel(&launch(k.fill_u32, &pack(&[Arg::Ptr(p), Arg::U32(100 + i), Arg::U64(N as u64)])), s)
-                        .unwrap();
+                    rt.direct().launch_kernel(&launch(k.fill_u32, &pack(&args::fill(p, 100 + i, N as u64))), s).unwrap();
                     rt.stream_synchronize(s).unwrap();
                     rt.stream_destroy(s).unwrap();
                     let got = common::download_u32(rt, p, N);

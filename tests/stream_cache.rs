@@ -11,8 +11,9 @@
 
 mod common;
 
+use common::{args, last_error};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{KernelParams, Runtime, Stream};
+use rocm_cmdbuf::runtime::Stream;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -35,12 +36,6 @@ fn stats(device: i32) -> rcb_stream_stats {
     s
 }
 
-fn last_error() -> String {
-    let mut buf = vec![0 as std::ffi::c_char; 512];
-    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-}
-
 fn empty_cache() {
     assert_eq!(rcb_stream_cache_trim(-1), RCB_OK, "{}", last_error());
     assert_eq!(stats(-1).kept, 0);
@@ -53,22 +48,6 @@ fn creations() -> Option<u64> {
 
 fn delta(after: Option<u64>, before: Option<u64>) -> Option<u64> {
     Some(after? - before?)
-}
-
-fn fill(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, dst: u64, value: u32, n: u64) {
-    let mut args = Vec::new();
-    args.extend_from_slice(&dst.to_le_bytes());
-    args.extend_from_slice(&value.to_le_bytes());
-    args.extend_from_slice(&[0; 4]);
-    args.extend_from_slice(&n.to_le_bytes());
-    let launch = KernelParams { function: k.fill_u32, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args: &args };
-    rt.direct().launch_kernel(&launch, stream).unwrap();
-}
-
-fn sleep(rt: &dyn Runtime, k: &common::TestKernels, stream: Stream, micros: u64) {
-    let args = micros.to_le_bytes();
-    let launch = KernelParams { function: k.sleep, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args: &args };
-    rt.direct().launch_kernel(&launch, stream).unwrap();
 }
 
 #[test]
@@ -93,7 +72,7 @@ fn released_streams_are_reused_instead_of_created() {
     let k = common::kernels(rt, 0);
     let buf = rt.malloc(0, 4 * 100).unwrap();
     let s = acquire(0, 0, 0);
-    fill(rt, &k, s, buf, 0xC0FFEE, 100);
+    common::run(rt, k.fill_u32, &args::fill(buf, 0xC0FFEE, 100), s);
     rt.stream_synchronize(s).unwrap();
     release(s);
     assert_eq!(common::download_u32(rt, buf, 100), vec![0xC0FFEE; 100]);
@@ -107,7 +86,7 @@ fn a_busy_stream_is_destroyed_on_release_never_handed_out() {
     empty_cache();
     let k = common::kernels(rt, 0);
     let busy = acquire(0, 0, 0);
-    sleep(rt, &k, busy, 300_000);
+    common::run(rt, k.sleep, &args::sleep(300_000), busy);
     assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
     let (before, created_before) = (stats(0), creations());
     release(busy);
@@ -165,7 +144,7 @@ fn at_most_max_per_key_idle_streams_are_kept() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
     empty_cache();
-    let max = rocm_cmdbuf::config::get().unwrap().stream_cache_max_per_key as u64;
+    let max = rocm_cmdbuf::config::get().unwrap().stream_cache.max_per_key as u64;
     let live_before = common::hipsim().map(|sim| sim.live_count("stream"));
     let before = stats(0);
     let streams: Vec<Stream> = (0..max + 6).map(|_| acquire(0, 1, 0)).collect();
@@ -182,8 +161,7 @@ fn at_most_max_per_key_idle_streams_are_kept() {
 fn trim_destroys_idle_streams_per_device_or_all() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    if rt.info().device_count < 2 {
-        eprintln!("SKIPPED: needs two devices");
+    if !common::has_devices(rt, 2) {
         return;
     }
     empty_cache();

@@ -9,10 +9,9 @@
 
 mod common;
 
-use common::TestKernels;
+use common::{args, last_error, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{DevicePtr, Exec, Graph, KernelParams, Runtime, Stream};
-use std::ffi::CStr;
+use rocm_cmdbuf::runtime::{DevicePtr, Exec, Graph, Stream};
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant};
 
@@ -22,12 +21,6 @@ const LEN: usize = 16;
 const BYTES: u64 = (LEN * 4) as u64;
 /// Slot buffers of the add tests: x, y, out.
 const SIZES: [u64; 3] = [BYTES, BYTES, BYTES];
-
-fn last_error() -> String {
-    let mut buf = vec![0 as std::ffi::c_char; 1024];
-    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-}
 
 fn config(backing: u32, slots: u32, sizes: &[u64], timeout_ms: u32) -> rcb_vmm_pool_config {
     rcb_vmm_pool_config {
@@ -75,30 +68,6 @@ fn timeline(pool: *mut rcb_vmm_pool, slot: u32) -> u64 {
 
 fn free(pool: *mut rcb_vmm_pool) {
     assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_OK, "free: {}", last_error());
-}
-
-/// Packs kernel arguments with natural alignment and no tail padding.
-fn pack(args: &[&[u8]]) -> Vec<u8> {
-    let mut blob = Vec::new();
-    for a in args {
-        blob.resize(blob.len().next_multiple_of(a.len()), 0);
-        blob.extend_from_slice(a);
-    }
-    blob
-}
-
-fn add_args(out: u64, x: u64, y: u64) -> Vec<u8> {
-    pack(&[&out.to_le_bytes(), &x.to_le_bytes(), &y.to_le_bytes(), &(LEN as u64).to_le_bytes()])
-}
-
-fn launch(rt: &dyn Runtime, function: rocm_cmdbuf::runtime::Function, args: &[u8], stream: Stream) {
-    rt.direct()
-        .launch_kernel(&KernelParams { function, grid: [1, 1, 1], block: [1, 1, 1], shared_mem_bytes: 0, args }, stream)
-        .expect("launch");
-}
-
-fn sleep(rt: &dyn Runtime, k: &TestKernels, micros: u64, stream: Stream) {
-    launch(rt, k.sleep, &micros.to_le_bytes(), stream);
 }
 
 fn inputs(i: usize) -> (Vec<f32>, Vec<f32>) {
@@ -159,8 +128,8 @@ fn run_iterations(backing: u32, slots: u32) {
         }
         let [sx, sy, sout] = addrs[..] else { panic!("three buffers") };
         copy(pool, stream, &[rcb_vmm_copy { dst: sx, src: x, bytes: BYTES }, rcb_vmm_copy { dst: sy, src: y, bytes: BYTES }]);
-        sleep(rt, &k, 20_000, stream);
-        launch(rt, k.add_f32, &add_args(sout, sx, sy), stream);
+        common::run(rt, k.sleep, &args::sleep(20_000), stream);
+        common::run(rt, k.add_f32, &args::add(sout, sx, sy, LEN as u64), stream);
         copy(pool, stream, &[rcb_vmm_copy { dst: out, src: sout, bytes: BYTES }]);
         release(pool, &slot, stream);
     }
@@ -215,7 +184,7 @@ fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
     let timeout = Duration::from_millis(50);
     let pool = new_pool(&config(RCB_VMM_BACKING_VMM, 1, &SIZES, timeout.as_millis() as u32));
     let first = acquire(pool);
-    sleep(rt, &k, 1_000_000, stream);
+    common::run(rt, k.sleep, &args::sleep(1_000_000), stream);
     release(pool, &first, stream);
 
     let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
@@ -243,7 +212,7 @@ fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
 #[test]
 fn creation_fails_cleanly_at_every_step() {
     let Some(_) = common::runtime() else { return };
-    let Some(sim) = common::hipsim_or_skip() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let _serial = common::serial();
     let steps: &[(u32, &str, u32)] = &[
         (RCB_VMM_BACKING_VMM, "hipMemGetAllocationGranularity", 1),
@@ -290,13 +259,8 @@ fn a_recorded_graph_needs_no_update_across_100_iterations() {
         let slot = acquire(pool);
         let [x, y, out] = buffers(&slot)[..] else { panic!("three buffers") };
         let graph = rt.graph_create().unwrap();
-        let args = add_args(out, x, y);
-        rt.add_kernel_node(
-            graph,
-            &[],
-            &KernelParams { function: k.add_f32, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &args },
-        )
-        .unwrap();
+        let blob = pack(&args::add(out, x, y, LEN as u64));
+        rt.add_kernel_node(graph, &[], &common::launch(k.add_f32, &blob)).unwrap();
         execs.push((graph, rt.instantiate(graph).unwrap()));
         release(pool, &slot, stream);
     }
@@ -395,12 +359,12 @@ fn zero_size_buffers_get_address_zero_in_both_backings() {
 #[test]
 fn a_listed_peer_can_use_vmm_slots() {
     let Some(rt) = common::runtime() else { return };
-    if rt.info().device_count < 2 {
-        return eprintln!("SKIPPED: peer access needs 2 devices; this runtime sees {}", rt.info().device_count);
+    if !common::has_devices(rt, 2) {
+        return;
     }
     let _serial = common::serial();
     if !rt.can_access_peer(1, 0).unwrap() {
-        return eprintln!("SKIPPED: device 1 cannot access device 0");
+        return common::skip("device 1 cannot access device 0");
     }
     let k1 = common::kernels(rt, 1);
     let stream1 = rt.stream_create(1, NON_BLOCKING, 0).unwrap();
@@ -410,8 +374,7 @@ fn a_listed_peer_can_use_vmm_slots() {
     let pool = new_pool(&cfg);
     let slot = acquire(pool);
     let b = buffers(&slot)[0];
-    let fill = pack(&[&b.to_le_bytes(), &0xfeed_u32.to_le_bytes(), &(LEN as u64).to_le_bytes()]);
-    launch(rt, k1.fill_u32, &fill, stream1);
+    common::run(rt, k1.fill_u32, &args::fill(b, 0xfeed, LEN as u64), stream1);
     release(pool, &slot, stream1);
     rt.stream_synchronize(stream1).unwrap();
     assert_eq!(common::download_u32(rt, b, LEN), vec![0xfeed; LEN]);
@@ -480,6 +443,9 @@ fn bad_input_gets_a_distinct_status_naming_the_argument() {
         assert!(last_error().contains("rcb_vmm_pool handle"), "{}", last_error());
     }
     assert_eq!(unsafe { rcb_vmm_pool_acquire(0x1234 as *mut rcb_vmm_pool, &mut rcb_vmm_slot { ..slot }) }, RCB_STATUS_INVALID_HANDLE);
+    // A NULL pool is a NULL argument, as a NULL handle of every other type.
+    assert_eq!(unsafe { rcb_vmm_pool_acquire(null_mut(), &mut rcb_vmm_slot { ..slot }) }, RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`pool`"), "{}", last_error());
     rt.free(outside).unwrap();
     rt.stream_destroy(stream).unwrap();
 }
@@ -487,7 +453,7 @@ fn bad_input_gets_a_distinct_status_naming_the_argument() {
 #[test]
 fn free_reports_a_failed_release_and_releases_the_handle() {
     let Some(_) = common::runtime() else { return };
-    let Some(sim) = common::hipsim_or_skip() else { return eprintln!("SKIPPED: fault injection needs the software GPU") };
+    let Some(sim) = common::hipsim_or_skip() else { return };
     let _serial = common::serial();
     // Each backing with the first teardown call failing: the rest is still given back.
     let cases: &[(u32, &str, [u64; 4])] = &[

@@ -8,6 +8,8 @@
 #   b6351b25ef2e9d09e4066da8c213f1b7afde1758  rocm-jaxlib-v0.11.1 (jaxlib 0.11.1, "Next id: 534")
 # Another commit gets a warning, and the series is applied if it fits. The flag patch exists once
 # per target (their xla.proto differs); the right one is chosen from the checkout's xla.proto.
+# 0008 (the VMM pool's results defined after their copy back) is applied only where
+# GpuExecutable keeps a buffer definition plan (main; not rocm-jaxlib-v0.11.1).
 #
 # The whole series is first checked against the checkout's HEAD in a temporary index, so either
 # every patch applies or nothing is changed. A tree with uncommitted changes to tracked files is
@@ -50,7 +52,11 @@ else
     exit 1
 fi
 series=(0001-rocm_cmdbuf-build-rule.patch "$flags" 0003-rocm_cmdbuf-command-buffer.patch
-    0004-rocm_cmdbuf-update-in-place.patch)
+    0004-rocm_cmdbuf-update-in-place.patch 0005-rocm_cmdbuf-traced-commands-and-streams.patch
+    0006-rocm_cmdbuf-profiler.patch 0007-rocm_cmdbuf-vmm-pool.patch)
+if grep -q 'ThunkExecutor::DefinitionPlan definition_plan_;' "$xla/xla/service/gpu/gpu_executable.h"; then
+    series+=(0008-rocm_cmdbuf-vmm-pool-definitions.patch)
+fi
 
 if [ $check_only -eq 0 ] && [ -n "$(git -C "$xla" status --porcelain --untracked-files=no)" ]; then
     echo "$0: $xla has uncommitted changes to tracked files; commit or stash them first" >&2

@@ -6,22 +6,21 @@
 //! A destroyed stream goes back to a cache keyed by (current device, flags, priority) when
 //! `hipStreamQuery` says it is idle; a create takes one from there when it can. Streams this
 //! library did not hand out are destroyed for real. `RCB_STREAM_CACHE=0` forwards every call
-//! untouched; `RCB_STREAM_CACHE_MAX_PER_KEY` bounds what is kept (default 64).
+//! untouched; `RCB_STREAM_CACHE_MAX_PER_KEY` bounds what is kept (default 64); a malformed value
+//! turns the cache off, with a line on stderr.
 //!
 //! Kept apart from `librocm_cmdbuf.so` on purpose: linking that library must never interpose
-//! HIP symbols. The cache logic is the library's own `pool.rs`, compiled in here from source.
+//! HIP symbols. The cache logic and the parsing of those variables are the library's own, from
+//! the `rocm_cmdbuf_stream_pool` crate both link.
 //!
 //! As a preload this code runs inside foreign processes: it allocates nothing before the real
 //! functions are found, a call made from inside HIP while one of ours is running on the same
 //! thread goes straight to HIP, and no panic leaves it.
 
-#[path = "../../src/stream_cache/pool.rs"]
-#[allow(dead_code)] // trim and stats serve the library's C API; the preload has no API of its own.
-mod pool;
 mod real;
 
-use pool::{Pool, ReleaseError, Settings};
 use real::{HIP_ERROR_SYMBOL_NOT_FOUND, HIP_SUCCESS, HipError, HipStream, Real};
+use rocm_cmdbuf_stream_pool::{Pool, ReleaseError, Settings};
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -109,23 +108,13 @@ pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
 }
 
 /// Reads the two variables once. A malformed value cannot fail a stream creation, so it turns
-/// the cache off (or keeps the default bound) and says so on stderr.
+/// the cache off and says so on stderr.
 fn pool_from_env() -> Option<Pool<usize>> {
-    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
-    let enabled = match var("RCB_STREAM_CACHE").as_deref() {
-        None | Some("") | Some("1") => true,
-        Some("0") => false,
-        Some(other) => {
-            eprintln!("librocm_cmdbuf_preload: RCB_STREAM_CACHE is {other:?}, expected 0 or 1: stream cache off");
-            false
+    match Settings::from_vars(|name| std::env::var_os(name)) {
+        Ok(settings) => settings.enabled.then(|| Pool::new(settings)),
+        Err(message) => {
+            eprintln!("librocm_cmdbuf_preload: {message}: stream cache off");
+            None
         }
-    };
-    let max_per_key = match var("RCB_STREAM_CACHE_MAX_PER_KEY") {
-        None => 64,
-        Some(s) => s.parse().unwrap_or_else(|_| {
-            eprintln!("librocm_cmdbuf_preload: RCB_STREAM_CACHE_MAX_PER_KEY is {s:?}, expected a count: using 64");
-            64
-        }),
-    };
-    enabled.then(|| Pool::new(Settings { enabled, max_per_key }))
+    }
 }

@@ -111,7 +111,7 @@ fn check(rc: HipError) -> Result<(), HipError> {
 /// The cache's view of HIP. Streams are keyed by address; `device` is always the calling
 /// thread's current device (the interposers read it first), so the calls below need no
 /// `hipSetDevice`.
-impl crate::pool::StreamOps for Real {
+impl rocm_cmdbuf_stream_pool::StreamOps for Real {
     type Stream = usize;
     type Error = HipError;
 

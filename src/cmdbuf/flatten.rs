@@ -16,6 +16,7 @@ use super::args;
 use super::nodes::{KernelRecord, Params};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
+use crate::counters::{Event, Fallback};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{Edge, EdgeData, Graph, Node, NodeType, Runtime};
 use std::collections::HashMap;
@@ -79,14 +80,7 @@ impl CmdBuf {
         let (graph, known) = match &source {
             Source::CmdBuf(child) => {
                 child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
-                // A child node's record holds no graph: its contents are read back from the
-                // runtime and flattened like a raw graph's, so it is left out here.
-                let known = if child.captured {
-                    HashMap::new()
-                } else {
-                    child.nodes.iter().filter(|r| !matches!(r.params, Params::Child(_))).map(|r| (r.raw, &r.params)).collect()
-                };
-                (child.graph, known)
+                (child.graph, known_params(child))
             }
             Source::Graph(g) => (*g, HashMap::new()),
         };
@@ -99,6 +93,7 @@ impl CmdBuf {
             }
             Err(Refusal(reason)) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
+                self.counters.record(Event::Fallback(Fallback::FlattenedAsChild));
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
                 // The fallback node follows the rules of any child node (see `opaque.rs`).
                 let group = match source {
@@ -108,6 +103,70 @@ impl CmdBuf {
                 Ok((group, FlattenReport { fallback: Some(reason), nodes, sites: 0 }))
             }
         }
+    }
+
+    /// Gives the nodes that `group` (from [`Self::add_flattened_child`]) stands for the
+    /// parameters of `source`, a child of the same shape: the same nodes in the same order, each
+    /// of the same type. Each node is pushed as [`Self::update_kernel`] would push it and its
+    /// sites replaced. A group that fell back to one child node gets the child's graph instead
+    /// ([`Self::update_child`] / [`Self::update_child_graph`]), and the report says so.
+    ///
+    /// A `source` of another shape, or one that cannot be flattened, is refused before anything
+    /// changes; a runtime failure part-way leaves the nodes before it updated (re-record).
+    pub fn update_flattened_child(&mut self, group: NodeId, source: Source<'_>) -> Result<FlattenReport> {
+        self.state.allow(Op::Update)?;
+        let Some(range) = self.flattened.get(&group).cloned() else {
+            self.node_of_kind(group, "child")
+                .map_err(|e| e.context(format!("node {group} is neither a group from add_flattened_child nor its fallback child node")))?;
+            let reason = String::from("the child was added as one child node when it was flattened");
+            match source {
+                Source::CmdBuf(child) => self.update_child(group, child)?,
+                Source::Graph(g) => self.update_child_graph(group, g)?,
+            }
+            return Ok(FlattenReport { fallback: Some(reason), nodes: 1, sites: 0 });
+        };
+        let (graph, known) = match &source {
+            Source::CmdBuf(child) => {
+                child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
+                (child.graph, known_params(child))
+            }
+            Source::Graph(g) => (*g, HashMap::new()),
+        };
+        let mut planner = Planner { rt: self.rt, known, plan: Vec::new() };
+        if let Err(Refusal(reason)) = planner.graph(graph, &[])? {
+            return Err(Error::unsupported(format!(
+                "the new child cannot be flattened ({reason}), the one node {group} stands for was: re-record"
+            )));
+        }
+        let plan = planner.plan;
+        if plan.len() != range.len() {
+            return Err(Error::invalid_argument(format!(
+                "the new child has {} node(s) to flatten, the one node {group} stands for had {}: another shape, re-record",
+                plan.len(),
+                range.len()
+            )));
+        }
+        for (k, entry) in plan.iter().enumerate() {
+            let had = self.nodes[range.start as usize + k].params.kind_name();
+            if entry.params.kind_name() != had {
+                return Err(Error::invalid_argument(format!(
+                    "node {k} of the new child is a {} node where the flattened one had a {had} node: another shape, re-record",
+                    entry.params.kind_name()
+                )));
+            }
+        }
+        let mut sites = 0;
+        for (k, entry) in plan.into_iter().enumerate() {
+            let node = range.start + k as NodeId;
+            if matches!(entry.params, Params::Empty) {
+                continue;
+            }
+            self.rerecord(node, entry.params).map_err(|e| {
+                e.context(format!("updating flattened node {k} of {}; the ones before it were updated: re-record", range.len()))
+            })?;
+            sites += self.nodes[node as usize].sites.len() as u32;
+        }
+        Ok(FlattenReport { fallback: None, nodes: range.len() as u32, sites })
     }
 
     fn add_plan(&mut self, deps: &[NodeId], plan: Vec<Planned>, exits: Vec<usize>) -> Result<(NodeId, FlattenReport)> {
@@ -133,6 +192,7 @@ impl CmdBuf {
                 self.add_empty(&join)?
             }
         };
+        self.flattened.insert(group, first..first + count);
         Ok((group, FlattenReport { fallback: None, nodes: count, sites: (self.patches.len() - sites_before) as u32 }))
     }
 
@@ -253,6 +313,16 @@ impl Planner<'_> {
         self.plan.push(Planned { params, deps, attributes_from });
         self.plan.len() - 1
     }
+}
+
+/// Parameters of the nodes `child` recorded itself, by raw node. A child node's record holds no
+/// graph: its contents are read back from the runtime and flattened like a raw graph's, so it is
+/// left out, and so is everything of a captured graph.
+fn known_params(child: &CmdBuf) -> HashMap<Node, &Params> {
+    if child.captured {
+        return HashMap::new();
+    }
+    child.nodes.iter().filter(|r| !matches!(r.params, Params::Child(_))).map(|r| (r.raw, &r.params)).collect()
 }
 
 fn dedup(deps: &mut Vec<(Dep, EdgeData)>) {

@@ -4,12 +4,14 @@
 //! A primary command buffer is instantiated at its first finalize and updates go to its
 //! executable graph; a nested one is never instantiated (it is cloned into a parent as a child
 //! node) and updates go to its template graph. A primary's template is brought up to date
-//! lazily, when someone asks for it ([`CmdBuf::graph`]).
+//! lazily, when someone asks for it ([`CmdBuf::graph`]), or when the executable graph is
+//! re-instantiated because its update budget is about to be spent (`budget.rs`).
 //!
 //! Thread-safety: `&mut self` everywhere; one thread at a time per command buffer.
 
 pub mod allocations;
 pub mod args;
+mod budget;
 mod flatten;
 mod nodes;
 mod opaque;
@@ -21,14 +23,17 @@ mod update;
 
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
+pub use budget::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use update::{AllocationMove, UpdateReport};
 
+use crate::counters::{Counters, Counts, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{
     self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream,
 };
 use allocations::AllocationTable;
+use budget::ExecBudget;
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
 use patch::PatchTable;
@@ -83,8 +88,13 @@ pub struct CmdBuf {
     scratch: update::Scratch,
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
-    /// A primary's template lags behind its executable graph.
-    template_stale: bool,
+    /// Nodes of a primary whose template lags behind the library's parameters, each once
+    /// (`NodeRecord::template_dirty`).
+    template_dirty: Vec<NodeId>,
+    /// The nodes each flattened child became, by the group node it returned.
+    flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
+    counters: Counters,
+    budget: ExecBudget,
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
     orphans: Vec<Graph>,
@@ -96,6 +106,10 @@ impl CmdBuf {
         if !(0..count).contains(&device) {
             return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
         }
+        let limit = match kind {
+            Kind::Primary => budget::default_limit(crate::config::get()?.exec_update_budget, rt.info()),
+            Kind::Nested => 0,
+        };
         Ok(Self {
             rt,
             kind,
@@ -109,13 +123,12 @@ impl CmdBuf {
             pins: Pins::default(),
             scratch: update::Scratch::default(),
             unpushed: Vec::new(),
-            template_stale: false,
+            template_dirty: Vec::new(),
+            flattened: std::collections::HashMap::new(),
+            counters: Counters::default(),
+            budget: ExecBudget::new(limit, device),
             orphans: Vec::new(),
         })
-    }
-
-    pub fn kind(&self) -> Kind {
-        self.kind
     }
 
     pub fn node_count(&self) -> usize {
@@ -125,6 +138,45 @@ impl CmdBuf {
     /// Number of recorded addresses that lie inside an allocation.
     pub fn site_count(&self) -> usize {
         self.patches.len()
+    }
+
+    /// What this command buffer asked of the runtime since it was created or last reset.
+    pub fn counts(&self) -> Counts {
+        self.counters.counts()
+    }
+
+    /// Zeroes [`Self::counts`]; the process totals keep what was counted.
+    pub fn reset_counts(&mut self) {
+        self.counters.reset();
+    }
+
+    /// The update budget of the executable graph in bytes (0: never re-instantiated) and what
+    /// its updates are estimated to have taken since it was instantiated.
+    pub fn exec_update_budget(&self) -> (u64, u64) {
+        (self.budget.limit(), self.budget.spent())
+    }
+
+    /// Sets the update budget (bytes; 0: never re-instantiate), replacing the default of
+    /// `RCB_EXEC_UPDATE_BUDGET` or the runtime. Only before the first finalize: launches are
+    /// followed from the first one when the budget is on, and only then.
+    pub fn set_exec_update_budget(&mut self, bytes: u64) -> Result<()> {
+        if self.kind == Kind::Nested {
+            return Err(Error::invalid_state("a nested command buffer has no executable graph to budget"));
+        }
+        if self.exec.is_some() {
+            return Err(Error::invalid_state("the update budget is set before the first finalize instantiates the command buffer"));
+        }
+        self.budget.set_limit(bytes);
+        Ok(())
+    }
+
+    /// The estimated kernel-argument staging bytes of pushing every node of this command
+    /// buffer's graph once (what updating a child node holding it costs).
+    fn graph_push_bytes(&self) -> u64 {
+        if self.captured {
+            return budget::listed_graph_bytes(self.rt, self.graph);
+        }
+        self.nodes.iter().map(|r| budget::push_bytes(&r.params) + r.child_bytes).sum()
     }
 
     /// Replaces the allocation table. Every recorded address, and every address a cloned child
@@ -181,20 +233,24 @@ impl CmdBuf {
         // Checked before the child's template is brought up to date, so a refusal touches nothing.
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
-        self.add_child_node(deps, graph, child.references())
+        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes())
     }
 
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
     /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
     pub fn add_child_graph(&mut self, deps: &[NodeId], graph: Graph) -> Result<NodeId> {
-        self.add_child_node(deps, graph, References::Unknown)
+        self.state.allow(Op::Add)?;
+        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
     }
 
-    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References) -> Result<NodeId> {
+    /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`).
+    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References, bytes: u64) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         let raw_deps = self.raw_deps(deps)?;
         let raw = self.rt.add_child_node(self.graph, &raw_deps, graph)?;
-        Ok(self.push_record(raw, Params::Child(refs)))
+        let id = self.push_record(raw, Params::Child(refs));
+        self.nodes[id as usize].child_bytes = bytes;
+        Ok(id)
     }
 
     /// What a clone of this command buffer's template may point into, for a parent that embeds
@@ -244,8 +300,13 @@ impl CmdBuf {
             )));
         }
         let raw = record.raw;
-        let Some(exec) = self.exec else { return self.rt.kernel_node_set_by_pointers(raw, launch) };
+        if self.exec.is_none() {
+            return self.rt.kernel_node_set_by_pointers(raw, launch);
+        }
+        let bytes = budget::push_bytes(&Params::KernelByPointers);
+        let exec = self.exec_for_push(bytes);
         self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
+        self.pushed(1, bytes);
         let template = self.rt.kernel_node_set_by_pointers(raw, launch);
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
@@ -266,21 +327,54 @@ impl CmdBuf {
     /// executable graph; the node's references become `child`'s.
     pub fn update_child(&mut self, node: NodeId, child: &mut CmdBuf) -> Result<()> {
         self.state.allow(Op::Update)?;
+        self.node_of_kind(node, "child")?;
+        let graph = child.graph_to_embed()?;
+        let refs = child.references();
+        let bytes = child.graph_push_bytes();
+        self.set_child(node, graph, refs, bytes)
+    }
+
+    /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
+    /// the executable graph; the node's references become unknown, as for
+    /// [`Self::add_child_graph`].
+    pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
+        self.set_child(node, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
+    }
+
+    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`).
+    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References, bytes: u64) -> Result<()> {
+        self.state.allow(Op::Update)?;
         let raw = self.node_of_kind(node, "child")?.raw;
-        let Some(exec) = self.exec else {
+        if self.exec.is_none() {
             return Err(Error::unsupported(
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
-        };
-        let graph = child.graph_to_embed()?;
-        let refs = child.references();
+        }
+        let exec = self.exec_for_push(bytes);
         self.rt.exec_child_node_set(exec, raw, graph)?;
+        self.pushed(1, bytes);
+        // The template cannot take the new graph; a clone of it is what a re-instantiation
+        // gives the next executable graph.
+        let clone = match self.budget.limit() {
+            0 => None,
+            _ => self.rt.graph_clone(graph).map_err(|e| log::warn!("node {node}: cloning the child graph for re-instantiations: {e}")).ok(),
+        };
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
+        if let Some(Err(e)) = std::mem::replace(&mut record.child_clone, clone).map(|old| self.rt.graph_destroy(old)) {
+            log::warn!("destroying a child node's previous clone: {e}; it is leaked");
+        }
+        let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
+        record.child_bytes = bytes;
         record.template_lags = true;
         self.attach_sites(node);
         Ok(())
+    }
+
+    /// How many patch sites fall in each allocation of the table, in table order.
+    pub fn sites_per_allocation(&mut self) -> Vec<usize> {
+        (0..self.allocs.entries().len() as u32).map(|a| self.patches.of_allocation(a).len()).collect()
     }
 
     /// Starts capturing `stream` (thread-local mode); the captured graph replaces this command
@@ -291,6 +385,7 @@ impl CmdBuf {
             return Err(Error::invalid_state("capture needs a command buffer with no nodes yet"));
         }
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
+        self.counters.record(Event::Capture);
         self.state = State::Capturing(stream);
         Ok(())
     }
@@ -343,6 +438,7 @@ impl CmdBuf {
             }
             if self.kind == Kind::Primary {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
+                self.counters.record(Event::Instantiation);
             }
         } else {
             self.push_unpushed()?;
@@ -369,7 +465,12 @@ impl CmdBuf {
                 self.unpushed.len()
             )));
         }
-        self.rt.graph_launch(exec, stream)
+        if self.budget.retired_count() > 0 {
+            self.budget.reap(self.rt, &mut self.counters);
+        }
+        self.rt.graph_launch(exec, stream)?;
+        self.budget.launched(self.rt, stream);
+        Ok(())
     }
 
     /// Refuses a read (graph, executable graph, counts) while a capture is in progress.
@@ -381,13 +482,106 @@ impl CmdBuf {
     /// capture, whose end destroys it.
     pub fn graph(&mut self) -> Result<Graph> {
         self.allow_read()?;
-        if self.template_stale {
-            for record in &self.nodes {
-                record.params.push(self.rt, None, record.raw)?;
-            }
-            self.template_stale = false;
-        }
+        self.refresh_template()?;
         Ok(self.graph)
+    }
+
+    /// Brings a primary's template up to date from the library's own parameters (the template's
+    /// are never read back), when updates went to the executable graph only.
+    fn refresh_template(&mut self) -> Result<()> {
+        while let Some(&node) = self.template_dirty.last() {
+            let record = &mut self.nodes[node as usize];
+            record.params.push(self.rt, None, record.raw)?;
+            record.template_dirty = false;
+            self.template_dirty.pop();
+        }
+        Ok(())
+    }
+
+    /// Notes that `node`'s template lags behind its parameters (they went to the executable
+    /// graph only).
+    fn template_lags_behind(&mut self, node: NodeId) {
+        let record = &mut self.nodes[node as usize];
+        if !record.template_dirty {
+            record.template_dirty = true;
+            self.template_dirty.push(node);
+        }
+    }
+
+    /// The executable graph to push `bytes` more to: a new one when the budget would pass with
+    /// them and re-instantiating works, else the current one. Primary command buffers only.
+    fn exec_for_push(&mut self, bytes: u64) -> Exec {
+        if self.budget.exceeded_by(bytes) {
+            self.reinstantiate_for_budget();
+        }
+        self.exec.expect("only a primary command buffer pushes to an executable graph")
+    }
+
+    /// Counts `nodes` pushes to the executable graph and charges their `bytes` to its budget.
+    fn pushed(&mut self, nodes: u64, bytes: u64) {
+        self.counters.record(Event::ExecPushes { nodes, bytes });
+        self.budget.charge(bytes);
+    }
+
+    /// Replaces the executable graph with a new instantiation of the template, brought up to
+    /// date first; the old one is retired once its launches finish. Returns whether it did: it
+    /// does not when a node's template lags behind the executable with no clone to replay
+    /// (counted and logged as blocked) or the runtime fails (counted and logged); updates then
+    /// keep going to the old executable.
+    fn reinstantiate_for_budget(&mut self) -> bool {
+        if let Some(node) = self.nodes.iter().position(|r| r.template_lags && r.child_clone.is_none()) {
+            self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
+            let kind = self.nodes[node].params.kind_name();
+            self.budget.note_blocked(&format!("the template of {kind} node {node} lags behind the executable graph"));
+            return false;
+        }
+        let spent = self.budget.spent();
+        match self.reinstantiate() {
+            Ok(()) => {
+                log::info!(
+                    "re-instantiated a command buffer of {} node(s) after an estimated {spent} bytes of updates (budget {}); the old executable graph is destroyed once its launches finish",
+                    self.nodes.len(),
+                    self.budget.limit()
+                );
+                true
+            }
+            Err(e) => {
+                log::warn!("re-instantiating for the update budget failed: {e}; updates keep going to the old executable graph");
+                self.counters.record(Event::Fallback(Fallback::ReinstantiateFailed));
+                false
+            }
+        }
+    }
+
+    fn reinstantiate(&mut self) -> Result<()> {
+        let old = self.exec.expect("only a primary command buffer is re-instantiated");
+        self.budget.make_room(self.rt, &mut self.counters)?;
+        self.refresh_template()?;
+        let new = self.rt.instantiate(self.graph)?;
+        let (mut nodes, mut bytes) = (0, 0);
+        for record in &self.nodes {
+            if let Some(clone) = record.child_clone {
+                if let Err(e) = self.rt.exec_child_node_set(new, record.raw, clone) {
+                    if let Err(e) = self.rt.exec_destroy(new) {
+                        log::warn!("destroying a half-made executable graph: {e}; it is leaked");
+                    }
+                    return Err(e.context("giving the new executable graph a child node's clone"));
+                }
+                nodes += 1;
+                bytes += record.child_bytes;
+            }
+        }
+        self.exec = Some(new);
+        self.counters.record(Event::Instantiation);
+        self.counters.record(Event::Reinstantiation);
+        self.budget.retire(self.rt, old, &mut self.counters);
+        if nodes > 0 {
+            self.pushed(nodes, bytes);
+        }
+        // The new executable graph holds every node's current parameters.
+        self.unpushed.clear();
+        self.nodes.iter_mut().for_each(|r| r.unpushed = false);
+        Ok(())
     }
 
     /// The template to clone when this command buffer becomes a child of another.
@@ -422,9 +616,14 @@ impl CmdBuf {
     /// Replaces a node's parameters: pushed first, so a failure leaves everything as it was.
     fn rerecord(&mut self, node: NodeId, params: Params) -> Result<()> {
         self.state.allow(Op::Update)?;
-        let record = self.node_of_kind(node, params.kind_name())?;
-        params.push(self.rt, self.exec, record.raw)?;
-        self.template_stale |= self.exec.is_some();
+        let raw = self.node_of_kind(node, params.kind_name())?.raw;
+        let bytes = budget::push_bytes(&params);
+        let exec = self.exec.map(|_| self.exec_for_push(bytes));
+        params.push(self.rt, exec, raw)?;
+        if exec.is_some() {
+            self.pushed(1, bytes);
+            self.template_lags_behind(node);
+        }
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = params;
@@ -491,10 +690,19 @@ impl CmdBuf {
 
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
-            let record = &mut self.nodes[node as usize];
-            if record.unpushed {
-                record.params.push(self.rt, self.exec, record.raw)?;
+            if self.nodes[node as usize].unpushed {
+                let bytes = budget::push_bytes(&self.nodes[node as usize].params);
+                // A re-instantiation empties the list: the new executable graph has them all.
+                let exec = self.exec.map(|_| self.exec_for_push(bytes));
+                if self.unpushed.is_empty() {
+                    break;
+                }
+                let record = &mut self.nodes[node as usize];
+                record.params.push(self.rt, exec, record.raw)?;
                 record.unpushed = false;
+                if exec.is_some() {
+                    self.pushed(1, bytes);
+                }
             }
             self.unpushed.pop();
         }
@@ -533,6 +741,12 @@ impl CmdBuf {
         }
         if let Some(exec) = self.exec.take() {
             leaks.note(self.rt.exec_destroy(exec));
+        }
+        self.budget.release(self.rt, &mut leaks);
+        for record in &mut self.nodes {
+            if let Some(clone) = record.child_clone.take() {
+                leaks.note(self.rt.graph_destroy(clone));
+            }
         }
         // A null graph marks it as already destroyed: runtimes never hand out a null one.
         let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));

@@ -129,10 +129,30 @@ pub struct NodeRecord {
     /// The template node holds older parameters than the executable graph and cannot be brought
     /// up to date (a child node updated in place: the runtime has no template setter for it).
     pub template_lags: bool,
+    /// The template node holds older parameters than `params`, which the next template refresh
+    /// pushes (a primary's updates go to its executable graph only).
+    pub template_dirty: bool,
+    /// A child node: the estimated staging bytes of pushing its graph (see `budget.rs`).
+    pub child_bytes: u64,
+    /// A child node updated in place while the update budget is on: a clone of the graph it was
+    /// given (owned), which a re-instantiation gives the new executable graph, since the
+    /// template cannot take it.
+    pub child_clone: Option<Graph>,
 }
 
 impl NodeRecord {
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, sites: Vec::new(), epoch: 0, unpushed: false, pins: Vec::new(), template_lags: false }
+        Self {
+            raw,
+            params,
+            sites: Vec::new(),
+            epoch: 0,
+            unpushed: false,
+            pins: Vec::new(),
+            template_lags: false,
+            template_dirty: false,
+            child_bytes: 0,
+            child_clone: None,
+        }
     }
 }

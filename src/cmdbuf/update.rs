@@ -4,8 +4,10 @@
 //! tables) it does not look at the others.
 
 use super::allocations::{self, Allocation};
+use super::budget;
 use super::state::Op;
-use super::{CmdBuf, Kind, NodeId};
+use super::{CmdBuf, NodeId};
+use crate::counters::{Event, Fallback};
 use crate::error::{Error, Result};
 
 /// Allocation `index` of the recorded table now starts at `base` (its size unchanged).
@@ -27,6 +29,9 @@ pub struct UpdateReport {
     /// The update could not be applied in place: the table changed shape (count or a size), or
     /// a runtime call failed part-way. The caller must re-record.
     pub needs_rerecord: bool,
+    /// The executable graph was re-instantiated with the moved addresses instead of being
+    /// pushed the touched nodes, because its update budget was about to be spent.
+    pub reinstantiated: bool,
 }
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown.
@@ -54,6 +59,7 @@ impl CmdBuf {
         let old = self.allocs.entries();
         if new.len() != old.len() {
             log::info!("allocation count changed from {} to {}: re-record needed", old.len(), new.len());
+            self.counters.record(Event::Fallback(Fallback::ShapeChanged));
             return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
         }
         let scratch = &mut self.scratch;
@@ -61,6 +67,7 @@ impl CmdBuf {
         for (i, (n, o)) in new.iter().zip(old).enumerate() {
             if n.size != o.size {
                 log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
+                self.counters.record(Event::Fallback(Fallback::ShapeChanged));
                 return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
             }
             if n.base != o.base {
@@ -106,6 +113,7 @@ impl CmdBuf {
     fn apply_moves(&mut self) -> UpdateReport {
         if let Some(reason) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
+            self.counters.record(Event::Fallback(Fallback::OpaqueReference));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
         let scratch = &mut self.scratch;
@@ -134,12 +142,32 @@ impl CmdBuf {
             self.allocs.rebase(alloc as usize, base);
         }
 
+        if self.exec.is_some() && !scratch.touched.is_empty() {
+            // The touched nodes' templates now lag behind the library's parameters, which a
+            // re-instantiation brings them up to before instantiating.
+            for k in 0..self.scratch.touched.len() {
+                self.template_lags_behind(self.scratch.touched[k]);
+            }
+            let scratch = &self.scratch;
+            let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
+            if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
+                report.updated_nodes = self.scratch.touched.len() as u64;
+                report.reinstantiated = true;
+                if report.moved_allocations > 0 {
+                    self.counters.record(Event::AddressUpdate);
+                }
+                return report;
+            }
+        }
+        let scratch = &mut self.scratch;
+        let mut bytes = 0;
         for (k, &node) in scratch.touched.iter().enumerate() {
             let record = &mut self.nodes[node as usize];
             match record.params.push(self.rt, self.exec, record.raw) {
                 Ok(()) => {
                     record.unpushed = false;
                     report.updated_nodes += 1;
+                    bytes += budget::push_bytes(&record.params);
                 }
                 Err(e) => {
                     log::warn!(
@@ -151,11 +179,17 @@ impl CmdBuf {
                         self.unpushed.push(rest);
                     }
                     report.needs_rerecord = true;
+                    self.counters.record(Event::Fallback(Fallback::PushFailed));
                     break;
                 }
             }
         }
-        self.template_stale |= self.kind == Kind::Primary && !scratch.touched.is_empty();
+        if self.exec.is_some() && report.updated_nodes > 0 {
+            self.pushed(report.updated_nodes, bytes);
+        }
+        if report.moved_allocations > 0 && !report.needs_rerecord {
+            self.counters.record(Event::AddressUpdate);
+        }
         report
     }
 

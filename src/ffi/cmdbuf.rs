@@ -9,18 +9,17 @@
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
-//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`.
+//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
+//! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
-use super::Registry;
-use super::handle::lock;
-use super::{arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use super::handle::handle_type;
+use super::{Handle, Live, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
+use super::{write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
-use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
-
-static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
+use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
 
 /// A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
 /// the caller, freed with `rcb_cmdbuf_free`.
@@ -38,6 +37,8 @@ static CMDBUFS: Registry<CmdBuf> = Registry::new("rcb_cmdbuf");
 pub struct rcb_cmdbuf {
     _private: [u8; 0],
 }
+
+handle_type!(rcb_cmdbuf => Mutex<CmdBuf>);
 
 /// A node of a command buffer. The value encodes the owning command buffer: a node of another
 /// command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.
@@ -156,6 +157,11 @@ pub struct rcb_update_report {
     /// (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
     /// `rcb_cmdbuf_finalize`; a command buffer whose graph came from capture is captured again.
     pub needs_rerecord: u32,
+    /// 1 when the executable graph was re-instantiated (from its template, brought up to date
+    /// with the moved addresses) instead of being sent the touched nodes, because its update
+    /// budget was about to be spent (see `rcb_cmdbuf_set_exec_update_budget`); the old executable
+    /// graph is destroyed once the work launched from it has finished. 0 otherwise.
+    pub reinstantiated: u32,
 }
 
 // `rcb_allocation` and `Allocation` are the same two u64 fields, so a table from C is read in
@@ -186,6 +192,7 @@ impl From<cmdbuf::UpdateReport> for rcb_update_report {
             patched_sites: r.patched_sites,
             updated_nodes: r.updated_nodes,
             needs_rerecord: u32::from(r.needs_rerecord),
+            reinstantiated: u32::from(r.reinstantiated),
         }
     }
 }
@@ -195,23 +202,10 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
 }
 
-fn handle_id(cb: *const rcb_cmdbuf, name: &str) -> Result<usize> {
-    if cb.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, format!("argument `{name}` is NULL")));
-    }
-    Ok(cb as usize)
-}
-
-fn get(cb: *const rcb_cmdbuf, name: &str) -> Result<(usize, Arc<Mutex<CmdBuf>>)> {
-    let id = handle_id(cb, name)?;
-    Ok((id, CMDBUFS.get(id)?))
-}
-
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
-fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let (id, object) = get(cb, "cb")?;
-    let mut guard = lock(&object, "rcb_cmdbuf")?;
-    f(id, &mut guard)
+pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
+    let cb = live(cb, "cb")?;
+    f(cb.id(), &mut *cb.lock()?)
 }
 
 /// Runs an address update on `cb` and writes its report to `*report` on success.
@@ -237,7 +231,7 @@ fn node_id(cb: usize, node: rcb_node) -> Result<NodeId> {
     let owner = (node >> 32) as usize;
     let index = node & 0xffff_ffff;
     if owner != cb {
-        if owner != 0 && index != 0 && CMDBUFS.get(owner).is_ok() {
+        if owner != 0 && index != 0 && rcb_cmdbuf::registry().contains(owner) {
             return Err(Error::new(ErrorKind::ForeignNode, format!("node {node:#x} belongs to command buffer {owner:#x}, not to {cb:#x}")));
         }
         return Err(Error::invalid_argument(format!("{node:#x} is not a node handle")));
@@ -278,6 +272,23 @@ unsafe fn add_node(
     Ok(())
 }
 
+/// The body of an `rcb_cmdbuf_add_*` on one command buffer: checks `node`, locks `cb` and runs
+/// [`add_node`].
+///
+/// # Safety
+/// `deps` is NULL or points to `ndeps` readable handles; `node` is NULL or writable.
+unsafe fn add_to(
+    cb: *const rcb_cmdbuf,
+    deps: *const rcb_node,
+    ndeps: usize,
+    node: *mut rcb_node,
+    add: impl FnOnce(&mut CmdBuf, &[NodeId]) -> Result<NodeId>,
+) -> Result<()> {
+    let out = arg_out(node, "node")?;
+    // SAFETY: forwarded from the caller; `out` was checked by arg_out.
+    with(cb, |id, cb| unsafe { add_node(id, cb, deps, ndeps, out, add) })
+}
+
 /// The launch's arguments, still borrowed from C.
 struct Launch<'a> {
     function: Function,
@@ -293,7 +304,7 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
     // SAFETY: forwarded from the caller.
     let l = unsafe { arg_ref(launch, "launch") }?;
     if l.function.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+        return Err(null_argument("launch->function"));
     }
     // SAFETY: forwarded from the caller.
     let raw = unsafe { arg_slice(l.args, l.num_args, "launch->args", cmdbuf::MAX_ARGS) }?;
@@ -313,7 +324,7 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
             return Err(Error::invalid_argument(format!("launch->args[{i}].size {} is too large", a.size)));
         }
         if a.value.is_null() {
-            return Err(Error::new(ErrorKind::NullArgument, format!("argument `launch->args[{i}].value` is NULL")));
+            return Err(null_argument(&format!("launch->args[{i}].value")));
         }
         // SAFETY: non-null; the caller promises `size` readable bytes for the call.
         let value = unsafe { std::slice::from_raw_parts(a.value as *const u8, a.size as usize) };
@@ -340,7 +351,7 @@ unsafe fn params_launch_of(launch: *const rcb_kernel_params_launch) -> Result<Ke
     // SAFETY: forwarded from the caller.
     let l = unsafe { arg_ref(launch, "launch") }?;
     if l.function.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `launch->function` is NULL"));
+        return Err(null_argument("launch->function"));
     }
     Ok(KernelParamPointers {
         function: Function(l.function),
@@ -358,14 +369,14 @@ fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
 
 fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
     let out = arg_out(out, "out")?;
-    let cb = CmdBuf::new(runtime::get()?, device, kind)?;
-    let id = CMDBUFS.insert(cb);
-    if id > u32::MAX as usize {
-        CMDBUFS.remove(id)?;
+    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?));
+    // Node handles hold the id in their upper 32 bits.
+    if cb.addr() > u32::MAX as usize {
+        unregister(cb)?;
         return Err(Error::new(ErrorKind::OutOfMemory, "command buffer handle ids are exhausted"));
     }
     // SAFETY: checked by arg_out.
-    unsafe { write_out(out, id as *mut rcb_cmdbuf) };
+    unsafe { write_out(out, cb) };
     Ok(())
 }
 
@@ -400,7 +411,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
-/// discarded. Launches already enqueued are not waited for (synchronize the stream first).
+/// discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
+/// are those of executable graphs the update budget replaced.
 ///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
@@ -414,14 +426,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
-    boundary(|| {
-        if cb.is_null() {
-            return Ok(());
-        }
-        match CMDBUFS.take(cb as usize)? {
-            Some(cb) => cb.destroy().into_result("the command buffer"),
-            None => Ok(()),
-        }
+    boundary(|| match take(cb, |_| Ok(()))? {
+        Some(cb) => unlocked(cb).destroy().into_result("the command buffer"),
+        None => Ok(()),
     })
 }
 
@@ -466,16 +473,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-                // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
-                let launch = unsafe { launch_of(launch) }?;
-                cb.add_kernel(deps, &launch.view())
-            };
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, add) }
-        })
+        let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+            // SAFETY: forwarded from the caller: `launch` is null or a readable `rcb_kernel_launch` whose arrays are valid.
+            let launch = unsafe { launch_of(launch) }?;
+            cb.add_kernel(deps, &launch.view())
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, add) }
     })
 }
 
@@ -507,16 +511,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel_params(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
-                // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
-                let launch = unsafe { params_launch_of(launch) }?;
-                cb.add_kernel_params(deps, &launch)
-            };
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, add) }
-        })
+        let add = |cb: &mut CmdBuf, deps: &[NodeId]| {
+            // SAFETY: forwarded from the caller: `launch` is null or a readable launch whose arrays are valid.
+            let launch = unsafe { params_launch_of(launch) }?;
+            cb.add_kernel_params(deps, &launch)
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, add) }
     })
 }
 
@@ -539,11 +540,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memcpy_d2d(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) }
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memcpy(deps, memcpy(dst, src, bytes)?)) }
     })
 }
 
@@ -567,11 +565,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) }
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_memset(deps, Memset { dst, pattern, element_size, count })) }
     })
 }
 
@@ -585,25 +580,23 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_memset(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const rcb_node, ndeps: usize, node: *mut rcb_node) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_empty(deps)) }
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_empty(deps)) }
     })
 }
 
 /// Locks two command buffers in handle order (so two threads embedding each other's buffers
 /// cannot deadlock) and runs `f(parent, child)`.
 fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let (id, parent) = get(cb, "cb")?;
-    let (child_id, child) = get(child, "child")?;
+    let parent = live(cb, "cb")?;
+    let child = live(child, "child")?;
+    let (id, child_id) = (parent.id(), child.id());
     if id == child_id {
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
-    let (first, second) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
-    let mut first = lock(first, "rcb_cmdbuf")?;
-    let mut second = lock(second, "rcb_cmdbuf")?;
+    let (first, second): (&Live<rcb_cmdbuf>, _) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
+    let mut first = first.lock()?;
+    let mut second = second.lock()?;
     let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }
@@ -670,14 +663,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child_graph(
     node: *mut rcb_node,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(node, "node")?;
         if graph.is_null() {
-            return Err(Error::new(ErrorKind::NullArgument, "argument `graph` is NULL"));
+            return Err(null_argument("graph"));
         }
-        with(cb, |id, cb| {
-            // SAFETY: forwarded from the caller; `out` was checked by arg_out.
-            unsafe { add_node(id, cb, deps, ndeps, out, |cb, deps| cb.add_child_graph(deps, Graph(graph))) }
-        })
+        // SAFETY: forwarded from the caller.
+        unsafe { add_to(cb, deps, ndeps, node, |cb, deps| cb.add_child_graph(deps, Graph(graph))) }
     })
 }
 
@@ -787,6 +777,30 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
     })
 }
 
+/// Gives child node `node` of a primary command buffer a clone of the raw graph `graph` (a
+/// `hipGraph_t` / `CUgraph` with the same topology as the graph the node holds; borrowed for the
+/// call, still owned by the caller), in the executable graph. The counterpart of
+/// `rcb_cmdbuf_add_child_graph` for the updating state; the node's references stay unknown
+/// (moves are refused while it exists). A child node of a nested command buffer cannot be
+/// updated in place (`RCB_STATUS_UNSUPPORTED`). On failure the node keeps its graph.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `graph` NULL or a live graph.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_child_graph(cb: *mut rcb_cmdbuf, node: rcb_node, graph: *mut c_void) -> rcb_status {
+    boundary(|| {
+        if graph.is_null() {
+            return Err(null_argument("graph"));
+        }
+        with(cb, |id, cb| {
+            let n = node_id(id, node)?;
+            cb.update_child_graph(n, Graph(graph))
+        })
+    })
+}
+
 /// Starts capturing `stream` (a `hipStream_t`, borrowed until `rcb_cmdbuf_capture_end`) in
 /// thread-local mode. Only a recording command buffer with no nodes yet can capture. Between
 /// the two calls, only `rcb_cmdbuf_capture_end` (or `rcb_cmdbuf_free`) is allowed on `cb`; every
@@ -828,8 +842,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_end(cb: *mut rcb_cmdbuf) -> rcb_stat
 
 /// Finalizes recording or an update. The first finalize adds one empty node to an empty graph
 /// (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
-/// after an update never re-instantiates, and pushes any node a failed address update left
-/// behind.
+/// after an update pushes any node a failed address update left behind, and re-instantiates only
+/// when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -855,6 +869,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
 /// call; NULL is the default stream). A nested or unfinalized one gives
 /// `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
+/// While the update budget is on, an event of the library's is recorded on `stream` right after
+/// the launch (not when `stream` is capturing), so that an executable graph the budget replaces
+/// is destroyed only once this launch has finished.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -890,8 +907,12 @@ pub unsafe extern "C" fn rcb_cmdbuf_graph(cb: *mut rcb_cmdbuf, graph: *mut *mut 
 }
 
 /// Writes the executable graph (`hipGraphExec_t`) of a finalized primary command buffer to
-/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free`. A nested or
-/// never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture in progress.
+/// `*exec`; borrowed, owned by the command buffer until `rcb_cmdbuf_free` or until an update
+/// replaces it because of the update budget (`rcb_update_report.reinstantiated`; any update or
+/// finalize may): read it again after each. Launch through `rcb_cmdbuf_launch`: a replaced
+/// executable graph is kept until the launches made there have finished, not launches made
+/// directly. A nested or never-finalized one gives `RCB_STATUS_INVALID_STATE`, as does a capture
+/// in progress.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -1023,6 +1044,59 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
     })
 }
 
+/// Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
+/// re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
+/// HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
+/// they are destroyed, and 0 on CUDA, whose driver does not).
+///
+/// What is counted: each node parameter push to the executable graph (an address update's
+/// touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument
+/// bytes plus a per-node estimate of the runtime's staging overhead (5 920 bytes, from ROCm's
+/// published measurement; see docs/cmdbuf.md). Before a push would pass the budget, the library
+/// brings the template graph up to date from its own copies of the parameters, instantiates it
+/// (`rcb_update_report.reinstantiated` says so for an address update; `rcb_counters` counts
+/// each) and destroys the old executable graph once everything launched from it has finished,
+/// in stream order, without waiting on the host (an event is recorded after each launch while
+/// the budget is on). At most two old executable graphs wait at a time: a third
+/// re-instantiation first waits for the oldest's launches.
+///
+/// Allowed before the first `rcb_cmdbuf_finalize` only (`RCB_STATUS_INVALID_STATE` after it, and
+/// for a nested command buffer, which has no executable graph).
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_set_exec_update_budget(cb: *mut rcb_cmdbuf, bytes: u64) -> rcb_status {
+    boundary(|| with(cb, |_, cb| cb.set_exec_update_budget(bytes)))
+}
+
+/// Writes the update budget of the command buffer's executable graph (bytes, 0: never
+/// re-instantiated; 0 for a nested command buffer) to `*budget` and what its updates are
+/// estimated to have taken since it was instantiated to `*spent`.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `budget` and `spent` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_exec_update_budget(cb: *mut rcb_cmdbuf, budget: *mut u64, spent: *mut u64) -> rcb_status {
+    boundary(|| {
+        let budget_out = arg_out(budget, "budget")?;
+        let spent_out = arg_out(spent, "spent")?;
+        with(cb, |_, cb| {
+            let (limit, used) = cb.exec_update_budget();
+            // SAFETY: checked by arg_out.
+            unsafe {
+                write_out(budget_out, limit);
+                write_out(spent_out, used);
+            }
+            Ok(())
+        })
+    })
+}
+
 /// Longest fallback reason `rcb_flatten_report.reason` holds, terminating NUL included.
 pub const RCB_FLATTEN_REASON_LEN: usize = 256;
 
@@ -1042,19 +1116,14 @@ pub struct rcb_flatten_report {
     pub sites: u32,
     /// After a fallback, why (NUL-terminated, cut at a character boundary if longer); empty
     /// otherwise.
-    pub reason: [std::ffi::c_char; RCB_FLATTEN_REASON_LEN],
+    pub reason: [c_char; RCB_FLATTEN_REASON_LEN],
 }
 
 fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
-    let mut reason = [0 as std::ffi::c_char; RCB_FLATTEN_REASON_LEN];
+    let mut reason = [0 as c_char; RCB_FLATTEN_REASON_LEN];
     if let Some(text) = &r.fallback {
-        let mut end = text.len().min(RCB_FLATTEN_REASON_LEN - 1);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        for (dst, &b) in reason.iter_mut().zip(&text.as_bytes()[..end]) {
-            *dst = b as std::ffi::c_char;
-        }
+        // SAFETY: the array is writable for its length.
+        unsafe { write_c_str(text, reason.as_mut_ptr(), reason.len()) };
     }
     rcb_flatten_report { flattened: u32::from(r.fallback.is_none()), nodes: r.nodes, sites: r.sites, reason }
 }
@@ -1133,6 +1202,60 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
                 // SAFETY: forwarded from the caller.
                 let deps = unsafe { deps_of(id, cb, deps, ndeps) }?;
                 done(id, cb.add_flattened_child(&deps, cmdbuf::FlattenSource::Graph(Graph(graph)))?);
+                Ok(())
+            }),
+        }
+    })
+}
+
+/// Gives the nodes that `group` stands for (a group node returned by
+/// `rcb_cmdbuf_add_flattened_child` on `cb`) the parameters of a new child of the same shape:
+/// exactly one of `child` (a finalized command buffer) or `graph` (a raw graph), both borrowed
+/// for the call, as for `rcb_cmdbuf_add_flattened_child`. This is how a re-record updates a
+/// flattened traced command whose trace changed. Updating state only.
+///
+/// The new child must flatten to the same nodes in the same order, each of the same type (its
+/// edges are taken to be the same); otherwise `RCB_STATUS_INVALID_ARGUMENT` (another shape) or
+/// `RCB_STATUS_UNSUPPORTED` (it cannot be flattened) names the difference and nothing changes.
+/// Each node's parameters are pushed as by `rcb_cmdbuf_update_kernel` and its patch sites
+/// replaced, found as when flattening (exact for `child`'s own nodes, by scanning for raw
+/// kernels). When the child had fallen back to one cloned child node, that node gets the new
+/// child's graph (`rcb_cmdbuf_update_child` / `rcb_cmdbuf_update_child_graph`) and
+/// `report->flattened` is 0 with the reason. A runtime failure part-way returns its status and
+/// leaves the nodes before it updated (re-record). `*report` (NULL allowed) is written on success.
+///
+/// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
+/// thread during the call.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `child` NULL or a handle; `graph` NULL or a live graph;
+/// `report` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_update_flattened_child(
+    cb: *mut rcb_cmdbuf,
+    group: rcb_node,
+    child: *const rcb_cmdbuf,
+    graph: *mut c_void,
+    report: *mut rcb_flatten_report,
+) -> rcb_status {
+    boundary(|| {
+        let done = |r: cmdbuf::FlattenReport| {
+            if !report.is_null() {
+                // SAFETY: the caller guarantees a non-NULL `report` is writable.
+                unsafe { write_out(report, flatten_report(&r)) };
+            }
+        };
+        match (child.is_null(), graph.is_null()) {
+            (true, true) => Err(Error::new(ErrorKind::NullArgument, "arguments `child` and `graph` are both NULL; give exactly one")),
+            (false, false) => Err(Error::invalid_argument("arguments `child` and `graph` are both set; give exactly one")),
+            (false, true) => with_pair(cb, child, |id, cb, child| {
+                let g = node_id(id, group)?;
+                done(cb.update_flattened_child(g, cmdbuf::FlattenSource::CmdBuf(child))?);
+                Ok(())
+            }),
+            (true, false) => with(cb, |id, cb| {
+                let g = node_id(id, group)?;
+                done(cb.update_flattened_child(g, cmdbuf::FlattenSource::Graph(Graph(graph)))?);
                 Ok(())
             }),
         }

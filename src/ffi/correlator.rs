@@ -7,8 +7,8 @@
 //! `rcb_correlator_free` bumps: the common call reads one shared word and writes nothing shared
 //! but its shard.
 
-use super::handle::lock;
-use super::{Registry, arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, unregister, write_out};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profiler::{
     self, Activity, ApiEvent, CorrelatedActivity, CorrelatedApiEvent, Correlator, MAX_PENDING, Report, Sink, Stats, Summary,
@@ -287,7 +287,10 @@ pub struct rcb_correlator_counters {
     pub over_limit: u64,
 }
 
-static CORRELATORS: Registry<Arc<Correlator>> = Registry::new("rcb_correlator");
+// The correlator synchronizes its own state (adds come from many threads at once), so it is
+// shared as it is, without a lock around it.
+handle_type!(rcb_correlator => Correlator);
+
 /// Bumped by every free, so that no thread keeps using a correlator it cached before the free.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
@@ -298,10 +301,8 @@ thread_local! {
 
 /// Runs `f` on the live correlator behind `c`.
 fn with<R>(c: *const rcb_correlator, f: impl FnOnce(&Correlator) -> Result<R>) -> Result<R> {
-    if c.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `c` is NULL"));
-    }
-    let id = c as usize;
+    // NULL is never cached: it reaches the lookup, which reports it.
+    let id = c.addr();
     // Read before the lookup: a free after this read makes the next call look up again.
     let generation = GENERATION.load(Ordering::Acquire);
     let mut f = Some(f);
@@ -318,8 +319,7 @@ fn with<R>(c: *const rcb_correlator, f: impl FnOnce(&Correlator) -> Result<R>) -
     if let Ok(Some(result)) = fast {
         return result;
     }
-    let entry = CORRELATORS.get(id)?;
-    let object = Arc::clone(&*lock(&entry, "rcb_correlator")?);
+    let object = Arc::clone(live(c, "c")?.shared());
     let _ = LAST.try_with(|last| {
         if let Ok(mut slot) = last.try_borrow_mut() {
             *slot = Some((id, generation, Arc::clone(&object)));
@@ -353,9 +353,8 @@ pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config
             max_activities: config.max_activities,
             max_api_events: config.max_api_events,
         })?;
-        let id = CORRELATORS.insert(Arc::new(correlator));
         // SAFETY: checked by arg_out.
-        unsafe { write_out(out, id as *mut rcb_correlator) };
+        unsafe { write_out(out, register::<rcb_correlator>(correlator)) };
         Ok(())
     })
 }
@@ -370,13 +369,10 @@ pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_correlator_free(c: *mut rcb_correlator) -> rcb_status {
     boundary(|| {
-        if c.is_null() {
-            return Ok(());
-        }
-        let entry = CORRELATORS.remove(c as usize)?;
+        let Some(object) = unregister(c)? else { return Ok(()) };
         GENERATION.fetch_add(1, Ordering::AcqRel);
         // Other threads may still hold the object in their cache until their next call: empty it.
-        lock(&entry, "rcb_correlator")?.release_memory();
+        object.release_memory();
         let _ = LAST.try_with(|last| last.try_borrow_mut().map(|mut slot| slot.take()));
         Ok(())
     })

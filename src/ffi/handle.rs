@@ -1,84 +1,190 @@
-//! Live-handle registries. A C handle is an id, never a Rust address: a freed or forged handle
-//! is looked up, not dereferenced, so it yields `RCB_STATUS_INVALID_HANDLE` instead of a crash,
-//! and ids are never reused, so a stale handle cannot reach a newer object.
+//! Live-handle registries: the one place where a C handle becomes the object it stands for.
+//!
+//! A C handle is an id, never a Rust address: a freed or forged handle is looked up, not
+//! dereferenced, so it yields `RCB_STATUS_INVALID_HANDLE` instead of a crash, and ids are never
+//! reused, so a stale handle cannot reach a newer object. A NULL handle is a NULL pointer
+//! argument like any other (`RCB_STATUS_NULL_ARGUMENT`, naming the argument), except that a
+//! `_free` function takes it as a no-op.
+//!
+//! Each C handle type names its object type and registry through [`Handle`], as rustls-ffi's
+//! `Castable` ties a C type to its Rust type: the pointer's type picks the registry, so no call
+//! site casts a handle or chooses what to look it up in.
 
 use crate::error::{Error, ErrorKind, Result};
 use dashmap::DashMap;
 use once_cell::sync::Lazy;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// A C handle type (an opaque marker struct) whose pointer values are ids in its registry.
+pub(crate) trait Handle: Sized + 'static {
+    /// What a handle stands for, shared by the calls in flight on it: a `Mutex` around an object
+    /// that one call at a time changes, the object itself when it synchronizes its own state.
+    type Object: Send + Sync + 'static;
+    /// The C type's name, for messages.
+    const NAME: &'static str;
+    /// The live handles of this type.
+    fn registry() -> &'static Registry<Self>;
+}
+
+/// Makes a C type a handle of `$object`s with a registry of its own, named in messages as it is
+/// spelled in C.
+macro_rules! handle_type {
+    ($c_type:ident => $object:ty) => {
+        impl $crate::ffi::handle::Handle for $c_type {
+            type Object = $object;
+            const NAME: &'static str = stringify!($c_type);
+            fn registry() -> &'static $crate::ffi::handle::Registry<Self> {
+                static LIVE: $crate::ffi::handle::Registry<$c_type> = $crate::ffi::handle::Registry::new();
+                &LIVE
+            }
+        }
+    };
+}
+pub(crate) use handle_type;
 
 // One counter for all types, so a handle of one type is never a live handle of another.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0x1000);
 
-pub(crate) struct Registry<T> {
-    type_name: &'static str,
-    live: Lazy<DashMap<usize, Arc<Mutex<T>>>>,
+/// The live handles of one type.
+pub(crate) struct Registry<H: Handle> {
+    live: Lazy<DashMap<usize, Arc<H::Object>>>,
 }
 
-impl<T> Registry<T> {
-    pub const fn new(type_name: &'static str) -> Self {
-        Self { type_name, live: Lazy::new(DashMap::new) }
+impl<H: Handle> Registry<H> {
+    pub const fn new() -> Self {
+        Self { live: Lazy::new(DashMap::new) }
     }
 
-    /// Registers `value` and returns its handle id.
-    pub fn insert(&self, value: T) -> usize {
-        let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
-        self.live.insert(id, Arc::new(Mutex::new(value)));
-        id
-    }
-
-    /// The object behind `id`; the map's guard is released before returning.
-    pub fn get(&self, id: usize) -> Result<Arc<Mutex<T>>> {
-        self.live.get(&id).map(|e| Arc::clone(e.value())).ok_or_else(|| self.unknown(id))
-    }
-
-    /// Unregisters `id`; the object is dropped when the last in-flight user lets go.
-    pub fn remove(&self, id: usize) -> Result<Arc<Mutex<T>>> {
-        self.live.remove(&id).map(|(_, v)| v).ok_or_else(|| self.unknown(id))
-    }
-
-    /// Unregisters `id` and hands the object back, so that its teardown can report what failed.
-    /// `None` when a call still in flight holds it (which the free functions' contracts forbid):
-    /// it is dropped, failures only logged, when that call returns.
-    pub fn take(&self, id: usize) -> Result<Option<T>> {
-        let object = self.remove(id)?;
-        // A poisoned object is torn down all the same: that is all that is left to do with it.
-        Ok(Arc::try_unwrap(object).ok().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner)))
-    }
-
-    fn unknown(&self, id: usize) -> Error {
-        Error::new(
-            ErrorKind::InvalidHandle,
-            format!("{} handle {id:#x} is not live (already freed, never created, or another type)", self.type_name),
-        )
+    /// Whether `id` is a live handle of this type.
+    pub fn contains(&self, id: usize) -> bool {
+        self.live.contains_key(&id)
     }
 }
 
-/// Locks an object; one that panicked mid-call is reported rather than used half-changed.
-pub(crate) fn lock<'a, T>(object: &'a Mutex<T>, type_name: &str) -> Result<MutexGuard<'a, T>> {
-    object
-        .lock()
-        .map_err(|_| Error::invalid_state(format!("this {type_name} is unusable: an earlier call panicked while changing it; free it")))
+/// A live object, held for one call; the registry's guard is already released.
+pub(crate) struct Live<H: Handle> {
+    id: usize,
+    object: Arc<H::Object>,
+}
+
+impl<H: Handle> Live<H> {
+    /// The handle's id (command buffers encode it in their node handles).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The object itself, for a holder that outlives the call.
+    pub fn shared(&self) -> &Arc<H::Object> {
+        &self.object
+    }
+}
+
+impl<H: Handle> Deref for Live<H> {
+    type Target = H::Object;
+    fn deref(&self) -> &H::Object {
+        &self.object
+    }
+}
+
+impl<H: Handle<Object = Mutex<T>>, T> Live<H> {
+    /// Locks the object; one that panicked mid-call is reported rather than used half-changed.
+    pub fn lock(&self) -> Result<MutexGuard<'_, T>> {
+        self.object
+            .lock()
+            .map_err(|_| Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME)))
+    }
+}
+
+/// Registers `object`; the new handle is the caller's, released by the type's `_free`.
+pub(crate) fn register<H: Handle>(object: H::Object) -> *mut H {
+    let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
+    H::registry().live.insert(id, Arc::new(object));
+    std::ptr::without_provenance_mut(id)
+}
+
+/// The object behind `handle`, argument `arg` of the call: NULL is `NullArgument` naming `arg`,
+/// a handle that is not live (freed, never created, or of another type) `InvalidHandle`.
+pub(crate) fn live<H: Handle>(handle: *const H, arg: &str) -> Result<Live<H>> {
+    if handle.is_null() {
+        return Err(super::null_argument(arg));
+    }
+    let id = handle.addr();
+    let object = H::registry().live.get(&id).map(|e| Arc::clone(e.value())).ok_or_else(|| not_live::<H>(id))?;
+    Ok(Live { id, object })
+}
+
+/// Unregisters `handle` for its `_free` function and hands the object back: `None` for NULL
+/// (freeing NULL is a no-op). Calls still in flight keep the object until they return.
+pub(crate) fn unregister<H: Handle>(handle: *mut H) -> Result<Option<Arc<H::Object>>> {
+    if handle.is_null() {
+        return Ok(None);
+    }
+    let id = handle.addr();
+    H::registry().live.remove(&id).map(|(_, object)| Some(object)).ok_or_else(|| not_live::<H>(id))
+}
+
+/// Unregisters `handle` for its `_free` function and hands the object back, so that its teardown
+/// can report what failed. `check` runs on the live object first and may refuse the free (the
+/// handle then stays live). `None` for NULL (a no-op), and when a call still in flight holds the
+/// object (which the free functions' contracts forbid): it is dropped, failures only logged,
+/// when that call returns.
+pub(crate) fn take<H: Handle>(handle: *mut H, check: impl FnOnce(&Live<H>) -> Result<()>) -> Result<Option<H::Object>> {
+    if handle.is_null() {
+        return Ok(None);
+    }
+    check(&live(handle, H::NAME)?)?;
+    Ok(unregister(handle)?.and_then(|object| Arc::try_unwrap(object).ok()))
+}
+
+/// The object out of its lock; a poisoned one is torn down all the same, as that is all that is
+/// left to do with it.
+pub(crate) fn unlocked<T>(object: Mutex<T>) -> T {
+    object.into_inner().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn not_live<H: Handle>(id: usize) -> Error {
+    Error::new(ErrorKind::InvalidHandle, format!("{} handle {id:#x} is not live (already freed, never created, or another type)", H::NAME))
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(non_camel_case_types)]
     use super::*;
 
+    struct rcb_a;
+    struct rcb_b;
+    handle_type!(rcb_a => Mutex<u32>);
+    handle_type!(rcb_b => u32);
+
     #[test]
-    fn freed_and_foreign_handles_are_rejected() {
-        static A: Registry<u32> = Registry::new("rcb_a");
-        static B: Registry<u32> = Registry::new("rcb_b");
-        let a = A.insert(7);
-        let b = B.insert(8);
-        assert_eq!(*A.get(a).unwrap().lock().unwrap(), 7);
-        assert_eq!(B.get(a).unwrap_err().kind, ErrorKind::InvalidHandle);
-        A.remove(a).unwrap();
-        let e = A.remove(a).unwrap_err();
+    fn null_freed_and_foreign_handles_are_rejected() {
+        let a = register::<rcb_a>(Mutex::new(7));
+        let b = register::<rcb_b>(8);
+        assert_eq!(*live(a, "a").unwrap().lock().unwrap(), 7);
+        let e = live(std::ptr::null::<rcb_a>(), "pool").err().unwrap();
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::NullArgument, "argument `pool` is NULL"));
+        let foreign: *const rcb_b = a.cast();
+        assert_eq!(live(foreign, "b").err().unwrap().kind, ErrorKind::InvalidHandle);
+        assert_eq!(take(a, |_| Ok(())).unwrap().map(unlocked), Some(7));
+        let e = unregister(a).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidHandle);
         assert!(e.message.contains("rcb_a"), "{}", e.message);
-        assert_ne!(A.insert(9), a, "ids are never reused");
-        assert_eq!(*B.get(b).unwrap().lock().unwrap(), 8);
+        assert!(unregister(std::ptr::null_mut::<rcb_a>()).unwrap().is_none(), "freeing NULL is a no-op");
+        assert_ne!(register::<rcb_a>(Mutex::new(9)), a, "ids are never reused");
+        assert_eq!(*live(b, "b").unwrap(), 8);
+    }
+
+    #[test]
+    fn a_refused_or_shared_take_leaves_what_it_must() {
+        let b = register::<rcb_b>(1);
+        let e = take(b, |_| Err(Error::invalid_state("busy"))).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidState);
+        assert!(rcb_b::registry().contains(b.addr()), "a refused free leaves the handle live");
+        let in_flight = live(b, "b").unwrap();
+        assert_eq!(take(b, |_| Ok(())).unwrap(), None, "a call in flight keeps the object");
+        assert!(!rcb_b::registry().contains(b.addr()));
+        assert_eq!(**in_flight.shared(), 1);
     }
 }

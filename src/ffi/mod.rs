@@ -6,6 +6,7 @@
 
 mod cmdbuf;
 mod correlator;
+mod counters;
 mod handle;
 mod runtime;
 mod status;
@@ -15,16 +16,18 @@ mod vmm_pool;
 
 pub use cmdbuf::*;
 pub use correlator::*;
+pub use counters::*;
 pub use runtime::*;
 pub use status::*;
 pub use stream::*;
 pub use trace_cache::*;
 pub use vmm_pool::*;
 
-pub(crate) use handle::Registry;
+use handle::{Handle, Live, live, register, take, unlocked, unregister};
 
 use crate::error::{Error, ErrorKind, Result};
 use std::any::Any;
+use std::ffi::c_char;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Runs the body of a fallible export: sets up logging, turns an error into its status code and
@@ -104,6 +107,24 @@ pub(crate) fn arg_out<T>(p: *mut T, name: &str) -> Result<*mut T> {
 pub(crate) unsafe fn write_out<T>(p: *mut T, value: T) {
     // SAFETY: see above; `write` does not drop the uninitialised old value.
     unsafe { p.write(value) }
+}
+
+/// Copies `text` into the C buffer `buf` of `len` bytes as a NUL-terminated string: at most
+/// `len - 1` bytes, never splitting a UTF-8 character. Nothing is written when `len` is 0.
+///
+/// # Safety
+/// `buf` must point to at least `len` writable bytes (it may be NULL when `len` is 0).
+pub(crate) unsafe fn write_c_str(text: &str, buf: *mut c_char, len: usize) {
+    let Some(room) = len.checked_sub(1) else { return };
+    let mut n = text.len().min(room);
+    while !text.is_char_boundary(n) {
+        n -= 1;
+    }
+    // SAFETY: the caller promises `len` writable bytes at `buf`, and n < len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+        buf.add(n).write(0);
+    }
 }
 
 fn null_argument(name: &str) -> Error {

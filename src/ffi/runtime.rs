@@ -1,6 +1,6 @@
 //! `rcb_runtime_info`: which GPU runtime the library loaded.
 
-use super::{arg_out, boundary, rcb_status, write_out};
+use super::{arg_out, boundary, rcb_status, write_c_str, write_out};
 use crate::runtime::{self, Backend};
 use std::ffi::c_char;
 
@@ -20,7 +20,8 @@ pub struct rcb_runtime_info {
     pub device_count: i32,
     /// Number of optional features switched off (see the log at level info for which and why).
     pub disabled_features: i32,
-    /// The library that was opened, NUL-terminated, truncated to fit.
+    /// The library that was opened, NUL-terminated, truncated to fit (never inside a UTF-8
+    /// character).
     pub library: [c_char; 256],
 }
 
@@ -41,9 +42,8 @@ pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_sta
         let out = arg_out(out, "out")?;
         let info = runtime::get()?.info();
         let mut library = [0 as c_char; 256];
-        for (dst, &src) in library.iter_mut().zip(info.library.as_bytes().iter().take(255)) {
-            *dst = src as c_char;
-        }
+        // SAFETY: the array is writable for its length.
+        unsafe { write_c_str(&info.library, library.as_mut_ptr(), library.len()) };
         let value = rcb_runtime_info {
             backend: match info.backend {
                 Backend::Hip => RCB_BACKEND_HIP,

@@ -2,8 +2,14 @@
 //!
 //! Codes are plain integers (never a C enum the caller could hand back out of range). A number,
 //! once given a meaning, is never reused.
+//!
+//! One rule for handles of every type (`rcb_cmdbuf`, `rcb_trace_cache`, `rcb_vmm_pool`,
+//! `rcb_correlator`, and the streams of `rcb_stream_release`): NULL is
+//! `RCB_STATUS_NULL_ARGUMENT`, as for any required pointer, except where a function gives NULL a
+//! meaning (a `_free` function: a no-op; `rcb_counters_get` and `rcb_counters_reset`: the process
+//! totals); a non-NULL handle that is not live is `RCB_STATUS_INVALID_HANDLE`.
 
-use super::boundary_value;
+use super::{boundary_value, write_c_str};
 use crate::error::ErrorKind;
 use std::cell::RefCell;
 use std::ffi::c_char;
@@ -13,11 +19,12 @@ pub type rcb_status = i32;
 
 /// Success.
 pub const RCB_OK: rcb_status = 0;
-/// A required pointer argument was NULL; the message names the argument.
+/// A required pointer argument was NULL, a handle included (unless the function gives NULL a
+/// meaning, as each `_free` function does: a no-op); the message names the argument.
 pub const RCB_STATUS_NULL_ARGUMENT: rcb_status = 1;
 /// An argument is out of range or inconsistent (zero or absurd count, bad size, unknown kind).
 pub const RCB_STATUS_INVALID_ARGUMENT: rcb_status = 2;
-/// A handle is not live: never created, already freed, or of another type.
+/// A non-NULL handle is not live: never created, already freed, or of another type.
 pub const RCB_STATUS_INVALID_HANDLE: rcb_status = 3;
 /// The object is not in a state that allows the call (e.g. add after finalize).
 pub const RCB_STATUS_INVALID_STATE: rcb_status = 4;
@@ -132,16 +139,9 @@ pub unsafe extern "C" fn rcb_last_error_message(buf: *mut c_char, len: usize) ->
     boundary_value(0, || {
         LAST_ERROR.with(|m| {
             let m = m.borrow();
-            if !buf.is_null() && len > 0 {
-                let mut n = m.len().min(len - 1);
-                while !m.is_char_boundary(n) {
-                    n -= 1;
-                }
-                // SAFETY: the caller promises `len` writable bytes at `buf`; n < len.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(m.as_ptr(), buf as *mut u8, n);
-                    *buf.add(n) = 0;
-                }
+            if !buf.is_null() {
+                // SAFETY: the caller promises `len` writable bytes at `buf`.
+                unsafe { write_c_str(&m, buf, len) };
             }
             m.len()
         })

@@ -4,16 +4,15 @@
 //! Methods: `rcb_trace_cache_new`, `rcb_trace_cache_free`, `rcb_trace_cache_get_or_trace`.
 
 use super::cmdbuf::{as_allocations, rcb_allocation};
-use super::handle::lock;
-use super::{Registry, arg_out, arg_slice, boundary, rcb_status, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, write_out};
 use crate::cmdbuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Stream};
 use crate::trace_cache::{Outcome, TraceCache};
 use std::cell::RefCell;
 use std::ffi::c_void;
-
-static CACHES: Registry<TraceCache> = Registry::new("rcb_trace_cache");
+use std::sync::Mutex;
 
 /// A trace cache (opaque). Created by `rcb_trace_cache_new`, owned by the caller, freed with
 /// `rcb_trace_cache_free`. It owns every graph it returns.
@@ -27,6 +26,8 @@ static CACHES: Registry<TraceCache> = Registry::new("rcb_trace_cache");
 pub struct rcb_trace_cache {
     _private: [u8; 0],
 }
+
+handle_type!(rcb_trace_cache => Mutex<TraceCache>);
 
 /// Issues the traced command's work on `stream` (a `hipStream_t` / `CUstream` being captured).
 /// `user_data` is the pointer given to `rcb_trace_cache_get_or_trace`. Returns 0 on success; any
@@ -51,13 +52,6 @@ pub const RCB_TRACE_TRACED: u32 = 2;
 pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = 1 << 20;
 // A literal, so that cbindgen can write it into the header.
 const _: () = assert!(RCB_TRACE_CACHE_MAX_CAPACITY == crate::trace_cache::MAX_CAPACITY);
-
-fn handle_id(tc: *const rcb_trace_cache) -> Result<usize> {
-    if tc.is_null() {
-        return Err(Error::new(ErrorKind::NullArgument, "argument `tc` is NULL"));
-    }
-    Ok(tc as usize)
-}
 
 thread_local! {
     /// The caches whose `trace_fn` this thread is running. A call on one of them from inside its
@@ -107,10 +101,9 @@ impl Drop for Tracing {
 pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb_trace_cache) -> rcb_status {
     boundary(|| {
         let out = arg_out(out, "out")?;
-        let cache = TraceCache::new(runtime::get()?, capacity)?;
-        let id = CACHES.insert(cache);
+        let tc = register::<rcb_trace_cache>(Mutex::new(TraceCache::new(runtime::get()?, capacity)?));
         // SAFETY: checked by arg_out.
-        unsafe { write_out(out, id as *mut rcb_trace_cache) };
+        unsafe { write_out(out, tc) };
         Ok(())
     })
 }
@@ -130,15 +123,9 @@ pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb
 /// `tc` must be NULL or a handle from `rcb_trace_cache_new`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_status {
-    boundary(|| {
-        if tc.is_null() {
-            return Ok(());
-        }
-        not_from_own_trace_fn(tc as usize, "rcb_trace_cache_free")?;
-        match CACHES.take(tc as usize)? {
-            Some(cache) => cache.destroy().into_result("the trace cache"),
-            None => Ok(()),
-        }
+    boundary(|| match take(tc, |cache| not_from_own_trace_fn(cache.id(), "rcb_trace_cache_free"))? {
+        Some(cache) => unlocked(cache).destroy().into_result("the trace cache"),
+        None => Ok(()),
     })
 }
 
@@ -191,12 +178,12 @@ pub unsafe extern "C" fn rcb_trace_cache_get_or_trace(
         let graph_out = arg_out(graph, "graph")?;
         let outcome_out = arg_out(outcome, "outcome")?;
         let Some(trace_fn) = trace_fn else {
-            return Err(Error::new(ErrorKind::NullArgument, "argument `trace_fn` is NULL"));
+            return Err(null_argument("trace_fn"));
         };
-        let id = handle_id(tc)?;
+        let object = live(tc, "tc")?;
+        let id = object.id();
         not_from_own_trace_fn(id, "rcb_trace_cache_get_or_trace")?;
-        let object = CACHES.get(id)?;
-        let mut cache = lock(&object, "rcb_trace_cache")?;
+        let mut cache = object.lock()?;
         // SAFETY: forwarded from the caller.
         let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
         let trace = |s: Stream| {

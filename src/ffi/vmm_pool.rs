@@ -1,13 +1,11 @@
 //! `rcb_vmm_pool_*`: the circular VMM pool behind the C ABI.
 
-use super::handle::lock;
-use super::{Registry, arg_out, arg_ref, arg_slice, boundary, rcb_status, write_out};
+use super::handle::handle_type;
+use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, take, write_out};
 use crate::config;
-use crate::error::Result;
 use crate::runtime::Stream;
 use crate::vmm_pool::{Backing, DeviceCopy, Lease, MAX_BUFFERS, MAX_PEERS, PoolConfig, VmmPool};
 use std::ffi::c_void;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
@@ -16,6 +14,10 @@ use std::time::Duration;
 pub struct rcb_vmm_pool {
     _opaque: [u8; 0],
 }
+
+// The pool synchronizes its own state (acquire waits for another thread's release), so it is
+// shared as it is, without a lock around it.
+handle_type!(rcb_vmm_pool => VmmPool);
 
 /// `rcb_vmm_pool_config.backing`: one physical chunk per slot (`hipMemCreate`), permanently
 /// mapped at its own reserved range, with access for the device and every listed peer that can
@@ -71,14 +73,6 @@ pub struct rcb_vmm_copy {
     pub bytes: u64,
 }
 
-static POOLS: Registry<Arc<VmmPool>> = Registry::new("rcb_vmm_pool");
-
-fn live_pool(handle: *mut rcb_vmm_pool) -> Result<Arc<VmmPool>> {
-    let entry = POOLS.get(handle as usize)?;
-    // Held only to clone: acquire may wait for another thread's release, so no lock across calls.
-    Ok(Arc::clone(&*lock(&entry, "rcb_vmm_pool")?))
-}
-
 /// Creates a pool: every slot's memory and timeline are made up front and kept until
 /// `rcb_vmm_pool_free`. On failure everything made so far is given back and `*out` is untouched.
 ///
@@ -124,9 +118,8 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
             peers: peers.to_vec(),
             timeout: Duration::from_millis(timeout_ms.into()),
         })?;
-        let id = POOLS.insert(Arc::new(pool));
         // SAFETY: checked by arg_out.
-        unsafe { write_out(out, id as *mut rcb_vmm_pool) };
+        unsafe { write_out(out, register::<rcb_vmm_pool>(pool)) };
         Ok(())
     })
 }
@@ -148,7 +141,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
 pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut rcb_vmm_slot) -> rcb_status {
     boundary(|| {
         let out = arg_out(out, "out")?;
-        let pool = live_pool(pool)?;
+        let pool = live(pool, "pool")?;
         let lease = pool.acquire()?;
         let buffers = pool.addresses(lease.slot)?;
         let value = rcb_vmm_slot {
@@ -179,7 +172,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_release(pool: *mut rcb_vmm_pool, slot: *co
     boundary(|| {
         // SAFETY: validity is the caller's promise.
         let slot = unsafe { arg_ref(slot, "slot") }?;
-        live_pool(pool)?.release(Lease { slot: slot.index as usize, iteration: slot.iteration }, Stream(stream))
+        live(pool, "pool")?.release(Lease { slot: slot.index as usize, iteration: slot.iteration }, Stream(stream))
     })
 }
 
@@ -204,7 +197,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_copy(
         // SAFETY: the count is the caller's promise; arg_slice bounds it first.
         let copies = unsafe { arg_slice(copies, n, "copies", 1 << 20) }?;
         let copies: Vec<DeviceCopy> = copies.iter().map(|c| DeviceCopy { dst: c.dst, src: c.src, bytes: c.bytes }).collect();
-        live_pool(pool)?.copy(Stream(stream), &copies)
+        live(pool, "pool")?.copy(Stream(stream), &copies)
     })
 }
 
@@ -219,7 +212,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_copy(
 pub unsafe extern "C" fn rcb_vmm_pool_timeline(pool: *mut rcb_vmm_pool, slot: u32, out: *mut u64) -> rcb_status {
     boundary(|| {
         let out = arg_out(out, "out")?;
-        let value = live_pool(pool)?.timeline(slot as usize)?;
+        let value = live(pool, "pool")?.timeline(slot as usize)?;
         // SAFETY: checked by arg_out.
         unsafe { write_out(out, value) };
         Ok(())
@@ -243,13 +236,9 @@ pub unsafe extern "C" fn rcb_vmm_pool_timeline(pool: *mut rcb_vmm_pool, slot: u3
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_vmm_pool_free(pool: *mut rcb_vmm_pool) -> rcb_status {
     boundary(|| {
-        if pool.is_null() {
-            return Ok(());
-        }
-        live_pool(pool)?.wait_idle()?;
         // A call still in flight keeps the pool until it returns; its drop then gives the memory
         // back, failures only logged.
-        match POOLS.take(pool as usize)?.and_then(|shared| Arc::try_unwrap(shared).ok()) {
+        match take(pool, |pool| pool.wait_idle())? {
             Some(pool) => pool.destroy().into_result("the vmm pool"),
             None => Ok(()),
         }

@@ -43,12 +43,23 @@ pub trait Streams {
     /// Whether `stream` is in capture mode; an invalidated capture counts, as it still needs its
     /// end. `Unsupported` when the runtime cannot say.
     fn stream_is_capturing(&self, stream: Stream) -> Result<bool>;
+    /// An event on `device` that records no timing.
+    fn event_create(&self, device: i32) -> Result<Event>;
+    fn event_destroy(&self, event: Event) -> Result<()>;
+    /// Marks the point after all work enqueued on `stream` so far.
+    fn event_record(&self, event: Event, stream: Stream) -> Result<()>;
+    /// `Ok(true)` when the work before the event's last record has finished (or it was never
+    /// recorded), `Ok(false)` while some is pending.
+    fn event_is_complete(&self, event: Event) -> Result<bool>;
+    fn event_synchronize(&self, event: Event) -> Result<()>;
 }
 
 /// Graph templates and executable graphs.
 pub trait Graphs {
     fn graph_create(&self) -> Result<Graph>;
     fn graph_destroy(&self, graph: Graph) -> Result<()>;
+    /// A new graph holding a copy of `graph`'s nodes and edges; the caller owns it.
+    fn graph_clone(&self, graph: Graph) -> Result<Graph>;
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], kernel: &KernelParams<'_>) -> Result<Node>;
     /// Adds a kernel node whose arguments the runtime copies through `kernel.params` during the
     /// call (`kernelParams`, no `extra`).
@@ -119,4 +130,6 @@ pub trait Direct: Send + Sync {
     fn launch_kernel(&self, kernel: &KernelParams<'_>, stream: Stream) -> Result<()>;
     /// Whole-graph update; fails when the topology differs.
     fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()>;
+    /// `(free, total)` bytes of `device`'s memory, as the runtime reports them.
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)>;
 }

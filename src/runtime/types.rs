@@ -32,6 +32,8 @@ handle!(/// `hipGraphNode_t` / `CUgraphNode`.
     Node);
 handle!(/// `hipGraphExec_t` / `CUgraphExec`.
     Exec);
+handle!(/// `hipEvent_t` / `CUevent`, created without timing.
+    Event);
 handle!(/// `hipModule_t` / `CUmodule`.
     Module);
 handle!(/// `hipFunction_t` / `CUfunction`.

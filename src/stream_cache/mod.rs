@@ -3,18 +3,16 @@
 //!
 //! Creating a HIP stream costs milliseconds on MI300X and a PjRt client creates ~112 of them;
 //! a released stream that is idle is as good as a new one, so it is kept and handed out again.
-//! The logic lives in [`pool`] (shared with the `LD_PRELOAD` interposer); this module binds it to
-//! the process's [`Runtime`] and [`config`].
+//! The logic lives in the `rocm_cmdbuf_stream_pool` crate (shared with the `LD_PRELOAD`
+//! interposer); this module binds it to the process's [`Runtime`] and [`config`].
 
-mod pool;
-
-pub use pool::{Released, Stats};
+pub use rocm_cmdbuf_stream_pool::{Released, Stats};
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Runtime, Stream};
 use once_cell::sync::Lazy;
-use pool::{Pool, ReleaseError, Settings, StreamOps};
+use rocm_cmdbuf_stream_pool::{Pool, ReleaseError, StreamOps};
 
 struct RuntimeStreams(&'static dyn Runtime);
 
@@ -44,7 +42,7 @@ impl StreamOps for RuntimeStreams {
 
 static POOL: Lazy<Result<Pool<Stream>>> = Lazy::new(|| {
     let cfg = config::get()?;
-    Ok(Pool::new(Settings { enabled: cfg.stream_cache, max_per_key: cfg.stream_cache_max_per_key }))
+    Ok(Pool::new(cfg.stream_cache))
 });
 
 fn pool() -> Result<(&'static Pool<Stream>, RuntimeStreams)> {

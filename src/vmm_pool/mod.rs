@@ -10,8 +10,6 @@ mod layout;
 mod memory;
 mod timeline;
 
-pub use layout::{BUFFER_ALIGNMENT, MAX_BUFFER_BYTES};
-
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{self, DevicePtr, Runtime, Stream};
 use memory::SlotMemory;
@@ -83,7 +81,6 @@ pub struct VmmPool {
     slots: Box<[Slot]>,
     /// `(start, end, slot, buffer)` of every non-empty buffer, sorted by start, to check copies.
     ranges: Vec<(DevicePtr, DevicePtr, usize, usize)>,
-    peers_granted: Vec<i32>,
 }
 
 impl VmmPool {
@@ -137,21 +134,12 @@ impl VmmPool {
             })
             .collect();
         ranges.sort_unstable();
-        Ok(Self { rt, timeout: config.timeout, next: AtomicU64::new(0), slots: slots.into(), ranges, peers_granted })
-    }
-
-    pub fn slots(&self) -> usize {
-        self.slots.len()
+        Ok(Self { rt, timeout: config.timeout, next: AtomicU64::new(0), slots: slots.into(), ranges })
     }
 
     /// The stable buffer addresses of `slot` (0 for an empty buffer).
     pub fn addresses(&self, slot: usize) -> Result<&[DevicePtr]> {
         Ok(&self.slot(slot)?.addresses)
-    }
-
-    /// The peers that were given access (VMM backing), in the order listed.
-    pub fn peers_granted(&self) -> &[i32] {
-        &self.peers_granted
     }
 
     /// The slot's timeline value: `iteration + 1` of the last use the GPU has finished, 0 before

@@ -12,6 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int32_t trace_nothing(void *user_data, void *stream) {
+    (void)user_data;
+    (void)stream;
+    return 0;
+}
+
 static void basic(void) {
     for (rcb_status s = RCB_OK; s <= RCB_STATUS_PANIC; s++) {
         const char *text = rcb_status_str(s);
@@ -36,6 +42,16 @@ static void basic(void) {
     s = rcb_vmm_pool_acquire(forged, &slot);
     CHECK(s == RCB_STATUS_INVALID_HANDLE, "acquire on a forged handle returned %d", (int)s);
     CHECK(rcb_vmm_pool_free(NULL) == RCB_OK, "free(NULL) must be a no-op");
+
+    /* One rule for NULL handles of every type: RCB_STATUS_NULL_ARGUMENT naming the argument. */
+    EXPECT_FAIL(rcb_vmm_pool_acquire(NULL, &slot), RCB_STATUS_NULL_ARGUMENT, "`pool`");
+    EXPECT_FAIL(rcb_cmdbuf_finalize(NULL), RCB_STATUS_NULL_ARGUMENT, "`cb`");
+    void *graph;
+    uint32_t outcome;
+    EXPECT_FAIL(rcb_trace_cache_get_or_trace(NULL, NULL, NULL, 0, trace_nothing, NULL, &graph, &outcome),
+                RCB_STATUS_NULL_ARGUMENT, "`tc`");
+    EXPECT_FAIL(rcb_correlator_clear(NULL), RCB_STATUS_NULL_ARGUMENT, "`c`");
+    EXPECT_FAIL(rcb_stream_release(NULL), RCB_STATUS_NULL_ARGUMENT, "`stream`");
 
     s = rcb_runtime_load(NULL);
     /* Length-only query, and truncation that still NUL-terminates. */

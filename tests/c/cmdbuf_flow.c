@@ -15,42 +15,12 @@
  * XLA's records (scanned arguments, a kernelParams node).
  * Exits 0 when every check holds, 1 otherwise (each failed check prints file:line and the
  * condition); a failing HIP call or a setup call that must succeed stops the program. */
-#include <hip/hip_runtime_api.h>
-
-#include "check.h"
+#include "sim.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* hipsim's test hooks (tests/hipsim/README.md); in no HIP header. */
-#ifdef __cplusplus
-extern "C" {
-#endif
-uint64_t hipsimGetCallCount(const char *name);
-uint64_t hipsimLiveCount(const char *kind);
-#ifdef __cplusplus
-}
-#endif
-
-enum { N = 64, BYTES = N * 4 };
-
-/* The program's HIP objects, shared by every scenario. */
-static struct {
-    hipModule_t module;
-    hipFunction_t fill, axpy, add;
-    hipStream_t stream;
-} gpu;
-
-static void *upload_f32(float value) {
-    float host[N];
-    for (int i = 0; i < N; i++) host[i] = value;
-    void *p;
-    HIP(hipMalloc(&p, BYTES));
-    HIP(hipMemcpy(p, host, BYTES, hipMemcpyHostToDevice));
-    return p;
-}
 
 /* A moved allocation: a new buffer holding what the old one holds now. */
 static void *moved_copy(void *old) {
@@ -60,91 +30,10 @@ static void *moved_copy(void *old) {
     return p;
 }
 
-static char mismatch[160];
-
-/* Whether all N words at `dev` are `want`; else `mismatch` says which one is not. */
-static int holds_u32(void *dev, uint32_t want) {
-    uint32_t host[N];
-    HIP(hipMemcpy(host, dev, BYTES, hipMemcpyDeviceToHost));
-    for (int i = 0; i < N; i++) {
-        if (host[i] != want) {
-            float f;
-            memcpy(&f, &host[i], 4);
-            snprintf(mismatch, sizeof mismatch, "[%d] = %#x (%g as float), want %#x", i, host[i], (double)f, want);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int holds_f32(void *dev, float want) { return holds_u32(dev, f32_bits(want)); }
-
-static void sync_stream(void) { HIP(hipStreamSynchronize(gpu.stream)); }
-
-/* Packed kernel arguments of hipsim's built-ins (natural alignment, no tail padding). */
-typedef struct { uint64_t dst; uint32_t value, pad; uint64_t n; } fill_args; /* fill_u32(dst, value, n) */
-typedef struct { uint64_t y, x; float a; uint32_t pad; uint64_t n; } axpy_args; /* axpy_f32: y += a * x */
-
-static fill_args fill_of(void *dst, float value) {
-    fill_args a;
-    memset(&a, 0, sizeof a);
-    a.dst = dptr(dst);
-    a.value = f32_bits(value);
-    a.n = N;
-    return a;
-}
-
-static axpy_args axpy_of(void *y, void *x, float factor) {
-    axpy_args a;
-    memset(&a, 0, sizeof a);
-    a.y = dptr(y);
-    a.x = dptr(x);
-    a.a = factor;
-    a.n = N;
-    return a;
-}
-
-/* hipModuleLaunchKernel with the arguments in `extra` (one packed buffer). */
-static hipError_t launch_extra(hipFunction_t f, void *packed, size_t size, hipStream_t s) {
-    void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, packed, HIP_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     HIP_LAUNCH_PARAM_END};
-    return hipModuleLaunchKernel(f, 1, 1, 1, N, 1, 1, 0, s, NULL, extra);
-}
-
 /* hipModuleLaunchKernel with one `kernelParams` pointer per argument. */
-static hipError_t launch_axpy_kernel_params(axpy_args *a, hipStream_t s) {
+static hipError_t launch_axpy_kernel_params(axpy_packed *a, hipStream_t s) {
     void *params[] = {&a->y, &a->x, &a->a, &a->n};
     return hipModuleLaunchKernel(gpu.axpy, 1, 1, 1, N, 1, 1, 0, s, params, NULL);
-}
-
-static rcb_node add_kernel(rcb_cmdbuf *cb, const rcb_node *deps, size_t ndeps, hipFunction_t f,
-                           const rcb_kernel_arg *args, size_t nargs) {
-    rcb_kernel_launch launch = {(void *)f, {1, 1, 1}, {N, 1, 1}, 0, args, nargs};
-    rcb_node node = 0;
-    RCB(rcb_cmdbuf_add_kernel(cb, deps, ndeps, &launch, &node));
-    return node;
-}
-
-static rcb_node add_fill(rcb_cmdbuf *cb, const rcb_node *deps, size_t ndeps, void *dst, float value) {
-    uint64_t d = dptr(dst), n = N;
-    uint32_t v = f32_bits(value);
-    rcb_kernel_arg args[3] = {{&d, 8, RCB_ARG_DEVICE_PTR}, {&v, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
-    return add_kernel(cb, deps, ndeps, gpu.fill, args, 3);
-}
-
-static rcb_node add_axpy(rcb_cmdbuf *cb, const rcb_node *deps, size_t ndeps, void *y, void *x, float a) {
-    uint64_t py = dptr(y), px = dptr(x), n = N;
-    rcb_kernel_arg args[4] = {
-        {&py, 8, RCB_ARG_DEVICE_PTR}, {&px, 8, RCB_ARG_DEVICE_PTR}, {&a, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
-    return add_kernel(cb, deps, ndeps, gpu.axpy, args, 4);
-}
-
-/* out = a + b */
-static rcb_node add_add(rcb_cmdbuf *cb, const rcb_node *deps, size_t ndeps, void *out, void *a, void *b) {
-    uint64_t po = dptr(out), pa = dptr(a), pb = dptr(b), n = N;
-    rcb_kernel_arg args[4] = {
-        {&po, 8, RCB_ARG_DEVICE_PTR}, {&pa, 8, RCB_ARG_DEVICE_PTR}, {&pb, 8, RCB_ARG_DEVICE_PTR}, {&n, 8, RCB_ARG_VALUE}};
-    return add_kernel(cb, deps, ndeps, gpu.add, args, 4);
 }
 
 /* The allocation table of `bufs`, each BYTES long. */
@@ -165,11 +54,6 @@ static size_t site_count(rcb_cmdbuf *cb) {
     size_t n = 0;
     RCB(rcb_cmdbuf_site_count(cb, &n));
     return n;
-}
-
-static void launch_and_wait(rcb_cmdbuf *cb) {
-    RCB(rcb_cmdbuf_launch(cb, gpu.stream));
-    sync_stream();
 }
 
 static rcb_flatten_report flatten_graph(rcb_cmdbuf *cb, hipGraph_t g, rcb_node *group) {
@@ -218,7 +102,7 @@ static void command_buffer(void) {
     rcb_cmdbuf *cb;
     RCB(rcb_cmdbuf_new(0, &cb));
     RCB(rcb_cmdbuf_set_allocations(cb, table, 4));
-    rcb_node fill = add_fill(cb, NULL, 0, x, 2.0f);
+    rcb_node fill = add_fill(cb, NULL, 0, x, f32_bits(2.0f));
     rcb_node axpy = add_axpy(cb, &fill, 1, y, x, 3.0f);
     rcb_node memset_z = 0, copy = 0;
     RCB(rcb_cmdbuf_add_memset(cb, NULL, 0, dptr(z), 5, 4, N, &memset_z));
@@ -291,8 +175,8 @@ static void flattened_capture(void) {
     table_of(bufs, 5, table);
 
     HIP(hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal));
-    fill_args fa = fill_of(x, 2.0f);
-    axpy_args aa = axpy_of(y, x, 0.5f);
+    fill_packed fa = fill_of(x, f32_bits(2.0f));
+    axpy_packed aa = axpy_of(y, x, 0.5f);
     HIP(launch_extra(gpu.fill, &fa, sizeof fa, gpu.stream));
     HIP(launch_extra(gpu.axpy, &aa, sizeof aa, gpu.stream));
     HIP(hipMemcpyAsync(d, y, BYTES, hipMemcpyDeviceToDevice, gpu.stream));
@@ -394,8 +278,8 @@ static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char 
 static void flatten_fallback(void) {
     void *x = upload_f32(0), *y = upload_f32(1), *e = upload_f32(0);
     HIP(hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal));
-    fill_args fa = fill_of(x, 3.0f);
-    axpy_args aa = axpy_of(y, x, 1.0f);
+    fill_packed fa = fill_of(x, f32_bits(3.0f));
+    axpy_packed aa = axpy_of(y, x, 1.0f);
     HIP(launch_extra(gpu.fill, &fa, sizeof fa, gpu.stream));
     HIP(hipMemsetD32Async(e, 0, N, gpu.stream));
     HIP(launch_axpy_kernel_params(&aa, gpu.stream));
@@ -411,7 +295,7 @@ static void flatten_fallback(void) {
     hipEvent_t ev;
     HIP(hipEventCreate(&ev));
     HIP(hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal));
-    fa = fill_of(x, 3.0f);
+    fa = fill_of(x, f32_bits(3.0f));
     aa = axpy_of(y, x, 1.0f);
     HIP(launch_extra(gpu.fill, &fa, sizeof fa, gpu.stream));
     HIP(hipEventRecord(ev, gpu.stream));
@@ -444,11 +328,11 @@ static void xla_records(void) {
     rcb_cmdbuf *cb;
     RCB(rcb_cmdbuf_new(0, &cb));
     RCB(rcb_cmdbuf_set_allocations(cb, table, 2));
-    fill_args fa = fill_of(x, 2.0f);
+    fill_packed fa = fill_of(x, f32_bits(2.0f));
     rcb_kernel_arg scan = {&fa, sizeof fa, RCB_ARG_SCAN};
     rcb_node fill = add_kernel(cb, NULL, 0, gpu.fill, &scan, 1);
     CHECK(site_count(cb) == 1, "the scanned struct's dst word is the one site: %zu sites", site_count(cb));
-    axpy_args aa = axpy_of(y, x, 3.0f);
+    axpy_packed aa = axpy_of(y, x, 3.0f);
     void *params[4] = {&aa.y, &aa.x, &aa.a, &aa.n};
     rcb_kernel_params_launch kp = {(void *)gpu.axpy, {1, 1, 1}, {N, 1, 1}, 0, params};
     rcb_node axpy = 0;
@@ -479,7 +363,7 @@ static void xla_records(void) {
     /* Without the kernelParams node the scanned site moves in place. */
     RCB(rcb_cmdbuf_new(0, &cb));
     RCB(rcb_cmdbuf_set_allocations(cb, table, 2));
-    fa = fill_of(x, 4.0f);
+    fa = fill_of(x, f32_bits(4.0f));
     add_kernel(cb, NULL, 0, gpu.fill, &scan, 1);
     RCB(rcb_cmdbuf_finalize(cb));
     RCB(rcb_cmdbuf_move_allocations(cb, &move_x, 1, &up));
@@ -504,10 +388,10 @@ static int32_t trace_fill_axpy(void *user_data, void *stream) {
     trace_work *w = (trace_work *)user_data;
     hipStream_t s = (hipStream_t)stream;
     w->calls++;
-    fill_args fa = fill_of(w->x, w->value);
+    fill_packed fa = fill_of(w->x, f32_bits(w->value));
     if (launch_extra(gpu.fill, &fa, sizeof fa, s) != hipSuccess) return -1;
     if (w->fail_with != 0) return w->fail_with;
-    axpy_args aa = axpy_of(w->y, w->x, 2.0f);
+    axpy_packed aa = axpy_of(w->y, w->x, 2.0f);
     return launch_extra(gpu.axpy, &aa, sizeof aa, s) == hipSuccess ? 0 : -1;
 }
 
@@ -699,12 +583,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s override|preloaded\n", argv[0]);
         return 2;
     }
-    uint64_t allocs = hipsimLiveCount("alloc"), graphs = hipsimLiveCount("graph"), execs = hipsimLiveCount("exec");
-    HIP(hipModuleLoadData(&gpu.module, "hipsim"));
-    HIP(hipModuleGetFunction(&gpu.fill, gpu.module, "rcb_test_fill_u32"));
-    HIP(hipModuleGetFunction(&gpu.axpy, gpu.module, "rcb_test_axpy_f32"));
-    HIP(hipModuleGetFunction(&gpu.add, gpu.module, "rcb_test_add_f32"));
-    HIP(hipStreamCreateWithFlags(&gpu.stream, hipStreamNonBlocking));
+    live_objects before = live_now();
+    gpu_open();
 
     shared_instance(strcmp(mode, "preloaded") == 0);
     command_buffer();
@@ -714,12 +594,8 @@ int main(int argc, char **argv) {
     xla_records();
     error_paths();
 
-    HIP(hipStreamDestroy(gpu.stream));
-    HIP(hipModuleUnload(gpu.module));
-    CHECK(hipsimLiveCount("alloc") == allocs && hipsimLiveCount("graph") == graphs && hipsimLiveCount("exec") == execs,
-          "leaked: %llu allocations, %llu graphs, %llu executable graphs",
-          (unsigned long long)(hipsimLiveCount("alloc") - allocs), (unsigned long long)(hipsimLiveCount("graph") - graphs),
-          (unsigned long long)(hipsimLiveCount("exec") - execs));
+    gpu_close();
+    check_nothing_leaked(before);
     printf("cmdbuf_flow %s: %s\n", mode, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }

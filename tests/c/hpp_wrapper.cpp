@@ -15,9 +15,7 @@
 // condition); a failing HIP call or a setup call that must succeed stops the program.
 #include "rocm_cmdbuf.hpp"
 
-#include <hip/hip_runtime_api.h>
-
-#include "check.h"
+#include "sim.h"
 
 #include <array>
 #include <cstdint>
@@ -28,15 +26,7 @@
 #include <utility>
 #include <vector>
 
-// hipsim's test hooks (tests/hipsim/README.md); in no HIP header.
-extern "C" {
-uint64_t hipsimLiveCount(const char* kind);
-}
-
 namespace {
-
-constexpr uint64_t N = 64;
-constexpr uint64_t BYTES = N * 4;
 
 // A wrapper call the test needs: stop on failure, printing Status::ToString.
 #define MUST(call)                                                                              \
@@ -57,44 +47,6 @@ constexpr uint64_t BYTES = N * 4;
               st_.ToString() == std::string(want_name) + ": " + st_.message(),                           \
           "got '%s'; expected %s with '%s'", st_.ToString().c_str(), want_name, needle);                 \
   } while (0)
-
-struct Gpu {
-  hipModule_t module;
-  hipFunction_t fill, axpy, add;
-  hipStream_t stream;
-} gpu;
-
-
-void* upload_f32(float value) {
-  std::vector<float> host(N, value);
-  void* p;
-  HIP(hipMalloc(&p, BYTES));
-  HIP(hipMemcpy(p, host.data(), BYTES, hipMemcpyHostToDevice));
-  return p;
-}
-
-std::string mismatch;
-
-// Whether all N words at `dev` are `want`; else `mismatch` says which one is not.
-bool holds_u32(const void* dev, uint32_t want) {
-  std::vector<uint32_t> host(N);
-  HIP(hipMemcpy(host.data(), dev, BYTES, hipMemcpyDeviceToHost));
-  for (uint64_t i = 0; i < N; i++) {
-    if (host[i] != want) {
-      float f;
-      std::memcpy(&f, &host[i], 4);
-      char text[160];
-      std::snprintf(text, sizeof text, "[%d] = %#x (%g as float), want %#x", (int)i, host[i], (double)f, want);
-      mismatch = text;
-      return false;
-    }
-  }
-  return true;
-}
-
-bool holds_f32(const void* dev, float want) { return holds_u32(dev, f32_bits(want)); }
-
-void sync_stream() { HIP(hipStreamSynchronize(gpu.stream)); }
 
 void free_all(std::initializer_list<void*> bufs) {
   for (void* p : bufs) HIP(hipFree(p));
@@ -203,18 +155,68 @@ bool report_is(const rcb_update_report& r, uint32_t moved, uint64_t patched, uin
   (r).moved_allocations, (unsigned long long)(r).patched_sites, (unsigned long long)(r).updated_nodes, \
       (r).needs_rerecord
 
-// hipModuleLaunchKernel with the arguments in `extra` (one packed buffer).
-hipError_t launch_extra(hipFunction_t f, void* packed, size_t size, hipStream_t s) {
-  void* extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, packed, HIP_LAUNCH_PARAM_BUFFER_SIZE, &size, HIP_LAUNCH_PARAM_END};
-  return hipModuleLaunchKernel(f, 1, 1, 1, static_cast<unsigned>(N), 1, 1, 0, s, nullptr, extra);
+rcb_counters counters_of(const rcb_cmdbuf* cb) {
+  rcb_counters c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  MUST(rcb::CountersGet(cb, &c));
+  return c;
 }
 
-// The packed arguments of fill_u32(dst, value, n).
-struct PackedFill {
-  uint64_t dst;
-  uint32_t value, pad;
-  uint64_t n;
-};
+// SetExecUpdateBudget, ExecUpdateBudget, CountersGet, CountersReset, FallbackReasonName: with a
+// budget of one byte every move re-instantiates instead of pushing, the results stay right, and
+// the counters say so per command buffer and in the process totals.
+void budget_and_counters() {
+  const rcb_counters before = counters_of(nullptr);
+  void* x = upload_f32(0);
+  void* x2 = upload_f32(0);
+  rcb::CmdBuf cb;
+  MUST(rcb::CmdBuf::Create(0, &cb));
+  MUST(cb.SetExecUpdateBudget(1));
+  MUST(cb.SetAllocations(table_of({x})));
+  add_kernel(cb, {}, gpu.fill, fill_args(x, 3));
+  MUST(cb.Finalize());
+  uint64_t budget = 0, spent = 7;
+  MUST(cb.ExecUpdateBudget(&budget, &spent));
+  CHECK(budget == 1 && spent == 0, "budget %llu, spent %llu", (unsigned long long)budget, (unsigned long long)spent);
+  EXPECT_STATUS(cb.SetExecUpdateBudget(0), RCB_STATUS_INVALID_STATE, "RCB_STATUS_INVALID_STATE", "before the first finalize");
+  launch_and_wait(cb);
+  const std::vector<rcb_allocation_move> moves = {rcb_allocation_move{0, dptr(x2)}};
+  rcb_update_report report = blank_report();
+  MUST(cb.MoveAllocations(moves, &report));
+  CHECK(report_is(report, 1, 1, 1) && report.reinstantiated == 1, "moved %u, patched %llu, updated %llu, rerecord %u, reinstantiated %u",
+        REPORT_ARGS(report), report.reinstantiated);
+  launch_and_wait(cb);
+  CHECK(holds_u32(x2, 3), "x2 after the re-instantiation%s", mismatch);
+  report = blank_report();
+  MUST(cb.UpdateAllocations({}, &report));
+  CHECK(report.needs_rerecord == 1 && report.reinstantiated == 0, "a table of another shape: rerecord %u",
+        report.needs_rerecord);
+
+  const rcb_counters c = counters_of(cb.get());
+  CHECK(c.version == RCB_COUNTERS_VERSION && c.struct_size == sizeof c, "version %u, size %u", c.version,
+        c.struct_size);
+  CHECK(c.instantiations == 2 && c.reinstantiations == 1 && c.retired_execs == 1 && c.exec_param_pushes == 0 &&
+            c.address_updates == 1 && c.captures == 0,
+        "instantiations %llu, reinstantiations %llu, retired %llu, pushes %llu, address updates %llu",
+        (unsigned long long)c.instantiations, (unsigned long long)c.reinstantiations,
+        (unsigned long long)c.retired_execs, (unsigned long long)c.exec_param_pushes,
+        (unsigned long long)c.address_updates);
+  CHECK(c.fallbacks_total == 1 && c.fallbacks[RCB_FALLBACK_SHAPE_CHANGED] == 1, "fallbacks %llu",
+        (unsigned long long)c.fallbacks_total);
+  CHECK(std::strcmp(rcb::FallbackReasonName(RCB_FALLBACK_SHAPE_CHANGED), "shape_changed") == 0 &&
+            rcb::FallbackReasonName(RCB_FALLBACK_REASON_SLOTS) == nullptr,
+        "reason names");
+  const rcb_counters after = counters_of(nullptr);
+  CHECK(after.instantiations - before.instantiations == 2 && after.reinstantiations - before.reinstantiations == 1,
+        "process totals: +%llu instantiations",
+        (unsigned long long)(after.instantiations - before.instantiations));
+  MUST(rcb::CountersReset(cb.get()));
+  CHECK(counters_of(cb.get()).instantiations == 0 && counters_of(nullptr).instantiations == after.instantiations,
+        "a command buffer's reset leaves the totals");
+  MUST(cb.Free());
+  free_all({x, x2});
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -332,10 +334,10 @@ void kernels_and_moves() {
   CHECK(edge_count(graph) == 4, "%zu edges", edge_count(graph));
 
   launch_and_wait(cb);
-  CHECK(holds_f32(x, 2), "x%s", mismatch.c_str());
-  CHECK(holds_f32(y, 7), "y = 1 + 3 * 2: y%s", mismatch.c_str());
-  CHECK(holds_f32(out, 7), "out%s", mismatch.c_str());
-  CHECK(holds_u32(z, 5), "z%s", mismatch.c_str());
+  CHECK(holds_f32(x, 2), "x%s", mismatch);
+  CHECK(holds_f32(y, 7), "y = 1 + 3 * 2: y%s", mismatch);
+  CHECK(holds_f32(out, 7), "out%s", mismatch);
+  CHECK(holds_u32(z, 5), "z%s", mismatch);
 
   // The allocator moved x (0) and out (2), named in any order.
   void *x2 = upload_f32(0), *out2 = upload_f32(0);
@@ -346,10 +348,10 @@ void kernels_and_moves() {
   CHECK(report_is(report, 2, 3, 3), "moved %u, patched %llu, updated %llu, rerecord %u (want 2, 3, 3, 0)",
         REPORT_ARGS(report));
   launch_and_wait(cb);
-  CHECK(holds_f32(x2, 2), "x2%s", mismatch.c_str());
-  CHECK(holds_f32(y, 13), "y = 7 + 3 * 2: y%s", mismatch.c_str());
-  CHECK(holds_f32(out2, 13), "out2%s", mismatch.c_str());
-  CHECK(holds_f32(x, 0) && holds_f32(out, 7), "an old buffer was written after the move:%s", mismatch.c_str());
+  CHECK(holds_f32(x2, 2), "x2%s", mismatch);
+  CHECK(holds_f32(y, 13), "y = 7 + 3 * 2: y%s", mismatch);
+  CHECK(holds_f32(out2, 13), "out2%s", mismatch);
+  CHECK(holds_f32(x, 0) && holds_f32(out, 7), "an old buffer was written after the move:%s", mismatch);
 
   // The whole table again, with y moved.
   void* y2 = upload_f32(100);
@@ -359,8 +361,8 @@ void kernels_and_moves() {
   CHECK(report_is(report, 1, 2, 2), "moved %u, patched %llu, updated %llu, rerecord %u (want 1, 2, 2, 0)",
         REPORT_ARGS(report));
   launch_and_wait(cb);
-  CHECK(holds_f32(y2, 106) && holds_f32(out2, 106), "y2 = 100 + 3 * 2:%s", mismatch.c_str());
-  CHECK(holds_f32(y, 13), "old y written after the update: y%s", mismatch.c_str());
+  CHECK(holds_f32(y2, 106) && holds_f32(out2, 106), "y2 = 100 + 3 * 2:%s", mismatch);
+  CHECK(holds_f32(y, 13), "old y written after the update: y%s", mismatch);
 
   // Re-record each node with new parameters.
   MUST(cb.BeginUpdate());
@@ -370,10 +372,10 @@ void kernels_and_moves() {
   MUST(cb.UpdateMemcpyD2D(copy, dptr(out), dptr(y2), BYTES));
   MUST(cb.Finalize());
   launch_and_wait(cb);
-  CHECK(holds_f32(x2, 4), "updated fill: x2%s", mismatch.c_str());
-  CHECK(holds_f32(y2, 118), "y2 = 106 + 3 * 4: y2%s", mismatch.c_str());
-  CHECK(holds_f32(out, 118), "updated memcpy destination: out%s", mismatch.c_str());
-  CHECK(holds_u32(z, 6), "updated memset: z%s", mismatch.c_str());
+  CHECK(holds_f32(x2, 4), "updated fill: x2%s", mismatch);
+  CHECK(holds_f32(y2, 118), "y2 = 106 + 3 * 4: y2%s", mismatch);
+  CHECK(holds_f32(out, 118), "updated memcpy destination: out%s", mismatch);
+  CHECK(holds_u32(z, 6), "updated memset: z%s", mismatch);
 
   MUST(cb.Free());
   CHECK(cb.get() == nullptr, "Free left the handle");
@@ -403,7 +405,7 @@ void children_and_capture() {
   add_kernel(parent, {child_node}, gpu.add, add_args(e, a, b));
   MUST(parent.Finalize());
   launch_and_wait(parent);
-  CHECK(holds_f32(a, 3) && holds_f32(e, 4), "child then e = 3 + 1:%s", mismatch.c_str());
+  CHECK(holds_f32(a, 3) && holds_f32(e, 4), "child then e = 3 + 1:%s", mismatch);
 
   // Swap the child node's graph for one that fills 5.
   rcb::CmdBuf child5;
@@ -414,7 +416,7 @@ void children_and_capture() {
   MUST(parent.UpdateChild(child_node, child5));
   MUST(parent.Finalize());
   launch_and_wait(parent);
-  CHECK(holds_f32(a, 5) && holds_f32(e, 6), "updated child then e = 5 + 1:%s", mismatch.c_str());
+  CHECK(holds_f32(a, 5) && holds_f32(e, 6), "updated child then e = 5 + 1:%s", mismatch);
 
   // Flattened from the command buffer: its fill becomes a node of `flat` with its site.
   rcb::CmdBuf flat;
@@ -437,8 +439,8 @@ void children_and_capture() {
         REPORT_ARGS(report));
   HIP(hipMemset(a, 0, BYTES));
   launch_and_wait(flat);
-  CHECK(holds_f32(a2, 3) && holds_f32(e, 4), "the flattened fill followed a:%s", mismatch.c_str());
-  CHECK(holds_f32(a, 0), "old a written: a%s", mismatch.c_str());
+  CHECK(holds_f32(a2, 3) && holds_f32(e, 4), "the flattened fill followed a:%s", mismatch);
+  CHECK(holds_f32(a, 0), "old a written: a%s", mismatch);
 
   // The child's raw graph: cloned (AddChildGraph) and flattened by scanning (graph argument).
   void* raw = nullptr;
@@ -459,19 +461,19 @@ void children_and_capture() {
   MUST(from_raw.Finalize());
   HIP(hipMemset(a, 0, BYTES));
   launch_and_wait(from_raw);
-  CHECK(holds_f32(a, 3), "a%s", mismatch.c_str());
+  CHECK(holds_f32(a, 3), "a%s", mismatch);
 
   // A capture becomes the command buffer's graph.
   rcb::CmdBuf captured;
   MUST(rcb::CmdBuf::Create(0, &captured));
   MUST(captured.CaptureBegin(gpu.stream));
-  PackedFill pf = {dptr(b), f32_bits(9), 0, N};
+  fill_packed pf = fill_of(b, f32_bits(9));
   HIP(launch_extra(gpu.fill, &pf, sizeof pf, gpu.stream));
   MUST(captured.CaptureEnd());
   MUST(captured.Finalize());
   CHECK(node_count(captured) == 0, "captured nodes counted: %zu", node_count(captured));
   launch_and_wait(captured);
-  CHECK(holds_f32(b, 9), "captured fill: b%s", mismatch.c_str());
+  CHECK(holds_f32(b, 9), "captured fill: b%s", mismatch);
 
   free_all({a, b, e, a2});
 }
@@ -485,7 +487,7 @@ struct TraceWork {
 int32_t trace_fill(void* user_data, void* stream) {
   TraceWork* w = static_cast<TraceWork*>(user_data);
   w->calls++;
-  PackedFill pf = {dptr(w->x), f32_bits(3), 0, N};
+  fill_packed pf = fill_of(w->x, f32_bits(3));
   return launch_extra(gpu.fill, &pf, sizeof pf, static_cast<hipStream_t>(stream)) == hipSuccess ? 0 : -1;
 }
 
@@ -511,9 +513,9 @@ void trace_cache() {
     uint32_t outcome = 99;
     MUST(tc.GetOrTrace(gpu.stream, key, trace_fill, &w, &g1, &outcome));
     CHECK(outcome == RCB_TRACE_TRACED && w.calls == 1 && g1 != nullptr, "outcome %u, %u calls", outcome, w.calls);
-    CHECK(holds_f32(x, 0), "captured, not run: x%s", mismatch.c_str());
+    CHECK(holds_f32(x, 0), "captured, not run: x%s", mismatch);
     run_graph(g1);
-    CHECK(holds_f32(x, 3), "x%s", mismatch.c_str());
+    CHECK(holds_f32(x, 3), "x%s", mismatch);
     void* g2 = nullptr;
     MUST(tc.GetOrTrace(gpu.stream, key, trace_fill, &w, &g2, &outcome));
     CHECK(outcome == RCB_TRACE_HIT && g2 == g1 && w.calls == 1, "outcome %u, same graph %d, %u calls", outcome,
@@ -678,6 +680,8 @@ void vmm_pool() {
         (unsigned long long)(hipsimLiveCount("mapping") - mappings));
   rcb::VmmPool pool(std::move(made));
   CHECK(made.get() == nullptr && pool.get() != nullptr, "move");
+  rcb_vmm_slot none;
+  EXPECT_STATUS(made.Acquire(&none), RCB_STATUS_NULL_ARGUMENT, "RCB_STATUS_NULL_ARGUMENT", "`pool`");
 
   rcb_vmm_slot slot;
   MUST(pool.Acquire(&slot));
@@ -699,7 +703,7 @@ void vmm_pool() {
   MUST(pool.Timeline(slot.index, &timeline));
   CHECK(timeline == slot.iteration + 1, "timeline %llu", (unsigned long long)timeline);
   void* slot_buffer = reinterpret_cast<void*>(static_cast<uintptr_t>(slot.buffers[0]));
-  CHECK(holds_f32(slot_buffer, 8), "the copy into the slot: %s", mismatch.c_str());
+  CHECK(holds_f32(slot_buffer, 8), "the copy into the slot: %s", mismatch);
   EXPECT_STATUS(pool.Release(slot, gpu.stream), RCB_STATUS_INVALID_STATE, "RCB_STATUS_INVALID_STATE", "");
 
   MUST(pool.Free());
@@ -762,18 +766,14 @@ int main(int argc, char** argv) {
   if (mode == "long-message") {
     long_message();
   } else if (mode == "flow") {
-    const uint64_t allocs = hipsimLiveCount("alloc"), graphs = hipsimLiveCount("graph"),
-                   execs = hipsimLiveCount("exec");
-    HIP(hipModuleLoadData(&gpu.module, "hipsim"));
-    HIP(hipModuleGetFunction(&gpu.fill, gpu.module, "rcb_test_fill_u32"));
-    HIP(hipModuleGetFunction(&gpu.axpy, gpu.module, "rcb_test_axpy_f32"));
-    HIP(hipModuleGetFunction(&gpu.add, gpu.module, "rcb_test_add_f32"));
-    HIP(hipStreamCreateWithFlags(&gpu.stream, hipStreamNonBlocking));
+    const live_objects before = live_now();
+    gpu_open();
 
     span_constructors();
     status_basics();
     runtime_and_version();
     kernels_and_moves();
+    budget_and_counters();
     children_and_capture();
     trace_cache();
     ownership();
@@ -781,14 +781,8 @@ int main(int argc, char** argv) {
     vmm_pool();
     streams();
 
-    HIP(hipStreamDestroy(gpu.stream));
-    HIP(hipModuleUnload(gpu.module));
-    CHECK(hipsimLiveCount("alloc") == allocs && hipsimLiveCount("graph") == graphs &&
-              hipsimLiveCount("exec") == execs,
-          "leaked: %llu allocations, %llu graphs, %llu executable graphs",
-          (unsigned long long)(hipsimLiveCount("alloc") - allocs),
-          (unsigned long long)(hipsimLiveCount("graph") - graphs),
-          (unsigned long long)(hipsimLiveCount("exec") - execs));
+    gpu_close();
+    check_nothing_leaked(before);
   } else {
     std::fprintf(stderr, "usage: %s flow|long-message\n", argv[0]);
     return 2;

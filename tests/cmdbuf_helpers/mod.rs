@@ -1,12 +1,22 @@
-//! Shared by `tests/cmdbuf.rs` and `tests/cmdbuf_property.rs`: the C ABI wrapped just enough to
-//! write graphs of the test kernels in a line each.
+//! Shared by the command-buffer tests (`cmdbuf`, `cmdbuf_property`, `cmdbuf_xla`, `flatten`,
+//! `trace_cache`): the C ABI wrapped just enough to write graphs of the test kernels in a line
+//! each, on top of the common kit.
 #![allow(dead_code)]
 
-use crate::common::{self, TestKernels};
+use crate::common::{self, Arg, TestKernels, last_error, ok};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Function, Runtime, Stream};
 use std::ffi::c_void;
 use std::ptr::null_mut;
+
+/// Elements of a test buffer, and its size in bytes.
+pub const N: usize = 64;
+pub const BYTES: u64 = (N * 4) as u64;
+
+/// `offset, offset + 1, ...`: N distinct values, so a misplaced element shows.
+pub fn iota(offset: f32) -> Vec<f32> {
+    (0..N).map(|i| i as f32 + offset).collect()
+}
 
 pub struct Gpu {
     pub rt: &'static dyn Runtime,
@@ -60,65 +70,15 @@ impl Drop for Gpu {
     }
 }
 
-pub fn last_error() -> String {
-    let mut buf = vec![0 as std::ffi::c_char; 1024];
-    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-}
-
-#[track_caller]
-pub fn ok(status: rcb_status) {
-    assert_eq!(status, RCB_OK, "{}", last_error());
-}
-
-/// Asserts the status and that the last error message contains `needle`.
-#[track_caller]
-pub fn fails(status: rcb_status, expected: rcb_status, needle: &str) {
-    let msg = last_error();
-    assert_eq!(status, expected, "message: {msg}");
-    assert!(msg.contains(needle), "message {msg:?} should contain {needle:?}");
-}
-
-#[derive(Clone, Copy, Debug)]
-pub enum Arg {
-    Ptr(u64),
-    U32(u32),
-    U64(u64),
-    F32(f32),
-}
-
 /// Runs `body` with a launch of `f` over `n` elements; the argument values live for the call.
 pub fn with_launch<R>(f: Function, n: u64, args: &[Arg], body: impl FnOnce(&rcb_kernel_launch) -> R) -> R {
-    let storage: Vec<[u8; 8]> = args
+    let values: Vec<Vec<u8>> = args.iter().map(|a| a.bytes()).collect();
+    let raw: Vec<(&[u8], u32)> = args
         .iter()
-        .map(|a| match *a {
-            Arg::Ptr(p) | Arg::U64(p) => p.to_ne_bytes(),
-            Arg::U32(v) => (v as u64).to_ne_bytes(),
-            Arg::F32(v) => (v.to_bits() as u64).to_ne_bytes(),
-        })
+        .zip(&values)
+        .map(|(a, v)| (v.as_slice(), if matches!(a, Arg::Ptr(_)) { RCB_ARG_DEVICE_PTR } else { RCB_ARG_VALUE }))
         .collect();
-    let raw: Vec<rcb_kernel_arg> = args
-        .iter()
-        .zip(&storage)
-        .map(|(a, s)| {
-            let (size, kind) = match a {
-                Arg::Ptr(_) => (8, RCB_ARG_DEVICE_PTR),
-                Arg::U64(_) => (8, RCB_ARG_VALUE),
-                Arg::U32(_) | Arg::F32(_) => (4, RCB_ARG_VALUE),
-            };
-            // Little-endian: the first 4 bytes of the 8-byte store are the 4-byte value.
-            rcb_kernel_arg { value: s.as_ptr() as *const c_void, size, kind }
-        })
-        .collect();
-    let launch = rcb_kernel_launch {
-        function: f.0,
-        grid: [n.div_ceil(256).max(1) as u32, 1, 1],
-        block: [256, 1, 1],
-        shared_mem_bytes: 0,
-        args: raw.as_ptr(),
-        num_args: raw.len(),
-    };
-    body(&launch)
+    with_raw_launch(f, n, &raw, body)
 }
 
 /// Runs `body` with a launch of `f` over `n` elements whose arguments are raw bytes with an

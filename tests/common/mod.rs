@@ -1,13 +1,22 @@
-//! Shared by the integration tests: picks the backend the same test bodies run on, loads the
-//! five test kernels on it, and reaches hipsim's test knobs when the software GPU is in use.
+//! The integration tests' kit: picks the backend the same test bodies run on, loads the five
+//! test kernels on it and launches them ([`args`], [`launch`], [`run`]), reads the C ABI's
+//! statuses and last error ([`last_error`], [`ok`], [`fails`]), says why a test body is skipped
+//! ([`skip`], [`supported`], [`hipsim_or_skip`]), and reaches hipsim's test knobs when the
+//! software GPU is in use.
 //!
 //! Backend: `RCB_BACKEND=cuda` runs on a real GPU (skipped, with a message, when there is none);
 //! otherwise the tests load the software GPU (`target/<profile>/libamdhip64.so`, built by
 //! `cargo build -p hipsim`) through `RCB_HIP_LIBRARY`, exactly as a user would.
 #![allow(dead_code)]
 
-use rocm_cmdbuf::error::ErrorKind;
-use rocm_cmdbuf::runtime::{self, Backend, Function, Module, Runtime};
+pub mod args;
+
+pub use args::{Arg, pack};
+use rocm_cmdbuf::error::{Error, ErrorKind};
+use rocm_cmdbuf::ffi::{RCB_OK, rcb_last_error_message, rcb_status};
+use rocm_cmdbuf::runtime::{self, Backend, Function, KernelParams, Module, Runtime, Stream};
+use std::ffi::{CStr, c_char};
+use std::fmt::Display;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -73,11 +82,74 @@ pub fn runtime() -> Option<&'static dyn Runtime> {
             if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable)
                 && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda") =>
         {
-            eprintln!("SKIPPED: no GPU for RCB_BACKEND=cuda: {e}");
+            skip(format!("no GPU for RCB_BACKEND=cuda: {e}"));
             None
         }
         Err(e) => panic!("the test runtime did not load: {e}"),
     }
+}
+
+/// Says why a test body is skipped, in the form that `ci/test.sh` and `ci/gpu-run.sh` count.
+pub fn skip(why: impl Display) {
+    eprintln!("SKIPPED: {why}");
+}
+
+/// What a call of an optional runtime feature returned, or `None` after saying the test is
+/// skipped when the runtime lacks the feature; any other error fails the test.
+#[track_caller]
+pub fn supported<T>(feature: &str, result: Result<T, Error>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(e) if e.kind == ErrorKind::Unsupported => {
+            skip(format!("{feature} unsupported on this runtime: {e}"));
+            None
+        }
+        Err(e) => panic!("{feature}: {e}"),
+    }
+}
+
+/// Whether the runtime sees at least `n` devices; says the test is skipped when not.
+pub fn has_devices(rt: &dyn Runtime, n: i32) -> bool {
+    let seen = rt.info().device_count;
+    if seen < n {
+        skip(format!("needs {n} devices; this runtime sees {seen}"));
+    }
+    seen >= n
+}
+
+/// This thread's last error message from the library.
+pub fn last_error() -> String {
+    let mut buf = vec![0 as c_char; 1024];
+    // SAFETY: a writable buffer of the given length.
+    unsafe { rcb_last_error_message(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: the library NUL-terminated the buffer.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+/// Asserts `RCB_OK`, showing the last error otherwise.
+#[track_caller]
+pub fn ok(status: rcb_status) {
+    assert_eq!(status, RCB_OK, "{}", last_error());
+}
+
+/// Asserts the status and that the last error message contains `needle`.
+#[track_caller]
+pub fn fails(status: rcb_status, expected: rcb_status, needle: &str) {
+    let msg = last_error();
+    assert_eq!(status, expected, "message: {msg}");
+    assert!(msg.contains(needle), "message {msg:?} should contain {needle:?}");
+}
+
+/// A launch of `function` with the packed `args` in one block of 64 threads: the test kernels
+/// loop over their elements, so one block covers any count.
+pub fn launch(function: Function, args: &[u8]) -> KernelParams<'_> {
+    KernelParams { function, grid: [1, 1, 1], block: [64, 1, 1], shared_mem_bytes: 0, args }
+}
+
+/// Launches `function` with `args` on `stream`; the test fails when the launch does.
+#[track_caller]
+pub fn run(rt: &dyn Runtime, function: Function, args: &[Arg], stream: Stream) {
+    rt.direct().launch_kernel(&launch(function, &pack(args)), stream).expect("launch");
 }
 
 /// The five test kernels (same C signatures in hipsim and in `tests/gpu/kernels.cu`).
@@ -134,7 +206,7 @@ pub fn hipsim() -> Option<Hipsim> {
 pub fn hipsim_or_skip() -> Option<Hipsim> {
     let sim = hipsim();
     if let (None, Some(rt)) = (&sim, runtime()) {
-        eprintln!("SKIPPED: this test needs the software GPU's knobs; the runtime is {}", rt.info().backend.name());
+        skip(format!("this test needs the software GPU's knobs; the runtime is {}", rt.info().backend.name()));
     }
     sim
 }
@@ -177,6 +249,12 @@ impl Hipsim {
     /// `name:3400us[,...]`; "" clears.
     pub fn set_latency(&self, spec: &str) {
         self.set("hipsimSetLatency", spec)
+    }
+
+    /// Every device's kernel-argument staging pool, in bytes (`u64::MAX`: unlimited).
+    pub fn set_kernarg_pool(&self, bytes: u64) {
+        let f: unsafe extern "C" fn(u64) = self.sym("hipsimSetKernargPool");
+        unsafe { f(bytes) }
     }
 }
 

@@ -2,7 +2,8 @@
 # The LD_PRELOAD interposer against the software GPU: a program that creates and destroys 112
 # streams 50 times makes hipsim count 5600 creations on its own and at most 112 with
 # librocm_cmdbuf_preload.so preloaded (also when HIP is dlopen'ed late with RTLD_LOCAL), while
-# the work on the streams still checks out; RCB_STREAM_CACHE=0 turns the cache off.
+# the work on the streams still checks out; RCB_STREAM_CACHE=0, or a malformed value, turns the
+# cache off.
 # Usage: tests/preload/run.sh [target/debug]   (after `cargo build -p hipsim -p rocm_cmdbuf_preload`)
 set -euo pipefail
 
@@ -47,6 +48,7 @@ expect "no preload" 5600 5600 -- "$work/linked"
 expect "preload" 1 112 LD_PRELOAD="$preload" -- "$work/linked"
 expect "preload, RCB_STREAM_CACHE=0" 5600 5600 LD_PRELOAD="$preload" RCB_STREAM_CACHE=0 -- "$work/linked"
 expect "preload, bound of 8 per key" 4032 4032 LD_PRELOAD="$preload" RCB_STREAM_CACHE_MAX_PER_KEY=8 -- "$work/linked"
+expect "preload, malformed bound: cache off" 5600 5600 LD_PRELOAD="$preload" RCB_STREAM_CACHE_MAX_PER_KEY=lots -- "$work/linked"
 expect "preload, HIP dlopen'ed late (RTLD_LOCAL)" 1 112 LD_PRELOAD="$preload" -- "$work/late" "$work/libworkload.so"
 expect "no preload, HIP dlopen'ed late" 5600 5600 -- "$work/late" "$work/libworkload.so"
 exit $failed

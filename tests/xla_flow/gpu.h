@@ -73,10 +73,24 @@ class Gpu {
                 : Sym<int (*)(void*, uint64_t, size_t, int)>("hipMemcpy")(dst, src, bytes, 2),
           "copy to host");
   }
-  void Sync() {
-    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(stream_)
-                : Sym<int (*)(void*)>("hipStreamSynchronize")(stream_),
+  void Sync(void* stream = nullptr) {
+    void* s = stream != nullptr ? stream : stream_;
+    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(s) : Sym<int (*)(void*)>("hipStreamSynchronize")(s),
           "stream synchronize");
+  }
+  int DeviceCount() {
+    int count = 0;
+    Check(cuda_ ? Sym<int (*)(int*)>("cuDeviceGetCount")(&count) : Sym<int (*)(int*)>("hipGetDeviceCount")(&count),
+          "device count");
+    return count;
+  }
+  // Another stream, kept for the program's life.
+  void* NewStream() {
+    void* stream = nullptr;
+    Check(cuda_ ? Sym<int (*)(void**, unsigned)>("cuStreamCreate")(&stream, 0)
+                : Sym<int (*)(void**)>("hipStreamCreate")(&stream),
+          "stream create");
+    return stream;
   }
   void* Function(const char* name) {
     void* f = nullptr;
@@ -86,12 +100,24 @@ class Gpu {
     return f;
   }
   // A kernelParams-style launch on the stream (captured when the stream is capturing).
-  void Launch(void* f, unsigned grid, unsigned block, void** params) {
+  void Launch(void* f, unsigned grid, unsigned block, void** params, void* stream = nullptr) {
     using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              void*, void**, void**);
-    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(f, grid, 1, 1, block, 1, 1, 0,
-                                                                           stream_, params, nullptr),
+    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(
+              f, grid, 1, 1, block, 1, 1, 0, stream != nullptr ? stream : stream_, params, nullptr),
           "kernel launch");
+  }
+
+  // A launch with a packed argument buffer (`extra`: the runtime's BUFFER_POINTER, BUFFER_SIZE
+  // and END keys), as rocBLAS and hipBLASLt launch; captured when the stream is capturing.
+  void LaunchPacked(void* f, unsigned grid, unsigned block, void* args, size_t size, void* stream = nullptr) {
+    using LaunchFn = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             void*, void**, void**);
+    void* end = reinterpret_cast<void*>(cuda_ ? 0x0 : 0x3);
+    void* extra[] = {reinterpret_cast<void*>(0x1), args, reinterpret_cast<void*>(0x2), &size, end};
+    Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(
+              f, grid, 1, 1, block, 1, 1, 0, stream != nullptr ? stream : stream_, nullptr, extra),
+          "kernel launch (packed arguments)");
   }
 
   // The software GPU's test hooks (tests/hipsim/README.md); null on CUDA.
@@ -100,6 +126,12 @@ class Gpu {
   }
   bool SetFaults(const char* spec) {
     return !cuda_ && Sym<int (*)(const char*)>("hipsimSetFaults")(spec) == 0;
+  }
+  bool SetLatency(const char* spec) {
+    return !cuda_ && Sym<int (*)(const char*)>("hipsimSetLatency")(spec) == 0;
+  }
+  uint64_t LiveCount(const char* kind) {
+    return cuda_ ? 0 : Sym<uint64_t (*)(const char*)>("hipsimLiveCount")(kind);
   }
 
   [[noreturn]] static void Fail(const char* what) {

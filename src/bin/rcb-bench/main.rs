@@ -3,7 +3,9 @@
 //! that run only when named (`soak`, minutes long).
 
 mod backend;
+mod budget;
 mod correlator;
+mod counters;
 mod cublas;
 mod flatten;
 mod kernels;
@@ -26,6 +28,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("vmm", vmm::run),
     ("flatten", flatten::run),
     ("trace-cache", trace_cache::run),
+    ("budget", budget::run),
     ("correlator", correlator::run),
 ];
 
@@ -60,6 +63,10 @@ fn main() {
             eprintln!("scenario {name} failed: {e}");
             failed = true;
         }
+    }
+    match counters::get(std::ptr::null()) {
+        Ok(c) => counters::print("\nlibrary counters, whole run", &c),
+        Err(e) => eprintln!("{e}"),
     }
     std::process::exit(i32::from(failed));
 }

@@ -14,8 +14,8 @@
 
 use crate::table::{Table, median_ns, ratio, time};
 use crate::{kernels, warm};
-use rocm_cmdbuf::cmdbuf::args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::kernel_args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
 use std::ffi::c_void;
 
@@ -28,7 +28,7 @@ fn err(e: impl std::fmt::Display) -> String {
 }
 
 /// Bases of the 3·N allocations in two placements; odd updates use `b` for moved ones.
-struct Layout {
+pub(crate) struct Layout {
     a: Vec<u64>,
     b: Vec<u64>,
     moved: Vec<bool>,
@@ -36,13 +36,18 @@ struct Layout {
 
 impl Layout {
     fn new(rt: &dyn Runtime, nodes: usize) -> R<Layout> {
+        Self::moving_every(rt, nodes, 10)
+    }
+
+    /// The allocations of every `every`-th node move.
+    pub(crate) fn moving_every(rt: &dyn Runtime, nodes: usize, every: usize) -> R<Layout> {
         let bytes = (ELEMENTS * 4) as usize;
         let mut a = Vec::with_capacity(3 * nodes);
         let mut b = Vec::with_capacity(3 * nodes);
         let mut moved = Vec::with_capacity(3 * nodes);
         for i in 0..3 * nodes {
             let p = rt.malloc(0, bytes).map_err(err)?;
-            let m = (i / 3) % 10 == 0;
+            let m = (i / 3) % every == 0;
             a.push(p);
             b.push(if m { rt.malloc(0, bytes).map_err(err)? } else { p });
             moved.push(m);
@@ -56,12 +61,12 @@ impl Layout {
     }
 
     /// `(index, base)` of the moved allocations in one placement.
-    fn moves(&self, second: bool) -> Vec<rcb_allocation_move> {
+    pub(crate) fn moves(&self, second: bool) -> Vec<rcb_allocation_move> {
         let bases = if second { &self.b } else { &self.a };
         (0..bases.len()).filter(|&i| self.moved[i]).map(|i| rcb_allocation_move { index: i as u64, base: bases[i] }).collect()
     }
 
-    fn blob(&self, node: usize, second: bool) -> Vec<u8> {
+    pub(crate) fn blob(&self, node: usize, second: bool) -> Vec<u8> {
         let bases = if second { &self.b } else { &self.a };
         let ptrs: Vec<[u8; 8]> = (0..3).map(|j| bases[3 * node + j].to_ne_bytes()).collect();
         let n = ELEMENTS.to_ne_bytes();
@@ -73,7 +78,7 @@ impl Layout {
         pack(&args).expect("four valid arguments").blob
     }
 
-    fn free(&self, rt: &dyn Runtime) -> R<()> {
+    pub(crate) fn free(&self, rt: &dyn Runtime) -> R<()> {
         for (i, &p) in self.a.iter().enumerate() {
             rt.free(p).map_err(err)?;
             if self.moved[i] {
@@ -89,7 +94,7 @@ fn params<'a>(f: Function, blob: &'a [u8]) -> KernelParams<'a> {
 }
 
 /// A chain of N nodes built directly on the runtime, as a re-record builds it.
-fn build_graph(rt: &dyn Runtime, f: Function, blobs: &[Vec<u8>]) -> R<(Graph, Vec<Node>)> {
+pub(crate) fn build_graph(rt: &dyn Runtime, f: Function, blobs: &[Vec<u8>]) -> R<(Graph, Vec<Node>)> {
     let g = rt.graph_create().map_err(err)?;
     let mut nodes: Vec<Node> = Vec::with_capacity(blobs.len());
     for blob in blobs {
@@ -100,13 +105,17 @@ fn build_graph(rt: &dyn Runtime, f: Function, blobs: &[Vec<u8>]) -> R<(Graph, Ve
     Ok((g, nodes))
 }
 
-/// A command buffer with the same chain, recorded through the C ABI.
-fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool) -> R<*mut rcb_cmdbuf> {
+/// A command buffer with the same chain, recorded through the C ABI; `budget` replaces a
+/// primary's default update budget.
+pub(crate) fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: bool, budget: Option<u64>) -> R<*mut rcb_cmdbuf> {
     let mut cb = std::ptr::null_mut();
     let check = |s: rcb_status, what: &str| if s == RCB_OK { Ok(()) } else { Err(format!("{what}: status {s}")) };
     // SAFETY: valid out-pointers and arrays that outlive each call.
     unsafe {
         check(if nested { rcb_cmdbuf_new_nested(0, &mut cb) } else { rcb_cmdbuf_new(0, &mut cb) }, "rcb_cmdbuf_new")?;
+        if let Some(bytes) = budget {
+            check(rcb_cmdbuf_set_exec_update_budget(cb, bytes), "rcb_cmdbuf_set_exec_update_budget")?;
+        }
         let table = layout.table(false);
         check(rcb_cmdbuf_set_allocations(cb, table.as_ptr(), table.len()), "rcb_cmdbuf_set_allocations")?;
         let n = ELEMENTS;
@@ -292,9 +301,9 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         rt.exec_destroy(exec).map_err(err)?;
         rt.graph_destroy(g0).map_err(err)?;
 
-        let primary = record_cmdbuf(f, &layout, n, false)?;
+        let primary = record_cmdbuf(f, &layout, n, false, None)?;
         let d = warm::cmdbuf(rt, primary, stream).and_then(|()| time_update(primary, &layout, runs, touched.len(), false));
-        let nested = record_cmdbuf(f, &layout, n, true)?;
+        let nested = record_cmdbuf(f, &layout, n, true, None)?;
         let e = time_update(nested, &layout, runs, touched.len(), false);
         let m = time_update(nested, &layout, runs, touched.len(), true);
         let quiet = time_still(nested, &layout, if quick { 21 } else { 201 });

@@ -1,13 +1,16 @@
 //! `rcb-demo`: the library's job in one run, through its public C ABI. Records a command
 //! buffer (fill, axpy, add and a memcpy over three allocations), launches it, moves two of the
 //! allocations, patches the recorded addresses in place with `rcb_cmdbuf_update_allocations`,
-//! launches again and checks every result. Exits non-zero on a wrong result.
+//! launches again and checks every result, then prints what the command buffer asked of the
+//! runtime (its counters). Exits non-zero on a wrong result.
 //!
 //! Runs on the configured GPU runtime, or on the software GPU beside the executable when no GPU
 //! is present.
 
 #[path = "../rcb-bench/backend.rs"]
 mod backend;
+#[path = "../rcb-bench/counters.rs"]
+mod counters;
 #[path = "../rcb-bench/kernels.rs"]
 mod kernels;
 
@@ -161,6 +164,7 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
         return Err(String::from("an old buffer was written after the move"));
     }
     println!("launch 2: results at the new addresses (y = i + 4, out = i + 5), old buffers untouched: OK");
+    counters::print("counters of the command buffer", &counters::get(cb)?);
     for p in [x, y, out, x2, out2] {
         rt.free(p).map_err(err)?;
     }

@@ -72,6 +72,13 @@ symbol_table! {
         cuGraphLaunch: fn(P, P) -> R;
         cuStreamBeginCapture_v2: fn(P, c_int) -> R;
         cuStreamEndCapture: fn(P, *mut P) -> R;
+        cuEventCreate: fn(*mut P, c_uint) -> R;
+        cuEventDestroy_v2: fn(P) -> R;
+        cuEventRecord: fn(P, P) -> R;
+        cuEventQuery: fn(P) -> R;
+        cuEventSynchronize: fn(P) -> R;
+        cuGraphClone: fn(*mut P, P) -> R;
+        cuMemGetInfo_v2: fn(*mut usize, *mut usize) -> R;
     }
 }
 

@@ -70,4 +70,13 @@ impl Direct for CudaRuntime {
         self.call("cuGraphExecUpdate_v2", || unsafe { (self.core.cuGraphExecUpdate_v2)(exec.0, graph.0, &mut info) })
             .map_err(|e| e.context(format!("update result {}", info.result)))
     }
+
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
+        self.on_device(device, || {
+            let (mut free, mut total) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("cuMemGetInfo_v2", unsafe { (self.core.cuMemGetInfo_v2)(&mut free, &mut total) })?;
+            Ok((free, total))
+        })
+    }
 }

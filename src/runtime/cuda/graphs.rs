@@ -21,6 +21,13 @@ impl Graphs for CudaRuntime {
         self.call("cuGraphDestroy", || unsafe { (self.core.cuGraphDestroy)(graph.0) })
     }
 
+    fn graph_clone(&self, graph: Graph) -> Result<Graph> {
+        let mut g = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the graph live.
+        self.call("cuGraphClone", || unsafe { (self.core.cuGraphClone)(&mut g, graph.0) })?;
+        Ok(Graph(g))
+    }
+
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], k: &KernelParams<'_>) -> Result<Node> {
         let (d, n) = common::dependencies(deps);
         with_extra(k.args, |extra| {

@@ -3,9 +3,12 @@
 use super::CudaRuntime;
 use super::status::ERROR_NOT_READY;
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Graph, Stream, Streams};
+use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams};
 use std::ffi::c_int;
 use std::ptr::null_mut;
+
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_DISABLE_TIMING: u32 = 0x2;
 
 impl Streams for CudaRuntime {
     fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)> {
@@ -78,5 +81,38 @@ impl Streams for CudaRuntime {
         self.call("cuStreamIsCapturing", || unsafe { (query.cuStreamIsCapturing)(stream.0, &mut status) })?;
         // CU_STREAM_CAPTURE_STATUS_NONE; active and invalidated captures both still need their end.
         Ok(status != 0)
+    }
+
+    fn event_create(&self, device: i32) -> Result<Event> {
+        self.on_device(device, || {
+            let mut e = null_mut();
+            // SAFETY: a valid out-pointer; the flag is CU_EVENT_DISABLE_TIMING.
+            self.check("cuEventCreate", unsafe { (self.core.cuEventCreate)(&mut e, EVENT_DISABLE_TIMING) })?;
+            Ok(Event(e))
+        })
+    }
+
+    fn event_destroy(&self, event: Event) -> Result<()> {
+        // SAFETY: the caller owns the event and gives it up here.
+        self.call("cuEventDestroy_v2", || unsafe { (self.core.cuEventDestroy_v2)(event.0) })
+    }
+
+    fn event_record(&self, event: Event, stream: Stream) -> Result<()> {
+        // SAFETY: the caller keeps the event and the stream live.
+        self.call("cuEventRecord", || unsafe { (self.core.cuEventRecord)(event.0, stream.0) })
+    }
+
+    fn event_is_complete(&self, event: Event) -> Result<bool> {
+        self.contexts.ensure_current(&self.core)?;
+        // SAFETY: the caller keeps the event live.
+        match unsafe { (self.core.cuEventQuery)(event.0) } {
+            ERROR_NOT_READY => Ok(false),
+            rc => self.check("cuEventQuery", rc).map(|()| true),
+        }
+    }
+
+    fn event_synchronize(&self, event: Event) -> Result<()> {
+        // SAFETY: the caller keeps the event live.
+        self.call("cuEventSynchronize", || unsafe { (self.core.cuEventSynchronize)(event.0) })
     }
 }

@@ -60,6 +60,13 @@ symbol_table! {
         hipGraphLaunch: fn(P, P) -> E;
         hipStreamBeginCapture: fn(P, c_int) -> E;
         hipStreamEndCapture: fn(P, *mut P) -> E;
+        hipEventCreateWithFlags: fn(*mut P, c_uint) -> E;
+        hipEventDestroy: fn(P) -> E;
+        hipEventRecord: fn(P, P) -> E;
+        hipEventQuery: fn(P) -> E;
+        hipEventSynchronize: fn(P) -> E;
+        hipGraphClone: fn(*mut P, P) -> E;
+        hipMemGetInfo: fn(*mut usize, *mut usize) -> E;
     }
 }
 

@@ -75,4 +75,13 @@ impl Direct for HipRuntime {
         let rc = unsafe { (self.core.hipGraphExecUpdate)(exec.0, graph.0, &mut error_node, &mut result) };
         self.check("hipGraphExecUpdate", rc).map_err(|e| e.context(format!("update result {result}")))
     }
+
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
+        self.on_device(device, || {
+            let (mut free, mut total) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("hipMemGetInfo", unsafe { (self.core.hipMemGetInfo)(&mut free, &mut total) })?;
+            Ok((free, total))
+        })
+    }
 }

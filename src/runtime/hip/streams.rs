@@ -2,13 +2,15 @@
 
 use super::HipRuntime;
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Graph, Stream, Streams};
+use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams};
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
 const ERROR_NOT_READY: c_int = 600;
 /// `hipStreamCaptureStatusNone`; active and invalidated captures both still need their end.
 const CAPTURE_STATUS_NONE: c_int = 0;
+/// `hipEventDisableTiming`.
+const EVENT_DISABLE_TIMING: u32 = 0x2;
 
 impl Streams for HipRuntime {
     fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)> {
@@ -81,5 +83,37 @@ impl Streams for HipRuntime {
         // SAFETY: a valid out-pointer; the caller keeps the stream live.
         self.check("hipStreamIsCapturing", unsafe { (query.hipStreamIsCapturing)(stream.0, &mut status) })?;
         Ok(status != CAPTURE_STATUS_NONE)
+    }
+
+    fn event_create(&self, device: i32) -> Result<Event> {
+        self.on_device(device, || {
+            let mut e = null_mut();
+            // SAFETY: a valid out-pointer; the flag is hipEventDisableTiming.
+            self.check("hipEventCreateWithFlags", unsafe { (self.core.hipEventCreateWithFlags)(&mut e, EVENT_DISABLE_TIMING) })?;
+            Ok(Event(e))
+        })
+    }
+
+    fn event_destroy(&self, event: Event) -> Result<()> {
+        // SAFETY: the caller owns the event and gives it up here.
+        self.check("hipEventDestroy", unsafe { (self.core.hipEventDestroy)(event.0) })
+    }
+
+    fn event_record(&self, event: Event, stream: Stream) -> Result<()> {
+        // SAFETY: the caller keeps the event and the stream live.
+        self.check("hipEventRecord", unsafe { (self.core.hipEventRecord)(event.0, stream.0) })
+    }
+
+    fn event_is_complete(&self, event: Event) -> Result<bool> {
+        // SAFETY: the caller keeps the event live.
+        match unsafe { (self.core.hipEventQuery)(event.0) } {
+            ERROR_NOT_READY => Ok(false),
+            rc => self.check("hipEventQuery", rc).map(|()| true),
+        }
+    }
+
+    fn event_synchronize(&self, event: Event) -> Result<()> {
+        // SAFETY: the caller keeps the event live.
+        self.check("hipEventSynchronize", unsafe { (self.core.hipEventSynchronize)(event.0) })
     }
 }

@@ -81,6 +81,18 @@ impl ExecGraph {
         Ok(())
     }
 
+    pub fn find(&self, handle: usize) -> Option<&ExecNode> {
+        for n in &self.nodes {
+            if n.handle == handle {
+                return Some(n);
+            }
+            if let Some(found) = n.child.as_ref().and_then(|c| c.find(handle)) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
     pub fn find_mut(&mut self, handle: usize) -> Option<&mut ExecNode> {
         for n in &mut self.nodes {
             if n.handle == handle {

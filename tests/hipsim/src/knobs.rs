@@ -3,7 +3,7 @@
 //! first call into the library) and changed later through the hipsim* exports.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -20,15 +20,31 @@ struct Fault {
 struct State {
     calls: BTreeMap<String, u64>,
     faults: Vec<Fault>,
+    /// Injected faults that fired since load (whichever set they came from).
+    fired: u64,
     latency: HashMap<String, Duration>,
+}
+
+/// Which kernel-argument leak the executable graphs have (see `kernarg.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernargLeak {
+    /// Updates reuse their slots.
+    Off,
+    /// Updates take fresh slots; an exhausted pool fails them.
+    Error,
+    /// Updates take fresh slots; an exhausted pool keeps the old parameters and reports success.
+    Silent,
 }
 
 pub struct Knobs {
     state: Mutex<State>,
     pub devices: i32,
+    /// `HIPSIM_KERNARG_POOL`: bytes of kernel-argument staging per device.
+    pub kernarg_pool: u64,
     stats: bool,
     clr138: AtomicBool,
     opaque_extra: AtomicBool,
+    kernarg_leak: AtomicU8,
 }
 
 static KNOBS: OnceLock<Knobs> = OnceLock::new();
@@ -37,12 +53,22 @@ pub fn get() -> &'static Knobs {
     KNOBS.get_or_init(|| {
         let env = |k: &str| std::env::var(k).unwrap_or_default();
         let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
+        let pool = env("HIPSIM_KERNARG_POOL");
+        let kernarg_pool = match pool.trim() {
+            "" => u64::MAX,
+            s => s.parse().unwrap_or_else(|_| {
+                eprintln!("hipsim: ignoring malformed HIPSIM_KERNARG_POOL");
+                u64::MAX
+            }),
+        };
         let k = Knobs {
             state: Mutex::new(State::default()),
             devices,
+            kernarg_pool,
             stats: env("HIPSIM_STATS") == "1",
             clr138: AtomicBool::new(false),
             opaque_extra: AtomicBool::new(false),
+            kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         };
         // A malformed variable is reported rather than silently ignored: tests rely on it.
         if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
@@ -90,6 +116,7 @@ impl Knobs {
                     fault = Some(f.code);
                 }
             }
+            st.fired += u64::from(fault.is_some());
             (fault, st.latency.get(name).copied())
         };
         if let Some(d) = delay {
@@ -126,16 +153,20 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque) = (false, false);
+        let (mut clr138, mut opaque, mut leak) = (false, false, KernargLeak::Off);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "opaque_extra" => opaque = true,
+                "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
+                "kernarg_leak" => {}
+                "kernarg_leak_silent" => leak = KernargLeak::Silent,
                 _ => return Err(()),
             }
         }
         self.clr138.store(clr138, Ordering::Relaxed);
         self.opaque_extra.store(opaque, Ordering::Relaxed);
+        self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         Ok(())
     }
 
@@ -156,6 +187,14 @@ impl Knobs {
     pub fn opaque_extra(&self) -> bool {
         self.opaque_extra.load(Ordering::Relaxed)
     }
+
+    pub fn kernarg_leak(&self) -> KernargLeak {
+        match self.kernarg_leak.load(Ordering::Relaxed) {
+            x if x == KernargLeak::Error as u8 => KernargLeak::Error,
+            x if x == KernargLeak::Silent as u8 => KernargLeak::Silent,
+            _ => KernargLeak::Off,
+        }
+    }
 }
 
 /// Runs at process exit (the library is linked `-z nodelete`, so never earlier).
@@ -169,6 +208,7 @@ extern "C" fn print_stats() {
     for (name, n) in st.calls.iter().filter(|(_, n)| **n > 0) {
         out.push_str(&format!("  {name} {n}\n"));
     }
+    out.push_str(&format!("hipsim faults fired: {}\n", st.fired));
     // SAFETY: plain write(2) of an owned buffer; std's stderr may already be torn down.
     unsafe { libc::write(2, out.as_ptr().cast(), out.len()) };
 }

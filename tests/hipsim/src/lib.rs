@@ -13,6 +13,7 @@ mod exports;
 mod ffi;
 mod graph;
 mod handles;
+mod kernarg;
 mod kernels;
 mod knobs;
 mod memory;

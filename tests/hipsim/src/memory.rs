@@ -109,7 +109,7 @@ pub fn is_fake(addr: u64) -> bool {
 impl Mem {
     pub fn malloc(&mut self, device: i32, size: usize) -> HipResult<u64> {
         let d = device as usize;
-        let live: u64 = self.dev.values().filter(|a| a.device == device).map(|a| a.buf.len() as u64).sum();
+        let live = self.allocated(device);
         let size64 = size as u64;
         if size64 > CAPACITY || live + size64 > CAPACITY {
             return Err(OUT_OF_MEMORY);
@@ -160,6 +160,11 @@ impl Mem {
     fn host_region(&self, addr: u64) -> Option<(u64, usize)> {
         let (&base, r) = self.host.range(..=addr).next_back()?;
         (addr < base + r.buf.len() as u64).then_some((base, r.buf.len()))
+    }
+
+    /// Bytes of `device`'s allocations.
+    pub fn allocated(&self, device: i32) -> u64 {
+        self.dev.values().filter(|a| a.device == device).map(|a| a.buf.len() as u64).sum()
     }
 
     pub fn live_allocs(&self) -> usize {

@@ -19,6 +19,7 @@ uint64_t hipsimLiveCount(const char *kind);
 int hipsimSetFaults(const char *spec);
 int hipsimSetQuirks(const char *spec);
 int hipsimSetLatency(const char *spec);
+void hipsimSetKernargPool(uint64_t bytes);
 
 /* ROCm 6.x hipGraphNodeType numbering (the 5.2 header is shifted by one). */
 enum {

@@ -62,6 +62,84 @@ static void check_quirks(int clr138, int opaque) {
     CHECK(hipModuleUnload(m));
 }
 
+/* Exec setter of a fill node (extra style): fill `dst` with `v`. */
+static hipError_t set_fill(hipGraphExec_t e, hipGraphNode_t node, hipFunction_t fill, void *dst, uint32_t v) {
+    fill_args_t fa = {dst, v, 0, 16};
+    size_t size = sizeof fa;
+    void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, &fa, HIP_LAUNCH_PARAM_BUFFER_SIZE, &size, HIP_LAUNCH_PARAM_END};
+    hipKernelNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.func = fill;
+    p.gridDim = (dim3){1, 1, 1};
+    p.blockDim = (dim3){1, 1, 1};
+    p.extra = extra;
+    return hipGraphExecKernelNodeSetParams(e, node, &p);
+}
+
+static uint32_t first_word(void *d) {
+    uint32_t host[16];
+    CHECK(hipMemcpy(host, d, sizeof host, hipMemcpyDeviceToHost));
+    return host[0];
+}
+
+/* The kernel-argument staging model: a fill node (24 argument bytes: a 32-byte slot plus 256
+ * hidden) and a memset node (64 + 256) take 608 bytes at instantiation; updates take nothing
+ * without the quirks, a fresh slot each with them, until the pool is exhausted: then an error
+ * (kernarg_leak) or success with the old parameters kept (kernarg_leak_silent). */
+static void check_kernarg(void) {
+    const uint64_t kernel_slot = 32 + 256, graph_slots = kernel_slot + 64 + 256;
+    hipModule_t m = load_module();
+    hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
+    void *d, *d2;
+    CHECK(hipMalloc(&d, 64));
+    CHECK(hipMalloc(&d2, 64));
+    hipGraph_t g;
+    CHECK(hipGraphCreate(&g, 0));
+    hipGraphNode_t k = kernel_node(g, fill, 1, d), ms;
+    hipMemsetParams mp;
+    memset(&mp, 0, sizeof mp);
+    mp.dst = d2; mp.elementSize = 4; mp.width = 1; mp.height = 1; mp.value = 9;
+    CHECK(hipGraphAddMemsetNode(&ms, g, &k, 1, &mp));
+    uint64_t before = hipsimLiveCount("kernarg");
+    hipGraphExec_t e;
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    EXPECT(hipsimLiveCount("kernarg") == before + graph_slots);
+    for (uint32_t v = 1; v <= 5; v++) CHECK(set_fill(e, k, fill, d, v));
+    EXPECT(hipsimLiveCount("kernarg") == before + graph_slots); /* slots reused */
+
+    hipsimSetKernargPool(before + graph_slots + 2 * kernel_slot);
+    EXPECT(hipsimLiveCount("kernarg_peak") == before + graph_slots);
+    EXPECT(hipsimSetQuirks("kernarg_leak") == 0);
+    CHECK(set_fill(e, k, fill, d, 100));
+    CHECK(set_fill(e, k, fill, d, 101));
+    EXPECT(hipsimLiveCount("kernarg") == before + graph_slots + 2 * kernel_slot);
+    EXPECT_ERR(set_fill(e, k, fill, d, 102), hipErrorOutOfMemory);
+    CHECK(hipGraphLaunch(e, NULL));
+    EXPECT(first_word(d) == 101); /* the failed update changed nothing */
+    EXPECT(hipsimSetQuirks("kernarg_leak_silent") == 0);
+    CHECK(set_fill(e, k, fill, d, 103)); /* reports success... */
+    CHECK(hipGraphLaunch(e, NULL));
+    EXPECT(first_word(d) == 101); /* ...and runs the old parameters */
+    EXPECT(hipsimLiveCount("kernarg_peak") == before + graph_slots + 2 * kernel_slot);
+
+    /* An instantiation that does not fit fails; destroying gives every slot back. */
+    hipGraphExec_t e2;
+    EXPECT_ERR(hipGraphInstantiate(&e2, g, NULL, NULL, 0), hipErrorOutOfMemory);
+    CHECK(hipGraphExecDestroy(e));
+    EXPECT(hipsimLiveCount("kernarg") == before);
+    CHECK(hipGraphInstantiate(&e2, g, NULL, NULL, 0));
+    CHECK(set_fill(e2, k, fill, d, 104));
+    CHECK(hipGraphLaunch(e2, NULL));
+    EXPECT(first_word(d) == 104);
+    CHECK(hipGraphExecDestroy(e2));
+    EXPECT(hipsimSetQuirks("") == 0);
+    hipsimSetKernargPool(UINT64_MAX);
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipFree(d));
+    CHECK(hipFree(d2));
+    CHECK(hipModuleUnload(m));
+}
+
 static double time_get_device(void) {
     int d;
     double t0 = now_ms();
@@ -143,6 +221,7 @@ static void api(void) {
     EXPECT(hipsimSetQuirks("nonsense") == -1);
     EXPECT(hipsimSetQuirks("") == 0);
     check_quirks(0, 0);
+    check_kernarg();
 
     /* Latency. */
     EXPECT(hipsimSetLatency("hipGetDevice:30ms") == 0);
@@ -174,6 +253,20 @@ int main(int argc, char **argv) {
         check_quirks(1, 1);
         EXPECT(hipsimSetQuirks("clr138") == 0);
         check_quirks(1, 0);
+    } else if (!strcmp(mode, "env-kernarg")) { /* HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 */
+        hipModule_t m = load_module();
+        hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
+        void *d;
+        CHECK(hipMalloc(&d, 64));
+        hipGraph_t g;
+        CHECK(hipGraphCreate(&g, 0));
+        hipGraphNode_t k = kernel_node(g, fill, 1, d);
+        hipGraphExec_t e;
+        CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0)); /* 288 */
+        CHECK(set_fill(e, k, fill, d, 1));                /* 576 */
+        CHECK(set_fill(e, k, fill, d, 2));                /* 864 */
+        EXPECT_ERR(set_fill(e, k, fill, d, 3), hipErrorOutOfMemory);
+        EXPECT(hipsimLiveCount("kernarg") == 864);
     } else if (!strcmp(mode, "env-latency")) { /* HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us */
         hipStream_t s;
         double t0 = now_ms();
@@ -197,6 +290,12 @@ int main(int argc, char **argv) {
         CHECK(hipFree(p));
         CHECK(hipMalloc(&p, 8));
         CHECK(hipFree(p));
+        /* One fault fires, one is replaced before its call: "faults fired: 1". */
+        EXPECT(hipsimSetFaults("hipGetDevice:1") == 0);
+        int d;
+        EXPECT_ERR(hipGetDevice(&d), hipErrorUnknown);
+        EXPECT(hipsimSetFaults("hipGetDevice:5") == 0);
+        EXPECT(hipsimSetFaults("") == 0);
     } else {
         fprintf(stderr, "unknown scenario %s\n", mode);
         return 2;

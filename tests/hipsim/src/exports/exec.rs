@@ -9,6 +9,7 @@ use crate::exec::{self, ExecGraph, ExecNode};
 use crate::ffi::{hip_export, out, out_opt};
 use crate::graph::{self, MemsetOp, Op};
 use crate::stream::resolve;
+use crate::{device, kernarg};
 
 fn instantiate(e: *mut usize, g: usize) -> HipResult {
     if e.is_null() {
@@ -16,19 +17,30 @@ fn instantiate(e: *mut usize, g: usize) -> HipResult {
     }
     let snap = ExecGraph::snapshot(&graph::lock(), g)?;
     let h = crate::handles::next_handle();
+    kernarg::instantiated(h, device::current()?, kernarg::graph_bytes(&snap))?;
     exec::execs().insert(h, Arc::new(snap));
     // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
     unsafe { out(e, h) }
 }
 
-/// Applies `f` to the exec's copy of template node `node`; in-flight launches keep theirs.
-fn modify(e: usize, node: usize, f: impl FnOnce(&mut ExecNode) -> HipResult) -> HipResult {
+/// Applies `apply` to the exec's copy of template node `node` once `check` accepts it and the
+/// update's `bytes` of kernel-argument staging are had (see `kernarg.rs`); in-flight launches
+/// keep their copy.
+fn modify(e: usize, node: usize, bytes: u64, check: impl FnOnce(&ExecNode) -> HipResult, apply: impl FnOnce(&mut ExecNode)) -> HipResult {
     let mut execs = exec::execs();
     let ex = execs.get_mut(&e).ok_or(INVALID_HANDLE)?;
-    let Some(n) = Arc::make_mut(ex).find_mut(node) else {
+    let Some(n) = ex.find(node) else {
         return Err(if graph::lock().owner_of(node).is_ok() { INVALID_VALUE } else { INVALID_HANDLE });
     };
-    f(n)
+    check(n)?;
+    if kernarg::update(e, bytes)? == kernarg::Update::Apply {
+        apply(Arc::make_mut(ex).find_mut(node).expect("found above"));
+    }
+    Ok(())
+}
+
+fn is_kernel(n: &ExecNode) -> HipResult {
+    if matches!(n.op, Op::Kernel(_)) { Ok(()) } else { Err(INVALID_VALUE) }
 }
 
 hip_export! {
@@ -50,7 +62,9 @@ hip_export! {
     }
 
     fn hipGraphExecDestroy(e: usize) {
-        exec::execs().remove(&e).map(drop).ok_or(INVALID_HANDLE)
+        exec::execs().remove(&e).ok_or(INVALID_HANDLE)?;
+        kernarg::destroyed(e);
+        Ok(())
     }
 
     fn hipGraphLaunch(e: usize, s: usize) {
@@ -66,51 +80,34 @@ hip_export! {
 
     fn hipGraphExecKernelNodeSetParams(e: usize, node: usize, p: *const KernelNodeParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_from`).
-        let op = unsafe { kernel_from(p) }?;
-        modify(e, node, |n| match n.op {
-            Op::Kernel(_) => {
-                n.op = Op::Kernel(op);
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        let op = Op::Kernel(unsafe { kernel_from(p) }?);
+        modify(e, node, kernarg::slot(&op), is_kernel, |n| n.op = op)
     }
 
     fn hipGraphExecMemcpyNodeSetParams1D(
         e: usize, node: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: i32,
     ) {
         memcpy_kind_ok(kind)?;
-        modify(e, node, |n| match n.op {
-            Op::Memcpy { .. } => {
-                n.op = Op::Memcpy { dst: dst as u64, src: src as u64, count, kind };
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        let op = Op::Memcpy { dst: dst as u64, src: src as u64, count, kind };
+        let check = |n: &ExecNode| if matches!(n.op, Op::Memcpy { .. }) { Ok(()) } else { Err(INVALID_VALUE) };
+        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecMemsetNodeSetParams(e: usize, node: usize, p: *const MemsetParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `from_c`).
-        let m = unsafe { MemsetOp::from_c(p) }?;
-        modify(e, node, |n| match n.op {
-            Op::Memset(_) => {
-                n.op = Op::Memset(m);
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        let op = Op::Memset(unsafe { MemsetOp::from_c(p) }?);
+        let check = |n: &ExecNode| if matches!(n.op, Op::Memset(_)) { Ok(()) } else { Err(INVALID_VALUE) };
+        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecChildGraphNodeSetParams(e: usize, node: usize, child: usize) {
         let snap = ExecGraph::snapshot(&graph::lock(), child)?;
-        modify(e, node, |n| match n.child.as_mut() {
-            Some(c) => {
-                c.same_topology(&snap).map_err(|_| INVALID_VALUE)?;
-                c.take_params(&snap);
-                Ok(())
-            }
+        let check = |n: &ExecNode| match &n.child {
+            Some(c) => c.same_topology(&snap).map_err(|_| INVALID_VALUE),
             None => Err(INVALID_VALUE),
-        })
+        };
+        let bytes = kernarg::graph_bytes(&snap);
+        modify(e, node, bytes, check, |n| n.child.as_mut().expect("checked").take_params(&snap))
     }
 
     fn hipGraphExecUpdate(e: usize, g: usize, err_node: *mut usize, result: *mut i32) {
@@ -127,7 +124,9 @@ hip_export! {
             unsafe { out_opt(err_node, node) };
             return Err(GRAPH_EXEC_UPDATE_FAILURE);
         }
-        Arc::make_mut(ex).take_params(&snap);
+        if kernarg::update(e, kernarg::graph_bytes(&snap))? == kernarg::Update::Apply {
+            Arc::make_mut(ex).take_params(&snap);
+        }
         // SAFETY: the C caller's out-pointer, checked for null above, is writable.
         unsafe { *result = 0 };
         // SAFETY: the C caller's out-pointer is null (skipped) or writable, as HIP requires.

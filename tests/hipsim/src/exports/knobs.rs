@@ -4,7 +4,7 @@ use crate::event::EVENTS;
 use crate::ffi::{counted, cstr};
 use crate::module::MODULES;
 use crate::stream::STREAMS;
-use crate::{exec, graph, knobs, memory};
+use crate::{exec, graph, kernarg, knobs, memory};
 
 /// Calls with an unreadable name count as zero rather than failing.
 #[unsafe(no_mangle)]
@@ -35,6 +35,8 @@ pub unsafe extern "C" fn hipsimLiveCount(kind: *const c_char) -> u64 {
             "graph" => graph::lock().live_visible(),
             "exec" => exec::execs().len(),
             "module" => MODULES.len(),
+            "kernarg" => return kernarg::used(),
+            "kernarg_peak" => return kernarg::peak(),
             _ => return u64::MAX,
         };
         n as u64
@@ -67,4 +69,11 @@ pub unsafe extern "C" fn hipsimSetQuirks(spec: *const c_char) -> i32 {
 pub unsafe extern "C" fn hipsimSetLatency(spec: *const c_char) -> i32 {
     // SAFETY: the C caller's spec is null (refused) or NUL-terminated, as the hipsim header requires.
     unsafe { set("hipsimSetLatency", spec, knobs::Knobs::set_latency) }
+}
+
+/// Sets every device's kernel-argument staging pool to `bytes` (`HIPSIM_KERNARG_POOL`) and
+/// restarts `hipsimLiveCount("kernarg_peak")` from the bytes in use now.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipsimSetKernargPool(bytes: u64) {
+    counted("hipsimSetKernargPool", (), || kernarg::set_limit(bytes))
 }

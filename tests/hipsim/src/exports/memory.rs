@@ -47,6 +47,15 @@ hip_export! {
         unsafe { out(p, addr as *mut c_void) }
     }
 
+    fn hipMemGetInfo(free: *mut usize, total: *mut usize) {
+        let dev = device::current()?;
+        let used = memory::lock().allocated(dev) + crate::kernarg::used_on(dev);
+        // SAFETY: the C caller's out-pointers are null (refused) or writable, as HIP requires.
+        unsafe { out(free, memory::CAPACITY.saturating_sub(used) as usize) }?;
+        // SAFETY: as above.
+        unsafe { out(total, memory::CAPACITY as usize) }
+    }
+
     fn hipExtMallocWithFlags(p: *mut *mut c_void, size: usize, flags: u32) {
         if p.is_null() {
             return Err(INVALID_VALUE);

@@ -1,15 +1,17 @@
-//! The cache logic itself, independent of how streams are made: idle handles per
-//! (device, flags, priority) key and the set of handles currently handed out.
+//! The stream handle cache's logic, independent of how streams are made: idle handles per
+//! (device, flags, priority) key, the set of handles currently handed out, and the two
+//! `RCB_STREAM_CACHE*` variables that configure it ([`Settings::from_vars`]).
 //!
-//! This file uses `std` only and is compiled twice: into `librocm_cmdbuf.so` (behind the
-//! `Runtime` interface) and into `librocm_cmdbuf_preload.so` (behind the real `hipStream*`
-//! functions), so that the preload shares the logic without linking the library and its
-//! `rcb_*` exports (see docs/streams.md).
+//! `std` only, and a crate of its own so that both users share one copy: `librocm_cmdbuf.so`
+//! (behind its `Runtime` interface) and `librocm_cmdbuf_preload.so` (behind the real
+//! `hipStream*` functions), which must not link the library and its `rcb_*` exports (see
+//! docs/streams.md).
 //!
 //! Locks: one mutex over the idle lists and counters (few keys, short critical sections) and
 //! sixteen shards over the handed-out set. No lock is ever held while [`StreamOps`] is called.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
@@ -32,6 +34,47 @@ pub struct Settings {
     pub enabled: bool,
     /// Idle handles kept per key; a release beyond it destroys the handle.
     pub max_per_key: usize,
+}
+
+/// `RCB_STREAM_CACHE`: `0` or `1` (the default) keeps released streams for reuse.
+pub const ENABLED_VAR: &str = "RCB_STREAM_CACHE";
+/// `RCB_STREAM_CACHE_MAX_PER_KEY`: idle streams kept per (device, flags, priority), default 64.
+pub const MAX_PER_KEY_VAR: &str = "RCB_STREAM_CACHE_MAX_PER_KEY";
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { enabled: true, max_per_key: 64 }
+    }
+}
+
+impl Settings {
+    /// Reads [`ENABLED_VAR`] and [`MAX_PER_KEY_VAR`] through `lookup` (the environment, or a map
+    /// in tests): values are trimmed, and an unset or empty one takes its default. A malformed
+    /// value is an error whose message names the variable and the value; the library fails with
+    /// it, the preload turns the cache off and prints it.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Settings, String> {
+        let text = |name: &str| -> Result<Option<String>, String> {
+            match lookup(name) {
+                None => Ok(None),
+                Some(v) => match v.into_string() {
+                    Ok(s) if s.trim().is_empty() => Ok(None),
+                    Ok(s) => Ok(Some(s.trim().to_owned())),
+                    Err(_) => Err(format!("environment variable {name} is not valid UTF-8")),
+                },
+            }
+        };
+        let defaults = Settings::default();
+        let enabled = match text(ENABLED_VAR)?.as_deref() {
+            None | Some("1") => defaults.enabled,
+            Some("0") => false,
+            Some(other) => return Err(format!("environment variable {ENABLED_VAR} is {other:?}; expected 0 or 1")),
+        };
+        let max_per_key = match text(MAX_PER_KEY_VAR)? {
+            None => defaults.max_per_key,
+            Some(s) => s.parse().map_err(|_| format!("environment variable {MAX_PER_KEY_VAR} is {s:?}; expected a count of streams"))?,
+        };
+        Ok(Settings { enabled, max_per_key })
+    }
 }
 
 /// Counters for one device or, summed, for all of them.
@@ -327,6 +370,21 @@ mod tests {
 
     fn pool(max_per_key: usize) -> Pool<usize> {
         Pool::new(Settings { enabled: true, max_per_key })
+    }
+
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, String> {
+        Settings::from_vars(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.into()))
+    }
+
+    #[test]
+    fn settings_default_on_with_64_per_key_and_name_a_malformed_variable() {
+        assert_eq!(settings(&[]), Ok(Settings { enabled: true, max_per_key: 64 }));
+        assert_eq!(settings(&[(ENABLED_VAR, " "), (MAX_PER_KEY_VAR, "")]), Ok(Settings::default()), "empty is unset");
+        assert_eq!(settings(&[(ENABLED_VAR, "0"), (MAX_PER_KEY_VAR, " 8 ")]), Ok(Settings { enabled: false, max_per_key: 8 }));
+        let e = settings(&[(ENABLED_VAR, "yes")]).unwrap_err();
+        assert!(e.contains("RCB_STREAM_CACHE ") && e.contains("yes"), "{e}");
+        let e = settings(&[(MAX_PER_KEY_VAR, "-1")]).unwrap_err();
+        assert!(e.contains("RCB_STREAM_CACHE_MAX_PER_KEY") && e.contains("-1"), "{e}");
     }
 
     #[test]

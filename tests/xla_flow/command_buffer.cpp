@@ -24,32 +24,11 @@
 #include <set>
 #include <vector>
 
+#include "check.h"
 #include "gpu.h"
 #include "rocm_cmdbuf.hpp"
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond, ...)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      ++failures;                                                                 \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                          \
-      std::fputc('\n', stderr);                                                   \
-    }                                                                             \
-  } while (0)
-
-// A library call the flow needs: stop on failure.
-#define OK(expr)                                                                           \
-  do {                                                                                     \
-    rcb::Status s_ = (expr);                                                               \
-    if (!s_.ok()) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.ToString().c_str()); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 constexpr uint64_t kN = 256;  // floats per allocation
 constexpr uint64_t kBytes = kN * 4;

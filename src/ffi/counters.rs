@@ -1,0 +1,239 @@
+//! `rcb_counters`: what the library asked of the GPU runtime, per command buffer and for the
+//! process, so that a caller can show a steady state (no captures, no instantiations, pushes
+//! only for what moved) and see every fallback with its reason.
+//!
+//! Functions: `rcb_counters_get`, `rcb_counters_reset`, `rcb_fallback_reason_name`.
+
+use super::cmdbuf::{rcb_cmdbuf, with as with_cmdbuf};
+use super::{arg_out, boundary, boundary_value, rcb_status};
+use crate::counters::{self, Counts, FALLBACK_SLOTS, Fallback};
+use crate::error::{Error, Result};
+use std::ffi::c_char;
+
+/// The layout version of `rcb_counters` this library writes into `rcb_counters.version`. A
+/// later version only appends fields, so a caller compiled against an older header keeps
+/// working: the library writes no more than the caller's `struct_size` bytes.
+pub const RCB_COUNTERS_VERSION: u32 = 1;
+/// Size in bytes of version 1 of `rcb_counters`, the smallest `struct_size` accepted.
+pub const RCB_COUNTERS_V1_SIZE: u32 = 216;
+/// Entries of `rcb_counters.fallbacks`: one per `RCB_FALLBACK_*` reason, with room for reasons
+/// added later (their entries read 0 until then).
+pub const RCB_FALLBACK_REASON_SLOTS: usize = 16;
+
+/// Fallback reason: an address update got a table with another number of entries or a changed
+/// size (`needs_rerecord`).
+pub const RCB_FALLBACK_SHAPE_CHANGED: u32 = 0;
+/// Fallback reason: an address update was refused because a node whose addresses are not patch
+/// sites (a cloned child, a captured graph, a `kernelParams` kernel) may reference a moved
+/// allocation (`needs_rerecord`).
+pub const RCB_FALLBACK_OPAQUE_REFERENCE: u32 = 1;
+/// Fallback reason: a runtime call failed part-way through an address update (`needs_rerecord`).
+pub const RCB_FALLBACK_PUSH_FAILED: u32 = 2;
+/// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) could not
+/// flatten a child and added it as one cloned child node.
+pub const RCB_FALLBACK_FLATTENED_AS_CHILD: u32 = 3;
+/// Fallback reason: a trace-cache relocation failed part-way; the command was captured again.
+pub const RCB_FALLBACK_RELOCATION_FAILED: u32 = 4;
+/// Fallback reason: the executable graph's update budget was spent but it could not be
+/// re-instantiated from its template (a child node updated in place with
+/// `rcb_cmdbuf_update_child` leaves the template behind), so the update went to the old
+/// executable graph, whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+pub const RCB_FALLBACK_REINSTANTIATE_BLOCKED: u32 = 5;
+/// Fallback reason: re-instantiating for the update budget failed in the runtime; the update
+/// went to the old executable graph.
+pub const RCB_FALLBACK_REINSTANTIATE_FAILED: u32 = 6;
+
+const _: () = {
+    assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
+    assert!(RCB_FALLBACK_SHAPE_CHANGED == Fallback::ShapeChanged as u32);
+    assert!(RCB_FALLBACK_OPAQUE_REFERENCE == Fallback::OpaqueReference as u32);
+    assert!(RCB_FALLBACK_PUSH_FAILED == Fallback::PushFailed as u32);
+    assert!(RCB_FALLBACK_FLATTENED_AS_CHILD == Fallback::FlattenedAsChild as u32);
+    assert!(RCB_FALLBACK_RELOCATION_FAILED == Fallback::RelocationFailed as u32);
+    assert!(RCB_FALLBACK_REINSTANTIATE_BLOCKED == Fallback::ReinstantiateBlocked as u32);
+    assert!(RCB_FALLBACK_REINSTANTIATE_FAILED == Fallback::ReinstantiateFailed as u32);
+    assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
+};
+
+/// Counts of what the library asked of the GPU runtime, written by `rcb_counters_get`. Owned by
+/// the caller, who sets `struct_size` before the call; every count only grows until
+/// `rcb_counters_reset`.
+///
+/// For a command buffer the counts cover its life (or since its last reset); the process totals
+/// (`cb` NULL) add up every command buffer, freed ones included, and the trace caches.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct rcb_counters {
+    /// In: `sizeof(rcb_counters)` as the caller's header has it (at least
+    /// `RCB_COUNTERS_V1_SIZE`). Not written.
+    pub struct_size: u32,
+    /// Out: the layout version written (`RCB_COUNTERS_VERSION` of the library, or lower when
+    /// the caller's `struct_size` ends earlier).
+    pub version: u32,
+    /// Stream captures the library began (`hipStreamBeginCapture`): `rcb_cmdbuf_capture_begin`,
+    /// and for the process also each trace-cache miss that had to capture.
+    pub captures: u64,
+    /// Executable graphs instantiated (`hipGraphInstantiate`): a primary command buffer's first
+    /// `rcb_cmdbuf_finalize`, and every re-instantiation.
+    pub instantiations: u64,
+    /// Instantiations made because an executable graph's update budget was about to be spent
+    /// (see `RCB_EXEC_UPDATE_BUDGET`); each is counted in `instantiations` too.
+    pub reinstantiations: u64,
+    /// Executable graphs replaced by a re-instantiation and then destroyed, each once the work
+    /// launched from it had finished (until then the command buffer keeps it).
+    pub retired_execs: u64,
+    /// Node parameters pushed to an executable graph (`hipGraphExecKernelNodeSetParams`, the
+    /// memcpy, memset and child-graph setters): one per node per push.
+    pub exec_param_pushes: u64,
+    /// What those pushes are estimated to take from the runtime's kernel-argument staging, in
+    /// bytes: the same estimate the update budget charges.
+    pub exec_param_push_bytes: u64,
+    /// Address updates (`rcb_cmdbuf_update_allocations`, `rcb_cmdbuf_move_allocations`) that
+    /// moved at least one allocation in place.
+    pub address_updates: u64,
+    /// Trace-cache entries relocated in place to new allocations instead of captured again
+    /// (process totals only: 0 for a command buffer).
+    pub relocations: u64,
+    /// Trace-cache lookups answered by an entry with exactly the allocations asked for (process
+    /// totals only: 0 for a command buffer).
+    pub trace_hits: u64,
+    /// Sum of `fallbacks`.
+    pub fallbacks_total: u64,
+    /// Fallbacks by reason: entry `RCB_FALLBACK_*` counts that reason
+    /// (`rcb_fallback_reason_name` names it).
+    pub fallbacks: [u64; RCB_FALLBACK_REASON_SLOTS],
+}
+
+impl From<Counts> for rcb_counters {
+    fn from(c: Counts) -> Self {
+        rcb_counters {
+            struct_size: RCB_COUNTERS_V1_SIZE,
+            version: RCB_COUNTERS_VERSION,
+            captures: c.captures,
+            instantiations: c.instantiations,
+            reinstantiations: c.reinstantiations,
+            retired_execs: c.retirements,
+            exec_param_pushes: c.exec_pushes,
+            exec_param_push_bytes: c.exec_push_bytes,
+            address_updates: c.address_updates,
+            relocations: c.relocations,
+            trace_hits: c.trace_hits,
+            fallbacks_total: c.fallbacks_total(),
+            fallbacks: c.fallbacks,
+        }
+    }
+}
+
+/// Writes `counts` into the caller's struct, no further than its `struct_size`.
+///
+/// # Safety
+/// `out` came from [`arg_out`] and points to at least `(*out).struct_size` writable bytes.
+unsafe fn write_counts(out: *mut rcb_counters, counts: Counts) -> Result<()> {
+    // SAFETY: `struct_size` is the first field, readable per the contract.
+    let size = unsafe { (*out).struct_size };
+    if size < RCB_COUNTERS_V1_SIZE {
+        return Err(Error::invalid_argument(format!(
+            "out->struct_size is {size}; set it to sizeof(rcb_counters) (at least {RCB_COUNTERS_V1_SIZE})"
+        )));
+    }
+    let mut value = rcb_counters::from(counts);
+    value.struct_size = size;
+    // SAFETY: the caller's struct holds at least our whole layout (checked above: version 1 is
+    // all there is); `write` does not read the old contents.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Writes the counters of command buffer `cb`, or the process totals when `cb` is NULL, to
+/// `*out`. The caller owns `out` and sets `out->struct_size = sizeof(rcb_counters)` first (a
+/// size below `RCB_COUNTERS_V1_SIZE` gives `RCB_STATUS_INVALID_ARGUMENT`, nothing written); the
+/// library writes `version` and the counts, never past `struct_size` bytes, and leaves
+/// `struct_size` as it was. Works in every state of the command buffer, a capture included.
+///
+/// Thread-safety: any thread. For a command buffer, not concurrently with other calls on it
+/// (they are serialised by its lock); the process totals may be read while other threads work,
+/// each field then being a recent value on its own.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `out` NULL or writable for `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_counters_get(cb: *const rcb_cmdbuf, out: *mut rcb_counters) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let mut counts = counters::totals();
+        if !cb.is_null() {
+            with_cmdbuf(cb, |_, cb| {
+                counts = cb.counts();
+                Ok(())
+            })?;
+        }
+        // SAFETY: checked by arg_out; writable for its struct_size per the contract.
+        unsafe { write_counts(out, counts) }
+    })
+}
+
+/// Zeroes the counters of command buffer `cb`, or the process totals when `cb` is NULL. A
+/// command buffer's reset leaves the process totals alone, and a reset of the totals leaves
+/// every command buffer's own counters alone. Events counted by other threads during a reset of
+/// the totals may survive it.
+///
+/// Thread-safety: any thread; for a command buffer, not concurrently with other calls on it.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_counters_reset(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| {
+        if cb.is_null() {
+            counters::reset_totals();
+            return Ok(());
+        }
+        with_cmdbuf(cb, |_, cb| {
+            cb.reset_counts();
+            Ok(())
+        })
+    })
+}
+
+/// The name of fallback reason `reason` (an `RCB_FALLBACK_*` value), such as
+/// `"opaque_reference"`: a static NUL-terminated string the caller must not free. NULL for a
+/// number that is no reason.
+///
+/// Thread-safety: any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn rcb_fallback_reason_name(reason: u32) -> *const c_char {
+    boundary_value(std::ptr::null(), || Fallback::from_code(reason).map_or(std::ptr::null(), |why| why.name().as_ptr()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn reason_names_match_the_feature_s_names() {
+        for why in Fallback::ALL {
+            let p = rcb_fallback_reason_name(why as u32);
+            // SAFETY: a static NUL-terminated string for every reason.
+            assert_eq!(unsafe { CStr::from_ptr(p) }, why.name());
+        }
+        assert!(rcb_fallback_reason_name(Fallback::ALL.len() as u32).is_null());
+        assert!(rcb_fallback_reason_name(u32::MAX).is_null());
+    }
+
+    #[test]
+    fn a_short_struct_is_refused_and_the_caller_s_size_is_kept() {
+        let mut c = Counts::default();
+        c.add(counters::Event::Fallback(Fallback::PushFailed));
+        c.add(counters::Event::Fallback(Fallback::ShapeChanged));
+        let mut out = rcb_counters::from(Counts::default());
+        out.struct_size = RCB_COUNTERS_V1_SIZE - 8;
+        // SAFETY: `out` is a whole local struct.
+        assert!(unsafe { write_counts(&mut out, c) }.is_err());
+        assert_eq!(out.fallbacks_total, 0, "nothing written");
+        out.struct_size = RCB_COUNTERS_V1_SIZE;
+        // SAFETY: as above.
+        unsafe { write_counts(&mut out, c) }.unwrap();
+        assert_eq!((out.version, out.fallbacks_total, out.fallbacks[2]), (RCB_COUNTERS_VERSION, 2, 1));
+    }
+}

@@ -1,0 +1,406 @@
+//! The executable-graph update budget through the C ABI: re-instantiation exactly when the
+//! estimate says, results right across it, old executables kept until their launches finish,
+//! child nodes updated in place replayed, re-record sessions that cross the budget, failures
+//! that leave updates correct; and on the software GPU's model of ROCm's kernel-argument leak,
+//! that without the budget updates exhaust the device while with it they never do.
+//!
+//! The soak (`soak_a_million_updates_of_a_thousand_nodes`) is ignored in the default run; CI
+//! runs it in a release build (`ci/test.sh`). Every test holds `common::serial()`: hipsim's
+//! quirks, pool and live counts are process-wide.
+
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "the tests call the C ABI and the runtime on locals and handles they own throughout; each call's contract is the header's"
+)]
+
+mod cmdbuf_helpers;
+mod common;
+
+use cmdbuf_helpers::*;
+use common::{args, fails, ok};
+use rocm_cmdbuf::NODE_OVERHEAD_BYTES;
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::Runtime;
+use std::ptr::null;
+
+/// Words each fill node writes; its allocation's size in bytes is `SLICE`.
+const WORDS: u64 = 16;
+const SLICE: u64 = WORDS * 4;
+/// What the library charges a push of a fill node: 24 argument bytes plus the overhead.
+const FILL_PUSH: u64 = 24 + NODE_OVERHEAD_BYTES;
+
+fn counters(cb: &Cb) -> rcb_counters {
+    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
+    c.struct_size = size_of::<rcb_counters>() as u32;
+    ok(unsafe { rcb_counters_get(cb.0, &mut c) });
+    c
+}
+
+fn budget_of(cb: &Cb) -> (u64, u64) {
+    let (mut budget, mut spent) = (0, 0);
+    ok(unsafe { rcb_cmdbuf_exec_update_budget(cb.0, &mut budget, &mut spent) });
+    (budget, spent)
+}
+
+/// `n` independent fill nodes; node `i` fills allocation `i` with `i + 1`. Each allocation has
+/// two homes in one device buffer, so a launch's whole output is one read and a stale address
+/// shows as a value in the wrong home.
+struct Fleet {
+    rt: &'static dyn Runtime,
+    cb: Cb,
+    buffer: u64,
+    n: usize,
+    /// Which home each allocation is in now.
+    home: Vec<usize>,
+    nodes: Vec<rcb_node>,
+}
+
+impl Fleet {
+    fn new(gpu: &Gpu, n: usize, budget: u64) -> Fleet {
+        let buffer = gpu.rt.malloc(0, 2 * n * SLICE as usize).expect("malloc");
+        let cb = Cb::primary();
+        ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, budget) });
+        let mut fleet = Fleet { rt: gpu.rt, cb, buffer, n, home: vec![0; n], nodes: Vec::with_capacity(n) };
+        let allocs: Vec<(u64, u64)> = (0..n).map(|i| (fleet.at(i, 0), SLICE)).collect();
+        fleet.cb.set_allocs(&allocs);
+        for i in 0..n {
+            let node = fleet.cb.kernel(&[], gpu.k.fill_u32, WORDS, &args::fill(fleet.at(i, 0), i as u32 + 1, WORDS));
+            fleet.nodes.push(node);
+        }
+        fleet.cb.finalize();
+        fleet
+    }
+
+    fn at(&self, i: usize, home: usize) -> u64 {
+        self.buffer + ((home * self.n + i) as u64) * SLICE
+    }
+
+    /// Moves allocation `i` to its other home.
+    fn flip(&mut self, i: usize) -> rcb_update_report {
+        self.home[i] ^= 1;
+        let r = self.cb.move_allocs(&[(i as u64, self.at(i, self.home[i]))]);
+        assert_eq!((r.moved_allocations, r.needs_rerecord), (1, 0), "move of {i}");
+        r
+    }
+
+    /// Clears both homes of everything, launches, and checks that each node wrote its value to
+    /// its allocation's current home and nothing to the other.
+    fn launch_and_check(&self, gpu: &Gpu) -> Result<(), String> {
+        let words = 2 * self.n * WORDS as usize;
+        gpu.rt.direct().copy_to_device(self.buffer, &vec![0u8; words * 4]).expect("clear");
+        self.cb.launch(gpu);
+        let out = common::download_u32(gpu.rt, self.buffer, words);
+        for i in 0..self.n {
+            for home in 0..2 {
+                let want = if home == self.home[i] { i as u32 + 1 } else { 0 };
+                let start = (home * self.n + i) * WORDS as usize;
+                if let Some(w) = out[start..start + WORDS as usize].iter().find(|&&w| w != want) {
+                    return Err(format!("node {i}, home {home} (current {}): {w}, want {want}", self.home[i]));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        // The command buffer first, while its buffer still exists; `Cb`'s own drop then frees NULL.
+        unsafe { rcb_cmdbuf_free(std::mem::replace(&mut self.cb.0, std::ptr::null_mut())) };
+        let _ = self.rt.free(self.buffer);
+    }
+}
+
+#[test]
+fn the_budget_reinstantiates_exactly_when_the_estimate_says_and_launches_stay_right() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // Ten pushes of a fill node fit; the eleventh update re-instantiates instead of pushing.
+    let mut f = Fleet::new(&gpu, 8, 10 * FILL_PUSH);
+    assert_eq!(budget_of(&f.cb), (10 * FILL_PUSH, 0));
+    f.launch_and_check(&gpu).unwrap();
+    for step in 1..=60usize {
+        let r = f.flip(step % f.n);
+        assert_eq!(r.updated_nodes, 1);
+        assert_eq!(r.reinstantiated, u32::from(step % 11 == 0), "step {step}");
+        let pushes_since = (step % 11) as u64;
+        assert_eq!(budget_of(&f.cb).1, pushes_since * FILL_PUSH, "step {step}");
+        if step % 4 == 0 {
+            f.launch_and_check(&gpu).unwrap_or_else(|e| panic!("step {step}: {e}"));
+        }
+    }
+    f.launch_and_check(&gpu).unwrap();
+    let c = counters(&f.cb);
+    assert_eq!((c.instantiations, c.reinstantiations), (1 + 5, 5));
+    assert_eq!(c.exec_param_pushes, 60 - 5);
+    assert_eq!(c.exec_param_push_bytes, 55 * FILL_PUSH);
+    // Every old executable's launches finished (each launch was waited for): all destroyed.
+    assert_eq!(c.retired_execs, 5);
+    assert_eq!(c.fallbacks_total, 0);
+}
+
+#[test]
+fn a_budget_of_zero_never_reinstantiates_and_the_budget_is_set_before_finalize_only() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let mut f = Fleet::new(&gpu, 4, 0);
+    for step in 0..40 {
+        assert_eq!(f.flip(step % 4).reinstantiated, 0);
+    }
+    f.launch_and_check(&gpu).unwrap();
+    let c = counters(&f.cb);
+    assert_eq!((c.instantiations, c.reinstantiations, c.exec_param_pushes), (1, 0, 40));
+    assert_eq!(budget_of(&f.cb), (0, 40 * FILL_PUSH), "what was pushed is still counted");
+    fails(unsafe { rcb_cmdbuf_set_exec_update_budget(f.cb.0, 1) }, RCB_STATUS_INVALID_STATE, "before the first finalize");
+    let nested = Cb::nested();
+    fails(unsafe { rcb_cmdbuf_set_exec_update_budget(nested.0, 1) }, RCB_STATUS_INVALID_STATE, "nested");
+    fails(unsafe { rcb_cmdbuf_exec_update_budget(f.cb.0, std::ptr::null_mut(), &mut 0) }, RCB_STATUS_NULL_ARGUMENT, "budget");
+}
+
+#[test]
+fn an_old_executable_is_destroyed_only_after_its_launches_finish() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = common::hipsim();
+    let x = gpu.upload(&[0.0; WORDS as usize]);
+    let x2 = gpu.upload(&[0.0; WORDS as usize]);
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, FILL_PUSH) });
+    cb.set_allocs(&[(x, SLICE)]);
+    let sleep = cb.kernel(&[], gpu.k.sleep, 1, &args::sleep(300_000));
+    cb.kernel(&[sleep], gpu.k.fill_u32, WORDS, &args::fill(x, 7, WORDS));
+    cb.finalize();
+    let execs = sim.as_ref().map(|s| s.live_count("exec"));
+    // Launched and still sleeping: the first move pushes, the second re-instantiates.
+    ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
+    assert_eq!(cb.move_allocs(&[(0, x2)]).reinstantiated, 0);
+    assert_eq!(cb.move_allocs(&[(0, x)]).reinstantiated, 1);
+    assert_eq!(counters(&cb).retired_execs, 0, "its launch is still running");
+    if let (Some(sim), Some(before)) = (&sim, execs) {
+        assert_eq!(sim.live_count("exec"), before + 1, "old and new executables both alive");
+    }
+    // Launching the new one does not wait; the old one is still running.
+    ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
+    assert_eq!(counters(&cb).retired_execs, 0);
+    gpu.sync();
+    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![7; WORDS as usize]);
+    // The next launch finds the old one's launches finished and destroys it.
+    ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
+    assert_eq!(counters(&cb).retired_execs, 1);
+    if let (Some(sim), Some(before)) = (&sim, execs) {
+        assert_eq!(sim.live_count("exec"), before);
+    }
+    gpu.sync();
+}
+
+/// A nested command buffer holding one fill of `x` with `value`.
+fn child_fill(gpu: &Gpu, x: u64, value: u32) -> Cb {
+    let child = Cb::nested();
+    child.kernel(&[], gpu.k.fill_u32, WORDS, &args::fill(x, value, WORDS));
+    child.finalize();
+    child
+}
+
+/// A primary of `fill(y, 5)` and a child node `fill(x, 1)`, its child updated in place to
+/// `fill(x, 2)`.
+fn primary_with_updated_child(gpu: &Gpu, budget: u64, x: u64, y: u64) -> (Cb, Cb) {
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, budget) });
+    cb.set_allocs(&[(y, SLICE)]);
+    cb.kernel(&[], gpu.k.fill_u32, WORDS, &args::fill(y, 5, WORDS));
+    let first = child_fill(gpu, x, 1);
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(cb.0, null(), 0, first.0, &mut node) });
+    cb.finalize();
+    let second = child_fill(gpu, x, 2);
+    cb.begin_update();
+    ok(unsafe { rcb_cmdbuf_update_child(cb.0, node, second.0) });
+    cb.finalize();
+    (cb, second)
+}
+
+#[test]
+fn a_child_updated_in_place_keeps_its_new_graph_across_a_reinstantiation() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let (x, y) = (gpu.upload(&[0.0; WORDS as usize]), gpu.upload(&[0.0; WORDS as usize]));
+    let y2 = gpu.upload(&[0.0; WORDS as usize]);
+    // The child's push (one fill) fits; the move that follows does not.
+    let (cb, _child) = primary_with_updated_child(&gpu, FILL_PUSH + 1, x, y);
+    assert_eq!(counters(&cb).exec_param_push_bytes, FILL_PUSH, "the child's graph: one fill node");
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![2; WORDS as usize]);
+    gpu.rt.direct().copy_to_device(x, &[0; SLICE as usize]).unwrap();
+    assert_eq!(cb.move_allocs(&[(0, y2)]).reinstantiated, 1);
+    cb.launch(&gpu);
+    // From the template alone the child would fill 1: its clone was given to the new executable.
+    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![2; WORDS as usize]);
+    assert_eq!(common::download_u32(gpu.rt, y2, WORDS as usize), vec![5; WORDS as usize]);
+    let c = counters(&cb);
+    assert_eq!((c.reinstantiations, c.fallbacks_total), (1, 0));
+    assert_eq!(budget_of(&cb).1, FILL_PUSH, "the replayed child is charged to the new executable");
+}
+
+#[test]
+fn a_rerecord_that_crosses_the_budget_reinstantiates_in_the_middle() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let mut f = Fleet::new(&gpu, 12, 5 * FILL_PUSH);
+    // Re-record every node at its other home (what XLA does after needs_rerecord).
+    f.cb.begin_update();
+    let allocs: Vec<(u64, u64)> = (0..f.n).map(|i| (f.at(i, 1), SLICE)).collect();
+    f.cb.set_allocs(&allocs);
+    for i in 0..f.n {
+        f.home[i] = 1;
+        f.cb.update_kernel(f.nodes[i], gpu.k.fill_u32, WORDS, &args::fill(f.at(i, 1), i as u32 + 1, WORDS));
+    }
+    f.cb.finalize();
+    f.launch_and_check(&gpu).unwrap();
+    // Pushes 1-5 fit, the 6th and 11th re-instantiate first: 2 re-instantiations, 12 pushes.
+    let c = counters(&f.cb);
+    assert_eq!((c.reinstantiations, c.exec_param_pushes), (2, 12));
+    assert_eq!(budget_of(&f.cb).1, 2 * FILL_PUSH);
+}
+
+#[test]
+fn a_failed_or_blocked_reinstantiation_still_updates_correctly() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let mut f = Fleet::new(&gpu, 4, FILL_PUSH);
+    f.flip(0);
+    sim.set_faults("hipGraphInstantiate:1");
+    let r = f.flip(1);
+    sim.set_faults("");
+    assert_eq!((r.reinstantiated, r.updated_nodes), (0, 1), "pushed to the old executable instead");
+    f.launch_and_check(&gpu).unwrap();
+    let c = counters(&f.cb);
+    assert_eq!((c.fallbacks[RCB_FALLBACK_REINSTANTIATE_FAILED as usize], c.reinstantiations), (1, 0));
+    assert_eq!(f.flip(2).reinstantiated, 1, "the next update tries again");
+    f.launch_and_check(&gpu).unwrap();
+
+    // A child updated in place whose clone could not be made blocks re-instantiation.
+    let (x, y) = (gpu.upload(&[0.0; WORDS as usize]), gpu.upload(&[0.0; WORDS as usize]));
+    let y2 = gpu.upload(&[0.0; WORDS as usize]);
+    sim.set_faults("hipGraphClone:1");
+    let (cb, _child) = primary_with_updated_child(&gpu, FILL_PUSH + 1, x, y);
+    sim.set_faults("");
+    let r = cb.move_allocs(&[(0, y2)]);
+    assert_eq!((r.reinstantiated, r.updated_nodes, r.needs_rerecord), (0, 1, 0));
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![2; WORDS as usize]);
+    assert_eq!(common::download_u32(gpu.rt, y2, WORDS as usize), vec![5; WORDS as usize]);
+    let c = counters(&cb);
+    assert_eq!((c.fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize], c.reinstantiations), (1, 0));
+}
+
+/// The leak model's pool for a fleet of `n` fill nodes: hipsim stages 288 bytes per fill node
+/// (24 argument bytes rounded to 32, plus 256 hidden), so an executable takes `288 n` at
+/// instantiation and 288 more per update under the quirk.
+const HIPSIM_FILL_SLOT: u64 = 288;
+
+/// Runs `updates` moves of a fleet of `n` nodes under the kernel-argument leak (the silent
+/// response: an exhausted pool would show as wrong results, not as an error), checking a launch
+/// every `check_every` updates. The budget allows `n` pushes, so an executable never stages
+/// more than twice its instantiation; the pool holds three such executables (the live one, a
+/// new one being instantiated, and slack for one whose launch is not yet reaped).
+/// Returns the fleet and the pool size.
+fn leak_run(
+    gpu: &Gpu,
+    sim: &common::Hipsim,
+    n: usize,
+    budget_on: bool,
+    updates: usize,
+    check_every: usize,
+) -> (Fleet, u64, Result<(), String>) {
+    let pool = 3 * 2 * n as u64 * HIPSIM_FILL_SLOT;
+    sim.set_kernarg_pool(pool);
+    sim.set_quirks("kernarg_leak_silent");
+    let budget = if budget_on { n as u64 * FILL_PUSH } else { 0 };
+    let mut f = Fleet::new(gpu, n, budget);
+    let mut outcome = Ok(());
+    for step in 1..=updates {
+        f.flip(step % n);
+        if step % check_every == 0 {
+            outcome = f.launch_and_check(gpu).map_err(|e| format!("after {step} updates: {e}"));
+            if outcome.is_err() {
+                break;
+            }
+        }
+    }
+    sim.set_quirks("");
+    (f, pool, outcome)
+}
+
+#[test]
+fn without_the_budget_the_leak_model_is_exhausted() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    // The pool holds 6n slots: n for the instantiation, then 5n updates; the run does 8n.
+    let n = 100;
+    let (f, pool, outcome) = leak_run(&gpu, &sim, n, false, 8 * n, n);
+    let e = outcome.expect_err("a silently kept old address must show");
+    assert!(e.contains("after 600 updates"), "the first check past 5n updates fails: {e}");
+    assert_eq!(sim.live_count("kernarg_peak"), pool, "filled to the last slot");
+    drop(f);
+    // The error response: the push fails and the library asks for a re-record.
+    sim.set_kernarg_pool(3 * 2 * 4 * HIPSIM_FILL_SLOT);
+    sim.set_quirks("kernarg_leak");
+    let mut f = Fleet::new(&gpu, 4, 0);
+    let refused = (1..100).map(|step| f.flip_report(step % 4)).position(|r| r.needs_rerecord == 1);
+    sim.set_quirks("");
+    sim.set_kernarg_pool(u64::MAX);
+    assert_eq!(refused, Some(20), "24 slots: 4 at instantiation, 20 updates");
+    assert_eq!(counters(&f.cb).fallbacks[RCB_FALLBACK_PUSH_FAILED as usize], 1);
+}
+
+impl Fleet {
+    /// Like [`Fleet::flip`], but any report is returned (the allocation counts as moved).
+    fn flip_report(&mut self, i: usize) -> rcb_update_report {
+        self.home[i] ^= 1;
+        self.cb.move_allocs(&[(i as u64, self.at(i, self.home[i]))])
+    }
+}
+
+#[test]
+fn with_the_budget_the_same_updates_never_exhaust_the_leak_model() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let n = 1000;
+    let (f, pool, outcome) = leak_run(&gpu, &sim, n, true, 20 * n, 250);
+    outcome.unwrap();
+    let peak = sim.live_count("kernarg_peak");
+    sim.set_kernarg_pool(u64::MAX);
+    assert!(peak <= pool, "peak {peak} within the pool {pool}");
+    let c = counters(&f.cb);
+    // n pushes fit a budget, the next update re-instantiates: every (n + 1)-th update.
+    assert_eq!(c.reinstantiations, (20 * n / (n + 1)) as u64);
+    assert_eq!(c.fallbacks_total, 0);
+}
+
+#[test]
+#[ignore = "a release-mode soak: ci/test.sh runs it with cargo test --release -- --ignored"]
+fn soak_a_million_updates_of_a_thousand_nodes() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let updates = std::env::var("RCB_SOAK_UPDATES").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n = 1000;
+    let started = std::time::Instant::now();
+    let (f, pool, outcome) = leak_run(&gpu, &sim, n, true, updates, 1000);
+    outcome.unwrap();
+    let peak = sim.live_count("kernarg_peak");
+    sim.set_kernarg_pool(u64::MAX);
+    let c = counters(&f.cb);
+    eprintln!(
+        "soak: {updates} updates of {n} nodes in {:.1} s, {} re-instantiations, {} launches checked, kernel-argument peak {peak} of {pool} bytes",
+        started.elapsed().as_secs_f64(),
+        c.reinstantiations,
+        updates / 1000
+    );
+    assert!(peak <= pool);
+    assert_eq!(c.reinstantiations, (updates / (n + 1)) as u64);
+    assert_eq!(c.fallbacks_total, 0);
+}

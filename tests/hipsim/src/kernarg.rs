@@ -1,0 +1,137 @@
+//! Kernel-argument staging of executable graphs, as ROCm's runtime does it
+//! (`GraphKernelArgManager`, ROCm/rocm-systems issue 10713): an executable graph takes a slot
+//! for each node's arguments when it is instantiated, and gives them all back when it is
+//! destroyed. With the `kernarg_leak` quirks every update takes a fresh slot (a bump allocator
+//! that never reuses one); without them an update reuses the node's slot, as the proposed fix
+//! (pull request 11434) does.
+//!
+//! The slots come from a per-device pool of `HIPSIM_KERNARG_POOL` bytes (unlimited by default).
+//! When an update finds the pool exhausted, `kernarg_leak` fails it with `hipErrorOutOfMemory`
+//! (what a runtime with pull request 10022 reports) and `kernarg_leak_silent` returns success
+//! while the executable keeps its old parameters (issue 10714). An instantiation that does not
+//! fit fails with `hipErrorOutOfMemory` either way.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use crate::error::{HipResult, OUT_OF_MEMORY};
+use crate::exec::ExecGraph;
+use crate::graph::Op;
+use crate::knobs::{self, KernargLeak};
+
+/// Hidden arguments the runtime appends to each kernel's explicit ones (grid sizes, offsets,
+/// queue pointers), as on gfx9.
+const HIDDEN_ARGUMENT_BYTES: u64 = 256;
+/// Explicit arguments of the blit kernels that run memcpy and memset nodes.
+const BLIT_ARGUMENT_BYTES: u64 = 64;
+
+/// The slot a node's arguments take: explicit arguments rounded up to 16 bytes, plus the
+/// hidden ones; nodes that run no kernel take none.
+pub fn slot(op: &Op) -> u64 {
+    match op {
+        Op::Kernel(k) => (k.args.len() as u64).div_ceil(16) * 16 + HIDDEN_ARGUMENT_BYTES,
+        Op::Memcpy { .. } | Op::Memset(_) => BLIT_ARGUMENT_BYTES + HIDDEN_ARGUMENT_BYTES,
+        _ => 0,
+    }
+}
+
+/// The slots of every node of `graph`, child graphs included.
+pub fn graph_bytes(graph: &ExecGraph) -> u64 {
+    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), graph_bytes)).sum()
+}
+
+struct Pool {
+    /// Bytes each device may stage.
+    limit: u64,
+    /// Bytes in use by device.
+    used: HashMap<i32, u64>,
+    /// Highest `used` of any device since the last [`set_limit`].
+    peak: u64,
+    /// Device and bytes of each live executable graph.
+    execs: HashMap<usize, (i32, u64)>,
+}
+
+static POOL: LazyLock<Mutex<Pool>> =
+    LazyLock::new(|| Mutex::new(Pool { limit: knobs::get().kernarg_pool, used: HashMap::new(), peak: 0, execs: HashMap::new() }));
+
+fn pool() -> MutexGuard<'static, Pool> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    /// Takes `bytes` for `exec`, or fails when the device's pool cannot hold them.
+    fn take(&mut self, exec: usize, bytes: u64) -> HipResult {
+        let Some(&(device, _)) = self.execs.get(&exec) else { return Ok(()) };
+        let used = self.used.entry(device).or_default();
+        if used.saturating_add(bytes) > self.limit {
+            return Err(OUT_OF_MEMORY);
+        }
+        *used += bytes;
+        self.peak = self.peak.max(*used);
+        self.execs.get_mut(&exec).expect("looked up above").1 += bytes;
+        Ok(())
+    }
+}
+
+/// Takes the slots of a new executable graph.
+pub fn instantiated(exec: usize, device: i32, bytes: u64) -> HipResult {
+    let mut p = pool();
+    p.execs.insert(exec, (device, 0));
+    let taken = p.take(exec, bytes);
+    if taken.is_err() {
+        p.execs.remove(&exec);
+    }
+    taken
+}
+
+/// Gives back everything an executable graph took.
+pub fn destroyed(exec: usize) {
+    let mut p = pool();
+    if let Some((device, bytes)) = p.execs.remove(&exec) {
+        *p.used.entry(device).or_default() -= bytes;
+    }
+}
+
+/// What an update of an executable graph does with its new parameters.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Update {
+    Apply,
+    /// The pool is exhausted and the runtime says nothing: the old parameters stay.
+    KeepOld,
+}
+
+/// Stages an update that needs `bytes` of fresh slots: taken from the pool under the leak
+/// quirks, reused (nothing taken) without them.
+pub fn update(exec: usize, bytes: u64) -> HipResult<Update> {
+    let mode = knobs::get().kernarg_leak();
+    if mode == KernargLeak::Off {
+        return Ok(Update::Apply);
+    }
+    match (pool().take(exec, bytes), mode) {
+        (Ok(()), _) => Ok(Update::Apply),
+        (Err(_), KernargLeak::Silent) => Ok(Update::KeepOld),
+        (Err(e), _) => Err(e),
+    }
+}
+
+/// Sets every device's pool size and restarts the peak from what is in use now.
+pub fn set_limit(bytes: u64) {
+    let mut p = pool();
+    p.limit = bytes;
+    p.peak = p.used.values().copied().max().unwrap_or(0);
+}
+
+/// Bytes in use on `device`.
+pub fn used_on(device: i32) -> u64 {
+    pool().used.get(&device).copied().unwrap_or(0)
+}
+
+/// Bytes in use, all devices together.
+pub fn used() -> u64 {
+    pool().used.values().sum()
+}
+
+/// The highest use of one device since the last [`set_limit`] (or load).
+pub fn peak() -> u64 {
+    pool().peak
+}

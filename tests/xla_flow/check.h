@@ -1,0 +1,37 @@
+// The xla_flow programs' checks: CHECK counts a failed expectation and goes on, OK stops the
+// program when a library call the flow needs fails. Each program returns failures != 0.
+#ifndef XLA_FLOW_CHECK_H
+#define XLA_FLOW_CHECK_H
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "rocm_cmdbuf.hpp"
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      ++failures;                                                                 \
+      std::fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                          \
+      std::fputc('\n', stderr);                                                   \
+    }                                                                             \
+  } while (0)
+
+// A library call the flow needs: stop on failure.
+#define OK(expr)                                                                           \
+  do {                                                                                     \
+    rcb::Status s_ = (expr);                                                               \
+    if (!s_.ok()) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.ToString().c_str()); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+}  // namespace
+
+#endif  // XLA_FLOW_CHECK_H
