@@ -315,9 +315,11 @@ static struct {
     uint64_t x2, y2, out2, set2; /* where the allocations move */
     rcb_cmdbuf *cb;
     rcb_node nodes[5];
+    uint64_t budget; /* the executable graph's update budget when not 0 */
 } rec;
 
 static void rec_buffers(void) {
+    rec.budget = 0;
     rec.x = dev_alloc(BYTES), rec.y = dev_alloc(BYTES), rec.out = dev_alloc(BYTES), rec.set = dev_alloc(BYTES);
     rec.x2 = dev_alloc(BYTES), rec.y2 = dev_alloc(BYTES), rec.out2 = dev_alloc(BYTES), rec.set2 = dev_alloc(BYTES);
     upload_fn(rec.x, input);
@@ -337,6 +339,7 @@ static enum outcome rec_record(void) {
     TRY(rcb_cmdbuf_add_memcpy_d2d(rec.cb, &rec.nodes[1], 1, rec.out, rec.y, BYTES, &rec.nodes[2]));
     TRY(rcb_cmdbuf_add_memset(rec.cb, NULL, 0, rec.set, 0x3F800000u, 4, N, &rec.nodes[3]));
     TRY(rcb_cmdbuf_add_empty(rec.cb, &rec.nodes[2], 2, &rec.nodes[4]));
+    if (rec.budget != 0) TRY(rcb_cmdbuf_set_exec_update_budget(rec.cb, rec.budget));
     TRY(rcb_cmdbuf_finalize(rec.cb));
     TRY(rcb_cmdbuf_launch(rec.cb, gpu.stream));
     return OK;
@@ -424,6 +427,19 @@ static int end_capture(rcb_cmdbuf *cb) {
     if (hipStreamIsCapturing(gpu.stream, &status) == hipSuccess && status != hipStreamCaptureStatusNone)
         checked(rcb_cmdbuf_capture_end(cb), "rcb_cmdbuf_capture_end");
     return 0;
+}
+
+/* The same update with an update budget of one byte: the update re-instantiates the executable
+ * graph, and the old one is destroyed once its launches have finished. */
+static void budget_setup(void) {
+    rec_buffers();
+    rec.budget = 1;
+    if (rec_record() != OK) {
+        fprintf(stderr, "set-up: recording failed\n");
+        exit(2);
+    }
+    sync();
+    garbage(rec.out), garbage(rec.set);
 }
 
 /* 4. Flatten a captured child: a nested command buffer captures fill + axpy; its graph is
@@ -878,6 +894,7 @@ static const scenario SCENARIOS[] = {
     {"record+finalize+launch", rec_buffers, rec_record, rec_verify, rec_teardown, rec_release},
     {"update_allocations", moved_setup, update_work, moved_verify, rec_teardown, rec_release},
     {"move_allocations", moved_setup, move_work, moved_verify, rec_teardown, rec_release},
+    {"update_allocations, re-instantiating (budget of 1 byte)", budget_setup, update_work, moved_verify, rec_teardown, rec_release},
     {"flatten a captured child", flatten_setup, flatten_work, flatten_verify, flatten_teardown, rec_release},
     {"trace cache: miss, hit, relocation", trace_setup, trace_work, trace_verify, trace_teardown, rec_release},
     {"VMM pool, VMM backing", pool_setup_vmm, pool_work, pool_verify, pool_teardown, pool_release_buffers},

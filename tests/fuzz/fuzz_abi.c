@@ -5,7 +5,7 @@
  * drawn from; a missing byte reads as 0, and 0 always picks the ordinary, valid choice, so a
  * seed needs only the bytes that differ. The ops create, use and free command buffers (kernels,
  * kernelParams kernels, memcpy, memset, empty, child and raw child nodes, flattening, capture,
- * finalize, update, launch, address updates), trace caches (with trace functions that work,
+ * finalize, update, launch, address updates, update budgets, counters), trace caches (with trace functions that work,
  * fail, re-enter their cache or break the capture), streams of the cache, VMM pools of both
  * backings and correlators (with sinks that read every record, stop the exchange or add more
  * events), with valid and hostile arguments alike: NULL, freed and forged handles, double frees,
@@ -984,6 +984,67 @@ static void op_correlator_misc(input *in) {
     }
 }
 
+static void op_update_child_graph(input *in) {
+    rcb_cmdbuf *cb = CB_ARG(in);
+    rcb_node node = node_arg(in);
+    void *graph = graph_arg(in);
+    CALL(rcb_cmdbuf_update_child_graph(cb, node, graph));
+}
+
+static void op_update_flattened_child(input *in) {
+    rcb_cmdbuf *cb = CB_ARG(in);
+    rcb_node group = node_arg(in);
+    unsigned c = pick(in, 4); /* 0: a raw graph, 1: a command buffer, 2: both, 3: neither */
+    rcb_cmdbuf *child = c == 1 || c == 2 ? CB_ARG(in) : NULL;
+    void *graph = c == 0 || c == 2 ? graph_arg(in) : NULL;
+    rcb_flatten_report report;
+    memset(&report, 0xA5, sizeof report);
+    rcb_flatten_report *rp = OR_NULL(in, &report);
+    if (CALL(rcb_cmdbuf_update_flattened_child(cb, group, child, graph, rp)) != RCB_OK || rp == NULL) return;
+    if (memchr(report.reason, 0, sizeof report.reason) == NULL) die("the flatten report's reason is not NUL-terminated");
+    if (report.flattened > 1) die("the flatten report says flattened = %u", report.flattened);
+}
+
+/* The executable graph's update budget: tiny ones make every update re-instantiate. */
+static void op_budget(input *in) {
+    static const uint64_t budgets[] = {1, 0, 4096, 64u << 20, UINT64_MAX};
+    rcb_cmdbuf *cb = CB_ARG(in);
+    if (pick(in, 3)) {
+        uint64_t bytes = rarely(in, 8) ? u64(in) : PICK(in, budgets);
+        CALL(rcb_cmdbuf_set_exec_update_budget(cb, bytes));
+        return;
+    }
+    uint64_t budget = 0, spent = 0;
+    uint64_t *b = OR_NULL(in, &budget), *sp = OR_NULL(in, &spent);
+    CALL(rcb_cmdbuf_exec_update_budget(cb, b, sp));
+}
+
+/* Counters of a command buffer or of the process (NULL), with every struct size the caller may
+ * state (the buffer always holds it), and fallback reason names. */
+static void op_counters(input *in) {
+    static const uint32_t sizes[] = {sizeof(rcb_counters), RCB_COUNTERS_V1_SIZE, RCB_COUNTERS_V1_SIZE - 1, 0, 8,
+                                     sizeof(rcb_counters) + 64};
+    rcb_cmdbuf *cb = pick(in, 3) ? CB_ARG(in) : NULL;
+    unsigned which = pick(in, 3);
+    if (which == 0) {
+        unsigned char buf[sizeof(rcb_counters) + 64];
+        memset(buf, 0x5A, sizeof buf);
+        rcb_counters *c = (rcb_counters *)(void *)buf;
+        uint32_t size = PICK(in, sizes);
+        c->struct_size = size;
+        if (CALL(rcb_counters_get(cb, OR_NULL(in, c))) != RCB_OK) return;
+        if (c->struct_size != size) die("rcb_counters_get changed struct_size from %u to %u", size, c->struct_size);
+        for (size_t i = size; i < sizeof buf; i++) {
+            if (buf[i] != 0x5A) die("rcb_counters_get wrote byte %zu past struct_size %u", i, size);
+        }
+    } else if (which == 1) {
+        CALL(rcb_counters_reset(cb));
+    } else {
+        const char *name = rcb_fallback_reason_name(rarely(in, 4) ? u32(in) : pick(in, RCB_FALLBACK_REASON_SLOTS + 2));
+        if (name != NULL && name[0] == '\0') die("rcb_fallback_reason_name gave an empty name");
+    }
+}
+
 /* The calls that cannot fail: any status number, truncated messages, the version. */
 static void op_misc(input *in) {
     const char *text = rcb_status_str((rcb_status)u32(in));
@@ -1084,6 +1145,10 @@ static const struct {
     {"correlator_misc", op_correlator_misc},       /* 40 */
     {"misc", op_misc},                             /* 41 */
     {"harness", op_harness},                       /* 42 */
+    {"update_child_graph", op_update_child_graph}, /* 43 */
+    {"update_flattened_child", op_update_flattened_child}, /* 44 */
+    {"budget", op_budget},                         /* 45 */
+    {"counters", op_counters},                     /* 46 */
 };
 
 /* Frees everything the input left, then checks that nothing is left on the GPU. */

@@ -13,7 +13,8 @@ ops=(cmdbuf_new cmdbuf_free set_allocations add_kernel add_kernel_params add_mem
     update_memset update_child capture capture_end finalize begin_update launch queries
     update_allocations move_allocations trace_cache_new trace_cache_free get_or_trace stream_acquire
     stream_release stream_cache pool_new pool_acquire pool_release pool_copy pool_timeline pool_free
-    correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness)
+    correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness
+    update_child_graph update_flattened_child budget counters)
 
 seed="" # the seed being written, as printf escapes
 op() { # name [argument bytes, hex]...
@@ -98,6 +99,11 @@ op finalize 00 01
 op launch 00 01 00
 op move_allocations 00 01 01 00 00 02
 op launch 00 01 00
+op begin_update 00 01
+op update_flattened_child 00 01 00 01 00 00 00 00
+op update_child_graph 00 01 00 00 00 00
+op finalize 00 01
+op launch 00 01 00
 write capture-and-raw-graph
 
 # 4. A trace cache: traced, hit, relocated; its graph cloned into a command buffer.
@@ -149,7 +155,25 @@ op correlator_free 00 00
 op misc
 write correlator
 
-# 8. A kernel whose argument sizes are unknown (kernelParams), updated in place.
+# 8. A budget of one byte: every address update re-instantiates; counters read and reset.
+op cmdbuf_new
+op budget 00 00 01 00
+op set_allocations 00 00 "${table01[@]}"
+op add_kernel 00 00 00 "${fill0[@]}"
+op finalize 00 00
+op launch 00 00 00
+op update_allocations 00 00 "${table21[@]}"
+op launch 00 00 00
+op update_allocations 00 00 "${table01[@]}"
+op launch 00 00 00
+op budget 00 00 00
+op counters 01 00 00 00
+op counters 00 00
+op counters 01 00 00 01
+op counters 00 02 03
+write budget-and-counters
+
+# 9. A kernel whose argument sizes are unknown (kernelParams), updated in place.
 op cmdbuf_new
 op add_kernel_params 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 02 01 00 02
 op finalize 00 00
