@@ -32,8 +32,8 @@ echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
 echo "== the patched XLA's call sequences (tests/xla_flow)"
 bash tests/xla_flow/run.sh target/debug
-echo "== the fault matrix: every runtime call failed in turn (tests/faults; tests/xla_flow every 10th call)"
-bash tests/faults/run.sh target/debug --xla-stride 10
+echo "== the fault matrix: every runtime call failed in turn (tests/faults; the tests/xla_flow programs every 50th call)"
+bash tests/faults/run.sh target/debug --xla-stride 50
 echo "== soak, short version (rcb-bench --quick soak; the figures in docs/reliability.md are the full one)"
 RCB_BACKEND=hip RCB_HIP_LIBRARY="$PWD/target/debug/libamdhip64.so" target/debug/rcb-bench --quick soak
 echo "== fuzzing the C ABI for two minutes (ci/fuzz.sh; longer runs: ci/fuzz.sh SECONDS)"
