@@ -1151,6 +1151,21 @@ static const struct {
     {"counters", op_counters},                     /* 46 */
 };
 
+/* Waits for every stream of every device (a stream the input released may still run work). */
+static void settle(void) {
+    hipStreamSynchronize(gpu.stream);
+    for (int i = 0; i < NSTREAM; i++) {
+        if (st.streams[i] != NULL) hipStreamSynchronize((hipStream_t)st.streams[i]);
+    }
+    int devices = 0;
+    hipGetDeviceCount(&devices);
+    for (int d = 0; d < devices; d++) {
+        hipSetDevice(d);
+        hipDeviceSynchronize();
+    }
+    hipSetDevice(0);
+}
+
 /* Frees everything the input left, then checks that nothing is left on the GPU. */
 static void cleanup(void) {
     current_op = "cleanup";
@@ -1168,7 +1183,7 @@ static void cleanup(void) {
     for (int i = 0; i < NSTREAM; i++) {
         if (st.streams[i] != NULL && capturing(st.streams[i])) die("a held stream is still capturing after every command buffer was freed");
     }
-    hipStreamSynchronize(gpu.stream); /* also clears a sticky error the input caused */
+    settle(); /* also clears a sticky error the input caused */
     for (int i = 0; i < NPOOL; i++) {
         if (st.pool[i] == NULL) continue;
         for (int h = 0; h < st.nheld[i]; h++) {
@@ -1176,7 +1191,9 @@ static void cleanup(void) {
             if (s != RCB_OK) die("releasing a held slot at the end returned %s", rcb_status_str(s));
         }
         st.nheld[i] = 0;
-        hipStreamSynchronize(gpu.stream);
+        /* Every timeline write the input enqueued, on any stream of any device, has run: the free
+         * must not wait, whatever the pool's timeout. */
+        settle();
         free_pool(st.pool[i]);
         if (st.pool[i] != NULL) die("a pool with every slot released could not be freed");
     }
@@ -1192,8 +1209,7 @@ static void cleanup(void) {
     for (int i = 0; i < NGRAPH; i++) {
         if (st.graphs[i] != NULL) hipGraphDestroy(st.graphs[i]);
     }
-    hipStreamSynchronize(gpu.stream);
-    hipDeviceSynchronize();
+    settle();
     for (int k = 0; k < NKINDS; k++) {
         uint64_t now = hipsimLiveCount(LIVE_KINDS[k]);
         if (now != gpu.live[k])
