@@ -5,12 +5,14 @@
 #   3. runs rcb-demo and the tests/xla_flow programs (the patched XLA's call sequences) if staged;
 #   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
 #      flattened and relocated through the C ABI);
-#   5. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it); its
+#   5. runs tests/gpu/real_graphs.py under the same condition (the benchmark on PyTorch-captured
+#      graphs; its tables go to real_graphs.md);
+#   6. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it); its
 #      `budget` scenario measures device memory over 100 000 in-place updates and the amortised
 #      cost of the update budget.
 # The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
-# rcb-bench.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
-# when a test binary, the demonstration or the torch check fails.
+# rcb-bench.md, real_graphs.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
+# when a test binary, the demonstration, the torch check or real_graphs.py (a wrong result) fails.
 set -uo pipefail
 
 stage=.gpu
@@ -73,6 +75,17 @@ if [ -f "$stage/torch_flatten.py" ] && python3 -c 'import torch' 2>/dev/null; th
     [ $rc -eq 0 ] || { tail -5 "$logs/torch_flatten.log" | sed 's/^/    /'; failed=1; }
 else
     echo "torch_flatten: skipped (no python3 with torch)"
+fi
+if [ -f "$stage/real_graphs.py" ] && python3 -c 'import torch' 2>/dev/null; then
+    RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
+        timeout 240 python3 "$stage/real_graphs.py" > "$out/real_graphs.md" 2> "$logs/real_graphs.log"
+    rc=$?
+    echo "real_graphs: rc=$rc (tables in real_graphs.md)"
+    sed 's/^/    /' "$logs/real_graphs.log" | tail -12
+    [ $rc -eq 0 ] || failed=1
+    cat "$out/real_graphs.md"
+else
+    echo "real_graphs: skipped (no python3 with torch)"
 fi
 
 if [ -x "$stage/rcb-bench" ]; then

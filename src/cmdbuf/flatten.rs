@@ -77,14 +77,7 @@ impl CmdBuf {
     pub fn add_flattened_child(&mut self, deps: &[NodeId], source: Source<'_>) -> Result<(NodeId, FlattenReport)> {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
-        let (graph, known) = match &source {
-            Source::CmdBuf(child) => {
-                child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
-                (child.graph, known_params(child))
-            }
-            Source::Graph(g) => (*g, HashMap::new()),
-        };
-        let mut planner = Planner { rt: self.rt, known, plan: Vec::new() };
+        let (graph, mut planner) = Planner::of(self.rt, &source)?;
         let incoming: Vec<(Dep, EdgeData)> = deps.iter().map(|&d| (Dep::Parent(d), EdgeData::default())).collect();
         match planner.graph(graph, &incoming)? {
             Ok(exits) => {
@@ -125,14 +118,7 @@ impl CmdBuf {
             }
             return Ok(FlattenReport { fallback: Some(reason), nodes: 1, sites: 0 });
         };
-        let (graph, known) = match &source {
-            Source::CmdBuf(child) => {
-                child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
-                (child.graph, known_params(child))
-            }
-            Source::Graph(g) => (*g, HashMap::new()),
-        };
-        let mut planner = Planner { rt: self.rt, known, plan: Vec::new() };
+        let (graph, mut planner) = Planner::of(self.rt, &source)?;
         if let Err(Refusal(reason)) = planner.graph(graph, &[])? {
             return Err(Error::unsupported(format!(
                 "the new child cannot be flattened ({reason}), the one node {group} stands for was: re-record"
@@ -312,6 +298,21 @@ impl Planner<'_> {
     fn push(&mut self, params: Params, deps: Vec<(Dep, EdgeData)>, attributes_from: Option<Node>) -> usize {
         self.plan.push(Planned { params, deps, attributes_from });
         self.plan.len() - 1
+    }
+}
+
+impl<'a> Planner<'a> {
+    /// The graph `source` holds, and a planner that knows the parameters of the nodes a
+    /// command buffer recorded itself.
+    fn of(rt: &'a dyn Runtime, source: &'a Source<'_>) -> Result<(Graph, Self)> {
+        let (graph, known) = match source {
+            Source::CmdBuf(child) => {
+                child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
+                (child.graph, known_params(child))
+            }
+            Source::Graph(g) => (*g, HashMap::new()),
+        };
+        Ok((graph, Planner { rt, known, plan: Vec::new() }))
     }
 }
 

@@ -13,45 +13,10 @@ import sys
 
 os.environ.setdefault("RCB_BACKEND", "cuda")
 import torch  # noqa: E402
+from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, table  # noqa: E402
 
 TOL = 1e-3
 SENTINEL = 12345.0
-
-
-class Alloc(C.Structure):
-    _fields_ = [("base", C.c_uint64), ("size", C.c_uint64)]
-
-
-class FlattenReport(C.Structure):
-    _fields_ = [("flattened", C.c_uint32), ("nodes", C.c_uint32), ("sites", C.c_uint32), ("reason", C.c_char * 256)]
-
-
-class UpdateReport(C.Structure):
-    _fields_ = [("moved_allocations", C.c_uint32), ("patched_sites", C.c_uint64), ("updated_nodes", C.c_uint64), ("needs_rerecord", C.c_uint32)]
-
-
-lib = C.CDLL(os.environ["RCB_LIBRARY"])
-P = C.c_void_p
-lib.rcb_cmdbuf_new.argtypes = [C.c_int32, C.POINTER(P)]
-lib.rcb_cmdbuf_free.argtypes = [P]
-lib.rcb_cmdbuf_set_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t]
-lib.rcb_cmdbuf_add_flattened_child.argtypes = [P, C.POINTER(C.c_uint64), C.c_size_t, P, P, C.POINTER(C.c_uint64), C.POINTER(FlattenReport)]
-lib.rcb_cmdbuf_finalize.argtypes = [P]
-lib.rcb_cmdbuf_launch.argtypes = [P, P]
-lib.rcb_cmdbuf_update_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t, C.POINTER(UpdateReport)]
-lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
-lib.rcb_last_error_message.restype = C.c_size_t
-
-
-def check(status, what):
-    if status != 0:
-        buf = C.create_string_buffer(1024)
-        lib.rcb_last_error_message(buf, 1024)
-        raise RuntimeError(f"{what}: status {status}: {buf.value.decode(errors='replace')}")
-
-
-def table(tensors):
-    return (Alloc * len(tensors))(*[Alloc(t.data_ptr(), t.nbytes) for t in tensors])
 
 
 def models():
@@ -90,14 +55,9 @@ def run(name, make, shape):
         static_out.copy_(model(static_in))
     raw = g.raw_cuda_graph()
 
-    cb = P()
-    check(lib.rcb_cmdbuf_new(0, C.byref(cb)), "rcb_cmdbuf_new")
+    report = FlattenReport()
+    cb = flattened(raw, table([static_in, static_out]), report)
     try:
-        allocs = table([static_in, static_out])
-        check(lib.rcb_cmdbuf_set_allocations(cb, allocs, 2), "rcb_cmdbuf_set_allocations")
-        group, report = C.c_uint64(), FlattenReport()
-        check(lib.rcb_cmdbuf_add_flattened_child(cb, None, 0, None, P(raw), C.byref(group), C.byref(report)), "rcb_cmdbuf_add_flattened_child")
-        check(lib.rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")
         stream = torch.cuda.current_stream()
         static_out.zero_()
         check(lib.rcb_cmdbuf_launch(cb, P(stream.cuda_stream)), "rcb_cmdbuf_launch")

@@ -32,6 +32,23 @@ int failures = 0;
     }                                                                                      \
   } while (0)
 
+// Loads the library's runtime and says which one the program runs on.
+inline void Announce(const char* program) {
+  rcb_runtime_info info{};
+  OK(rcb::LoadRuntime(&info));
+  std::printf("%s: %s backend, %s\n", program, info.backend == RCB_BACKEND_HIP ? "hip" : "cuda", info.library);
+}
+
+// The program's exit status, said: 0 when every CHECK held.
+inline int Finish(const char* program) {
+  if (failures != 0) {
+    std::printf("%s: %d check(s) failed\n", program, failures);
+    return 1;
+  }
+  std::printf("%s: all checks passed\n", program);
+  return 0;
+}
+
 }  // namespace
 
 #endif  // XLA_FLOW_CHECK_H

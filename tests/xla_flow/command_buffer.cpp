@@ -13,7 +13,7 @@
 //
 // Every step's results are compared bit for bit with a command buffer recorded afresh at the
 // new addresses, and outputs are overwritten with garbage before each launch so that a stale
-// address cannot pass. Exits 0 when every check holds.
+// address cannot pass. Exits 0 when every check holds (Finish in check.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -336,9 +336,7 @@ bool TouchesChild(const std::set<int>& moved) {
 int main() {
   Gpu device;
   gpu = &device;
-  rcb_runtime_info info{};
-  OK(rcb::LoadRuntime(&info));
-  std::printf("xla_flow: %s backend, %s\n", info.backend == RCB_BACKEND_HIP ? "hip" : "cuda", info.library);
+  Announce("xla_flow");
   k = {device.Function("rcb_test_fill_u32"), device.Function("rcb_test_add_f32"),
        device.Function("rcb_test_axpy_f32"), device.Function("rcb_test_copy_u8")};
 
@@ -394,10 +392,5 @@ int main() {
     std::printf("fault injection: the failed exec setter fell back to recording; results match\n");
   }
 
-  if (failures != 0) {
-    std::printf("xla_flow: %d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("xla_flow: all checks passed\n");
-  return 0;
+  return Finish("xla_flow");
 }

@@ -755,10 +755,5 @@ void Check(const char* what, bool wide_ids) {
 int main() {
   Check<uint64_t>("64-bit ids, ROCm/xla main", true);
   Check<uint32_t>("32-bit ids, rocm-jaxlib-v0.11.1", false);
-  if (failures != 0) {
-    std::fprintf(stderr, "xla_flow profiler: %d checks failed\n", failures);
-    return 1;
-  }
-  std::printf("xla_flow profiler: every check holds\n");
-  return 0;
+  return Finish("xla_flow profiler");
 }

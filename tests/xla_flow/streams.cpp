@@ -39,10 +39,7 @@ rcb_stream_stats Stats() {
 
 int main() {
   Gpu gpu;
-  rcb_runtime_info info{};
-  OK(rcb::LoadRuntime(&info));
-  std::printf("xla_flow streams: %s backend, %s\n", info.backend == RCB_BACKEND_HIP ? "hip" : "cuda",
-              info.library);
+  Announce("xla_flow streams");
   void* copy = gpu.Function("rcb_test_copy_u8");
   void* sleep = gpu.Function("rcb_test_sleep");
   OK(rcb::StreamCacheTrim(-1));
@@ -111,10 +108,5 @@ int main() {
         static_cast<unsigned long long>(gpu.LiveCount("stream")), static_cast<unsigned long long>(live_start));
   gpu.Free(src);
   gpu.Free(dst);
-  if (failures != 0) {
-    std::printf("xla_flow streams: %d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("xla_flow streams: all checks passed\n");
-  return 0;
+  return Finish("xla_flow streams");
 }

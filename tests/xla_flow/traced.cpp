@@ -292,10 +292,7 @@ void Run(const Options& o) {
 int main() {
   Gpu device;
   gpu = &device;
-  rcb_runtime_info info{};
-  OK(rcb::LoadRuntime(&info));
-  std::printf("xla_flow traced: %s backend, %s\n", info.backend == RCB_BACKEND_HIP ? "hip" : "cuda",
-              info.library);
+  Announce("xla_flow traced");
   k = {gpu->Function("rcb_test_axpy_f32"), gpu->Function("rcb_test_add_f32"),
        gpu->Function("rcb_test_copy_u8")};
   // A capture costs 250 ms on the software GPU, as a captured collective does on MI300X.
@@ -305,10 +302,5 @@ int main() {
   Run({"flattened traced commands and a kernelParams kernel", true, true});
   gpu->SetLatency("");
   Run({"a collective whose key holds an allocation no node names, as child graph nodes", false, false, true});
-  if (failures != 0) {
-    std::printf("xla_flow traced: %d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("xla_flow traced: all checks passed\n");
-  return 0;
+  return Finish("xla_flow traced");
 }

@@ -413,9 +413,7 @@ Result Run(const char* name, uint32_t backing, uint32_t slots, bool in_place, co
 int main() {
   Gpu device;
   gpu = &device;
-  rcb_runtime_info info{};
-  OK(rcb::LoadRuntime(&info));
-  std::printf("xla_flow: %s backend, %s\n", info.backend == RCB_BACKEND_HIP ? "hip" : "cuda", info.library);
+  Announce("xla_flow vmm_pool");
   k = {device.Function("rcb_test_sleep"), device.Function("rcb_test_add_f32"), device.Function("rcb_test_axpy_f32")};
   streams[0] = device.stream();
   streams[1] = device.NewStream();
@@ -433,10 +431,5 @@ int main() {
     Run("no pool (hipMemCreate fails)", RCB_VMM_BACKING_VMM, 3, true, "hipMemCreate:1");
   }
 
-  if (failures != 0) {
-    std::printf("xla_flow: %d check(s) failed\n", failures);
-    return 1;
-  }
-  std::printf("xla_flow: all checks passed\n");
-  return 0;
+  return Finish("xla_flow vmm_pool");
 }

@@ -1,0 +1,65 @@
+"""ctypes bindings of the rocm_cmdbuf C ABI used by the PyTorch scripts in this directory
+(torch_flatten.py, real_graphs.py): the structs they pass and the functions they call.
+
+The library is the one named by RCB_LIBRARY (ci/gpu-run.sh sets it to the staged copy)."""
+
+import ctypes as C
+import os
+
+P = C.c_void_p
+
+
+class Alloc(C.Structure):
+    _fields_ = [("base", C.c_uint64), ("size", C.c_uint64)]
+
+
+class FlattenReport(C.Structure):
+    _fields_ = [("flattened", C.c_uint32), ("nodes", C.c_uint32), ("sites", C.c_uint32), ("reason", C.c_char * 256)]
+
+
+class UpdateReport(C.Structure):
+    _fields_ = [("moved_allocations", C.c_uint32), ("patched_sites", C.c_uint64), ("updated_nodes", C.c_uint64), ("needs_rerecord", C.c_uint32)]
+
+
+lib = C.CDLL(os.environ["RCB_LIBRARY"])
+lib.rcb_cmdbuf_new.argtypes = [C.c_int32, C.POINTER(P)]
+lib.rcb_cmdbuf_free.argtypes = [P]
+lib.rcb_cmdbuf_set_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t]
+lib.rcb_cmdbuf_add_flattened_child.argtypes = [P, C.POINTER(C.c_uint64), C.c_size_t, P, P, C.POINTER(C.c_uint64), C.POINTER(FlattenReport)]
+lib.rcb_cmdbuf_finalize.argtypes = [P]
+lib.rcb_cmdbuf_launch.argtypes = [P, P]
+lib.rcb_cmdbuf_update_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t, C.POINTER(UpdateReport)]
+lib.rcb_cmdbuf_graph.argtypes = [P, C.POINTER(P)]
+lib.rcb_cmdbuf_exec.argtypes = [P, C.POINTER(P)]
+lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
+lib.rcb_last_error_message.restype = C.c_size_t
+
+
+def check(status, what):
+    """Raises with the library's last error message when `status` is not RCB_OK."""
+    if status != 0:
+        buf = C.create_string_buffer(1024)
+        lib.rcb_last_error_message(buf, 1024)
+        raise RuntimeError(f"{what}: status {status}: {buf.value.decode(errors='replace')}")
+
+
+def table(ranges):
+    """An allocation table from tensors (their bytes) or `(base, size)` pairs."""
+    entries = [Alloc(*r) if isinstance(r, tuple) else Alloc(r.data_ptr(), r.nbytes) for r in ranges]
+    return (Alloc * len(entries))(*entries)
+
+
+def flattened(graph, allocs, report):
+    """A new primary command buffer for device 0 holding `graph` (a CUgraph) flattened over
+    the allocation table `allocs`, finalized; the caller frees it with lib.rcb_cmdbuf_free."""
+    cb = P()
+    check(lib.rcb_cmdbuf_new(0, C.byref(cb)), "rcb_cmdbuf_new")
+    try:
+        check(lib.rcb_cmdbuf_set_allocations(cb, allocs, len(allocs)), "rcb_cmdbuf_set_allocations")
+        group = C.c_uint64()
+        check(lib.rcb_cmdbuf_add_flattened_child(cb, None, 0, None, P(graph), C.byref(group), C.byref(report)), "rcb_cmdbuf_add_flattened_child")
+        check(lib.rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")
+    except Exception:
+        lib.rcb_cmdbuf_free(cb)
+        raise
+    return cb

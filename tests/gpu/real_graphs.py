@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""Benchmark on real graphs: PyTorch-captured models (an MLP, TransformerEncoders of 2 and 12
+layers, an attention block with scaled_dot_product_attention, ResNet-18 or a small conv net
+without torchvision) flattened through the rocm_cmdbuf C ABI and relocated with
+rcb_cmdbuf_update_allocations, against what the same graph costs without the library.
+
+For each model, in one run, over an allocation table of the input, the output, every parameter
+and buffer storage and the segments of the graph's memory pool:
+  (a) re-capture + instantiate: what a user does without the library (capture_begin/capture_end
+      on a side stream, no garbage collection), median of 5; (i) instantiation alone;
+  (c) the SetParams floor: cuGraphExecKernelNodeSetParams on each kernel node the update
+      touches, fed the parameters the library's own template holds before and after the move,
+      alternately, on the command buffer's executable graph;
+  (d) rcb_cmdbuf_update_allocations: with one allocation moved (the input) and with all moved,
+      first call after finalize and steady state (median of 200 calls, alternating tables);
+  flatten + finalize (median over the command buffers built).
+Both (c) and (d) are timed in C (real_graphs_timer.c) so that no Python runs between the calls.
+
+The first update is broken down so that the output says whose its extra cost is: the library's
+first update after finalize with and without a launch before it, and the driver's own first
+pass of cuGraphExecKernelNodeSetParams over the same nodes on a fresh executable graph of the
+same template, with and without a launch before it.
+
+Runs on the GPU machine only (ci/gpu-run.sh, when python3 with torch is present):
+    RCB_LIBRARY=/path/librocm_cmdbuf.so RCB_TIMER=/path/libreal_graphs_timer.so python3 real_graphs.py
+Prints markdown tables; asserts no timing. Exits 1 when a relocated replay differs from eager
+execution, writes to a moved-away buffer, or a call fails."""
+
+import ctypes as C
+import itertools
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("RCB_BACKEND", "cuda")
+import torch  # noqa: E402
+from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, table  # noqa: E402
+
+TOL = 1e-3
+SENTINEL = 12345.0
+STEADY = 200
+RECAPTURES = 5
+
+cuda = C.CDLL("libcuda.so.1")
+timer = C.CDLL(os.environ["RCB_TIMER"])
+timer.rg_set_params.argtypes = [P, P, P, P, P, C.c_size_t, C.c_size_t, C.c_int, C.POINTER(C.c_double)]
+timer.rg_update.argtypes = [P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P]
+
+KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
+EXTRA_END, EXTRA_BUFFER, EXTRA_SIZE = 0, 1, 2  # CU_LAUNCH_PARAM_*
+
+
+class KernelNodeParams(C.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
+    _fields_ = [
+        ("func", P),
+        ("grid", C.c_uint * 3),
+        ("block", C.c_uint * 3),
+        ("shared_mem_bytes", C.c_uint),
+        ("kernel_params", P),
+        ("extra", P),
+        ("kern", P),
+        ("ctx", P),
+    ]
+
+
+def cu(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what}: CUresult {status}")
+
+
+SET_PARAMS = C.cast(cuda.cuGraphExecKernelNodeSetParams_v2, P)
+UPDATE = C.cast(lib.rcb_cmdbuf_update_allocations, P)
+
+
+def graph_nodes(graph):
+    n = C.c_size_t()
+    cu(cuda.cuGraphGetNodes(P(graph), None, C.byref(n)), "cuGraphGetNodes")
+    nodes = (P * n.value)()
+    cu(cuda.cuGraphGetNodes(P(graph), nodes, C.byref(n)), "cuGraphGetNodes")
+    out = []
+    for node in nodes:
+        kind = C.c_int()
+        cu(cuda.cuGraphNodeGetType(P(node), C.byref(kind)), "cuGraphNodeGetType")
+        out.append((node, kind.value))
+    return out
+
+
+def kernel_args(node):
+    """A kernel node's parameters and a copy of its argument bytes."""
+    p = KernelNodeParams()
+    cu(cuda.cuGraphKernelNodeGetParams_v2(P(node), C.byref(p)), "cuGraphKernelNodeGetParams_v2")
+    if p.extra:
+        items = C.cast(p.extra, C.POINTER(P))
+        buf, size, i = None, 0, 0
+        while (items[i] or EXTRA_END) != EXTRA_END:
+            if items[i] == EXTRA_BUFFER:
+                buf = items[i + 1]
+            elif items[i] == EXTRA_SIZE:
+                size = C.cast(items[i + 1], C.POINTER(C.c_size_t))[0]
+            i += 2
+        return p, C.string_at(buf, size) if buf else b""
+    if p.kernel_params:
+        values, blob, index = C.cast(p.kernel_params, C.POINTER(P)), bytearray(), 0
+        while True:
+            offset, size = C.c_size_t(), C.c_size_t()
+            if cuda.cuFuncGetParamInfo(P(p.func), C.c_size_t(index), C.byref(offset), C.byref(size)) != 0:
+                break
+            blob[len(blob) :] = bytes(max(0, offset.value + size.value - len(blob)))
+            blob[offset.value : offset.value + size.value] = C.string_at(values[index], size.value)
+            index += 1
+        return p, bytes(blob)
+    return p, b""
+
+
+class NodeParams:
+    """Parameters for a list of kernel nodes, in memory this object owns (`extra` form)."""
+
+    def __init__(self, reads):
+        self.array = (KernelNodeParams * len(reads))()
+        self.keep = []
+        for i, (p, blob) in enumerate(reads):
+            buf = C.create_string_buffer(blob, max(len(blob), 1))
+            size = C.c_size_t(len(blob))
+            extra = (P * 5)(EXTRA_BUFFER, C.cast(buf, P), EXTRA_SIZE, C.cast(C.byref(size), P), EXTRA_END)
+            self.keep += [buf, size, extra]
+            q = KernelNodeParams.from_buffer_copy(p)
+            q.kernel_params, q.extra = None, C.cast(extra, P)
+            self.array[i] = q
+
+
+def template(cb):
+    """The command buffer's template nodes (brought up to date): (node, type, kernel read or None)."""
+    g = P()
+    check(lib.rcb_cmdbuf_graph(cb, C.byref(g)), "rcb_cmdbuf_graph")
+    return g.value, [(n, k, kernel_args(n) if k == KERNEL else None) for n, k in graph_nodes(g.value)]
+
+
+def exec_of(cb):
+    e = P()
+    check(lib.rcb_cmdbuf_exec(cb, C.byref(e)), "rcb_cmdbuf_exec")
+    return e.value
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def update_times(cb, to_table, back_table, reps):
+    """Times `reps` updates, the first to `to_table`, then alternately back and forth (ns)."""
+    out, rep = (C.c_double * reps)(), UpdateReport()
+    check(timer.rg_update(UPDATE, cb, C.cast(back_table, P), C.cast(to_table, P), len(to_table), reps, out, C.byref(rep)), "rcb_cmdbuf_update_allocations")
+    if rep.needs_rerecord:
+        raise RuntimeError("rcb_cmdbuf_update_allocations reported needs_rerecord")
+    return list(out), rep
+
+
+def set_params_times(exec_, nodes, params_a, params_b, reps):
+    """Times `reps` passes over `nodes`, the first sending `params_b`, then alternately (ns)."""
+    if not nodes:
+        return [0.0] * reps
+    out, arr = (C.c_double * reps)(), (P * len(nodes))(*nodes)
+    stride = C.sizeof(KernelNodeParams)
+    cu(timer.rg_set_params(SET_PARAMS, P(exec_), arr, C.cast(params_a.array, P), C.cast(params_b.array, P), stride, len(nodes), reps, out), "cuGraphExecKernelNodeSetParams_v2")
+    return list(out)
+
+
+def launch_and_wait(cb):
+    stream = torch.cuda.current_stream()
+    check(lib.rcb_cmdbuf_launch(cb, P(stream.cuda_stream)), "rcb_cmdbuf_launch")
+    stream.synchronize()
+
+
+def memset(base, size, byte):
+    cu(cuda.cuMemsetD8_v2(C.c_uint64(base), C.c_ubyte(byte), C.c_size_t(size)), "cuMemsetD8_v2")
+
+
+def memcpy(dst, src, size):
+    cu(cuda.cuMemcpyDtoD_v2(C.c_uint64(dst), C.c_uint64(src), C.c_size_t(size)), "cuMemcpyDtoD_v2")
+
+
+class Attention(torch.nn.Module):
+    """A pre-norm transformer block: fused QKV projection, causal SDPA, MLP."""
+
+    def __init__(self, d=512, heads=8):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+def models():
+    yield "mlp", lambda: torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
+    ), (64, 512)
+
+    def encoder(layers):
+        return lambda: torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True), num_layers=layers, enable_nested_tensor=False
+        )
+
+    yield "transformer-2", encoder(2), (8, 128, 256)
+    yield "transformer-12", encoder(12), (8, 128, 256)
+    yield "attention-sdpa", Attention, (8, 256, 512)
+    try:
+        import torchvision
+
+        yield "resnet18", lambda: torchvision.models.resnet18(weights=None), (8, 3, 224, 224)
+    except ImportError as e:
+        print(f"resnet18: SKIPPED (torchvision unavailable: {e}); a small conv net instead", file=sys.stderr)
+        yield "convnet", lambda: torch.nn.Sequential(
+            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(), torch.nn.Linear(64, 10),
+        ), (8, 3, 64, 64)
+
+
+def storages(model):
+    seen = {}
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        s = t.untyped_storage()
+        seen.setdefault(s.data_ptr(), s.nbytes())
+    return [r for r in seen.items() if r[1] > 0]
+
+
+def pool_segments(pool):
+    want = tuple(pool)
+    return [(s["address"], s["total_size"]) for s in torch.cuda.memory_snapshot() if tuple(s.get("segment_pool_id", ())) == want]
+
+
+def capture(model, x, out, pool=None, keep_graph=False):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph(keep_graph=keep_graph)
+    with torch.no_grad(), torch.cuda.stream(side):
+        g.capture_begin(pool=pool)
+        out.copy_(model(x))
+        g.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    return g
+
+
+class MoveSet:
+    """One way of moving the table: what the library and the driver take for it."""
+
+    def __init__(self, label, moved, table_b):
+        self.label, self.moved, self.table_b = label, moved, table_b
+        self.first = {}  # "finalize" / "launch" -> ns of the library's first update
+        self.driver_first = {}
+        self.steady = self.floor = self.driver_steady = None
+        self.kernels = self.updated = 0
+
+
+def measure(cbs, ms, table_a):
+    """Fills `ms` from two fresh command buffers: cbs[0] is updated right after finalize,
+    cbs[1] after a launch; the steady state and the floor are taken on cbs[1]."""
+    ms.first["finalize"] = update_times(cbs[0], ms.table_b, table_a, 1)[0][0]
+    launch_and_wait(cbs[1])
+    t, rep = update_times(cbs[1], ms.table_b, table_a, 1)
+    ms.first["launch"] = t[0]
+    ms.updated = rep.updated_nodes
+    # cbs[1] now holds table B; steady: back to A, then alternately (ends on B: STEADY is even).
+    ms.steady = median(update_times(cbs[1], table_a, ms.table_b, STEADY)[0])
+    _, nodes_b = template(cbs[1])
+    update_times(cbs[1], table_a, ms.table_b, 1)
+    graph, nodes_a = template(cbs[1])
+    after = {n: read for n, _, read in nodes_b}
+    touched = [(a, after[a[0]]) for a in nodes_a if a[2] is not None and a[2][1] != after[a[0]][1]]
+    ms.kernels = len(touched)
+    nodes = [a[0] for a, _ in touched]
+    pa, pb = NodeParams([a[2] for a, _ in touched]), NodeParams([b for _, b in touched])
+    # Ends on A (STEADY is even), where the library's shadow parameters are.
+    ms.floor = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, STEADY))
+    stream = torch.cuda.current_stream()
+    for how in ("finalize", "launch"):
+        e = P()
+        cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(graph), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
+        try:
+            if how == "launch":
+                cu(cuda.cuGraphLaunch(e, P(stream.cuda_stream)), "cuGraphLaunch")
+                stream.synchronize()
+            ms.driver_first[how] = set_params_times(e.value, nodes, pa, pb, 1)[0]
+            if how == "launch":
+                ms.driver_steady = median(set_params_times(e.value, nodes, pa, pb, STEADY))
+        finally:
+            cuda.cuGraphExecDestroy(e)
+
+
+def run(name, make, shape):
+    torch.manual_seed(0)
+    model = make().cuda().eval()
+    static_in = torch.randn(shape, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(side)
+    # The output lives outside the graph's pool (see torch_flatten.py).
+    with torch.no_grad():
+        static_out = torch.empty_like(model(static_in))
+    g = capture(model, static_in, static_out, keep_graph=True)
+    raw = g.raw_cuda_graph()
+    params = storages(model)
+    segments = pool_segments(g.pool())
+    ranges_a = [(static_in.data_ptr(), static_in.nbytes), (static_out.data_ptr(), static_out.nbytes)] + params + segments
+    table_a = table(ranges_a)
+
+    new_in = torch.randn(shape, device="cuda")
+    new_out = torch.empty_like(static_out)
+    copies = [torch.empty(size, dtype=torch.uint8, device="cuda") for _, size in params + segments]
+    for (base, size), c in zip(params, copies):
+        memcpy(c.data_ptr(), base, size)
+    torch.cuda.synchronize()
+    one = MoveSet("one (input)", 1, table([new_in] + ranges_a[1:]))
+    every = MoveSet("all", len(ranges_a), table([new_in, new_out] + [(c.data_ptr(), c.nbytes) for c in copies]))
+
+    cbs, built = [], []
+    try:
+        for _ in range(4):
+            report = FlattenReport()
+            t0 = time.perf_counter_ns()
+            cbs.append(flattened(raw, table_a, report))
+            built.append(time.perf_counter_ns() - t0)
+        if not report.flattened:
+            raise RuntimeError(f"not flattened: {report.reason.decode(errors='replace')}")
+        kinds = [k for _, k in graph_nodes(raw)]
+        info = {"nodes": report.nodes, "kernels": kinds.count(KERNEL), "sites": report.sites, "allocations": len(ranges_a),
+                "segments": len(segments), "flatten": median(built)}
+        with torch.no_grad():
+            want = model(new_in)
+
+        # One moved: cbs[1] ends on table B (the new input); its replay must follow.
+        measure(cbs[:2], one, table_a)
+        update_times(cbs[1], one.table_b, table_a, 1)
+        static_out.fill_(float("nan"))
+        launch_and_wait(cbs[1])
+        ok_one = (static_out - want).abs().max().item()
+
+        # All moved: the old parameters and pool segments are overwritten with NaN before the
+        # replay, and the old output with a sentinel, so a stale reference shows.
+        measure(cbs[2:], every, table_a)
+        update_times(cbs[3], every.table_b, table_a, 1)
+        for base, size in params + segments:
+            memset(base, size, 0xFF)
+        static_out.fill_(SENTINEL)
+        new_out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        launch_and_wait(cbs[3])
+        ok_all = (new_out - want).abs().max().item()
+        stale = (static_out != SENTINEL).sum().item()
+        for (base, size), c in zip(params, copies):
+            memcpy(base, c.data_ptr(), size)
+        torch.cuda.synchronize()
+    finally:
+        for cb in cbs:
+            lib.rcb_cmdbuf_free(cb)
+
+    recapture, instantiate = [], []
+    for _ in range(RECAPTURES):
+        t0 = time.perf_counter_ns()
+        g2 = capture(model, static_in, static_out, pool=g.pool())
+        recapture.append(time.perf_counter_ns() - t0)
+        del g2
+        e = P()
+        t0 = time.perf_counter_ns()
+        cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(raw), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
+        instantiate.append(time.perf_counter_ns() - t0)
+        cuda.cuGraphExecDestroy(e)
+    info["recapture"], info["instantiate"] = median(recapture), median(instantiate)
+    del g
+
+    ok = ok_one <= TOL and ok_all <= TOL and stale == 0
+    print(
+        f"{'PASS' if ok else 'FAIL'} {name}: one moved: max abs diff {ok_one:.3g}; all {len(ranges_a)} moved "
+        f"({len(params)} parameter storages, {len(segments)} pool segments): max abs diff {ok_all:.3g}, old output elements written {stale}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return ok, info, [one, every]
+
+
+def fmt(ns):
+    if ns is None:
+        return "—"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns / 1e6:.2f} ms"
+
+
+def per(ns, n):
+    return fmt(ns / n) if n else "—"
+
+
+def ratio(a, b, digits=2, suffix=""):
+    return f"{a / b:.{digits}f}{suffix}" if b else "—"
+
+
+def print_tables(rows):
+    dev = torch.cuda.get_device_name(0)
+    print(f"### real graphs: PyTorch-captured models, flattened and updated through the C ABI, on cuda ({dev}, torch {torch.__version__})\n")
+    print(
+        "| model | nodes | kernel nodes | allocations | moved | touched nodes | touched kernel nodes | (a) re-capture + instantiate "
+        "| (i) instantiate alone | (c) SetParams floor | (d) update_allocations, steady | (c) per kernel node | (d) per touched node "
+        "| (d)/(c) | (a)/(d) | first update | first/steady |"
+    )
+    print("| " + " | ".join(["---"] * 17) + " |")
+    for name, info, sets in rows:
+        for ms in sets:
+            print(
+                f"| {name} | {info['nodes']} | {info['kernels']} | {info['allocations']} | {ms.label} | {ms.updated} | {ms.kernels} "
+                f"| {fmt(info['recapture'])} | {fmt(info['instantiate'])} | {fmt(ms.floor)} | {fmt(ms.steady)} "
+                f"| {per(ms.floor, ms.kernels)} | {per(ms.steady, ms.updated)} | {ratio(ms.steady, ms.floor)} "
+                f"| {ratio(info['recapture'], ms.steady, 1, '×')} | {fmt(ms.first['launch'])} | {ratio(ms.first['launch'], ms.steady, 1, '×')} |"
+            )
+    print(
+        "\n(d) and (c) are timed in C around each call (median of "
+        f"{STEADY}); (a) and (i) from Python (median of {RECAPTURES}). The floor pushes the touched kernel nodes only;"
+        " touched nodes that are memcpy or memset nodes are in (d) and not in (c). `first update` follows finalize and one launch.\n"
+    )
+    print("### real graphs: flatten + finalize\n")
+    print("| model | nodes | sites | pool segments | flatten + finalize | per node |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, info, _ in rows:
+        print(f"| {name} | {info['nodes']} | {info['sites']} | {info['segments']} | {fmt(info['flatten'])} | {per(info['flatten'], info['nodes'])} |")
+    print("\n### real graphs: whose is the first update's cost (library: rcb_cmdbuf_update_allocations; driver: one pass of cuGraphExecKernelNodeSetParams over the touched kernel nodes of a fresh executable graph of the same template)\n")
+    print(
+        "| model | moved | library, first after finalize | library, first after finalize + launch | library, steady "
+        "| driver, first pass on a fresh exec | driver, first pass after a launch | driver, steady pass "
+        "| library first − steady | driver first − steady (after a launch) |"
+    )
+    print("| " + " | ".join(["---"] * 10) + " |")
+    for name, _, sets in rows:
+        for ms in sets:
+            print(
+                f"| {name} | {ms.label} | {fmt(ms.first['finalize'])} | {fmt(ms.first['launch'])} | {fmt(ms.steady)} "
+                f"| {fmt(ms.driver_first['finalize'])} | {fmt(ms.driver_first['launch'])} | {fmt(ms.driver_steady)} "
+                f"| {fmt(ms.first['launch'] - ms.steady)} | {fmt(ms.driver_first['launch'] - ms.driver_steady)} |"
+            )
+    print(
+        "\nWhen the two last columns agree, the first update's extra cost is the driver's (the first change to an executable"
+        " graph), not something the library builds lazily.\n"
+    )
+
+
+def main():
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}", file=sys.stderr, flush=True)
+    failed, rows = False, []
+    for name, make, shape in models():
+        try:
+            ok, info, sets = run(name, make, shape)
+            failed |= not ok
+            rows.append((name, info, sets))
+        except Exception as e:  # report every model, then fail
+            print(f"FAIL {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            failed = True
+    print_tables(rows)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
