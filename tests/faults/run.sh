@@ -70,7 +70,7 @@ classify() {
         echo "unfired $spec"
     elif [ $rc -eq 0 ] && grep -Eq 'all checks passed|every check holds' <<<"$log"; then
         echo "passed $spec"
-    elif [ $rc -eq 1 ] && grep -Eq '\.cpp:[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
+    elif [ $rc -eq 1 ] && grep -Eq '\.(cpp|h):[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
         echo "failed $spec"
     else
         echo "crash $spec (exit $rc)"
@@ -79,6 +79,8 @@ classify() {
 }
 export -f classify
 export wrong
+sweep="every call"
+[ "$stride" -eq 1 ] || sweep="every ${stride}th call"
 echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | crashes | faults replaced by the program's own |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for src in "$root"/tests/xla_flow/*.cpp; do
@@ -102,7 +104,7 @@ for src in "$root"/tests/xla_flow/*.cpp; do
     xargs -P "$(nproc)" -I{} bash -c "classify '$exe' {} $own_fired" <"$out/faults" >"$out/results"
     count() { grep -c "^$1 " "$out/results" || true; }
     injected=$(($(wc -l <"$out/faults") - $(count unfired)))
-    echo "| $name.cpp (every ${stride}th call) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count crash) | $(count unfired) |"
+    echo "| $name.cpp ($sweep) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count crash) | $(count unfired) |"
     if [ "$(count wrong)" != 0 ] || [ "$(count crash)" != 0 ]; then
         grep -E '^(wrong|crash) ' "$out/results" | head -n 20
         failed=1
