@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints,
 # header drift and export checks, Rust tests of the whole workspace, the release-built soak of the
-# update budget (tests/exec_budget.rs), the C/C++ ABI tests, the
-# software GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and
-# the installed library's pkg-config and CMake consumers (tests/install/run.sh).
+# update budget (tests/exec_budget.rs), the C/C++ ABI tests, the fault matrix (tests/faults), a
+# short soak (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software
+# GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
+# installed library's pkg-config and CMake consumers (tests/install/run.sh).
 # GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
 echo "== the patched XLA's call sequences (tests/xla_flow)"
 bash tests/xla_flow/run.sh target/debug
+echo "== the fault matrix: every runtime call failed in turn (tests/faults; the tests/xla_flow programs every 50th call)"
+bash tests/faults/run.sh target/debug --xla-stride 50
+echo "== soak, short version (rcb-bench --quick soak; the figures in docs/reliability.md are the full one)"
+RCB_BACKEND=hip RCB_HIP_LIBRARY="$PWD/target/debug/libamdhip64.so" target/debug/rcb-bench --quick soak
+echo "== fuzzing the C ABI for two minutes (ci/fuzz.sh; longer runs: ci/fuzz.sh SECONDS)"
+bash ci/fuzz.sh 120
 echo "== the software GPU's own C suite"
 bash tests/hipsim/run-c-tests.sh target/debug/libamdhip64.so
 echo "== the LD_PRELOAD stream cache"

@@ -72,11 +72,25 @@ impl Drop for Capture {
     }
 }
 
+impl Entry {
+    fn destroy(self) -> Leaks {
+        let mut leaks = self.graph.destroy();
+        leaks.append(self.capture.destroy());
+        leaks
+    }
+}
+
 pub struct TraceCache {
     rt: &'static dyn Runtime,
     capacity: usize,
     /// Most recently used first.
     entries: Vec<Entry>,
+    /// Captured graphs the runtime failed to destroy (of a failed trace, or discarded after a
+    /// failed end of capture): destroyed again by [`Self::destroy`].
+    orphans: Vec<Graph>,
+    /// What the runtime failed to give back when entries were evicted or dropped: reported by
+    /// [`Self::destroy`], so that the cache's free says what leaked.
+    leaks: Leaks,
 }
 
 impl TraceCache {
@@ -84,16 +98,23 @@ impl TraceCache {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::invalid_argument(format!("capacity {capacity} must be between 1 and {MAX_CAPACITY}")));
         }
-        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity) })
+        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity), orphans: Vec::new(), leaks: Leaks::default() })
     }
 
     /// Destroys every cached graph and returns the runtime calls that failed (their objects are
     /// leaked); the cache is gone either way.
-    pub fn destroy(self) -> Leaks {
-        let mut leaks = Leaks::default();
-        for entry in self.entries {
-            leaks.append(entry.graph.destroy());
-            leaks.append(entry.capture.destroy());
+    pub fn destroy(mut self) -> Leaks {
+        self.release()
+    }
+
+    /// Destroys every graph the cache holds and leaves nothing for a second call.
+    fn release(&mut self) -> Leaks {
+        let mut leaks = std::mem::take(&mut self.leaks);
+        for entry in self.entries.drain(..) {
+            leaks.append(entry.destroy());
+        }
+        for orphan in self.orphans.drain(..) {
+            leaks.note(self.rt.graph_destroy(orphan));
         }
         leaks
     }
@@ -123,7 +144,9 @@ impl TraceCache {
             return Ok((graph, Outcome::Relocated));
         }
         let entry = self.trace(stream, allocs, trace, hash, shape)?;
-        self.entries.truncate(self.capacity - 1);
+        for evicted in self.entries.drain(self.entries.len().min(self.capacity - 1)..) {
+            self.leaks.append(evicted.destroy());
+        }
         self.entries.insert(0, entry);
         Ok((self.entries[0].graph.graph()?, Outcome::Traced))
     }
@@ -137,7 +160,8 @@ impl TraceCache {
         if report.needs_rerecord {
             log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
             counters::record_total(Event::Fallback(Fallback::RelocationFailed));
-            self.entries.remove(i);
+            let dropped = self.entries.remove(i);
+            self.leaks.append(dropped.destroy());
             return Ok(None);
         }
         let entry = &mut self.entries[i];
@@ -149,7 +173,7 @@ impl TraceCache {
     }
 
     fn trace(
-        &self,
+        &mut self,
         stream: Stream,
         allocs: &[Allocation],
         trace: impl FnOnce(Stream) -> Result<()>,
@@ -170,8 +194,14 @@ impl TraceCache {
             // The trace's failure is what the caller must hear about, and the stream's state too.
             (Err(e), Err(end)) => return Err(Error::new(e.kind, format!("{e}; then {end}"))),
         };
+        let (graph, relocatable) = match self.flatten(captured, allocs) {
+            Ok(flattened) => flattened,
+            Err(e) => {
+                self.destroy_graph(captured);
+                return Err(e);
+            }
+        };
         let capture = Capture { rt: self.rt, graph: captured };
-        let (graph, relocatable) = self.flatten(captured, allocs)?;
         log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
         Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), capture, relocatable })
     }
@@ -180,7 +210,7 @@ impl TraceCache {
     /// behind its back: when the end fails and the stream still captures, the end is tried once
     /// more (its graph discarded: the capture already failed once), and the error says what
     /// state the stream is in.
-    fn end_capture(&self, stream: Stream) -> Result<Graph> {
+    fn end_capture(&mut self, stream: Stream) -> Result<Graph> {
         let e = match self.rt.end_capture(stream) {
             Ok(g) => return Ok(g),
             Err(e) => e,
@@ -232,10 +262,17 @@ impl TraceCache {
         Ok((graph, report.fallback.is_none() && unseen.is_empty()))
     }
 
-    fn destroy_graph(&self, graph: Graph) {
+    fn destroy_graph(&mut self, graph: Graph) {
         if let Err(e) = self.rt.graph_destroy(graph) {
-            log::warn!("destroying a captured graph: {e}");
+            log::warn!("destroying a captured graph: {e}; trying again when the cache is freed");
+            self.orphans.push(graph);
         }
+    }
+}
+
+impl Drop for TraceCache {
+    fn drop(&mut self) {
+        self.release().log("dropping a trace cache");
     }
 }
 

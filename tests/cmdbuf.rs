@@ -750,6 +750,30 @@ fn a_failed_capture_end_keeps_the_capture_for_a_retry_or_the_free() {
     assert!(!capturing(&gpu));
 }
 
+/// Found by the fault matrix (tests/faults): when destroying the graph a capture replaces
+/// failed, that graph was leaked with only a log line. It is destroyed again by the free.
+#[test]
+fn a_graph_the_runtime_failed_to_destroy_at_capture_end_is_destroyed_by_the_free() {
+    let _g = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let graphs = sim.live_count("graph");
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_capture_begin(cb.0, gpu.stream.0) });
+    fill_on_stream(&gpu, x, 4);
+    sim.set_faults("hipGraphDestroy:1");
+    let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
+    sim.set_faults("");
+    ok(s);
+    assert_eq!(sim.live_count("graph"), graphs + 2, "the replaced graph is still there, and the captured one");
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![4; N]);
+    ok(free_now(&cb));
+    assert_eq!(sim.live_count("graph"), graphs, "the free destroyed both");
+}
+
 #[test]
 fn a_capture_end_that_the_runtime_ends_anyway_returns_to_recording() {
     let _g = common::serial();

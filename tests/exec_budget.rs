@@ -193,6 +193,29 @@ fn an_old_executable_is_destroyed_only_after_its_launches_finish() {
     gpu.sync();
 }
 
+/// Found by the fault matrix (tests/faults): a retired executable graph whose destroy failed was
+/// leaked with only a log line. The command buffer keeps it and its free destroys it again.
+#[test]
+fn a_retired_executable_the_runtime_failed_to_destroy_is_destroyed_by_the_free() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let execs = sim.live_count("exec");
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    f.launch_and_check(&gpu).unwrap();
+    assert_eq!(f.flip(0).reinstantiated, 0, "one push fits");
+    // The old executable's launch has finished: it is destroyed at once, and that fails.
+    sim.set_faults("hipGraphExecDestroy:1");
+    let r = f.flip(1);
+    sim.set_faults("");
+    assert_eq!(r.reinstantiated, 1);
+    assert_eq!(counters(&f.cb).retired_execs, 0, "the destroy failed");
+    assert_eq!(sim.live_count("exec"), execs + 2, "the new executable and the old one the runtime kept");
+    f.launch_and_check(&gpu).unwrap();
+    ok(unsafe { rcb_cmdbuf_free(std::mem::replace(&mut f.cb.0, std::ptr::null_mut())) });
+    assert_eq!(sim.live_count("exec"), execs, "the free destroyed both");
+}
+
 /// A nested command buffer holding one fill of `x` with `value`.
 fn child_fill(gpu: &Gpu, x: u64, value: u32) -> Cb {
     let child = Cb::nested();

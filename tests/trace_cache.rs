@@ -522,3 +522,43 @@ fn the_captured_graph_lives_as_long_as_its_entry() {
     drop(tc);
     assert_eq!(sim.live_count("graph"), graphs);
 }
+
+/// Found by the fault matrix (tests/faults): a captured graph the runtime failed to destroy
+/// (that of a failing trace function) was leaked with only a log line. The cache's free destroys
+/// it again, and says so when that fails too.
+#[test]
+fn a_captured_graph_the_runtime_failed_to_destroy_is_destroyed_by_the_free() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let (x, y) = buffers(&gpu, 1.0);
+    let graphs = sim.live_count("graph");
+    for second_failure in [false, true] {
+        let tc = Tc::new(4);
+        let mut w = work(&gpu, x, y, 2.0);
+        w.fail_with = 9;
+        sim.set_faults("hipGraphDestroy:1");
+        let s = tc.try_get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w).unwrap_err();
+        sim.set_faults("");
+        fails(s, RCB_STATUS_CALLBACK_FAILED, "returned 9");
+        assert_eq!(sim.live_count("graph"), graphs + 1, "the partial capture the runtime kept");
+        w.fail_with = 0;
+        let (g, outcome) = tc.get(gpu.stream, &[(x, BYTES), (y, BYTES)], &mut w);
+        assert_eq!(outcome, RCB_TRACE_TRACED, "the cache was left as it was");
+        run(&gpu, g);
+        assert_eq!(gpu.read(y, N), vec![5.0; N]);
+        gpu.write(y, &[1.0; N]);
+        if second_failure {
+            // The entry's two graphs are destroyed first, then the kept one, which fails again.
+            sim.set_faults("hipGraphDestroy:3");
+            let s = unsafe { rcb_trace_cache_free(tc.0) };
+            sim.set_faults("");
+            fails(s, RCB_STATUS_RUNTIME_ERROR, "hipGraphDestroy");
+            assert_eq!(sim.live_count("graph"), graphs + 1, "only the graph whose destroy failed twice is left");
+        } else {
+            ok(unsafe { rcb_trace_cache_free(tc.0) });
+            assert_eq!(sim.live_count("graph"), graphs, "the free destroyed every graph");
+        }
+    }
+}

@@ -110,6 +110,9 @@ pub struct ExecBudget {
     retired: VecDeque<Retired>,
     /// Events of retired executables, for reuse.
     spare: Vec<Event>,
+    /// Retired executables the runtime failed to destroy: destroyed again by [`Self::release`],
+    /// which reports them if that fails too.
+    orphans: Vec<Exec>,
     warned_blocked: bool,
 }
 
@@ -123,6 +126,7 @@ impl ExecBudget {
             untracked: false,
             retired: VecDeque::new(),
             spare: Vec::new(),
+            orphans: Vec::new(),
             warned_blocked: false,
         }
     }
@@ -204,7 +208,10 @@ impl ExecBudget {
             let r = self.retired.remove(i).expect("index checked");
             match rt.exec_destroy(r.exec) {
                 Ok(()) => counters.record(Counted::Retirement),
-                Err(e) => log::warn!("destroying a retired executable graph: {e}; it is leaked"),
+                Err(e) => {
+                    log::warn!("destroying a retired executable graph: {e}; trying again when the command buffer is freed");
+                    self.orphans.push(r.exec);
+                }
             }
             self.spare.extend(r.events);
         }
@@ -248,6 +255,9 @@ impl ExecBudget {
         for r in self.retired.drain(..) {
             leaks.note(rt.exec_destroy(r.exec));
             self.spare.extend(r.events);
+        }
+        for exec in self.orphans.drain(..) {
+            leaks.note(rt.exec_destroy(exec));
         }
         self.spare.extend(self.launches.drain(..).map(|(_, e)| e));
         for e in self.spare.drain(..) {

@@ -16,6 +16,8 @@ mod flatten;
 mod nodes;
 mod opaque;
 mod patch;
+#[cfg(test)]
+mod properties;
 mod state;
 mod update;
 
@@ -93,6 +95,9 @@ pub struct CmdBuf {
     flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
     counters: Counters,
     budget: ExecBudget,
+    /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
+    /// the command buffer is released, which reports them if that fails too.
+    orphans: Vec<Graph>,
 }
 
 impl CmdBuf {
@@ -122,6 +127,7 @@ impl CmdBuf {
             flattened: std::collections::HashMap::new(),
             counters: Counters::default(),
             budget: ExecBudget::new(limit, device),
+            orphans: Vec::new(),
         })
     }
 
@@ -412,7 +418,8 @@ impl CmdBuf {
         };
         self.state = State::Recording;
         if let Err(e) = self.rt.graph_destroy(self.graph) {
-            log::warn!("destroying the graph replaced by a capture: {e}");
+            log::warn!("destroying the graph replaced by a capture: {e}; trying again when the command buffer is freed");
+            self.orphans.push(self.graph);
         }
         self.graph = captured;
         self.captured = true;
@@ -745,6 +752,9 @@ impl CmdBuf {
         let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));
         if !graph.is_null() {
             leaks.note(self.rt.graph_destroy(graph));
+        }
+        for orphan in std::mem::take(&mut self.orphans) {
+            leaks.note(self.rt.graph_destroy(orphan));
         }
         leaks
     }

@@ -44,7 +44,8 @@ run "knobs env-kernarg" knobs HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=100
 run "knobs env-latency" knobs HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us -- env-latency
 run "knobs no-devices" knobs HIPSIM_DEVICES=0 -- no-devices
 run "knobs one-device" knobs HIPSIM_DEVICES=1 -- one-device
-if out=$(HIPSIM_STATS=1 "$work/knobs" stats 2>&1) && grep -q '^  hipMalloc 2$' <<<"$out"; then
+if out=$(HIPSIM_STATS=1 "$work/knobs" stats 2>&1) && grep -q '^  hipMalloc 2$' <<<"$out" &&
+    grep -q '^hipsim faults fired: 1$' <<<"$out"; then
     echo "PASS knobs stats"
 else
     echo "FAIL knobs stats"; echo "$out" | sed 's/^/    /'; failed=1

@@ -1,5 +1,6 @@
 //! `rcb-bench`: the performance targets of the design, each measured against its baseline in
-//! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all.
+//! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all, except those
+//! that run only when named (`soak`, minutes long).
 
 mod backend;
 mod budget;
@@ -8,6 +9,7 @@ mod counters;
 mod cublas;
 mod flatten;
 mod kernels;
+mod soak;
 mod streams;
 mod table;
 mod trace_cache;
@@ -30,13 +32,17 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("correlator", correlator::run),
 ];
 
+/// Scenarios that run only when named.
+const ON_REQUEST: &[(&str, Scenario)] = &[("soak", soak::run)];
+
 fn main() {
     backend::probe_if_asked();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let wanted: Vec<&str> = args.iter().filter(|a| !a.starts_with("--")).map(String::as_str).collect();
-    if let Some(unknown) = wanted.iter().find(|w| !SCENARIOS.iter().any(|(n, _)| n == *w)) {
-        let names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+    let known = || SCENARIOS.iter().chain(ON_REQUEST);
+    if let Some(unknown) = wanted.iter().find(|w| !known().any(|(n, _)| n == *w)) {
+        let names: Vec<&str> = known().map(|(n, _)| *n).collect();
         eprintln!("unknown scenario {unknown:?}; known: {}", names.join(", "));
         std::process::exit(2);
     }
@@ -50,7 +56,9 @@ fn main() {
     let info = rt.info();
     println!("# rcb-bench on {} ({}, version {}, {} device(s))", info.backend.name(), info.library, info.version, info.device_count);
     let mut failed = false;
-    for (name, run) in SCENARIOS.iter().filter(|(n, _)| wanted.is_empty() || wanted.contains(n)) {
+    let chosen: Vec<&(&str, Scenario)> =
+        if wanted.is_empty() { SCENARIOS.iter().collect() } else { known().filter(|(n, _)| wanted.contains(n)).collect() };
+    for (name, run) in chosen {
         if let Err(e) = run(rt, quick) {
             eprintln!("scenario {name} failed: {e}");
             failed = true;

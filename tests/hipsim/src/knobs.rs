@@ -20,6 +20,8 @@ struct Fault {
 struct State {
     calls: BTreeMap<String, u64>,
     faults: Vec<Fault>,
+    /// Injected faults that fired since load (whichever set they came from).
+    fired: u64,
     latency: HashMap<String, Duration>,
 }
 
@@ -114,6 +116,7 @@ impl Knobs {
                     fault = Some(f.code);
                 }
             }
+            st.fired += u64::from(fault.is_some());
             (fault, st.latency.get(name).copied())
         };
         if let Some(d) = delay {
@@ -205,6 +208,7 @@ extern "C" fn print_stats() {
     for (name, n) in st.calls.iter().filter(|(_, n)| **n > 0) {
         out.push_str(&format!("  {name} {n}\n"));
     }
+    out.push_str(&format!("hipsim faults fired: {}\n", st.fired));
     // SAFETY: plain write(2) of an owned buffer; std's stderr may already be torn down.
     unsafe { libc::write(2, out.as_ptr().cast(), out.len()) };
 }

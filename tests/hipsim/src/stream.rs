@@ -27,6 +27,9 @@ pub struct Stream {
     queue: Mutex<Queue>,
     idle: Condvar,
     tx: Mutex<Option<Sender<Job>>>,
+    /// The worker thread, joined by [`Stream::close`] so that a destroyed stream's thread has
+    /// ended (and freed its thread-local state) when hipStreamDestroy returns.
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub capture: Mutex<Option<Capture>>,
 }
 
@@ -42,11 +45,13 @@ pub fn create(flags: u32, priority: i32) -> HipResult<usize> {
         queue: Mutex::new(Queue::default()),
         idle: Condvar::new(),
         tx: Mutex::new(Some(tx)),
+        worker: Mutex::new(None),
         capture: Mutex::new(None),
     };
     let h = STREAMS.insert(s);
-    let s = STREAMS.get(h)?;
-    std::thread::Builder::new()
+    let stream = STREAMS.get(h)?;
+    let s = Arc::clone(&stream);
+    let worker = std::thread::Builder::new()
         .name(format!("hipsim-stream-{h:x}"))
         .spawn(move || {
             for job in rx {
@@ -61,6 +66,7 @@ pub fn create(flags: u32, priority: i32) -> HipResult<usize> {
             }
         })
         .map_err(|_| crate::error::OUT_OF_MEMORY)?;
+    *stream.worker.lock().unwrap() = Some(worker);
     Ok(h)
 }
 
@@ -93,9 +99,14 @@ impl Stream {
         q.error.take().map_or(Ok(()), Err)
     }
 
-    /// Lets the worker exit once the queue is drained.
+    /// Lets the worker exit once the queue is drained, and waits until it has.
     pub fn close(&self) {
         self.tx.lock().unwrap().take();
+        let worker = self.worker.lock().unwrap().take();
+        // A stream destroyed from its own worker (a host callback) cannot wait for itself.
+        if let Some(worker) = worker.filter(|w| w.thread().id() != std::thread::current().id()) {
+            let _ = worker.join();
+        }
     }
 }
 

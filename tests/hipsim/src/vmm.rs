@@ -52,6 +52,11 @@ impl Vmm {
         if size == 0 || !granular(size) {
             return Err(INVALID_VALUE);
         }
+        // Physical memory is device memory: more than a device holds is refused up front, as
+        // hipMalloc refuses it, instead of asking the host for it.
+        if size > crate::memory::CAPACITY {
+            return Err(crate::error::OUT_OF_MEMORY);
+        }
         let buf = Buf::zeroed(size as usize, 4096)?;
         let h = next_handle();
         self.physical.insert(h, Physical { buf, released: false, maps: 0 });

@@ -290,6 +290,12 @@ int main(int argc, char **argv) {
         CHECK(hipFree(p));
         CHECK(hipMalloc(&p, 8));
         CHECK(hipFree(p));
+        /* One fault fires, one is replaced before its call: "faults fired: 1". */
+        EXPECT(hipsimSetFaults("hipGetDevice:1") == 0);
+        int d;
+        EXPECT_ERR(hipGetDevice(&d), hipErrorUnknown);
+        EXPECT(hipsimSetFaults("hipGetDevice:5") == 0);
+        EXPECT(hipsimSetFaults("") == 0);
     } else {
         fprintf(stderr, "unknown scenario %s\n", mode);
         return 2;

@@ -1,6 +1,18 @@
 /* Streams, events, device queries. */
 #include "check.h"
 
+#include <dirent.h>
+
+/* Threads of this process (entries of /proc/self/task). */
+static int threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d == NULL) return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 int main(void) {
     int v = 0, least = 0, greatest = 0;
     CHECK(hipRuntimeGetVersion(&v));
@@ -102,6 +114,15 @@ int main(void) {
 
     CHECK(hipEventDestroy(e0)); CHECK(hipEventDestroy(e1));
     CHECK(hipStreamDestroy(s1)); CHECK(hipStreamDestroy(s2));
+
+    /* A destroyed stream's worker thread has ended when the destroy returns (its thread-local
+     * memory is freed then, not at some later moment a leak checker could see). */
+    int before = threads();
+    hipStream_t s4;
+    CHECK(hipStreamCreate(&s4));
+    EXPECT(threads() == before + 1);
+    CHECK(hipStreamDestroy(s4));
+    EXPECT(threads() == before);
     CHECK(hipFree(buf));
     CHECK(hipModuleUnload(m));
     EXPECT(hipsimLiveCount("stream") == live);

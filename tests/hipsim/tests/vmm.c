@@ -19,6 +19,9 @@ int main(void) {
 
     hipMemGenericAllocationHandle_t h, h2;
     EXPECT_ERR(hipMemCreate(&h, MiB, (const hipMemAllocationProp *)&prop, 0), hipErrorInvalidValue);
+    /* More than the device's 64 GiB: refused without asking the host for it. */
+    EXPECT_ERR(hipMemCreate(&h, (size_t)1 << 46, (const hipMemAllocationProp *)&prop, 0), hipErrorOutOfMemory);
+    EXPECT(hipsimLiveCount("physical") == phys0);
     CHECK(hipMemCreate(&h, 2 * MiB, (const hipMemAllocationProp *)&prop, 0));
     CHECK(hipMemCreate(&h2, 2 * MiB, (const hipMemAllocationProp *)&prop, 0));
     void *r1, *r2, *r3;

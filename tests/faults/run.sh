@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The fault matrix (see docs/reliability.md): every HIP call of each scenario failed in turn on
+# the software GPU, in two parts.
+#   1. fault_matrix.c: the library's scenarios in one process, each run checked for its status,
+#      its results and the software GPU's live objects (ASan+UBSan build).
+#   2. the tests/xla_flow programs, the patched XLA's call sequences, as a separate process per
+#      fault (HIPSIM_FAIL=function:n): every call of every HIP function the library makes in
+#      them. A run passes when it exits 0 with every check held, and fails cleanly when it exits
+#      1 naming the call that failed or a check on what the library reported; it is wrong when
+#      a check on results fails, and a crash when it dies of a signal, a timeout or a sanitizer
+#      report. (The process exits without freeing, so leaks are part 1's to count.)
+# Usage: tests/faults/run.sh target/<profile> [--xla-stride K]
+#   --xla-stride K: part 2 fails only every K-th call of each function (the first always).
+# Prints both tables; exits non-zero on any leak, wrong result, contract breach or crash.
+set -euo pipefail
+lib_dir=$(cd "$1" && pwd)
+shift
+stride=1
+if [ "${1:-}" = "--xla-stride" ]; then stride=$2; fi
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+mkdir "$out/lib" "$out/hip"
+cp "$lib_dir/librocm_cmdbuf.so" "$out/lib/"
+ln -s librocm_cmdbuf.so "$out/lib/librocm_cmdbuf.so.0"
+# The software GPU under its SONAME in a directory of its own: the programs load this file, and
+# the library's dlopen of it (RCB_HIP_LIBRARY) finds the same instance.
+cp "$lib_dir/libamdhip64.so" "$out/hip/libamdhip64.so"
+ln -s libamdhip64.so "$out/hip/libamdhip64.so.6"
+hipsim=$out/hip/libamdhip64.so
+export RCB_BACKEND=hip RCB_HIP_LIBRARY=$hipsim ASAN_OPTIONS=detect_leaks=0
+
+# Every HIP function the software GPU exports (its test hooks and the two that return strings
+# excepted): the matrix fails each call of each of them that a scenario makes.
+nm -D --defined-only "$hipsim" | awk '$2 == "T" && $3 ~ /^hip/ && $3 !~ /^hipsim/ && $3 !~ /^hipGetError/ {print $3}' \
+    >"$out/names"
+
+echo "== fault matrix: the library's scenarios"
+gcc -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined -D__HIP_PLATFORM_AMD__ -I"$root/include" -I/usr/include \
+    -o "$out/fault_matrix" "$here/fault_matrix.c" \
+    -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -L"$out/hip" -Wl,-rpath,"$out/hip" -lamdhip64
+failed=0
+"$out/fault_matrix" "$out/names" 2>"$out/matrix.log" || failed=1
+if [ $failed -ne 0 ]; then
+    grep -v '^\[' "$out/matrix.log" | head -n 60
+    echo "FAIL: the fault matrix found leaks, wrong results or contract breaches (above)"
+fi
+
+echo "== fault matrix: the tests/xla_flow programs, one process per fault"
+# One row per program. The program's own calls (memory, module, its stream, its
+# synchronizations) are not the library's: left out. hipModuleLaunchKernel stays: it is the
+# traced commands' work.
+own='^(hipMalloc|hipFree|hipMemcpy|hipSetDevice|hipModuleLoadData|hipModuleGetFunction|hipStreamCreate|hipStreamSynchronize|hipGetError[A-Za-z]*|hipsim[A-Za-z]*) '
+# Checks on results (not on what the library reported), and sanitizer reports.
+wrong='results differ|allocation 5 \[|results after the fallback|outputs differ|live-outs at the caller|read-only parameter changed|before its previous use ended|the copy did not run|runtime error:|AddressSanitizer'
+export XLA_FLOW_HIP=$hipsim
+# One run: prints its class and the fault. A fault the program's own hipsimSetFaults replaced
+# before its call never fires (the software GPU counts those that did): "unfired".
+classify() {
+    local exe=$1 spec=$2 own_fired=$3 log rc=0 fired
+    log=$(HIPSIM_STATS=1 HIPSIM_FAIL=$spec timeout 300 "$exe" 2>&1) || rc=$?
+    fired=$(sed -n 's/^hipsim faults fired: //p' <<<"$log")
+    if grep -Eq "$wrong" <<<"$log"; then
+        echo "wrong $spec"
+        grep -E "$wrong" <<<"$log" | head -n 3 >&2
+    elif [ $rc -eq 0 ] && [ "${fired:-0}" -le "$own_fired" ]; then
+        echo "unfired $spec"
+    elif [ $rc -eq 0 ] && grep -Eq 'all checks passed|every check holds' <<<"$log"; then
+        echo "passed $spec"
+    elif [ $rc -eq 1 ] && grep -Eq '\.cpp:[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
+        echo "failed $spec"
+    else
+        echo "crash $spec (exit $rc)"
+        tail -n 5 <<<"$log" >&2
+    fi
+}
+export -f classify
+export wrong
+echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | crashes | faults replaced by the program's own |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for src in "$root"/tests/xla_flow/*.cpp; do
+    name=$(basename "$src" .cpp)
+    exe=$out/xla_flow-$name
+    g++ -std=c++17 -O1 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$root/tests/xla_flow" \
+        -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+        -o "$exe" "$src" -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -ldl -lpthread
+    # The calls of one run without faults (the software GPU prints them at exit).
+    HIPSIM_STATS=1 "$exe" >/dev/null 2>"$out/stats" || { cat "$out/stats"; exit 1; }
+    own_fired=$(sed -n 's/^hipsim faults fired: //p' "$out/stats")
+    awk '/^  hip/ {print $1, $2}' "$out/stats" | grep -Ev "$own" >"$out/calls" || true
+    calls=$(awk '{s += $2} END {print s + 0}' "$out/calls")
+    [ "$calls" -gt 0 ] || continue
+    : >"$out/faults"
+    while read -r fn count; do
+        for ((n = 1; n <= count; n++)); do
+            if [ $(((n - 1) % stride)) -eq 0 ]; then echo "$fn:$n" >>"$out/faults"; fi
+        done
+    done <"$out/calls"
+    xargs -P "$(nproc)" -I{} bash -c "classify '$exe' {} $own_fired" <"$out/faults" >"$out/results"
+    count() { grep -c "^$1 " "$out/results" || true; }
+    injected=$(($(wc -l <"$out/faults") - $(count unfired)))
+    echo "| $name.cpp (every ${stride}th call) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count crash) | $(count unfired) |"
+    if [ "$(count wrong)" != 0 ] || [ "$(count crash)" != 0 ]; then
+        grep -E '^(wrong|crash) ' "$out/results" | head -n 20
+        failed=1
+    fi
+done
+exit $failed
