@@ -70,7 +70,7 @@ classify() {
         echo "unfired $spec"
     elif [ $rc -eq 0 ] && grep -Eq 'all checks passed|every check holds' <<<"$log"; then
         echo "passed $spec"
-    elif [ $rc -eq 1 ] && grep -Eq '\.cpp:[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
+    elif [ $rc -eq 1 ] && grep -Eq '\.(cpp|h):[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
         echo "failed $spec"
     else
         echo "crash $spec (exit $rc)"
