@@ -100,24 +100,28 @@ def plot_host_cost(plt, t, title, out):
 def plot_real_graphs(plt, t, title, out):
     cols, rows = t
     at = {c: i for i, c in enumerate(cols)}
-    labels = [f"{r[at['model']]}\n{r[at['moved']]} moved\n({r[at['touched nodes']]} nodes)" for r in rows]
+    # Horizontal bars: the model names stay readable, first row on top.
+    labels = [f"{r[at['model']]}, {r[at['moved']]} moved ({r[at['touched nodes']]} nodes)" for r in rows]
     speedup = [number(r[at["(a)/(d)"]]) or 0 for r in rows]
     floor = [number(r[at["(d)/(c)"]]) or 0 for r in rows]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
-    x = range(len(rows))
-    a1.bar(x, speedup, color="tab:blue")
-    a1.set_ylabel("re-capture + instantiate ÷ update_allocations (×)")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 1.8), sharey=True)
+    y = list(range(len(rows)))[::-1]
+    # On the log scale the bars start at 1× (no speed-up), so their lengths are the log ratios.
+    a1.barh(y, [max(v - 1, 0) for v in speedup], left=1, color="tab:blue")
+    a1.set_xscale("log")
+    a1.set_xlim(left=1)
+    a1.set_xlabel("re-capture + instantiate ÷ update_allocations (×, log scale from 1×)")
     a1.set_title("speed-up of the update over re-capturing", fontsize=9)
-    a2.bar(x, floor, color="tab:orange")
-    a2.axhline(1.0, color="black", linewidth=0.8)
-    a2.set_ylabel("update_allocations ÷ SetParams floor (×, 1 = floor)")
-    a2.set_title("update against the driver's floor (steady state)", fontsize=9)
-    for ax, ys in ((a1, speedup), (a2, floor)):
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(labels, fontsize=7)
-        ax.set_ylim(bottom=0)
-        for i, y in enumerate(ys):
-            ax.annotate(f"{y:g}", (i, y), ha="center", va="bottom", fontsize=7)
+    a2.barh(y, floor, color="tab:orange")
+    a2.axvline(1.0, color="black", linewidth=0.8)
+    a2.set_xlim(left=0)
+    a2.set_xlabel("update_allocations ÷ SetParams floor (×; 1 = the driver's floor)")
+    a2.set_title("the update against the driver's floor (steady state)", fontsize=9)
+    a1.set_yticks(y)
+    a1.set_yticklabels(labels, fontsize=8)
+    for ax, xs in ((a1, speedup), (a2, floor)):
+        for yi, xv in zip(y, xs):
+            ax.annotate(f" {xv:g}×", (xv, yi), ha="left", va="center", fontsize=7)
     fig.suptitle(title, fontsize=9, wrap=True)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
