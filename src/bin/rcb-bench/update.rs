@@ -323,11 +323,14 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     );
     let mut evict = Evict::new(quick);
     for &n in sizes {
-        let runs = match n {
-            _ if quick => 5,
-            ..=1000 => 41,
-            ..=10_000 => 21,
-            _ => 7,
+        let runs = if quick {
+            5
+        } else {
+            match n {
+                ..=1000 => 41,
+                ..=10_000 => 21,
+                _ => 7,
+            }
         };
         let layout = Layout::new(rt, n)?;
         let touched: Vec<usize> = (0..n).filter(|i| i % 10 == 0).collect();
@@ -390,7 +393,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             };
             let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
             let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));
-            let quiet = time_still(nested, &layout, if quick { 21 } else { 201 })?;
+            let quiet = time_still(nested, layout, if quick { 21 } else { 201 })?;
             Ok::<_, String>(([c, d, c_cold, d_cold], [t, e, t_m, m], quiet))
         })();
         // SAFETY: handles from record_cmdbuf, freed once.
