@@ -327,8 +327,8 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             5
         } else {
             match n {
-                ..=1000 => 41,
-                ..=10_000 => 21,
+                0..=1000 => 41,
+                1001..=10_000 => 21,
                 _ => 7,
             }
         };
