@@ -148,16 +148,29 @@ pub(crate) fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: 
     Ok(cb)
 }
 
+/// What an update is given for each placement, built before the timing: the whole table and
+/// the moves.
+struct Given {
+    tables: [Vec<rcb_allocation>; 2],
+    moves: [Vec<rcb_allocation_move>; 2],
+}
+
+impl Given {
+    fn new(layout: &Layout) -> Given {
+        Given { tables: [layout.table(false), layout.table(true)], moves: [layout.moves(false), layout.moves(true)] }
+    }
+}
+
 /// One address update of `cb` to placement `second`, checking its report: the whole table
 /// (`rcb_cmdbuf_update_allocations`) or only what moved (`rcb_cmdbuf_move_allocations`).
-fn update_once(cb: *mut rcb_cmdbuf, layout: &Layout, second: bool, touched: usize, only_moves: bool) -> R<()> {
+fn update_once(cb: *mut rcb_cmdbuf, given: &Given, second: bool, touched: usize, only_moves: bool) -> R<()> {
     let mut report = rcb_update_report::default();
     let s = if only_moves {
-        let m = layout.moves(second);
+        let m = &given.moves[usize::from(second)];
         // SAFETY: a live handle, m.len() moves and a writable report.
         unsafe { rcb_cmdbuf_move_allocations(cb, m.as_ptr(), m.len(), &mut report) }
     } else {
-        let t = layout.table(second);
+        let t = &given.tables[usize::from(second)];
         // SAFETY: a live handle, a table of t.len() entries and a writable report.
         unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) }
     };
@@ -380,8 +393,9 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
                     note(rt.exec_kernel_node_set(exec, chain[i], &params(f, &blobs[usize::from(second)][i])).map_err(err));
                 }
             };
-            let (layout, count, note) = (&layout, touched.len(), &note);
-            let update = |cb, only_moves| move |second: bool| note(update_once(cb, layout, second, count, only_moves));
+            let given = Given::new(&layout);
+            let (given, count, note) = (&given, touched.len(), &note);
+            let update = |cb, only_moves| move |second: bool| note(update_once(cb, given, second, count, only_moves));
             let (c, d) = interleaved(runs, || {}, &mut floor, &mut update(primary, false));
             let cold_runs = if quick { 3 } else { runs.min(11) };
             let (c_cold, d_cold) = interleaved(cold_runs, || evict.run(), &mut floor, &mut update(primary, false));
@@ -393,7 +407,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             };
             let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
             let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));
-            let quiet = time_still(nested, layout, if quick { 21 } else { 201 })?;
+            let quiet = time_still(nested, &layout, if quick { 21 } else { 201 })?;
             Ok::<_, String>(([c, d, c_cold, d_cold], [t, e, t_m, m], quiet))
         })();
         // SAFETY: handles from record_cmdbuf, freed once.
