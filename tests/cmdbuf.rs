@@ -266,6 +266,52 @@ fn each_touched_node_is_pushed_once_and_nothing_when_nothing_moved() {
 }
 
 #[test]
+fn moves_and_size_changes_are_found_anywhere_in_a_long_table() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // The chain's four buffers among 60 entries, at indices on both sides of the boundaries
+    // where the table is compared in chunks; the other entries are never referenced.
+    let (x, y, out, d) = chain_buffers(&gpu);
+    let at = [15usize, 16, 33, 59];
+    let filler: Vec<u64> = (0..60).map(|i| 0x7000_0000_0000 + i as u64 * 0x1000).collect();
+    let table_with = |bases: [u64; 4], sizes: [u64; 4]| -> Vec<(u64, u64)> {
+        let mut t: Vec<(u64, u64)> = filler.iter().map(|&b| (b, 64)).collect();
+        for k in 0..4 {
+            t[at[k]] = (bases[k], sizes[k]);
+        }
+        t
+    };
+    let cb = Cb::primary();
+    cb.set_allocs(&table_with([x, y, out, d], [BYTES; 4]));
+    record_chain(&gpu, &cb, x, y, out, d);
+    cb.finalize();
+    cb.launch(&gpu);
+
+    // A size change in the last chunk after a move in the first: nothing changes.
+    let (x2, d2) = (gpu.moved_copy(x, BYTES as usize), gpu.moved_copy(d, BYTES as usize));
+    let refused = cb.update_allocs(&table_with([x2, y, out, d2], [BYTES, BYTES, BYTES, 2 * BYTES]));
+    assert_eq!(refused, rcb_update_report { needs_rerecord: 1, ..Default::default() });
+    gpu.write(x2, &[0.0; N]);
+    gpu.write(d2, &[0.0; N]);
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x2, N), vec![0.0; N], "the refused update moved nothing");
+
+    // Moves in the first and the last chunk, the entries between unchanged.
+    gpu.write(x, &[-7.0; N]);
+    gpu.write(d, &[-9.0; N]);
+    let report = cb.update_allocs(&table_with([x2, y, out, d2], [BYTES; 4]));
+    assert_eq!((report.moved_allocations, report.patched_sites, report.needs_rerecord), (2, 4, 0));
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(x2, N), vec![1.0; N], "fill wrote at the new x");
+    assert_eq!(gpu.read(d2, N), gpu.read(out, N), "memcpy wrote at the new d");
+    assert_eq!(gpu.read(x, N), vec![-7.0; N], "old x untouched");
+    assert_eq!(gpu.read(d, N), vec![-9.0; N], "old d untouched");
+    for p in [x, y, out, d, x2, d2] {
+        gpu.rt.free(p).unwrap();
+    }
+}
+
+#[test]
 fn a_changed_size_or_count_needs_a_rerecord_and_changes_nothing() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };

@@ -11,10 +11,20 @@ use crate::error::{Error, Result};
 /// Most allocations one table may hold.
 pub const MAX_ALLOCATIONS: usize = 1 << 24;
 
+/// Laid out as C's `rcb_allocation` (the C ABI hands tables over without copying them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Allocation {
     pub base: u64,
     pub size: u64,
+}
+
+/// The words of `table`, base and size of each entry in turn: what a comparison of two tables
+/// reads, without telling the fields apart (so that the compiler need not separate them).
+pub fn words(table: &[Allocation]) -> &[u64] {
+    // SAFETY: `Allocation` is `repr(C)` of two `u64`s, so a table of n entries is 2n aligned,
+    // initialized `u64`s borrowed for as long as the table.
+    unsafe { std::slice::from_raw_parts(table.as_ptr().cast::<u64>(), 2 * table.len()) }
 }
 
 impl Allocation {

@@ -35,6 +35,9 @@ pub struct UpdateReport {
     pub reinstantiated: bool,
 }
 
+/// Table entries compared at once by [`CmdBuf::update_allocations`] before it looks at each.
+const COMPARE_CHUNK: usize = 16;
+
 /// How many sites ahead the writing pass asks for a node record's cache lines: far enough for a
 /// miss to memory to arrive while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
@@ -89,16 +92,25 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         scratch.moved.clear();
-        for (i, (n, o)) in new.iter().zip(old).enumerate() {
-            if n.size != o.size {
-                log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
-                self.counters.record(Event::Fallback(Fallback::ShapeChanged));
-                return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
+        for (c, (new, old)) in new.chunks(COMPARE_CHUNK).zip(old.chunks(COMPARE_CHUNK)).enumerate() {
+            // Most of a table is unchanged: a chunk is first compared word by word without a
+            // branch (the compiler vectorizes it), and only a chunk that differs is walked.
+            let (n, o) = (allocations::words(new), allocations::words(old));
+            if n.iter().zip(o).fold(0, |acc, (n, o)| acc | (n ^ o)) == 0 {
+                continue;
             }
-            if n.base != o.base {
-                // Unmoved entries equal recorded ones, which were validated when recorded.
-                allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
-                scratch.moved.push((i as u32, n.base));
+            for (j, (n, o)) in new.iter().zip(old).enumerate() {
+                let i = c * COMPARE_CHUNK + j;
+                if n.size != o.size {
+                    log::info!("allocation {i} changed size from {} to {}: re-record needed", o.size, n.size);
+                    self.counters.record(Event::Fallback(Fallback::ShapeChanged));
+                    return Ok(UpdateReport { needs_rerecord: true, ..UpdateReport::default() });
+                }
+                if n.base != o.base {
+                    // Unmoved entries equal recorded ones, which were validated when recorded.
+                    allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
+                    scratch.moved.push((i as u32, n.base));
+                }
             }
         }
         Ok(self.apply_moves())
