@@ -11,7 +11,8 @@
 #      `budget` scenario measures device memory over 100 000 in-place updates and the amortised
 #      cost of the update budget.
 # The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
-# rcb-bench.md, real_graphs.md, and logs.tar.gz with every per-binary log and the compiled PTX. Exits non-zero
+# rcb-bench.md, real_graphs.md, before.md (when ci/gpu.sh staged a --before build), and logs.tar.gz
+# with every per-binary log and the compiled PTX. Exits non-zero
 # when a test binary, the demonstration, the torch check or real_graphs.py (a wrong result) fails.
 set -uo pipefail
 
@@ -97,5 +98,19 @@ if [ -x "$stage/rcb-bench" ]; then
     timeout 300 "$stage/rcb-bench" > "$out/rcb-bench.md" 2>&1
     echo "rcb-bench: rc=$? (output in rcb-bench.md)"
     cat "$out/rcb-bench.md"
+fi
+
+# Before and after in the same run (ci/gpu.sh --before REV): the update and stream scenarios and
+# the real graphs again with the library of REV.
+if [ -d "$stage/before" ]; then
+    {
+        echo "# before: commit $(cat "$stage/before/commit")"
+        timeout 200 "$stage/before/rcb-bench" update streams 2>&1
+        if python3 -c 'import torch' 2>/dev/null; then
+            RCB_LIBRARY="$(realpath "$stage/before/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
+                timeout 240 python3 "$stage/real_graphs.py" 2>&1
+        fi
+    } > "$out/before.md"
+    echo "before: rc=$? (output in before.md)"
 fi
 exit $failed

@@ -3,16 +3,33 @@
 # machine has no Rust toolchain), stages them with the test kernels and ci/gpu-run.sh into
 # .gpu/ of the repository root that the device tool sends, and prints the one command to run.
 #
-#   ci/gpu.sh [REPO_ROOT]     REPO_ROOT: the checkout the device tool carries (default: this one)
+#   ci/gpu.sh [--before REV] [REPO_ROOT]
+#     REPO_ROOT: the checkout the device tool carries (default: this one)
+#     --before REV: also stages rcb-bench and the library built at commit REV in .gpu/before/, so
+#       that ci/gpu-run.sh measures a change before and after in the same run
 #
 # Every test binary Cargo builds for this crate is staged, so later features' tests run too.
 set -euo pipefail
 
+before=
+if [ "${1:-}" = --before ]; then
+    before=$2
+    shift 2
+fi
 here=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 dest_root=$(cd "${1:-$here}" && pwd)
 stage="$dest_root/.gpu"
 
 cd "$here"
+if [ -n "$before" ]; then
+    # A worktree of REV beside the build, in its own target directory (a first build of it
+    # compiles the dependencies once).
+    tree="$here/target/before-tree"
+    git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+    git worktree add --detach "$tree" "$before" >/dev/null
+    (cd "$tree" && CARGO_TARGET_DIR="$here/target/before" cargo build --release --bin rcb-bench --lib)
+    git worktree remove --force "$tree"
+fi
 cargo build --release --bin rcb-bench --bin rcb-demo --lib
 mapfile -t tests < <(
     cargo test --release -p rocm_cmdbuf --no-run --message-format=json 2>/dev/null | python3 -c '
@@ -45,6 +62,12 @@ cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_gr
 cp "$stage/librocm_cmdbuf.so" "$stage/librocm_cmdbuf.so.0"
 bash tests/xla_flow/run.sh --build-only "$stage" "$stage"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
+if [ -n "$before" ]; then
+    mkdir -p "$stage/before"
+    objcopy --strip-debug target/before/release/rcb-bench "$stage/before/rcb-bench"
+    objcopy --strip-debug target/before/release/librocm_cmdbuf.so "$stage/before/librocm_cmdbuf.so"
+    git rev-parse --short "$before" > "$stage/before/commit"
+fi
 
 # Never commit the staging area into that checkout.
 exclude=$(git -C "$dest_root" rev-parse --git-path info/exclude)

@@ -25,6 +25,8 @@ pub mod error;
 pub mod ffi;
 mod logging;
 /// cbindgen:ignore
+mod prefetch;
+/// cbindgen:ignore
 pub(crate) mod profiler;
 /// cbindgen:ignore
 #[doc(hidden)]

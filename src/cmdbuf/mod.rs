@@ -444,6 +444,7 @@ impl CmdBuf {
             self.push_unpushed()?;
         }
         self.patches.group();
+        self.scratch.reserve(self.allocs.entries().len(), self.patches.len(), self.nodes.len());
         self.state = State::Finalized;
         Ok(())
     }
@@ -496,16 +497,6 @@ impl CmdBuf {
             self.template_dirty.pop();
         }
         Ok(())
-    }
-
-    /// Notes that `node`'s template lags behind its parameters (they went to the executable
-    /// graph only).
-    fn template_lags_behind(&mut self, node: NodeId) {
-        let record = &mut self.nodes[node as usize];
-        if !record.template_dirty {
-            record.template_dirty = true;
-            self.template_dirty.push(node);
-        }
     }
 
     /// The executable graph to push `bytes` more to: a new one when the budget would pass with
@@ -622,7 +613,7 @@ impl CmdBuf {
         params.push(self.rt, exec, raw)?;
         if exec.is_some() {
             self.pushed(1, bytes);
-            self.template_lags_behind(node);
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
         }
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];

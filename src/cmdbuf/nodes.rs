@@ -84,6 +84,22 @@ impl Params {
         }
     }
 
+    /// Asks for the cache line that [`Self::write`] to `slot` will store into.
+    #[inline]
+    pub fn prefetch_slot(&self, slot: Slot) {
+        if let (Params::Kernel(k), Slot::KernelArg(at)) = (self, slot) {
+            crate::prefetch::line(k.blob.as_ptr().wrapping_add(at as usize));
+        }
+    }
+
+    /// Asks for the cache lines a push of these parameters reads (a kernel node's arguments).
+    #[inline]
+    pub fn prefetch_push(&self) {
+        if let Params::Kernel(k) = self {
+            crate::prefetch::line(k.blob.as_ptr());
+        }
+    }
+
     fn kernel_params(k: &KernelRecord) -> KernelParams<'_> {
         KernelParams { function: k.function, grid: k.grid, block: k.block, shared_mem_bytes: k.shared_mem_bytes, args: &k.blob }
     }
@@ -141,6 +157,25 @@ pub struct NodeRecord {
 }
 
 impl NodeRecord {
+    /// Asks for the cache lines of the fields an address update reads and writes (the
+    /// parameters and the bookkeeping after them), without reading the record.
+    #[inline]
+    pub fn prefetch(&self) {
+        let params = (&self.params as *const Params).cast::<u8>();
+        crate::prefetch::line(params);
+        crate::prefetch::line(params.wrapping_add(64));
+        crate::prefetch::line(&self.epoch);
+    }
+
+    /// Notes that this node's (number `id`) template lags behind its parameters, which went to
+    /// the executable graph only: listed once in `dirty`, which the next template refresh pushes.
+    pub fn template_lags_behind(&mut self, id: u32, dirty: &mut Vec<u32>) {
+        if !self.template_dirty {
+            self.template_dirty = true;
+            dirty.push(id);
+        }
+    }
+
     pub fn new(raw: Node, params: Params) -> Self {
         Self {
             raw,

@@ -5,6 +5,7 @@
 
 use super::allocations::{self, Allocation};
 use super::budget;
+use super::patch::Slot;
 use super::state::Op;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
@@ -34,14 +35,38 @@ pub struct UpdateReport {
     pub reinstantiated: bool,
 }
 
-/// Buffers reused by every update, so an update allocates nothing once they have grown.
+/// How many sites ahead the writing pass asks for a node record's cache lines: far enough for a
+/// miss to memory to arrive while the sites before it are written (a few nanoseconds each).
+const PATCH_AHEAD: usize = 16;
+
+/// One site's new address, as the writing pass takes it.
+#[derive(Clone, Copy)]
+struct Write {
+    node: NodeId,
+    slot: Slot,
+    address: u64,
+}
+
+/// Buffers reused by every update, so an update allocates nothing once they have grown; they
+/// are sized for the whole graph at finalize, so that not even the first update grows them.
 #[derive(Default)]
 pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
     epoch: u64,
     /// `(allocation, new base)` of the allocations that moved.
     moved: Vec<(u32, u64)>,
+    writes: Vec<Write>,
     touched: Vec<NodeId>,
+}
+
+impl Scratch {
+    /// Makes room for an update that moves all `allocations`, rewrites all `sites` and touches
+    /// all `nodes`.
+    pub(super) fn reserve(&mut self, allocations: usize, sites: usize, nodes: usize) {
+        self.moved.reserve(allocations.saturating_sub(self.moved.len()));
+        self.writes.reserve(sites.saturating_sub(self.writes.len()));
+        self.touched.reserve(nodes.saturating_sub(self.touched.len()));
+    }
 }
 
 impl CmdBuf {
@@ -110,6 +135,12 @@ impl CmdBuf {
 
     /// Rewrites the sites of the allocations in `scratch.moved` and pushes each touched node once,
     /// unless a node the library cannot patch may reference one of them (then nothing changes).
+    ///
+    /// On large graphs the cost is the cache misses on the node records and argument blobs the
+    /// sites point into, one or two per touched node, scattered over the graph. The sites are
+    /// first listed in one sequential pass, so the writing pass knows its next nodes and asks for
+    /// their lines [`PATCH_AHEAD`] sites ahead; the pushing pass asks for the next node's while
+    /// the runtime takes the current one.
     fn apply_moves(&mut self) -> UpdateReport {
         if let Some(reason) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
@@ -121,34 +152,48 @@ impl CmdBuf {
         scratch.epoch += 1;
         let epoch = scratch.epoch;
         scratch.touched.clear();
+        let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
             let record = &mut self.nodes[node as usize];
             if record.unpushed && record.epoch != epoch {
                 record.epoch = epoch;
                 scratch.touched.push(node);
-            }
-        }
-        for &(alloc, base) in &scratch.moved {
-            let sites = self.patches.of_allocation(alloc);
-            for site in sites {
-                let record = &mut self.nodes[site.node as usize];
-                record.params.write(site.slot, base + site.offset);
-                if record.epoch != epoch {
-                    record.epoch = epoch;
-                    scratch.touched.push(site.node);
+                if primary {
+                    record.template_lags_behind(node, &mut self.template_dirty);
                 }
             }
-            report.patched_sites += sites.len() as u64;
+        }
+        scratch.writes.clear();
+        for &(alloc, base) in &scratch.moved {
+            let sites = self.patches.of_allocation(alloc);
+            scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, address: base + s.offset }));
             self.allocs.rebase(alloc as usize, base);
         }
-
-        if self.exec.is_some() && !scratch.touched.is_empty() {
-            // The touched nodes' templates now lag behind the library's parameters, which a
-            // re-instantiation brings them up to before instantiating.
-            for k in 0..self.scratch.touched.len() {
-                self.template_lags_behind(self.scratch.touched[k]);
+        report.patched_sites = scratch.writes.len() as u64;
+        for k in 0..scratch.writes.len() {
+            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD) {
+                self.nodes[ahead.node as usize].prefetch();
             }
-            let scratch = &self.scratch;
+            // The record asked for PATCH_AHEAD sites ago is in cache by now: read where the
+            // site's argument lies and ask for that line.
+            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD / 2) {
+                self.nodes[ahead.node as usize].params.prefetch_slot(ahead.slot);
+            }
+            let w = scratch.writes[k];
+            let record = &mut self.nodes[w.node as usize];
+            record.params.write(w.slot, w.address);
+            if record.epoch != epoch {
+                record.epoch = epoch;
+                scratch.touched.push(w.node);
+                // The parameters go to the executable graph only; a re-instantiation brings
+                // the template up to date first.
+                if primary {
+                    record.template_lags_behind(w.node, &mut self.template_dirty);
+                }
+            }
+        }
+
+        if primary && !scratch.touched.is_empty() && self.budget.limit() != 0 {
             let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
             if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
                 report.updated_nodes = self.scratch.touched.len() as u64;
@@ -162,6 +207,11 @@ impl CmdBuf {
         let scratch = &mut self.scratch;
         let mut bytes = 0;
         for (k, &node) in scratch.touched.iter().enumerate() {
+            if let Some(&next) = scratch.touched.get(k + 1) {
+                let next = &self.nodes[next as usize];
+                next.prefetch();
+                next.params.prefetch_push();
+            }
             let record = &mut self.nodes[node as usize];
             match record.params.push(self.rt, self.exec, record.raw) {
                 Ok(()) => {
@@ -184,7 +234,7 @@ impl CmdBuf {
                 }
             }
         }
-        if self.exec.is_some() && report.updated_nodes > 0 {
+        if primary && report.updated_nodes > 0 {
             self.pushed(report.updated_nodes, bytes);
         }
         if report.moved_allocations > 0 && !report.needs_rerecord {

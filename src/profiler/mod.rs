@@ -406,14 +406,8 @@ fn push<T: Copy>(v: &mut Vec<T>, item: &T) -> bool {
         return false;
     }
     v.push(*item);
-    #[cfg(target_arch = "x86_64")]
-    {
-        // A prefetch never faults, so the address may lie past the allocation; `wrapping_add`
-        // keeps computing it free of undefined behaviour.
-        let ahead = v.as_ptr().wrapping_add(v.len() + 4) as *const i8;
-        // SAFETY: a prefetch has no effect on the program's state.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ahead) };
-    }
+    // The address may lie past the allocation: a prefetch never faults.
+    crate::prefetch::line(v.as_ptr().wrapping_add(v.len() + 4));
     true
 }
 

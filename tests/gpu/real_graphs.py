@@ -8,9 +8,9 @@ For each model, in one run, over an allocation table of the input, the output, e
 and buffer storage and the segments of the graph's memory pool:
   (a) re-capture + instantiate: what a user does without the library (capture_begin/capture_end
       on a side stream, no garbage collection), median of 5; (i) instantiation alone;
-  (c) the SetParams floor: cuGraphExecKernelNodeSetParams on each kernel node the update
-      touches, fed the parameters the library's own template holds before and after the move,
-      alternately, on the command buffer's executable graph;
+  (c) the SetParams floor: the driver's exec setter (kernel, memcpy or memset) on each node the
+      update touches, fed the parameters the library's own template holds before and after the
+      move, alternately, on the command buffer's executable graph;
   (d) rcb_cmdbuf_update_allocations: with one allocation moved (the input) and with all moved,
       first call after finalize and steady state (median of 200 calls, alternating tables);
   flatten + finalize (median over the command buffers built).
@@ -18,8 +18,9 @@ Both (c) and (d) are timed in C (real_graphs_timer.c) so that no Python runs bet
 
 The first update is broken down so that the output says whose its extra cost is: the library's
 first update after finalize with and without a launch before it, and the driver's own first
-pass of cuGraphExecKernelNodeSetParams over the same nodes on a fresh executable graph of the
-same template, with and without a launch before it.
+pass of the exec setters over the same nodes on a fresh executable graph of the same template,
+with and without a launch before it; and both again in steady state with the CPU caches flushed
+before each call (cold), as an update that follows a step of other host work finds them.
 
 Runs on the GPU machine only (ci/gpu-run.sh, when python3 with torch is present):
     RCB_LIBRARY=/path/librocm_cmdbuf.so RCB_TIMER=/path/libreal_graphs_timer.so python3 real_graphs.py
@@ -44,10 +45,27 @@ RECAPTURES = 5
 
 cuda = C.CDLL("libcuda.so.1")
 timer = C.CDLL(os.environ["RCB_TIMER"])
-timer.rg_set_params.argtypes = [P, P, P, P, P, C.c_size_t, C.c_size_t, C.c_int, C.POINTER(C.c_double)]
-timer.rg_update.argtypes = [P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P]
+timer.rg_set_params.argtypes = [P, P, P, P, P, P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P, C.c_size_t]
+timer.rg_update.argtypes = [P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P, P, C.c_size_t]
 
-KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
+KERNEL, MEMCPY, MEMSET = 0, 1, 2  # CU_GRAPH_NODE_TYPE_*
+# Room for CUDA_MEMCPY3D (200 bytes on 64-bit) and CUDA_MEMSET_NODE_PARAMS (40), read and sent as bytes.
+RAW_PARAMS_BYTES = 256
+COLD = 30  # samples of the cold timings, each after the caches are flushed
+
+
+def flush_buffer():
+    """A buffer of four times the last-level cache (at least 64 MiB), written before each cold sample."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            llc = int(f.read().strip().rstrip("K")) << 10
+    except (OSError, ValueError):
+        llc = 64 << 20
+    size = max(4 * llc, 64 << 20)
+    return (C.c_ubyte * size)(), size
+
+
+FLUSH, FLUSH_BYTES = flush_buffer()
 EXTRA_END, EXTRA_BUFFER, EXTRA_SIZE = 0, 1, 2  # CU_LAUNCH_PARAM_*
 
 
@@ -70,6 +88,8 @@ def cu(status, what):
 
 
 SET_PARAMS = C.cast(cuda.cuGraphExecKernelNodeSetParams_v2, P)
+SET_MEMCPY = C.cast(cuda.cuGraphExecMemcpyNodeSetParams, P)
+SET_MEMSET = C.cast(cuda.cuGraphExecMemsetNodeSetParams, P)
 UPDATE = C.cast(lib.rcb_cmdbuf_update_allocations, P)
 
 
@@ -113,27 +133,56 @@ def kernel_args(node):
     return p, b""
 
 
+def raw_params(node, kind):
+    """A memcpy or memset node's parameters as the driver's struct, in bytes."""
+    buf = C.create_string_buffer(RAW_PARAMS_BYTES)
+    get = cuda.cuGraphMemcpyNodeGetParams if kind == MEMCPY else cuda.cuGraphMemsetNodeGetParams
+    cu(get(P(node), buf), "cuGraphMemcpyNodeGetParams" if kind == MEMCPY else "cuGraphMemsetNodeGetParams")
+    return buf.raw
+
+
+def read_node(node, kind):
+    """What the floor compares and sends: (kernel params, argument bytes) or the struct's bytes."""
+    if kind == KERNEL:
+        return kernel_args(node)
+    if kind in (MEMCPY, MEMSET):
+        return raw_params(node, kind)
+    return None
+
+
+def compared(kind, read):
+    return read[1] if kind == KERNEL else read
+
+
 class NodeParams:
-    """Parameters for a list of kernel nodes, in memory this object owns (`extra` form)."""
+    """Parameters for a list of (kind, read) nodes, in memory this object owns: kernel nodes in
+    `extra` form, memcpy and memset nodes as the driver's structs; `array` points at each."""
 
     def __init__(self, reads):
-        self.array = (KernelNodeParams * len(reads))()
+        self.array = (P * len(reads))()
+        self.kinds = (C.c_int * len(reads))(*[kind for kind, _ in reads])
         self.keep = []
-        for i, (p, blob) in enumerate(reads):
+        for i, (kind, read) in enumerate(reads):
+            if kind != KERNEL:
+                buf = C.create_string_buffer(read, len(read))
+                self.keep.append(buf)
+                self.array[i] = C.cast(buf, P)
+                continue
+            p, blob = read
             buf = C.create_string_buffer(blob, max(len(blob), 1))
             size = C.c_size_t(len(blob))
             extra = (P * 5)(EXTRA_BUFFER, C.cast(buf, P), EXTRA_SIZE, C.cast(C.byref(size), P), EXTRA_END)
-            self.keep += [buf, size, extra]
             q = KernelNodeParams.from_buffer_copy(p)
             q.kernel_params, q.extra = None, C.cast(extra, P)
-            self.array[i] = q
+            self.keep += [buf, size, extra, q]
+            self.array[i] = C.cast(C.byref(q), P)
 
 
 def template(cb):
     """The command buffer's template nodes (brought up to date): (node, type, kernel read or None)."""
     g = P()
     check(lib.rcb_cmdbuf_graph(cb, C.byref(g)), "rcb_cmdbuf_graph")
-    return g.value, [(n, k, kernel_args(n) if k == KERNEL else None) for n, k in graph_nodes(g.value)]
+    return g.value, [(n, k, read_node(n, k)) for n, k in graph_nodes(g.value)]
 
 
 def exec_of(cb):
@@ -146,22 +195,37 @@ def median(xs):
     return statistics.median(xs)
 
 
-def update_times(cb, to_table, back_table, reps):
-    """Times `reps` updates, the first to `to_table`, then alternately back and forth (ns)."""
+def flush_args(cold):
+    return (C.cast(FLUSH, P), FLUSH_BYTES) if cold else (None, 0)
+
+
+def update_times(cb, to_table, back_table, reps, cold=False):
+    """Times `reps` updates, the first to `to_table`, then alternately back and forth (ns); with
+    `cold`, the CPU caches are flushed before each."""
     out, rep = (C.c_double * reps)(), UpdateReport()
-    check(timer.rg_update(UPDATE, cb, C.cast(back_table, P), C.cast(to_table, P), len(to_table), reps, out, C.byref(rep)), "rcb_cmdbuf_update_allocations")
+    check(
+        timer.rg_update(UPDATE, cb, C.cast(back_table, P), C.cast(to_table, P), len(to_table), reps, out, C.byref(rep), *flush_args(cold)),
+        "rcb_cmdbuf_update_allocations",
+    )
     if rep.needs_rerecord:
         raise RuntimeError("rcb_cmdbuf_update_allocations reported needs_rerecord")
     return list(out), rep
 
 
-def set_params_times(exec_, nodes, params_a, params_b, reps):
-    """Times `reps` passes over `nodes`, the first sending `params_b`, then alternately (ns)."""
+def set_params_times(exec_, nodes, params_a, params_b, reps, cold=False):
+    """Times `reps` passes over `nodes`, the first sending `params_b`, then alternately (ns), each
+    node through the exec setter of its kind; with `cold`, the CPU caches are flushed before each."""
     if not nodes:
         return [0.0] * reps
-    out, arr = (C.c_double * reps)(), (P * len(nodes))(*nodes)
-    stride = C.sizeof(KernelNodeParams)
-    cu(timer.rg_set_params(SET_PARAMS, P(exec_), arr, C.cast(params_a.array, P), C.cast(params_b.array, P), stride, len(nodes), reps, out), "cuGraphExecKernelNodeSetParams_v2")
+    out, arr, ctx = (C.c_double * reps)(), (P * len(nodes))(*nodes), P()
+    cu(cuda.cuCtxGetCurrent(C.byref(ctx)), "cuCtxGetCurrent")
+    cu(
+        timer.rg_set_params(
+            SET_PARAMS, SET_MEMCPY, SET_MEMSET, ctx, P(exec_), arr, C.cast(params_a.kinds, P), C.cast(params_a.array, P),
+            C.cast(params_b.array, P), len(nodes), reps, out, *flush_args(cold),
+        ),
+        "cuGraphExec*NodeSetParams",
+    )
     return list(out)
 
 
@@ -255,8 +319,8 @@ class MoveSet:
         self.label, self.moved, self.table_b = label, moved, table_b
         self.first = {}  # "finalize" / "launch" -> ns of the library's first update
         self.driver_first = {}
-        self.steady = self.floor = self.driver_steady = None
-        self.kernels = self.updated = 0
+        self.steady = self.floor = self.driver_steady = self.cold = self.floor_cold = None
+        self.floor_nodes = self.updated = 0
 
 
 def measure(cbs, ms, table_a):
@@ -273,12 +337,14 @@ def measure(cbs, ms, table_a):
     update_times(cbs[1], table_a, ms.table_b, 1)
     graph, nodes_a = template(cbs[1])
     after = {n: read for n, _, read in nodes_b}
-    touched = [(a, after[a[0]]) for a in nodes_a if a[2] is not None and a[2][1] != after[a[0]][1]]
-    ms.kernels = len(touched)
+    touched = [(a, after[a[0]]) for a in nodes_a if a[2] is not None and compared(a[1], a[2]) != compared(a[1], after[a[0]])]
+    ms.floor_nodes = len(touched)
     nodes = [a[0] for a, _ in touched]
-    pa, pb = NodeParams([a[2] for a, _ in touched]), NodeParams([b for _, b in touched])
-    # Ends on A (STEADY is even), where the library's shadow parameters are.
+    pa, pb = NodeParams([(a[1], a[2]) for a, _ in touched]), NodeParams([(a[1], b) for a, b in touched])
+    # Each ends on A (STEADY and COLD are even), where the library's shadow parameters are.
     ms.floor = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, STEADY))
+    ms.cold = median(update_times(cbs[1], ms.table_b, table_a, COLD, cold=True)[0])
+    ms.floor_cold = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, COLD, cold=True))
     stream = torch.cuda.current_stream()
     for how in ("finalize", "launch"):
         e = P()
@@ -410,46 +476,48 @@ def print_tables(rows):
     dev = torch.cuda.get_device_name(0)
     print(f"### real graphs: PyTorch-captured models, flattened and updated through the C ABI, on cuda ({dev}, torch {torch.__version__})\n")
     print(
-        "| model | nodes | kernel nodes | allocations | moved | touched nodes | touched kernel nodes | (a) re-capture + instantiate "
-        "| (i) instantiate alone | (c) SetParams floor | (d) update_allocations, steady | (c) per kernel node | (d) per touched node "
+        "| model | nodes | kernel nodes | allocations | moved | touched nodes | of which in (c) | (a) re-capture + instantiate "
+        "| (i) instantiate alone | (c) SetParams floor | (d) update_allocations, steady | (c) per node | (d) per touched node "
         "| (d)/(c) | (a)/(d) | first update | first/steady |"
     )
     print("| " + " | ".join(["---"] * 17) + " |")
     for name, info, sets in rows:
         for ms in sets:
             print(
-                f"| {name} | {info['nodes']} | {info['kernels']} | {info['allocations']} | {ms.label} | {ms.updated} | {ms.kernels} "
+                f"| {name} | {info['nodes']} | {info['kernels']} | {info['allocations']} | {ms.label} | {ms.updated} | {ms.floor_nodes} "
                 f"| {fmt(info['recapture'])} | {fmt(info['instantiate'])} | {fmt(ms.floor)} | {fmt(ms.steady)} "
-                f"| {per(ms.floor, ms.kernels)} | {per(ms.steady, ms.updated)} | {ratio(ms.steady, ms.floor)} "
+                f"| {per(ms.floor, ms.floor_nodes)} | {per(ms.steady, ms.updated)} | {ratio(ms.steady, ms.floor)} "
                 f"| {ratio(info['recapture'], ms.steady, 1, '×')} | {fmt(ms.first['launch'])} | {ratio(ms.first['launch'], ms.steady, 1, '×')} |"
             )
     print(
         "\n(d) and (c) are timed in C around each call (median of "
-        f"{STEADY}); (a) and (i) from Python (median of {RECAPTURES}). The floor pushes the touched kernel nodes only;"
-        " touched nodes that are memcpy or memset nodes are in (d) and not in (c). `first update` follows finalize and one launch.\n"
+        f"{STEADY}); (a) and (i) from Python (median of {RECAPTURES}). The floor pushes every touched kernel,"
+        " memcpy and memset node through the driver's exec setter of its kind, on the command buffer's executable graph."
+        " `first update` follows finalize and one launch.\n"
     )
     print("### real graphs: flatten + finalize\n")
     print("| model | nodes | sites | pool segments | flatten + finalize | per node |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, info, _ in rows:
         print(f"| {name} | {info['nodes']} | {info['sites']} | {info['segments']} | {fmt(info['flatten'])} | {per(info['flatten'], info['nodes'])} |")
-    print("\n### real graphs: whose is the first update's cost (library: rcb_cmdbuf_update_allocations; driver: one pass of cuGraphExecKernelNodeSetParams over the touched kernel nodes of a fresh executable graph of the same template)\n")
+    print("\n### real graphs: whose is the first update's cost (library: rcb_cmdbuf_update_allocations; driver: one pass of the exec setters over the touched nodes of a fresh executable graph of the same template; cold: median of "
+          f"{COLD} calls, each after the CPU caches are flushed by writing {FLUSH_BYTES >> 20} MiB)\n")
     print(
-        "| model | moved | library, first after finalize | library, first after finalize + launch | library, steady "
-        "| driver, first pass on a fresh exec | driver, first pass after a launch | driver, steady pass "
-        "| library first − steady | driver first − steady (after a launch) |"
+        "| model | moved | library, first after finalize | library, first after finalize + launch | library, cold | library, steady "
+        "| driver, first pass on a fresh exec | driver, first pass after a launch | driver, cold | driver, steady "
+        "| (d) cold / (c) cold |"
     )
-    print("| " + " | ".join(["---"] * 10) + " |")
+    print("| " + " | ".join(["---"] * 11) + " |")
     for name, _, sets in rows:
         for ms in sets:
             print(
-                f"| {name} | {ms.label} | {fmt(ms.first['finalize'])} | {fmt(ms.first['launch'])} | {fmt(ms.steady)} "
-                f"| {fmt(ms.driver_first['finalize'])} | {fmt(ms.driver_first['launch'])} | {fmt(ms.driver_steady)} "
-                f"| {fmt(ms.first['launch'] - ms.steady)} | {fmt(ms.driver_first['launch'] - ms.driver_steady)} |"
+                f"| {name} | {ms.label} | {fmt(ms.first['finalize'])} | {fmt(ms.first['launch'])} | {fmt(ms.cold)} | {fmt(ms.steady)} "
+                f"| {fmt(ms.driver_first['finalize'])} | {fmt(ms.driver_first['launch'])} | {fmt(ms.floor_cold)} | {fmt(ms.driver_steady)} "
+                f"| {ratio(ms.cold, ms.floor_cold)} |"
             )
     print(
-        "\nWhen the two last columns agree, the first update's extra cost is the driver's (the first change to an executable"
-        " graph), not something the library builds lazily.\n"
+        "\nThe first update after a launch costs what an update costs with cold CPU caches when the `first` and `cold` columns"
+        " agree: then nothing is built lazily, the first call only finds the library's tables and the driver's own state out of cache.\n"
     )
 
 

@@ -17,7 +17,10 @@ use crate::{kernels, warm};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::kernel_args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
+use std::time::Instant;
 
 const ELEMENTS: u64 = 16;
 
@@ -145,31 +148,23 @@ pub(crate) fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: 
     Ok(cb)
 }
 
-/// Times an address update of `cb` alternating between the two placements, checking every
-/// report: the whole table (`rcb_cmdbuf_update_allocations`) or only what moved
-/// (`rcb_cmdbuf_move_allocations`).
-fn time_update(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize, touched: usize, only_moves: bool) -> R<f64> {
-    let tables = [layout.table(false), layout.table(true)];
-    let moves = [layout.moves(false), layout.moves(true)];
-    let mut second = false;
-    let mut failure = None;
-    let ns = median_ns(runs, || {
-        second = !second;
-        let mut report = rcb_update_report::default();
-        let s = if only_moves {
-            let m = &moves[usize::from(second)];
-            // SAFETY: a live handle, m.len() moves and a writable report.
-            unsafe { rcb_cmdbuf_move_allocations(cb, m.as_ptr(), m.len(), &mut report) }
-        } else {
-            let t = &tables[usize::from(second)];
-            // SAFETY: a live handle, a table of t.len() entries and a writable report.
-            unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) }
-        };
-        if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes as usize != touched {
-            failure = Some(format!("address update: status {s}, report {report:?}"));
-        }
-    });
-    failure.map_or(Ok(ns), Err)
+/// One address update of `cb` to placement `second`, checking its report: the whole table
+/// (`rcb_cmdbuf_update_allocations`) or only what moved (`rcb_cmdbuf_move_allocations`).
+fn update_once(cb: *mut rcb_cmdbuf, layout: &Layout, second: bool, touched: usize, only_moves: bool) -> R<()> {
+    let mut report = rcb_update_report::default();
+    let s = if only_moves {
+        let m = layout.moves(second);
+        // SAFETY: a live handle, m.len() moves and a writable report.
+        unsafe { rcb_cmdbuf_move_allocations(cb, m.as_ptr(), m.len(), &mut report) }
+    } else {
+        let t = layout.table(second);
+        // SAFETY: a live handle, a table of t.len() entries and a writable report.
+        unsafe { rcb_cmdbuf_update_allocations(cb, t.as_ptr(), t.len(), &mut report) }
+    };
+    if s != RCB_OK || report.needs_rerecord != 0 || report.updated_nodes as usize != touched {
+        return Err(format!("address update: status {s}, report {report:?}"));
+    }
+    Ok(())
 }
 
 /// The cost of an update when nothing moved (no runtime call at all): the unchanged whole
@@ -202,10 +197,89 @@ fn time_still(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize) -> R<(f64, f64)
     failure.map_or(Ok((whole, none)), Err)
 }
 
+/// The template nodes of a command buffer's chain (as `record_cmdbuf` builds it), in chain
+/// order, and its executable graph: what the floor pushes to, so that the floor and the update
+/// time the same executable graph.
+fn chain_of(rt: &dyn Runtime, cb: *mut rcb_cmdbuf, primary: bool) -> R<(Option<Exec>, Vec<Node>)> {
+    let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: a live, finalized handle and writable out-pointers.
+    unsafe {
+        if rcb_cmdbuf_graph(cb, &mut graph) != RCB_OK || (primary && rcb_cmdbuf_exec(cb, &mut exec) != RCB_OK) {
+            return Err("rcb_cmdbuf_graph/rcb_cmdbuf_exec failed".into());
+        }
+    }
+    let graph = Graph(graph);
+    let next: HashMap<Node, Node> = rt.graph_edges(graph).map_err(err)?.into_iter().map(|e| (e.from, e.to)).collect();
+    let nodes = rt.graph_nodes(graph).map_err(err)?;
+    let has_parent: HashSet<Node> = next.values().copied().collect();
+    let mut at = nodes.iter().copied().find(|n| !has_parent.contains(n));
+    let mut chain = Vec::with_capacity(nodes.len());
+    while let Some(n) = at {
+        chain.push(n);
+        at = next.get(&n).copied();
+    }
+    if chain.len() != nodes.len() {
+        return Err(format!("the command buffer's graph is not a chain ({} of {} nodes)", chain.len(), nodes.len()));
+    }
+    Ok((primary.then_some(Exec(exec)), chain))
+}
+
+/// Times `a` and `b` alternately, two samples each per round (to the other placement and back,
+/// so every sample changes what the graph holds), with `settle` untimed before each sample;
+/// returns their medians. Interleaving gives both the same machine state (caches, clocks, the
+/// driver's own state of the executable graph).
+fn interleaved(runs: usize, mut settle: impl FnMut(), a: &mut dyn FnMut(bool), b: &mut dyn FnMut(bool)) -> (f64, f64) {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for round in 0..=runs.div_ceil(2) {
+        for which in 0..2 {
+            for second in [true, false] {
+                settle();
+                let t = Instant::now();
+                if which == 0 {
+                    a(second)
+                } else {
+                    b(second)
+                }
+                let ns = t.elapsed().as_nanos() as f64;
+                // The first round warms up.
+                if round > 0 {
+                    if which == 0 { &mut ta } else { &mut tb }.push(ns);
+                }
+            }
+        }
+    }
+    (median(ta), median(tb))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A buffer larger than the CPU's last-level cache, written before each sample of the cold
+/// table: XLA updates a command buffer once per step, after a whole step of other host work.
+struct Evict(Vec<u8>, u8);
+
+impl Evict {
+    fn new(quick: bool) -> Evict {
+        let llc = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+            .ok()
+            .and_then(|s| s.trim().strip_suffix('K').and_then(|k| k.parse::<usize>().ok()))
+            .map_or(64 << 20, |k| k << 10);
+        Evict(vec![0; if quick { llc } else { (4 * llc).max(64 << 20) }], 0)
+    }
+
+    fn run(&mut self) {
+        self.1 = self.1.wrapping_add(1);
+        self.0.fill(self.1);
+        std::hint::black_box(&self.0);
+    }
+}
+
 pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let f = kernels::load(rt, "rcb_test_add_f32")?;
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
-    let sizes: &[usize] = if quick { &[100, 1000] } else { &[100, 1000, 10_000] };
+    let sizes: &[usize] = if quick { &[100, 1000] } else { &[100, 1000, 10_000, 100_000] };
     let mut main = Table::new(
         format!(
             "update: N kernel nodes (rcb_test_add_f32: 3 pointer + 1 value arguments = 3 sites per node), 10 % of allocations moved, on {}",
@@ -222,7 +296,12 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "(a)/(d)",
             "(b)/(d)",
             "(d)/(c)",
+            "(d) − (c) per touched node",
         ],
+    );
+    let mut cold = Table::new(
+        "update: after the CPU caches are flushed (a buffer of 4× the last-level cache written before each sample), as when an update follows a step of other host work",
+        &["N", "touched nodes", "(c) SetParams floor, cold", "(d) update_allocations, cold", "(d)/(c)", "(d) − (c) per touched node"],
     );
     let mut host = Table::new(
         "update: host cost of the library (nested command buffer: update minus its template setters), given the whole table or only the moves",
@@ -242,27 +321,32 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         "update: nothing moved (no runtime call): the whole table compared vs an empty list of moves",
         &["N", "table entries", "update_allocations", "per entry", "move_allocations"],
     );
+    let mut evict = Evict::new(quick);
     for &n in sizes {
         let runs = if quick {
             5
-        } else if n >= 10_000 {
-            7
         } else {
-            21
+            match n {
+                0..=1000 => 41,
+                1001..=10_000 => 21,
+                _ => 7,
+            }
         };
         let layout = Layout::new(rt, n)?;
         let touched: Vec<usize> = (0..n).filter(|i| i % 10 == 0).collect();
         let sites = 3 * touched.len();
         let blobs = [(0..n).map(|i| layout.blob(i, false)).collect::<Vec<_>>(), (0..n).map(|i| layout.blob(i, true)).collect::<Vec<_>>()];
-        let mut failure: Option<String> = None;
-        let mut note = |r: R<()>| {
+        let failure: RefCell<Option<String>> = RefCell::new(None);
+        let note = |r: R<()>| {
             if let Err(e) = r {
-                failure.get_or_insert(e);
+                failure.borrow_mut().get_or_insert(e);
             }
         };
 
+        // Re-recording a graph of 100 000 nodes takes a second: fewer samples there.
+        let rebuilds = if n >= 100_000 { 3 } else { runs.min(21) };
         let mut flip = false;
-        let a = median_ns(runs, || {
+        let a = median_ns(rebuilds, || {
             flip = !flip;
             note((|| {
                 let (g, _) = build_graph(rt, f, &blobs[usize::from(flip)])?;
@@ -271,11 +355,10 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
                 rt.graph_destroy(g).map_err(err)
             })());
         });
-
-        let (g0, nodes) = build_graph(rt, f, &blobs[0])?;
+        let (g0, _) = build_graph(rt, f, &blobs[0])?;
         let exec: Exec = rt.instantiate(g0).map_err(err)?;
         warm::exec(rt, exec, stream)?;
-        let b = median_ns(runs, || {
+        let b = median_ns(rebuilds, || {
             flip = !flip;
             note((|| {
                 let (g, _) = build_graph(rt, f, &blobs[usize::from(flip)])?;
@@ -283,38 +366,48 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
                 rt.graph_destroy(g).map_err(err)
             })());
         });
-        let c = median_ns(runs, || {
-            flip = !flip;
-            for &i in &touched {
-                note(rt.exec_kernel_node_set(exec, nodes[i], &params(f, &blobs[usize::from(flip)][i])).map_err(err));
-            }
-        });
-        let template = median_ns(runs, || {
-            flip = !flip;
-            for &i in &touched {
-                note(rt.kernel_node_set(nodes[i], &params(f, &blobs[usize::from(flip)][i])).map_err(err));
-            }
-        });
-        if let Some(e) = failure {
-            return Err(e);
-        }
         rt.exec_destroy(exec).map_err(err)?;
         rt.graph_destroy(g0).map_err(err)?;
 
         let primary = record_cmdbuf(f, &layout, n, false, None)?;
-        let d = warm::cmdbuf(rt, primary, stream).and_then(|()| time_update(primary, &layout, runs, touched.len(), false));
         let nested = record_cmdbuf(f, &layout, n, true, None)?;
-        let e = time_update(nested, &layout, runs, touched.len(), false);
-        let m = time_update(nested, &layout, runs, touched.len(), true);
-        let quiet = time_still(nested, &layout, if quick { 21 } else { 201 });
+        let timed = (|| {
+            warm::cmdbuf(rt, primary, stream)?;
+            let (exec, chain) = chain_of(rt, primary, true)?;
+            let exec = exec.ok_or("a primary command buffer has an executable graph")?;
+            let mut floor = |second: bool| {
+                for &i in &touched {
+                    note(rt.exec_kernel_node_set(exec, chain[i], &params(f, &blobs[usize::from(second)][i])).map_err(err));
+                }
+            };
+            let (layout, count, note) = (&layout, touched.len(), &note);
+            let update = |cb, only_moves| move |second: bool| note(update_once(cb, layout, second, count, only_moves));
+            let (c, d) = interleaved(runs, || {}, &mut floor, &mut update(primary, false));
+            let cold_runs = if quick { 3 } else { runs.min(11) };
+            let (c_cold, d_cold) = interleaved(cold_runs, || evict.run(), &mut floor, &mut update(primary, false));
+            let (_, template_nodes) = chain_of(rt, nested, false)?;
+            let mut template = |second: bool| {
+                for &i in &touched {
+                    note(rt.kernel_node_set(template_nodes[i], &params(f, &blobs[usize::from(second)][i])).map_err(err));
+                }
+            };
+            let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
+            let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));
+            let quiet = time_still(nested, layout, if quick { 21 } else { 201 })?;
+            Ok::<_, String>(([c, d, c_cold, d_cold], [t, e, t_m, m], quiet))
+        })();
         // SAFETY: handles from record_cmdbuf, freed once.
         unsafe {
             rcb_cmdbuf_free(primary);
             rcb_cmdbuf_free(nested);
         }
-        let (d, e, m, (whole, none)) = (d?, e?, m?, quiet?);
+        let ([c, d, c_cold, d_cold], [t, e, t_m, m], (whole, none)) = timed?;
+        if let Some(e) = failure.into_inner() {
+            return Err(e);
+        }
         layout.free(rt)?;
 
+        let per_touched = |lib: f64, floor: f64| time((lib - floor) / touched.len() as f64);
         main.row(vec![
             n.to_string(),
             touched.len().to_string(),
@@ -326,24 +419,37 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             ratio(a, d),
             ratio(b, d),
             format!("{:.2}", d / c),
+            per_touched(d, c),
         ]);
-        let own = |total: f64| (total - template).max(0.0);
+        cold.row(vec![
+            n.to_string(),
+            touched.len().to_string(),
+            time(c_cold),
+            time(d_cold),
+            format!("{:.2}", d_cold / c_cold),
+            per_touched(d_cold, c_cold),
+        ]);
+        let own = |total: f64, setters: f64| (total - setters).max(0.0);
         host.row(vec![
             n.to_string(),
             sites.to_string(),
-            time(template),
+            time(t),
             time(e),
-            time(own(e)),
-            time(own(e) / sites as f64),
+            time(own(e, t)),
+            time(own(e, t) / sites as f64),
             time(m),
-            time(own(m)),
-            time(own(m) / sites as f64),
+            time(own(m, t_m)),
+            time(own(m, t_m) / sites as f64),
         ]);
         let entries = 3 * n;
         still.row(vec![n.to_string(), entries.to_string(), time(whole), format!("{:.2} ns", whole / entries as f64), time(none)]);
     }
     rt.stream_destroy(stream).map_err(err)?;
     main.print();
+    println!(
+        "\n(c) and (d) are timed on the same executable graph (the command buffer's), alternately, medians of the samples; (c) pushes the same parameters through the runtime's exec kernel-node setter."
+    );
+    cold.print();
     host.print();
     still.print();
     Ok(())

@@ -22,6 +22,11 @@ pub struct ExecNode {
 pub struct ExecGraph {
     pub nodes: Vec<ExecNode>,
     order: Vec<usize>,
+    /// Index in `nodes` by template handle, so that a setter finds its node in constant time
+    /// (a GPU runtime's does); nodes inside child graphs are found through `children`.
+    index: HashMap<usize, usize>,
+    /// Indices in `nodes` of the child-graph nodes.
+    children: Vec<usize>,
 }
 
 static EXECS: LazyLock<Mutex<HashMap<usize, Arc<ExecGraph>>>> = LazyLock::new(Default::default);
@@ -51,7 +56,8 @@ impl ExecGraph {
             };
             nodes.push(ExecNode { handle: n.handle, deps: n.deps.iter().map(|d| index[d]).collect(), op: n.op.clone(), child });
         }
-        Ok(ExecGraph { nodes, order })
+        let children = (0..nodes.len()).filter(|&i| nodes[i].child.is_some()).collect();
+        Ok(ExecGraph { nodes, order, index, children })
     }
 
     /// Builds an embedded template equal to this snapshot (for capturing a graph launch).
@@ -82,27 +88,18 @@ impl ExecGraph {
     }
 
     pub fn find(&self, handle: usize) -> Option<&ExecNode> {
-        for n in &self.nodes {
-            if n.handle == handle {
-                return Some(n);
-            }
-            if let Some(found) = n.child.as_ref().and_then(|c| c.find(handle)) {
-                return Some(found);
-            }
+        if let Some(&i) = self.index.get(&handle) {
+            return Some(&self.nodes[i]);
         }
-        None
+        self.children.iter().find_map(|&i| self.nodes[i].child.as_ref().and_then(|c| c.find(handle)))
     }
 
     pub fn find_mut(&mut self, handle: usize) -> Option<&mut ExecNode> {
-        for n in &mut self.nodes {
-            if n.handle == handle {
-                return Some(n);
-            }
-            if let Some(found) = n.child.as_mut().and_then(|c| c.find_mut(handle)) {
-                return Some(found);
-            }
+        if let Some(&i) = self.index.get(&handle) {
+            return Some(&mut self.nodes[i]);
         }
-        None
+        let at = self.children.iter().copied().find(|&i| self.nodes[i].child.as_ref().is_some_and(|c| c.find(handle).is_some()))?;
+        self.nodes[at].child.as_mut().and_then(|c| c.find_mut(handle))
     }
 
     /// Same node count, types and edges (recursively); Err((result, offending node)).

@@ -175,7 +175,9 @@ pub struct Graph {
 #[derive(Default)]
 pub struct Graphs {
     graphs: HashMap<usize, Graph>,
-    owner: HashMap<usize, usize>,
+    /// Each live node's graph and its index there (a graph's nodes are never removed one by one),
+    /// so that a setter finds its node in constant time, as on a GPU, on graphs of 100 000 nodes.
+    owner: HashMap<usize, (usize, usize)>,
 }
 
 static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
@@ -206,31 +208,31 @@ impl Graphs {
     }
 
     pub fn owner_of(&self, node: usize) -> HipResult<usize> {
-        self.owner.get(&node).copied().ok_or(INVALID_HANDLE)
+        self.owner.get(&node).map(|&(g, _)| g).ok_or(INVALID_HANDLE)
     }
 
     pub fn node(&self, node: usize) -> HipResult<&Node> {
-        let g = self.owner_of(node)?;
-        Ok(self.graphs[&g].nodes.iter().find(|n| n.handle == node).expect("owner map is exact"))
+        let &(g, i) = self.owner.get(&node).ok_or(INVALID_HANDLE)?;
+        Ok(&self.graphs[&g].nodes[i])
     }
 
     pub fn node_mut(&mut self, node: usize) -> HipResult<&mut Node> {
-        let g = self.owner_of(node)?;
-        let gr = self.graphs.get_mut(&g).expect("owner map is exact");
-        Ok(gr.nodes.iter_mut().find(|n| n.handle == node).expect("owner map is exact"))
+        let &(g, i) = self.owner.get(&node).ok_or(INVALID_HANDLE)?;
+        Ok(&mut self.graphs.get_mut(&g).expect("owner map is exact").nodes[i])
     }
 
     /// Adds a node; a Child op must already hold this graph's private clone.
     pub fn add(&mut self, g: usize, deps: &[usize], op: Op) -> HipResult<usize> {
         self.graph(g)?;
         for (i, d) in deps.iter().enumerate() {
-            if self.owner.get(d) != Some(&g) || deps[..i].contains(d) {
+            if self.owner.get(d).map(|&(owner, _)| owner) != Some(g) || deps[..i].contains(d) {
                 return Err(INVALID_VALUE);
             }
         }
         let h = next_handle();
-        self.graphs.get_mut(&g).expect("checked").nodes.push(Node { handle: h, op, deps: deps.to_vec(), views: Vec::new() });
-        self.owner.insert(h, g);
+        let nodes = &mut self.graphs.get_mut(&g).expect("checked").nodes;
+        self.owner.insert(h, (g, nodes.len()));
+        nodes.push(Node { handle: h, op, deps: deps.to_vec(), views: Vec::new() });
         Ok(h)
     }
 
@@ -258,8 +260,9 @@ impl Graphs {
             };
             let deps: Vec<usize> = deps.iter().map(|d| map[d]).collect();
             let h = next_handle();
-            self.graphs.get_mut(&dst).expect("created").nodes.push(Node { handle: h, op, deps, views: Vec::new() });
-            self.owner.insert(h, dst);
+            let nodes = &mut self.graphs.get_mut(&dst).expect("created").nodes;
+            self.owner.insert(h, (dst, nodes.len()));
+            nodes.push(Node { handle: h, op, deps, views: Vec::new() });
             map.insert(old, h);
         }
         Ok(dst)

@@ -69,6 +69,9 @@ struct HostRegion {
 pub struct Mem {
     dev: BTreeMap<u64, DevAlloc>,
     next: [u64; 16],
+    /// Bytes of `dev` per device, kept as allocations come and go so that a malloc's capacity
+    /// check does not walk every allocation (benchmarks make hundreds of thousands).
+    used: [u64; 16],
     host: BTreeMap<u64, HostRegion>,
     pub vmm: Vmm,
 }
@@ -95,6 +98,7 @@ pub fn lock() -> MemGuard {
     g.get_or_insert_with(|| Mem {
         dev: BTreeMap::new(),
         next: std::array::from_fn(|d| DEV_BASE + d as u64 * DEV_SPAN),
+        used: [0; 16],
         host: BTreeMap::new(),
         vmm: Vmm::default(),
     });
@@ -118,6 +122,7 @@ impl Mem {
         let base = self.next[d];
         // A guard gap after each allocation turns small overruns into illegal addresses.
         self.next[d] = base + size64.div_ceil(ALIGN) * ALIGN + ALIGN;
+        self.used[d] += buf.len() as u64;
         self.dev.insert(base, DevAlloc { device, buf });
         Ok(base)
     }
@@ -131,7 +136,8 @@ impl Mem {
 
     /// hipFree: device allocations and signal memory.
     pub fn free(&mut self, addr: u64) -> HipResult {
-        if self.dev.remove(&addr).is_some() {
+        if let Some(a) = self.dev.remove(&addr) {
+            self.used[a.device as usize] -= a.buf.len() as u64;
             return Ok(());
         }
         match self.host.get(&addr) {
@@ -164,7 +170,7 @@ impl Mem {
 
     /// Bytes of `device`'s allocations.
     pub fn allocated(&self, device: i32) -> u64 {
-        self.dev.values().filter(|a| a.device == device).map(|a| a.buf.len() as u64).sum()
+        usize::try_from(device).ok().and_then(|d| self.used.get(d)).copied().unwrap_or(0)
     }
 
     pub fn live_allocs(&self) -> usize {
