@@ -1852,8 +1852,8 @@ const char *rcb_version(void);
  * new one. With `RCB_STREAM_CACHE=0` every call creates a stream.
  *
  * On success `*stream` receives the stream; the caller owns it until it passes it to
- * `rcb_stream_release` (never to `hipStreamDestroy`), and may use it with the runtime
- * meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
+ * `rcb_stream_release` or `rcb_stream_release_idle` (never to `hipStreamDestroy`), and may use
+ * it with the runtime meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
  * `RCB_STATUS_RUNTIME_ERROR` (or `RCB_STATUS_OUT_OF_MEMORY`) naming the runtime call.
  *
  * Thread-safety: any thread; a stream is never handed to two callers at once.
@@ -1861,12 +1861,16 @@ const char *rcb_version(void);
  * # Safety
  * `stream` must be NULL or point to writable memory for a `void*`.
  */
-rcb_status rcb_stream_acquire(int32_t device, uint32_t flags, int32_t priority, void **stream);
+rcb_status rcb_stream_acquire(int32_t device,
+                              uint32_t flags,
+                              int32_t priority,
+                              void **stream);
 
 /**
  * Gives back a stream from `rcb_stream_acquire`; ownership returns to the library. The stream
  * is kept for reuse when `hipStreamQuery` reports it idle and its key has room, and destroyed
- * otherwise (work still queued on a destroyed stream completes).
+ * otherwise (work still queued on a destroyed stream completes). A caller that has just
+ * synchronized the stream can skip the query with `rcb_stream_release_idle`.
  *
  * A stream that is not held from the cache (never acquired, or already released) is
  * `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
@@ -1877,6 +1881,24 @@ rcb_status rcb_stream_acquire(int32_t device, uint32_t flags, int32_t priority, 
  * is safe to pass: it is looked up, never dereferenced.
  */
 rcb_status rcb_stream_release(void *stream);
+
+/**
+ * Gives back a stream from `rcb_stream_acquire` that the caller knows is idle, without asking
+ * the runtime (`hipStreamQuery` costs more than the rest of a cache hit); ownership returns to
+ * the library. Otherwise exactly `rcb_stream_release`: the same status codes, and the stream is
+ * kept when its key has room and destroyed otherwise.
+ *
+ * The caller promises that it synchronized the stream successfully (`hipStreamSynchronize`
+ * returned `hipSuccess`; `cuStreamSynchronize` on the CUDA backend) and that nothing was
+ * enqueued on it since, by any thread. When the synchronize failed or was not done, call
+ * `rcb_stream_release`. A stream that breaks the promise may be handed to the
+ * next acquirer with work still pending; that acquirer's work then runs after it (a matter of
+ * ordering, not of memory safety).
+ *
+ * Thread-safety: any thread, not only the one that acquired the stream. Any value of `stream`
+ * is safe to pass: it is looked up, never dereferenced.
+ */
+rcb_status rcb_stream_release_idle(void *stream);
 
 /**
  * Destroys the idle cached streams of `device`, or of every device when `device` is -1.

@@ -212,13 +212,17 @@ inline Status LoadRuntime(rcb_runtime_info* out) { return internal::Wrap(rcb_run
 inline const char* Version() noexcept { return rcb_version(); }
 
 // rcb_stream_acquire(device, flags, priority, stream): the caller owns *stream until
-// StreamRelease.
+// StreamRelease or StreamReleaseIdle.
 inline Status StreamAcquire(int32_t device, uint32_t flags, int32_t priority, void** stream) {
   return internal::Wrap(rcb_stream_acquire(device, flags, priority, stream));
 }
 
 // rcb_stream_release(stream).
 inline Status StreamRelease(void* stream) { return internal::Wrap(rcb_stream_release(stream)); }
+
+// rcb_stream_release_idle(stream): only for a stream synchronized successfully with nothing
+// enqueued since (the promise is in rocm_cmdbuf.h).
+inline Status StreamReleaseIdle(void* stream) { return internal::Wrap(rcb_stream_release_idle(stream)); }
 
 // rcb_stream_cache_trim(device); -1 for every device.
 inline Status StreamCacheTrim(int32_t device) { return internal::Wrap(rcb_stream_cache_trim(device)); }

@@ -30,6 +30,15 @@ fn release(s: Stream) {
     assert_eq!(rcb_stream_release(s.0), RCB_OK, "release: {}", last_error());
 }
 
+fn release_idle(s: Stream) {
+    assert_eq!(rcb_stream_release_idle(s.0), RCB_OK, "release idle: {}", last_error());
+}
+
+/// The runtime's stream queries, as hipsim counts them (`None` on a real GPU).
+fn queries() -> Option<u64> {
+    common::hipsim().map(|sim| sim.call_count("hipStreamQuery"))
+}
+
 fn stats(device: i32) -> rcb_stream_stats {
     let mut s = rcb_stream_stats::default();
     assert_eq!(unsafe { rcb_stream_cache_stats(device, &mut s) }, RCB_OK, "{}", last_error());
@@ -100,6 +109,102 @@ fn a_busy_stream_is_destroyed_on_release_never_handed_out() {
         assert_eq!(created, 1);
     }
     release(next);
+}
+
+#[test]
+fn a_synchronized_stream_released_idle_is_kept_without_a_query() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let k = common::kernels(rt, 0);
+    let buf = rt.malloc(0, 4 * 100).unwrap();
+    let s = acquire(0, 0, 0);
+    common::run(rt, k.fill_u32, &args::fill(buf, 7, 100), s);
+    rt.stream_synchronize(s).unwrap();
+    let (before, queries_before) = (stats(0), queries());
+    release_idle(s);
+    let after = stats(0);
+    assert_eq!((after.kept - before.kept, after.in_use, after.destroyed), (1, before.in_use - 1, before.destroyed));
+    if let Some(queried) = delta(queries(), queries_before) {
+        assert_eq!(queried, 0, "hipStreamQuery was called {queried} time(s) by a known-idle release");
+    }
+
+    // Reused, and usable.
+    let again = acquire(0, 0, 0);
+    assert_eq!((again, stats(0).hits - after.hits), (s, 1));
+    common::run(rt, k.fill_u32, &args::fill(buf, 9, 100), again);
+    rt.stream_synchronize(again).unwrap();
+    assert_eq!(common::download_u32(rt, buf, 100), vec![9; 100]);
+    // The querying release still asks.
+    let queries_before = queries();
+    release(again);
+    if let Some(queried) = delta(queries(), queries_before) {
+        assert_eq!(queried, 1);
+    }
+    rt.free(buf).unwrap();
+}
+
+#[test]
+fn a_known_idle_release_trusts_the_caller_where_the_querying_one_destroys() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let k = common::kernels(rt, 0);
+    // A caller that breaks the promise: the stream still runs a kernel. The querying release
+    // would destroy it (a_busy_stream_is_destroyed_on_release_never_handed_out); this one keeps
+    // it, since it never asks.
+    let busy = acquire(0, 0, 0);
+    common::run(rt, k.sleep, &args::sleep(300_000), busy);
+    assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
+    let before = stats(0);
+    release_idle(busy);
+    let after = stats(0);
+    assert_eq!((after.kept - before.kept, after.destroyed - before.destroyed), (1, 0));
+    // The next acquirer gets it; work it enqueues runs after the pending kernel, in stream order.
+    let next = acquire(0, 0, 0);
+    assert_eq!(next, busy);
+    let buf = rt.malloc(0, 4 * 16).unwrap();
+    common::run(rt, k.fill_u32, &args::fill(buf, 3, 16), next);
+    rt.stream_synchronize(next).unwrap();
+    assert_eq!(common::download_u32(rt, buf, 16), vec![3; 16]);
+    release(next);
+    rt.free(buf).unwrap();
+}
+
+#[test]
+fn a_known_idle_release_refuses_and_fails_as_the_querying_one_does() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    empty_cache();
+    let s = acquire(0, 0, 0);
+    release_idle(s);
+    let before = stats(-1);
+    assert_eq!(rcb_stream_release_idle(s.0), RCB_STATUS_INVALID_HANDLE, "double release");
+    assert!(last_error().contains("already released"), "{}", last_error());
+    let foreign = rt.stream_create(0, 0, 0).unwrap();
+    assert_eq!(rcb_stream_release_idle(foreign.0), RCB_STATUS_INVALID_HANDLE, "never acquired");
+    assert!(rt.stream_is_idle(foreign).unwrap(), "a refused release leaves the stream alive");
+    rt.stream_destroy(foreign).unwrap();
+    assert_eq!(rcb_stream_release_idle(std::ptr::null_mut()), RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`stream`"), "{}", last_error());
+    assert_eq!(stats(-1), before, "refused releases changed the cache");
+
+    // Unreadable flags make the stream uncacheable however idle it is; its destroy failing is
+    // the runtime's error, and the stream counts as released.
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    empty_cache();
+    let before = stats(-1);
+    sim.set_faults("hipStreamGetFlags:1");
+    let unreadable = acquire(0, 0, 0);
+    sim.set_faults("hipStreamDestroy:1");
+    let status = rcb_stream_release_idle(unreadable.0);
+    sim.set_faults("");
+    assert_eq!(status, RCB_STATUS_RUNTIME_ERROR);
+    assert!(last_error().contains("hipStreamDestroy"), "{}", last_error());
+    let after = stats(-1);
+    assert_eq!((after.kept, after.in_use, after.destroyed - before.destroyed), (0, before.in_use, 1));
+    assert_eq!(rcb_stream_release_idle(unreadable.0), RCB_STATUS_INVALID_HANDLE, "forgotten after the failure");
+    rt.stream_destroy(unreadable).unwrap();
 }
 
 #[test]

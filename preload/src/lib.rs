@@ -20,7 +20,7 @@
 mod real;
 
 use real::{HIP_ERROR_SYMBOL_NOT_FOUND, HIP_SUCCESS, HipError, HipStream, Real};
-use rocm_cmdbuf_stream_pool::{Pool, ReleaseError, Settings};
+use rocm_cmdbuf_stream_pool::{Idleness, Pool, ReleaseError, Settings};
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -100,7 +100,8 @@ pub unsafe extern "C" fn hipStreamCreateWithPriority(stream: *mut HipStream, fla
 pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
     // SAFETY: forwarded with the caller's argument.
     let direct = |real: &Real| unsafe { (real.destroy)(stream) };
-    route(direct, |real, pool| match pool.release(real, stream as usize) {
+    // hipStreamDestroy promises nothing about pending work: the stream is queried.
+    route(direct, |real, pool| match pool.release(real, stream as usize, Idleness::Query) {
         Ok(_) => HIP_SUCCESS,
         Err(ReleaseError::NotHeld) => direct(real),
         Err(ReleaseError::Destroy(rc)) => rc,

@@ -6,7 +6,7 @@
 use super::{arg_out, boundary, null_argument, rcb_status, write_out};
 use crate::error::{Error, Result};
 use crate::runtime::Stream;
-use crate::stream_cache;
+use crate::stream_cache::{self, Idleness};
 use std::ffi::c_void;
 
 /// Counters of the stream cache, filled by `rcb_stream_cache_stats`.
@@ -31,8 +31,8 @@ pub struct rcb_stream_stats {
 /// new one. With `RCB_STREAM_CACHE=0` every call creates a stream.
 ///
 /// On success `*stream` receives the stream; the caller owns it until it passes it to
-/// `rcb_stream_release` (never to `hipStreamDestroy`), and may use it with the runtime
-/// meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
+/// `rcb_stream_release` or `rcb_stream_release_idle` (never to `hipStreamDestroy`), and may use
+/// it with the runtime meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
 /// `RCB_STATUS_RUNTIME_ERROR` (or `RCB_STATUS_OUT_OF_MEMORY`) naming the runtime call.
 ///
 /// Thread-safety: any thread; a stream is never handed to two callers at once.
@@ -52,7 +52,8 @@ pub unsafe extern "C" fn rcb_stream_acquire(device: i32, flags: u32, priority: i
 
 /// Gives back a stream from `rcb_stream_acquire`; ownership returns to the library. The stream
 /// is kept for reuse when `hipStreamQuery` reports it idle and its key has room, and destroyed
-/// otherwise (work still queued on a destroyed stream completes).
+/// otherwise (work still queued on a destroyed stream completes). A caller that has just
+/// synchronized the stream can skip the query with `rcb_stream_release_idle`.
 ///
 /// A stream that is not held from the cache (never acquired, or already released) is
 /// `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
@@ -63,12 +64,26 @@ pub unsafe extern "C" fn rcb_stream_acquire(device: i32, flags: u32, priority: i
 /// is safe to pass: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub extern "C" fn rcb_stream_release(stream: *mut c_void) -> rcb_status {
-    boundary(|| {
-        if stream.is_null() {
-            return Err(null_argument("stream"));
-        }
-        stream_cache::release(Stream(stream)).map(drop)
-    })
+    boundary(|| give_back(stream, Idleness::Query))
+}
+
+/// Gives back a stream from `rcb_stream_acquire` that the caller knows is idle, without asking
+/// the runtime (`hipStreamQuery` costs more than the rest of a cache hit); ownership returns to
+/// the library. Otherwise exactly `rcb_stream_release`: the same status codes, and the stream is
+/// kept when its key has room and destroyed otherwise.
+///
+/// The caller promises that it synchronized the stream successfully (`hipStreamSynchronize`
+/// returned `hipSuccess`; `cuStreamSynchronize` on the CUDA backend) and that nothing was
+/// enqueued on it since, by any thread. When the synchronize failed or was not done, call
+/// `rcb_stream_release`. A stream that breaks the promise may be handed to the
+/// next acquirer with work still pending; that acquirer's work then runs after it (a matter of
+/// ordering, not of memory safety).
+///
+/// Thread-safety: any thread, not only the one that acquired the stream. Any value of `stream`
+/// is safe to pass: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub extern "C" fn rcb_stream_release_idle(stream: *mut c_void) -> rcb_status {
+    boundary(|| give_back(stream, Idleness::Known))
 }
 
 /// Destroys the idle cached streams of `device`, or of every device when `device` is -1.
@@ -98,6 +113,13 @@ pub unsafe extern "C" fn rcb_stream_cache_stats(device: i32, stats: *mut rcb_str
         unsafe { write_out(out, value) };
         Ok(())
     })
+}
+
+fn give_back(stream: *mut c_void, idleness: Idleness) -> Result<()> {
+    if stream.is_null() {
+        return Err(null_argument("stream"));
+    }
+    stream_cache::release(Stream(stream), idleness).map(drop)
 }
 
 fn device_filter(device: i32) -> Result<Option<i32>> {

@@ -6,7 +6,7 @@
 //! The logic lives in the `rocm_cmdbuf_stream_pool` crate (shared with the `LD_PRELOAD`
 //! interposer); this module binds it to the process's [`Runtime`] and [`config`].
 
-pub use rocm_cmdbuf_stream_pool::{Released, Stats};
+pub use rocm_cmdbuf_stream_pool::{Idleness, Released, Stats};
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
@@ -58,13 +58,14 @@ pub fn acquire(device: i32, flags: u32, priority: i32) -> Result<Stream> {
     pool.acquire(&rt, device, flags, priority)
 }
 
-/// Gives back a stream from [`acquire`]: kept for reuse when it is idle and its key has room,
-/// destroyed otherwise. A stream not handed out by the cache (never acquired, already released)
-/// is an [`ErrorKind::InvalidHandle`] error and is left alone. When the stream had to be
-/// destroyed and that failed, the error is returned and the cache has forgotten the stream.
-pub fn release(stream: Stream) -> Result<Released> {
+/// Gives back a stream from [`acquire`]: kept for reuse when it is idle (asked of the runtime
+/// with [`Idleness::Query`], taken on the caller's word with [`Idleness::Known`]) and its key has
+/// room, destroyed otherwise. A stream not handed out by the cache (never acquired, already
+/// released) is an [`ErrorKind::InvalidHandle`] error and is left alone. When the stream had to
+/// be destroyed and that failed, the error is returned and the cache has forgotten the stream.
+pub fn release(stream: Stream, idleness: Idleness) -> Result<Released> {
     let (pool, rt) = pool()?;
-    pool.release(&rt, stream).map_err(|e| match e {
+    pool.release(&rt, stream, idleness).map_err(|e| match e {
         ReleaseError::NotHeld => Error::new(
             ErrorKind::InvalidHandle,
             format!("stream {:p} is not held from the stream cache: never acquired, or already released", stream.0),

@@ -102,6 +102,18 @@ pub enum ReleaseError<E> {
     Destroy(E),
 }
 
+/// How a release learns whether the handle is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idleness {
+    /// Ask the runtime ([`StreamOps::is_idle`]); an error counts as busy.
+    Query,
+    /// The caller vouches for it: the stream was synchronized successfully and nothing was
+    /// enqueued on it since. No query is made. A caller that breaks the promise may have the
+    /// handle given to the next acquirer with work still pending, which that acquirer's work
+    /// then runs after (ordering, not memory safety).
+    Known,
+}
+
 /// What a release did with the handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Released {
@@ -131,7 +143,7 @@ struct Idle<S> {
 }
 
 /// What the pool remembers about a handed-out handle, read once at creation so that a release
-/// costs one `is_idle` call.
+/// costs at most one `is_idle` call.
 #[derive(Clone, Copy)]
 struct Held {
     key: Key,
@@ -192,12 +204,18 @@ impl<S: Copy + Eq + Hash> Pool<S> {
     }
 
     /// Takes back a handed-out handle: kept when the cache is on, the handle's flags and priority
-    /// were read, it is idle and its key is below the bound; destroyed otherwise.
-    pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S) -> Result<Released, ReleaseError<O::Error>> {
+    /// were read, it is idle (as `idleness` tells) and its key is below the bound; destroyed
+    /// otherwise.
+    pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S, idleness: Idleness) -> Result<Released, ReleaseError<O::Error>> {
         let held = lock(self.shard(stream)).remove(&stream).ok_or(ReleaseError::NotHeld)?;
         // An error reading the state counts as "not idle": a handle we cannot vouch for is
-        // never handed out again.
-        let reusable = self.settings.enabled && held.cacheable && matches!(ops.is_idle(stream), Ok(true));
+        // never handed out again. The query comes last: with the cache off or the key a guess
+        // it is not made.
+        let idle = || match idleness {
+            Idleness::Query => matches!(ops.is_idle(stream), Ok(true)),
+            Idleness::Known => true,
+        };
+        let reusable = self.settings.enabled && held.cacheable && idle();
         {
             let mut idle = lock(&self.idle);
             let max = self.settings.max_per_key;
@@ -338,6 +356,7 @@ mod tests {
         unreadable: RefCell<HashSet<usize>>,
         created: RefCell<u64>,
         destroyed: RefCell<u64>,
+        queries: RefCell<u64>,
     }
 
     impl StreamOps for Fake {
@@ -358,6 +377,7 @@ mod tests {
             self.live.borrow_mut().remove(&s).map(drop).ok_or_else(|| format!("destroy of dead stream {s}"))
         }
         fn is_idle(&self, s: usize) -> Result<bool, String> {
+            *self.queries.borrow_mut() += 1;
             Ok(!self.busy.borrow().contains(&s))
         }
         fn flags(&self, s: usize) -> Result<u32, String> {
@@ -391,7 +411,7 @@ mod tests {
     fn a_released_idle_stream_is_reused_for_the_same_key_only() {
         let (fake, pool) = (Fake::default(), pool(4));
         let a = pool.acquire(&fake, 0, 1, -1).unwrap();
-        assert_eq!(pool.release(&fake, a).unwrap(), Released::Kept);
+        assert_eq!(pool.release(&fake, a, Idleness::Query).unwrap(), Released::Kept);
         let other_flags = pool.acquire(&fake, 0, 0, -1).unwrap();
         let other_priority = pool.acquire(&fake, 0, 1, 0).unwrap();
         let other_device = pool.acquire(&fake, 1, 1, -1).unwrap();
@@ -408,7 +428,7 @@ mod tests {
         let (fake, pool) = (Fake::default(), pool(4));
         let a = pool.acquire(&fake, 0, 0, -50).unwrap();
         assert_eq!(fake.live.borrow()[&a].1, -2);
-        pool.release(&fake, a).unwrap();
+        pool.release(&fake, a, Idleness::Query).unwrap();
         assert_eq!(pool.acquire(&fake, 0, 0, -2).unwrap(), a);
         let b = pool.acquire(&fake, 0, 0, 9).unwrap();
         assert_eq!(fake.live.borrow()[&b].1, 0);
@@ -419,30 +439,81 @@ mod tests {
         let (fake, pool) = (Fake::default(), pool(1));
         let busy = pool.acquire(&fake, 0, 0, 0).unwrap();
         fake.busy.borrow_mut().insert(busy);
-        assert_eq!(pool.release(&fake, busy).unwrap(), Released::Destroyed);
+        assert_eq!(pool.release(&fake, busy, Idleness::Query).unwrap(), Released::Destroyed);
         assert!(!fake.live.borrow().contains_key(&busy));
 
         let a = pool.acquire(&fake, 0, 0, 0).unwrap();
         let b = pool.acquire(&fake, 0, 0, 0).unwrap();
-        assert_eq!(pool.release(&fake, a).unwrap(), Released::Kept);
-        assert_eq!(pool.release(&fake, b).unwrap(), Released::Destroyed, "over the bound of 1");
+        assert_eq!(pool.release(&fake, a, Idleness::Query).unwrap(), Released::Kept);
+        assert_eq!(pool.release(&fake, b, Idleness::Query).unwrap(), Released::Destroyed, "over the bound of 1");
 
         *fake.next.borrow_mut() = 1000;
         fake.unreadable.borrow_mut().insert(1016);
         let c = pool.acquire(&fake, 0, 0, -1).unwrap();
         assert_eq!(c, 1016);
-        assert_eq!(pool.release(&fake, c).unwrap(), Released::Destroyed, "flags could not be read");
+        assert_eq!(pool.release(&fake, c, Idleness::Query).unwrap(), Released::Destroyed, "flags could not be read");
         let s = pool.stats(None);
         assert_eq!((s.destroyed, s.kept, s.in_use), (3, 1, 0));
+    }
+
+    #[test]
+    fn a_known_idle_release_keeps_the_stream_without_a_query() {
+        let (fake, pool) = (Fake::default(), pool(1));
+        let a = pool.acquire(&fake, 0, 0, 0).unwrap();
+        let b = pool.acquire(&fake, 0, 0, 0).unwrap();
+        // The runtime would call both busy: a known-idle release takes the caller's word.
+        fake.busy.borrow_mut().extend([a, b]);
+        assert_eq!(pool.release(&fake, a, Idleness::Known).unwrap(), Released::Kept);
+        assert_eq!(pool.release(&fake, b, Idleness::Known).unwrap(), Released::Destroyed, "over the bound of 1");
+        assert_eq!(*fake.queries.borrow(), 0);
+        assert_eq!(pool.acquire(&fake, 0, 0, 0).unwrap(), a);
+
+        // The querying release still asks, and still refuses the busy stream.
+        assert_eq!(pool.release(&fake, a, Idleness::Query).unwrap(), Released::Destroyed);
+        assert_eq!(*fake.queries.borrow(), 1);
+        assert!(!fake.live.borrow().contains_key(&a));
+        let s = pool.stats(None);
+        assert_eq!((s.hits, s.misses, s.destroyed, s.kept, s.in_use), (1, 2, 2, 0, 0));
+    }
+
+    #[test]
+    fn a_known_idle_release_refuses_and_destroys_as_the_querying_one_does() {
+        let (fake, pool) = (Fake::default(), pool(4));
+        assert!(matches!(pool.release(&fake, 12345, Idleness::Known), Err(ReleaseError::NotHeld)));
+        let a = pool.acquire(&fake, 0, 0, 0).unwrap();
+        pool.release(&fake, a, Idleness::Known).unwrap();
+        assert!(matches!(pool.release(&fake, a, Idleness::Known), Err(ReleaseError::NotHeld)), "double release");
+        assert_eq!((*fake.destroyed.borrow(), pool.stats(None).kept), (0, 1));
+
+        // Unreadable flags: the key is a guess, so the stream is destroyed however idle it is.
+        *fake.next.borrow_mut() = 1000;
+        fake.unreadable.borrow_mut().insert(1016);
+        let c = pool.acquire(&fake, 0, 0, -1).unwrap();
+        assert_eq!(pool.release(&fake, c, Idleness::Known).unwrap(), Released::Destroyed);
+
+        // A failed destroy is reported and the handle forgotten.
+        fake.unreadable.borrow_mut().insert(1032);
+        let d = pool.acquire(&fake, 0, 0, -1).unwrap();
+        assert_eq!(d, 1032);
+        fake.live.borrow_mut().remove(&d);
+        assert!(matches!(pool.release(&fake, d, Idleness::Known), Err(ReleaseError::Destroy(e)) if e.contains("dead stream")));
+        assert!(matches!(pool.release(&fake, d, Idleness::Known), Err(ReleaseError::NotHeld)));
+
+        // With the cache off, a known-idle release destroys too.
+        let off = Pool::new(Settings { enabled: false, max_per_key: 64 });
+        let s = off.acquire(&fake, 0, 0, 0).unwrap();
+        assert_eq!(off.release(&fake, s, Idleness::Known).unwrap(), Released::Destroyed);
+        assert!(!fake.live.borrow().contains_key(&s));
+        assert_eq!(*fake.queries.borrow(), 0);
     }
 
     #[test]
     fn a_double_or_foreign_release_is_refused_without_side_effects() {
         let (fake, pool) = (Fake::default(), pool(4));
         let a = pool.acquire(&fake, 0, 0, 0).unwrap();
-        pool.release(&fake, a).unwrap();
-        assert!(matches!(pool.release(&fake, a), Err(ReleaseError::NotHeld)));
-        assert!(matches!(pool.release(&fake, 12345), Err(ReleaseError::NotHeld)));
+        pool.release(&fake, a, Idleness::Query).unwrap();
+        assert!(matches!(pool.release(&fake, a, Idleness::Query), Err(ReleaseError::NotHeld)));
+        assert!(matches!(pool.release(&fake, 12345, Idleness::Query), Err(ReleaseError::NotHeld)));
         assert_eq!(*fake.destroyed.borrow(), 0);
         assert_eq!(pool.stats(None).kept, 1);
         assert_eq!(pool.acquire(&fake, 0, 0, 0).unwrap(), a);
@@ -455,7 +526,7 @@ mod tests {
         let pool = Pool::new(Settings { enabled: false, max_per_key: 64 });
         for _ in 0..3 {
             let s = pool.acquire(&fake, 0, 0, 0).unwrap();
-            assert_eq!(pool.release(&fake, s).unwrap(), Released::Destroyed);
+            assert_eq!(pool.release(&fake, s, Idleness::Query).unwrap(), Released::Destroyed);
         }
         assert_eq!((*fake.created.borrow(), *fake.destroyed.borrow()), (3, 3));
         let s = pool.stats(None);
@@ -468,13 +539,13 @@ mod tests {
         let streams: Vec<usize> = [0, 0, 1].iter().map(|&d| pool.acquire(&fake, d, 0, 0).unwrap()).collect();
         let held = pool.acquire(&fake, 0, 0, 0).unwrap();
         for s in streams {
-            pool.release(&fake, s).unwrap();
+            pool.release(&fake, s, Idleness::Query).unwrap();
         }
         assert_eq!(pool.trim(&fake, Some(0)).unwrap(), 2);
         assert_eq!((pool.stats(Some(0)).kept, pool.stats(Some(1)).kept), (0, 1));
         assert_eq!(pool.trim(&fake, None).unwrap(), 1);
         assert_eq!(fake.live.borrow().len(), 1, "the handed-out stream survives trim");
-        assert_eq!(pool.release(&fake, held).unwrap(), Released::Kept);
+        assert_eq!(pool.release(&fake, held, Idleness::Query).unwrap(), Released::Kept);
         assert_eq!(pool.stats(None).destroyed, 3);
     }
 

@@ -730,9 +730,21 @@ void streams() {
   MUST(rcb::StreamAcquire(0, 0, 0, &again));
   MUST(rcb::StreamCacheStats(-1, &s1));
   CHECK(again == stream && s1.hits == s0.hits + 1, "the idle stream was not reused");
+  // Synchronized, so known idle: given back without a hipStreamQuery, and reused.
+  CHECK(hipStreamSynchronize(static_cast<hipStream_t>(again)) == hipSuccess, "hipStreamSynchronize");
+  const uint64_t queries = hipsimGetCallCount("hipStreamQuery");
+  MUST(rcb::StreamReleaseIdle(again));
+  MUST(rcb::StreamCacheStats(-1, &s1));
+  CHECK(s1.kept == s0.kept + 1 && hipsimGetCallCount("hipStreamQuery") == queries,
+        "release idle: kept %llu, %llu queries", (unsigned long long)s1.kept,
+        (unsigned long long)(hipsimGetCallCount("hipStreamQuery") - queries));
+  MUST(rcb::StreamAcquire(0, 0, 0, &again));
+  CHECK(again == stream, "the stream released idle was not reused");
   MUST(rcb::StreamRelease(again));
   EXPECT_STATUS(rcb::StreamRelease(again), RCB_STATUS_INVALID_HANDLE, "RCB_STATUS_INVALID_HANDLE", "");
+  EXPECT_STATUS(rcb::StreamReleaseIdle(again), RCB_STATUS_INVALID_HANDLE, "RCB_STATUS_INVALID_HANDLE", "");
   EXPECT_STATUS(rcb::StreamRelease(nullptr), RCB_STATUS_NULL_ARGUMENT, "RCB_STATUS_NULL_ARGUMENT", "stream");
+  EXPECT_STATUS(rcb::StreamReleaseIdle(nullptr), RCB_STATUS_NULL_ARGUMENT, "RCB_STATUS_NULL_ARGUMENT", "stream");
   MUST(rcb::StreamCacheTrim(-1));
   MUST(rcb::StreamCacheStats(-1, &s1));
   CHECK(s1.kept == 0 && s1.destroyed == s0.destroyed + 1 && hipsimLiveCount("stream") == live,

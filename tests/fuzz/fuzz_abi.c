@@ -758,20 +758,38 @@ static void op_stream_acquire(input *in) {
     CALL(rcb_stream_acquire(device, f, priority, out));
 }
 
-static void op_stream_release(input *in) {
-    void *s;
+/* A stream to give back: one held from the cache (mostly), any stream argument, or the harness's
+ * own, which the cache never gave out. */
+static void *stream_to_release(input *in) {
     switch (pick(in, 6)) {
-    case 4: s = stream_arg(in); break;
-    case 5: s = gpu.stream; break; /* never acquired: refused, left untouched */
-    default: s = st.streams[pick(in, NSTREAM)]; break;
+    case 4: return stream_arg(in);
+    case 5: return gpu.stream; /* never acquired: refused, left untouched */
+    default: return st.streams[pick(in, NSTREAM)];
     }
-    rcb_status status = CALL(rcb_stream_release(s));
+}
+
+/* Checks a release's status against what was held, and forgets a released stream. */
+static void released(void *s, rcb_status status) {
     if (s == gpu.stream && status != RCB_STATUS_INVALID_HANDLE) die("releasing a stream the cache never gave out returned %s", rcb_status_str(status));
     int i = in_table(st.streams, NSTREAM, s);
     if (i < 0) return;
     if (status == RCB_STATUS_INVALID_HANDLE || status == RCB_STATUS_NULL_ARGUMENT) die("releasing a held stream returned %s", rcb_status_str(status));
     st.streams[i] = NULL;
     remember_stale(s);
+}
+
+static void op_stream_release(input *in) {
+    void *s = stream_to_release(in);
+    released(s, CALL(rcb_stream_release(s)));
+}
+
+/* Mostly what the patched XLA does: synchronize, then the idle release when that succeeded and
+ * the querying one when not. Otherwise the idle release of a stream that may break its promise
+ * (still running, or capturing): the cache keeps it as it is, and everything must stay safe. */
+static void op_stream_release_idle(input *in) {
+    void *s = stream_to_release(in);
+    int idle = pick(in, 2) ? 1 : hipStreamSynchronize((hipStream_t)s) == hipSuccess;
+    released(s, idle ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s)));
 }
 
 static void op_stream_cache(input *in) {
@@ -1149,6 +1167,7 @@ static const struct {
     {"update_flattened_child", op_update_flattened_child}, /* 44 */
     {"budget", op_budget},                         /* 45 */
     {"counters", op_counters},                     /* 46 */
+    {"stream_release_idle", op_stream_release_idle}, /* 47 */
 };
 
 /* Waits for every stream of every device (a stream the input released may still run work). */

@@ -14,7 +14,7 @@ ops=(cmdbuf_new cmdbuf_free set_allocations add_kernel add_kernel_params add_mem
     update_allocations move_allocations trace_cache_new trace_cache_free get_or_trace stream_acquire
     stream_release stream_cache pool_new pool_acquire pool_release pool_copy pool_timeline pool_free
     correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness
-    update_child_graph update_flattened_child budget counters)
+    update_child_graph update_flattened_child budget counters stream_release_idle)
 
 seed="" # the seed being written, as printf escapes
 op() { # name [argument bytes, hex]...
@@ -118,7 +118,8 @@ op launch 00 00 00
 op trace_cache_free 00 00
 write trace-cache
 
-# 5. Streams of the cache: acquire, release, acquire again (a hit), statistics, trim.
+# 5. Streams of the cache: acquire, release, acquire again (a hit), statistics, trim; a release
+# after a synchronize without the query, and one of a stream never used.
 op stream_acquire 00
 op stream_acquire 01
 op stream_release 00 00
@@ -126,6 +127,9 @@ op stream_acquire 02
 op stream_cache 00 00
 op stream_cache 00 01
 op stream_release 00 01
+op stream_release_idle 00 02
+op stream_acquire 01
+op stream_release_idle 00 01 01
 write streams
 
 # 6. A VMM pool of each backing: acquire, copy in and out, release, acquire again, timeline, free.

@@ -73,10 +73,11 @@ class Gpu {
                 : Sym<int (*)(void*, uint64_t, size_t, int)>("hipMemcpy")(dst, src, bytes, 2),
           "copy to host");
   }
-  void Sync(void* stream = nullptr) {
+  void Sync(void* stream = nullptr) { Check(SyncStatus(stream), "stream synchronize"); }
+  // The synchronize's status (0: success), for a flow that goes on either way.
+  int SyncStatus(void* stream = nullptr) {
     void* s = stream != nullptr ? stream : stream_;
-    Check(cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(s) : Sym<int (*)(void*)>("hipStreamSynchronize")(s),
-          "stream synchronize");
+    return cuda_ ? Sym<int (*)(void*)>("cuStreamSynchronize")(s) : Sym<int (*)(void*)>("hipStreamSynchronize")(s);
   }
   int DeviceCount() {
     int count = 0;
