@@ -13,6 +13,10 @@ class Alloc(C.Structure):
     _fields_ = [("base", C.c_uint64), ("size", C.c_uint64)]
 
 
+class Move(C.Structure):
+    _fields_ = [("index", C.c_uint64), ("base", C.c_uint64)]
+
+
 class FlattenReport(C.Structure):
     _fields_ = [("flattened", C.c_uint32), ("nodes", C.c_uint32), ("sites", C.c_uint32), ("reason", C.c_char * 256)]
 
@@ -29,6 +33,7 @@ lib.rcb_cmdbuf_add_flattened_child.argtypes = [P, C.POINTER(C.c_uint64), C.c_siz
 lib.rcb_cmdbuf_finalize.argtypes = [P]
 lib.rcb_cmdbuf_launch.argtypes = [P, P]
 lib.rcb_cmdbuf_update_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t, C.POINTER(UpdateReport)]
+lib.rcb_cmdbuf_move_allocations.argtypes = [P, C.POINTER(Move), C.c_size_t, C.POINTER(UpdateReport)]
 lib.rcb_cmdbuf_graph.argtypes = [P, C.POINTER(P)]
 lib.rcb_cmdbuf_exec.argtypes = [P, C.POINTER(P)]
 lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
@@ -47,6 +52,12 @@ def table(ranges):
     """An allocation table from tensors (their bytes) or `(base, size)` pairs."""
     entries = [Alloc(*r) if isinstance(r, tuple) else Alloc(r.data_ptr(), r.nbytes) for r in ranges]
     return (Alloc * len(entries))(*entries)
+
+
+def moves(old, new):
+    """The moves from table `old` to table `new` (same length): each entry whose base changed."""
+    entries = [Move(i, n.base) for i, (o, n) in enumerate(zip(old, new)) if o.base != n.base]
+    return (Move * len(entries))(*entries)
 
 
 def flattened(graph, allocs, report):

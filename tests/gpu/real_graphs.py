@@ -36,7 +36,7 @@ import time
 
 os.environ.setdefault("RCB_BACKEND", "cuda")
 import torch  # noqa: E402
-from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, table  # noqa: E402
+from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, moves, table  # noqa: E402
 
 TOL = 1e-3
 SENTINEL = 12345.0
@@ -91,6 +91,8 @@ SET_PARAMS = C.cast(cuda.cuGraphExecKernelNodeSetParams_v2, P)
 SET_MEMCPY = C.cast(cuda.cuGraphExecMemcpyNodeSetParams, P)
 SET_MEMSET = C.cast(cuda.cuGraphExecMemsetNodeSetParams, P)
 UPDATE = C.cast(lib.rcb_cmdbuf_update_allocations, P)
+# Same signature: (cb, entries, count, report); given only the moves, as the patched XLA calls it.
+MOVE = C.cast(lib.rcb_cmdbuf_move_allocations, P)
 
 
 def graph_nodes(graph):
@@ -199,12 +201,12 @@ def flush_args(cold):
     return (C.cast(FLUSH, P), FLUSH_BYTES) if cold else (None, 0)
 
 
-def update_times(cb, to_table, back_table, reps, cold=False):
+def update_times(cb, to_table, back_table, reps, cold=False, call=UPDATE):
     """Times `reps` updates, the first to `to_table`, then alternately back and forth (ns); with
-    `cold`, the CPU caches are flushed before each."""
+    `cold`, the CPU caches are flushed before each. `call` MOVE takes lists of moves instead."""
     out, rep = (C.c_double * reps)(), UpdateReport()
     check(
-        timer.rg_update(UPDATE, cb, C.cast(back_table, P), C.cast(to_table, P), len(to_table), reps, out, C.byref(rep), *flush_args(cold)),
+        timer.rg_update(call, cb, C.cast(back_table, P), C.cast(to_table, P), len(to_table), reps, out, C.byref(rep), *flush_args(cold)),
         "rcb_cmdbuf_update_allocations",
     )
     if rep.needs_rerecord:
@@ -319,7 +321,7 @@ class MoveSet:
         self.label, self.moved, self.table_b = label, moved, table_b
         self.first = {}  # "finalize" / "launch" -> ns of the library's first update
         self.driver_first = {}
-        self.steady = self.floor = self.driver_steady = self.cold = self.floor_cold = None
+        self.steady = self.floor = self.driver_steady = self.cold = self.floor_cold = self.moves = None
         self.floor_nodes = self.updated = 0
 
 
@@ -345,6 +347,8 @@ def measure(cbs, ms, table_a):
     ms.floor = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, STEADY))
     ms.cold = median(update_times(cbs[1], ms.table_b, table_a, COLD, cold=True)[0])
     ms.floor_cold = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, COLD, cold=True))
+    # Given only the moves; ends on A again (STEADY is even).
+    ms.moves = median(update_times(cbs[1], moves(table_a, ms.table_b), moves(ms.table_b, table_a), STEADY, call=MOVE)[0])
     stream = torch.cuda.current_stream()
     for how in ("finalize", "launch"):
         e = P()
@@ -478,22 +482,24 @@ def print_tables(rows):
     print(
         "| model | nodes | kernel nodes | allocations | moved | touched nodes | of which in (c) | (a) re-capture + instantiate "
         "| (i) instantiate alone | (c) SetParams floor | (d) update_allocations, steady | (c) per node | (d) per touched node "
-        "| (d)/(c) | (a)/(d) | first update | first/steady |"
+        "| (d)/(c) | (a)/(d) | first update | first/steady | (d′) move_allocations, steady | (d′)/(c) |"
     )
-    print("| " + " | ".join(["---"] * 17) + " |")
+    print("| " + " | ".join(["---"] * 19) + " |")
     for name, info, sets in rows:
         for ms in sets:
             print(
                 f"| {name} | {info['nodes']} | {info['kernels']} | {info['allocations']} | {ms.label} | {ms.updated} | {ms.floor_nodes} "
                 f"| {fmt(info['recapture'])} | {fmt(info['instantiate'])} | {fmt(ms.floor)} | {fmt(ms.steady)} "
                 f"| {per(ms.floor, ms.floor_nodes)} | {per(ms.steady, ms.updated)} | {ratio(ms.steady, ms.floor)} "
-                f"| {ratio(info['recapture'], ms.steady, 1, '×')} | {fmt(ms.first['launch'])} | {ratio(ms.first['launch'], ms.steady, 1, '×')} |"
+                f"| {ratio(info['recapture'], ms.steady, 1, '×')} | {fmt(ms.first['launch'])} | {ratio(ms.first['launch'], ms.steady, 1, '×')} "
+                f"| {fmt(ms.moves)} | {ratio(ms.moves, ms.floor)} |"
             )
     print(
         "\n(d) and (c) are timed in C around each call (median of "
         f"{STEADY}); (a) and (i) from Python (median of {RECAPTURES}). The floor pushes every touched kernel,"
         " memcpy and memset node through the driver's exec setter of its kind, on the command buffer's executable graph."
-        " `first update` follows finalize and one launch.\n"
+        " `first update` follows finalize and one launch. (d′) is the same update given only the moved allocations"
+        " (`rcb_cmdbuf_move_allocations`, what the patched XLA calls), without the comparison of the whole table.\n"
     )
     print("### real graphs: flatten + finalize\n")
     print("| model | nodes | sites | pool segments | flatten + finalize | per node |")
