@@ -13,7 +13,7 @@ mod common;
 
 use common::{args, last_error};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::Stream;
+use rocm_cmdbuf::runtime::{Runtime, Stream};
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -59,6 +59,35 @@ fn delta(after: Option<u64>, before: Option<u64>) -> Option<u64> {
     Some(after? - before?)
 }
 
+/// A stream from an emptied cache, still running a kernel of 300 ms.
+fn busy_stream(rt: &dyn Runtime) -> Stream {
+    empty_cache();
+    let k = common::kernels(rt, 0);
+    let busy = acquire(0, 0, 0);
+    common::run(rt, k.sleep, &args::sleep(300_000), busy);
+    assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
+    busy
+}
+
+/// Releasing through `release_c` a stream twice (the first release by `release_first`), one the
+/// cache never handed out, and NULL: each refused with its own status and message, the stream
+/// left alive and the cache unchanged.
+fn refused_releases_change_nothing(rt: &dyn Runtime, release_c: extern "C" fn(*mut c_void) -> rcb_status, release_first: fn(Stream)) {
+    empty_cache();
+    let s = acquire(0, 0, 0);
+    release_first(s);
+    let before = stats(-1);
+    assert_eq!(release_c(s.0), RCB_STATUS_INVALID_HANDLE, "double release");
+    assert!(last_error().contains("already released"), "{}", last_error());
+    let foreign = rt.stream_create(0, 0, 0).unwrap();
+    assert_eq!(release_c(foreign.0), RCB_STATUS_INVALID_HANDLE, "never acquired");
+    assert!(rt.stream_is_idle(foreign).unwrap(), "a refused release leaves the stream alive");
+    rt.stream_destroy(foreign).unwrap();
+    assert_eq!(release_c(std::ptr::null_mut()), RCB_STATUS_NULL_ARGUMENT);
+    assert!(last_error().contains("`stream`"), "{}", last_error());
+    assert_eq!(stats(-1), before, "refused releases changed the cache");
+}
+
 #[test]
 fn released_streams_are_reused_instead_of_created() {
     let _serial = common::serial();
@@ -92,11 +121,7 @@ fn released_streams_are_reused_instead_of_created() {
 fn a_busy_stream_is_destroyed_on_release_never_handed_out() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    empty_cache();
-    let k = common::kernels(rt, 0);
-    let busy = acquire(0, 0, 0);
-    common::run(rt, k.sleep, &args::sleep(300_000), busy);
-    assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
+    let busy = busy_stream(rt);
     let (before, created_before) = (stats(0), creations());
     release(busy);
     let after = stats(0);
@@ -148,14 +173,10 @@ fn a_synchronized_stream_released_idle_is_kept_without_a_query() {
 fn a_known_idle_release_trusts_the_caller_where_the_querying_one_destroys() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    empty_cache();
-    let k = common::kernels(rt, 0);
     // A caller that breaks the promise: the stream still runs a kernel. The querying release
     // would destroy it (a_busy_stream_is_destroyed_on_release_never_handed_out); this one keeps
     // it, since it never asks.
-    let busy = acquire(0, 0, 0);
-    common::run(rt, k.sleep, &args::sleep(300_000), busy);
-    assert!(!rt.stream_is_idle(busy).unwrap(), "the sleep kernel should still run");
+    let busy = busy_stream(rt);
     let before = stats(0);
     release_idle(busy);
     let after = stats(0);
@@ -164,7 +185,7 @@ fn a_known_idle_release_trusts_the_caller_where_the_querying_one_destroys() {
     let next = acquire(0, 0, 0);
     assert_eq!(next, busy);
     let buf = rt.malloc(0, 4 * 16).unwrap();
-    common::run(rt, k.fill_u32, &args::fill(buf, 3, 16), next);
+    common::run(rt, common::kernels(rt, 0).fill_u32, &args::fill(buf, 3, 16), next);
     rt.stream_synchronize(next).unwrap();
     assert_eq!(common::download_u32(rt, buf, 16), vec![3; 16]);
     release(next);
@@ -175,19 +196,7 @@ fn a_known_idle_release_trusts_the_caller_where_the_querying_one_destroys() {
 fn a_known_idle_release_refuses_and_fails_as_the_querying_one_does() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    empty_cache();
-    let s = acquire(0, 0, 0);
-    release_idle(s);
-    let before = stats(-1);
-    assert_eq!(rcb_stream_release_idle(s.0), RCB_STATUS_INVALID_HANDLE, "double release");
-    assert!(last_error().contains("already released"), "{}", last_error());
-    let foreign = rt.stream_create(0, 0, 0).unwrap();
-    assert_eq!(rcb_stream_release_idle(foreign.0), RCB_STATUS_INVALID_HANDLE, "never acquired");
-    assert!(rt.stream_is_idle(foreign).unwrap(), "a refused release leaves the stream alive");
-    rt.stream_destroy(foreign).unwrap();
-    assert_eq!(rcb_stream_release_idle(std::ptr::null_mut()), RCB_STATUS_NULL_ARGUMENT);
-    assert!(last_error().contains("`stream`"), "{}", last_error());
-    assert_eq!(stats(-1), before, "refused releases changed the cache");
+    refused_releases_change_nothing(rt, rcb_stream_release_idle, release_idle);
 
     // Unreadable flags make the stream uncacheable however idle it is; its destroy failing is
     // the runtime's error, and the stream counts as released.
@@ -301,21 +310,9 @@ fn trim_destroys_idle_streams_per_device_or_all() {
 fn bad_input_gets_a_distinct_status_and_changes_nothing() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    empty_cache();
-    let s = acquire(0, 0, 0);
-    release(s);
+    refused_releases_change_nothing(rt, rcb_stream_release, release);
+
     let before = stats(-1);
-
-    assert_eq!(rcb_stream_release(s.0), RCB_STATUS_INVALID_HANDLE, "double release");
-    assert!(last_error().contains("already released"), "{}", last_error());
-    let foreign = rt.stream_create(0, 0, 0).unwrap();
-    assert_eq!(rcb_stream_release(foreign.0), RCB_STATUS_INVALID_HANDLE, "never acquired");
-    assert!(rt.stream_is_idle(foreign).unwrap(), "a refused release leaves the stream alive");
-    rt.stream_destroy(foreign).unwrap();
-    assert_eq!(rcb_stream_release(std::ptr::null_mut()), RCB_STATUS_NULL_ARGUMENT);
-    assert!(last_error().contains("`stream`"), "{}", last_error());
-    assert_eq!(stats(-1), before, "refused releases changed the cache");
-
     let created = creations();
     assert_eq!(unsafe { rcb_stream_acquire(0, 0, 0, std::ptr::null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
     assert_eq!(creations(), created, "nothing is created for a NULL output");
