@@ -54,7 +54,7 @@ done
 for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
 # The C library itself, for tests/gpu/torch_flatten.py and real_graphs.py (ctypes, RCB_LIBRARY).
 objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
-cp tests/gpu/kernels.cu tests/gpu/rcb_ctypes.py tests/gpu/torch_flatten.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"
+cp tests/gpu/kernels.cu tests/gpu/rcb_ctypes.py tests/gpu/torch_graphs.py tests/gpu/torch_flatten.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"
 # The timing loops of tests/gpu/real_graphs.py (no CUDA header needed: it is given the functions).
 cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_graphs_timer.c
 # The replay of the patched XLA's calls, built here against the staged library, which it loads

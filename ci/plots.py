@@ -56,6 +56,19 @@ def number(cell):
     return float(m.group(1)) if m else None
 
 
+def finish_size_chart(plt, fig, ax, ylabel, title, out):
+    """What every chart against graph size shares: the log size axis, labels, grid, legend, file."""
+    ax.set_xscale("log")
+    ax.set_xlabel("graph size (kernel nodes, log scale)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9, wrap=True)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def plot_update_cost(plt, t, title, out):
     cols, rows = t
     n = [int(r[0]) for r in rows]
@@ -65,16 +78,8 @@ def plot_update_cost(plt, t, title, out):
         if name[:3] in ("(a)", "(b)", "(c)", "(d)") and "/" not in name and "per " not in name:
             ys = [micros(r[i]) for r in rows]
             ax.plot(n, ys, marker="o", label=name)
-    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("graph size (kernel nodes, log scale)")
-    ax.set_ylabel("host time per update (µs, log scale)")
-    ax.set_title(title, fontsize=9, wrap=True)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    finish_size_chart(plt, fig, ax, "host time per update (µs, log scale)", title, out)
 
 
 def plot_host_cost(plt, t, title, out):
@@ -86,16 +91,8 @@ def plot_host_cost(plt, t, title, out):
             # The column before the host cost names the call: "nested update_allocations" etc.
             label = cols[i - 2].replace("nested ", "")
             ax.plot(n, [micros(r[i]) * 1e3 for r in rows], marker="o", label=f"{label}")
-    ax.set_xscale("log")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("graph size (kernel nodes, log scale)")
-    ax.set_ylabel("library host cost per moved site (ns)")
-    ax.set_title(title, fontsize=9, wrap=True)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    finish_size_chart(plt, fig, ax, "library host cost per moved site (ns)", title, out)
 
 
 def plot_real_graphs(plt, t, title, out):

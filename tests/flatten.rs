@@ -113,7 +113,7 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let k = &gpu.k;
-    let (x, y, out, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let (x, y, out, z) = mixed_buffers(&gpu, 1.0);
     // child: fill(x = 1.0) → axpy(y += 2x); memset(z = 5) alone.
     let child = Cb::nested();
     let a = child.kernel(&[], k.fill_u32, N as u64, &args::fill(x, 1.0f32.to_bits(), N as u64));
@@ -141,6 +141,11 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
     assert_eq!(gpu.read(y, N), vec![3.0; N], "the old buffers are not touched any more");
 }
 
+/// Buffers x, y, d, z for `capture_mixed`: y holds `y`, the others zeros.
+fn mixed_buffers(gpu: &Gpu, y: f32) -> (u64, u64, u64, u64) {
+    (zeroed(gpu), gpu.upload(&[y; N]), zeroed(gpu), zeroed(gpu))
+}
+
 /// Captures fill(x) [extra] → axpy(y += 2x) [extra] → memcpy(d ← y) and memset(z) on a stream.
 fn capture_mixed(gpu: &Gpu, api: &DriverApi, x: u64, y: u64, d: u64, z: u64) -> Graph {
     let rt = gpu.rt;
@@ -158,7 +163,7 @@ fn a_captured_graph_is_flattened_launched_and_relocated() {
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
-    let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let (x, y, d, z) = mixed_buffers(&gpu, 1.0);
     let g = capture_mixed(&gpu, &api, x, y, d, z);
 
     let parent = Cb::primary();
@@ -177,7 +182,7 @@ fn a_captured_graph_is_flattened_launched_and_relocated() {
     assert_eq!(u32s(&gpu, x)[0], 0, "the node after the group ran last");
     assert_ne!(e, group);
 
-    let (x2, y2, d2, z2) = (zeroed(&gpu), gpu.upload(&[5.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let (x2, y2, d2, z2) = mixed_buffers(&gpu, 5.0);
     let r = parent.update_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES)]);
     assert_eq!((r.patched_sites, r.updated_nodes, r.needs_rerecord), (7, 5, 0));
     parent.launch(&gpu);
@@ -459,7 +464,7 @@ fn a_flattened_group_takes_a_new_trace_of_the_same_shape_and_refuses_another_sha
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
-    let (x, y, d, z) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let (x, y, d, z) = mixed_buffers(&gpu, 1.0);
     let g = capture_mixed(&gpu, &api, x, y, d, z);
     let parent = Cb::primary();
     parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (z, BYTES)]);
@@ -469,7 +474,7 @@ fn a_flattened_group_takes_a_new_trace_of_the_same_shape_and_refuses_another_sha
 
     // A re-record: the table says where the buffers are now, and the command traced again
     // there (a new capture of the same shape) replaces the group's parameters.
-    let (x2, y2, d2, z2) = (zeroed(&gpu), gpu.upload(&[5.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let (x2, y2, d2, z2) = mixed_buffers(&gpu, 5.0);
     parent.begin_update();
     parent.set_allocs(&[(x2, BYTES), (y2, BYTES), (d2, BYTES), (z2, BYTES)]);
     let g2 = capture_mixed(&gpu, &api, x2, y2, d2, z2);

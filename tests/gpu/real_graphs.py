@@ -37,6 +37,7 @@ import time
 os.environ.setdefault("RCB_BACKEND", "cuda")
 import torch  # noqa: E402
 from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, moves, table  # noqa: E402
+from torch_graphs import warmed  # noqa: E402
 
 TOL = 1e-3
 SENTINEL = 12345.0
@@ -365,18 +366,7 @@ def measure(cbs, ms, table_a):
 
 
 def run(name, make, shape):
-    torch.manual_seed(0)
-    model = make().cuda().eval()
-    static_in = torch.randn(shape, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_in)
-    torch.cuda.current_stream().wait_stream(side)
-    # The output lives outside the graph's pool (see torch_flatten.py).
-    with torch.no_grad():
-        static_out = torch.empty_like(model(static_in))
+    model, static_in, static_out = warmed(make, shape)
     g = capture(model, static_in, static_out, keep_graph=True)
     raw = g.raw_cuda_graph()
     params = storages(model)
