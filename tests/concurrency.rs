@@ -10,11 +10,12 @@
     reason = "the tests call the C ABI on handles they own or that another thread may free; each call's contract is the header's"
 )]
 
+mod cmdbuf_helpers;
 mod common;
 
+use cmdbuf_helpers::{BYTES, N, with_launch};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Function, Runtime, Stream};
-use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -25,8 +26,6 @@ const KILLERS: usize = 4;
 const PER_WORKER: usize = 4;
 const SURVIVORS: usize = 2;
 const ROUNDS: usize = 100;
-const N: usize = 64;
-const BYTES: u64 = (N * 4) as u64;
 
 /// A documented status: one of `RCB_OK` ..= `RCB_STATUS_PANIC`, not the panic itself.
 fn documented(s: rcb_status) -> bool {
@@ -41,7 +40,7 @@ struct Buffer {
 }
 
 fn table(p: &[u64; 4]) -> Vec<rcb_allocation> {
-    p.iter().map(|&base| rcb_allocation { base, size: BYTES }).collect()
+    cmdbuf_helpers::table(&p.map(|base| (base, BYTES)))
 }
 
 fn write(rt: &dyn Runtime, ptr: u64, values: &[f32]) {
@@ -50,40 +49,20 @@ fn write(rt: &dyn Runtime, ptr: u64, values: &[f32]) {
 }
 
 fn record(rt: &dyn Runtime, add: Function, worker: usize, index: usize) -> Buffer {
-    let mut placements = [[0u64; 4]; 2];
-    for p in &mut placements {
-        for a in p.iter_mut() {
-            *a = rt.malloc(0, BYTES as usize).expect("malloc");
-        }
+    let placements = [(); 2].map(|()| {
         let x: Vec<f32> = (0..N).map(|i| (i + worker) as f32).collect();
-        write(rt, p[0], &x);
-        write(rt, p[1], &[index as f32; N]);
-    }
+        let malloc = || rt.malloc(0, BYTES as usize).expect("malloc");
+        [common::upload_f32(rt, 0, &x), common::upload_f32(rt, 0, &[index as f32; N]), malloc(), malloc()]
+    });
     let mut cb = null_mut();
     assert_eq!(unsafe { rcb_cmdbuf_new(0, &mut cb) }, RCB_OK);
     let t = table(&placements[0]);
     assert_eq!(unsafe { rcb_cmdbuf_set_allocations(cb, t.as_ptr(), t.len()) }, RCB_OK);
     let p = placements[0];
-    let values = [p[2], p[0], p[1], N as u64];
-    let args: Vec<rcb_kernel_arg> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| rcb_kernel_arg {
-            value: v as *const u64 as *const c_void,
-            size: 8,
-            kind: if i < 3 { RCB_ARG_DEVICE_PTR } else { RCB_ARG_VALUE },
-        })
-        .collect();
-    let launch = rcb_kernel_launch {
-        function: add.0,
-        grid: [1, 1, 1],
-        block: [N as u32, 1, 1],
-        shared_mem_bytes: 0,
-        args: args.as_ptr(),
-        num_args: args.len(),
-    };
     let (mut k, mut c) = (0, 0);
-    assert_eq!(unsafe { rcb_cmdbuf_add_kernel(cb, std::ptr::null(), 0, &launch, &mut k) }, RCB_OK);
+    with_launch(add, N as u64, &common::args::add(p[2], p[0], p[1], N as u64), |launch| {
+        assert_eq!(unsafe { rcb_cmdbuf_add_kernel(cb, std::ptr::null(), 0, launch, &mut k) }, RCB_OK);
+    });
     assert_eq!(unsafe { rcb_cmdbuf_add_memcpy_d2d(cb, &k, 1, p[3], p[2], BYTES, &mut c) }, RCB_OK);
     assert_eq!(unsafe { rcb_cmdbuf_finalize(cb) }, RCB_OK);
     Buffer { handle: cb as usize, placements }
@@ -139,9 +118,7 @@ fn worker(rt: &'static dyn Runtime, worker: usize, buffers: &[Buffer], stream: S
             live[i] = step(b, to, stream, i >= SURVIVORS, &mut seen);
             rt.stream_synchronize(stream).expect("synchronize");
             if i < SURVIVORS {
-                let mut bytes = vec![0u8; BYTES as usize];
-                rt.direct().copy_from_device(&mut bytes, p[3]).expect("read");
-                let got: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
+                let got = common::download_f32(rt, p[3], N);
                 let want: Vec<f32> = (0..N).map(|e| (e + worker) as f32 + i as f32).collect();
                 if got != want {
                     seen.errors.push(format!("worker {worker}, buffer {i}, round {round}: {:?}… want {:?}…", &got[..4], &want[..4]));

@@ -1,6 +1,6 @@
-//! Shared by the command-buffer tests (`cmdbuf`, `cmdbuf_property`, `cmdbuf_xla`, `flatten`,
-//! `trace_cache`): the C ABI wrapped just enough to write graphs of the test kernels in a line
-//! each, on top of the common kit.
+//! Shared by the command-buffer tests (`cmdbuf`, `cmdbuf_property`, `cmdbuf_xla`, `concurrency`,
+//! `flatten`, `trace_cache`): the C ABI wrapped just enough to write graphs of the test kernels in
+//! a line each, on top of the common kit.
 #![allow(dead_code)]
 
 use crate::common::{self, Arg, TestKernels, last_error, ok};

@@ -466,24 +466,29 @@ def ratio(a, b, digits=2, suffix=""):
     return f"{a / b:.{digits}f}{suffix}" if b else "—"
 
 
+def print_table(title, columns, rows):
+    """A markdown table under its `### ` title; the separator follows the columns."""
+    print(f"### {title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("| " + " | ".join(["---"] * len(columns)) + " |")
+    for cells in rows:
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
 def print_tables(rows):
     dev = torch.cuda.get_device_name(0)
-    print(f"### real graphs: PyTorch-captured models, flattened and updated through the C ABI, on cuda ({dev}, torch {torch.__version__})\n")
-    print(
-        "| model | nodes | kernel nodes | allocations | moved | touched nodes | of which in (c) | (a) re-capture + instantiate "
-        "| (i) instantiate alone | (c) SetParams floor | (d) update_allocations, steady | (c) per node | (d) per touched node "
-        "| (d)/(c) | (a)/(d) | first update | first/steady | (d′) move_allocations, steady | (d′)/(c) |"
+    print_table(
+        f"real graphs: PyTorch-captured models, flattened and updated through the C ABI, on cuda ({dev}, torch {torch.__version__})",
+        ["model", "nodes", "kernel nodes", "allocations", "moved", "touched nodes", "of which in (c)", "(a) re-capture + instantiate",
+         "(i) instantiate alone", "(c) SetParams floor", "(d) update_allocations, steady", "(c) per node", "(d) per touched node",
+         "(d)/(c)", "(a)/(d)", "first update", "first/steady", "(d′) move_allocations, steady", "(d′)/(c)"],
+        [[name, info["nodes"], info["kernels"], info["allocations"], ms.label, ms.updated, ms.floor_nodes,
+          fmt(info["recapture"]), fmt(info["instantiate"]), fmt(ms.floor), fmt(ms.steady),
+          per(ms.floor, ms.floor_nodes), per(ms.steady, ms.updated), ratio(ms.steady, ms.floor),
+          ratio(info["recapture"], ms.steady, 1, "×"), fmt(ms.first["launch"]), ratio(ms.first["launch"], ms.steady, 1, "×"),
+          fmt(ms.moves), ratio(ms.moves, ms.floor)]
+         for name, info, sets in rows for ms in sets],
     )
-    print("| " + " | ".join(["---"] * 19) + " |")
-    for name, info, sets in rows:
-        for ms in sets:
-            print(
-                f"| {name} | {info['nodes']} | {info['kernels']} | {info['allocations']} | {ms.label} | {ms.updated} | {ms.floor_nodes} "
-                f"| {fmt(info['recapture'])} | {fmt(info['instantiate'])} | {fmt(ms.floor)} | {fmt(ms.steady)} "
-                f"| {per(ms.floor, ms.floor_nodes)} | {per(ms.steady, ms.updated)} | {ratio(ms.steady, ms.floor)} "
-                f"| {ratio(info['recapture'], ms.steady, 1, '×')} | {fmt(ms.first['launch'])} | {ratio(ms.first['launch'], ms.steady, 1, '×')} "
-                f"| {fmt(ms.moves)} | {ratio(ms.moves, ms.floor)} |"
-            )
     print(
         "\n(d) and (c) are timed in C around each call (median of "
         f"{STEADY}); (a) and (i) from Python (median of {RECAPTURES}). The floor pushes every touched kernel,"
@@ -491,31 +496,28 @@ def print_tables(rows):
         " `first update` follows finalize and one launch. (d′) is the same update given only the moved allocations"
         " (`rcb_cmdbuf_move_allocations`, what the patched XLA calls), without the comparison of the whole table.\n"
     )
-    print("### real graphs: flatten + finalize\n")
-    print("| model | nodes | sites | pool segments | flatten + finalize | per node |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, info, _ in rows:
-        print(f"| {name} | {info['nodes']} | {info['sites']} | {info['segments']} | {fmt(info['flatten'])} | {per(info['flatten'], info['nodes'])} |")
-    print("\n### real graphs: whose is the first update's cost (library: rcb_cmdbuf_update_allocations; driver: one pass of the exec setters over the touched nodes of a fresh executable graph of the same template; cold: median of "
-          f"{COLD} calls, each after the CPU caches are flushed by writing {FLUSH_BYTES >> 20} MiB)\n")
-    print(
-        "| model | moved | library, first after finalize | library, first after finalize + launch | library, cold | library, steady "
-        "| driver, first pass on a fresh exec | driver, first pass after a launch | driver, cold | driver, steady "
-        "| (d) cold / (c) cold |"
+    print_table(
+        "real graphs: flatten + finalize",
+        ["model", "nodes", "sites", "pool segments", "flatten + finalize", "per node"],
+        [[name, info["nodes"], info["sites"], info["segments"], fmt(info["flatten"]), per(info["flatten"], info["nodes"])]
+         for name, info, _ in rows],
     )
-    print("| " + " | ".join(["---"] * 11) + " |")
-    for name, _, sets in rows:
-        for ms in sets:
-            print(
-                f"| {name} | {ms.label} | {fmt(ms.first['finalize'])} | {fmt(ms.first['launch'])} | {fmt(ms.cold)} | {fmt(ms.steady)} "
-                f"| {fmt(ms.driver_first['finalize'])} | {fmt(ms.driver_first['launch'])} | {fmt(ms.floor_cold)} | {fmt(ms.driver_steady)} "
-                f"| {ratio(ms.cold, ms.floor_cold)} |"
-            )
+    print()
+    print_table(
+        "real graphs: whose is the first update's cost (library: rcb_cmdbuf_update_allocations; driver: one pass of the exec setters"
+        " over the touched nodes of a fresh executable graph of the same template; cold: median of "
+        f"{COLD} calls, each after the CPU caches are flushed by writing {FLUSH_BYTES >> 20} MiB)",
+        ["model", "moved", "library, first after finalize", "library, first after finalize + launch", "library, cold", "library, steady",
+         "driver, first pass on a fresh exec", "driver, first pass after a launch", "driver, cold", "driver, steady", "(d) cold / (c) cold"],
+        [[name, ms.label, fmt(ms.first["finalize"]), fmt(ms.first["launch"]), fmt(ms.cold), fmt(ms.steady),
+          fmt(ms.driver_first["finalize"]), fmt(ms.driver_first["launch"]), fmt(ms.floor_cold), fmt(ms.driver_steady),
+          ratio(ms.cold, ms.floor_cold)]
+         for name, _, sets in rows for ms in sets],
+    )
     print(
         "\nThe first update after a launch costs what an update costs with cold CPU caches when the `first` and `cold` columns"
         " agree: then nothing is built lazily, the first call only finds the library's tables and the driver's own state out of cache.\n"
     )
-
 
 def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}", file=sys.stderr, flush=True)

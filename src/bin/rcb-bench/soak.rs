@@ -16,6 +16,7 @@
 //! mappings) differ before and after a part.
 
 use crate::table::{Table, time};
+use crate::update::{add_args, add_launch};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::{Function, KernelParams, Runtime, Stream};
 use std::ffi::{CStr, c_char, c_void};
@@ -252,33 +253,13 @@ fn record(add: Function, placement: &[u64]) -> R<*mut rcb_cmdbuf> {
         let deps: &[rcb_node] = prev.as_slice();
         // SAFETY: a live handle, `deps.len()` handles, a launch whose arguments outlive the call.
         status("rcb_cmdbuf_add_kernel", unsafe {
-            rcb_cmdbuf_add_kernel(cb, deps.as_ptr(), deps.len(), &add_launch(add, &args), &mut node)
+            rcb_cmdbuf_add_kernel(cb, deps.as_ptr(), deps.len(), &add_launch(add, &args, ELEMENTS as u32), &mut node)
         })?;
         prev = Some(node);
     }
     // SAFETY: a live handle.
     status("rcb_cmdbuf_finalize", unsafe { rcb_cmdbuf_finalize(cb) })?;
     Ok(cb)
-}
-
-/// The argument descriptors of `add(out, x, y, n)` pointing into `values`.
-fn add_args(values: &[u64; 4]) -> [rcb_kernel_arg; 4] {
-    std::array::from_fn(|i| rcb_kernel_arg {
-        value: &values[i] as *const u64 as *const c_void,
-        size: 8,
-        kind: if i < 3 { RCB_ARG_DEVICE_PTR } else { RCB_ARG_VALUE },
-    })
-}
-
-fn add_launch(add: Function, args: &[rcb_kernel_arg; 4]) -> rcb_kernel_launch {
-    rcb_kernel_launch {
-        function: add.0,
-        grid: [1, 1, 1],
-        block: [ELEMENTS as u32, 1, 1],
-        shared_mem_bytes: 0,
-        args: args.as_ptr(),
-        num_args: 4,
-    }
 }
 
 fn write_f32(rt: &dyn Runtime, ptr: u64, values: &[f32]) -> R<()> {
@@ -313,7 +294,9 @@ fn cmdbuf_cycle(c: &mut Cycle) -> R<()> {
     // SAFETY: a live handle, a one-entry table, a launch whose arguments outlive the call.
     let used = unsafe {
         status("rcb_cmdbuf_set_allocations", rcb_cmdbuf_set_allocations(cb, table.as_ptr(), 1))
-            .and_then(|()| status("rcb_cmdbuf_add_kernel", rcb_cmdbuf_add_kernel(cb, null(), 0, &add_launch(c.add, &args), &mut node)))
+            .and_then(|()| {
+                status("rcb_cmdbuf_add_kernel", rcb_cmdbuf_add_kernel(cb, null(), 0, &add_launch(c.add, &args, ELEMENTS as u32), &mut node))
+            })
             .and_then(|()| status("rcb_cmdbuf_finalize", rcb_cmdbuf_finalize(cb)))
     };
     // SAFETY: a live handle, freed once.

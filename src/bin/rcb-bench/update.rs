@@ -121,23 +121,11 @@ pub(crate) fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: 
         }
         let table = layout.table(false);
         check(rcb_cmdbuf_set_allocations(cb, table.as_ptr(), table.len()), "rcb_cmdbuf_set_allocations")?;
-        let n = ELEMENTS;
         let mut prev: Option<rcb_node> = None;
         for i in 0..nodes {
-            let ptrs = [layout.a[3 * i], layout.a[3 * i + 1], layout.a[3 * i + 2]];
-            let mut args: Vec<rcb_kernel_arg> = ptrs
-                .iter()
-                .map(|p| rcb_kernel_arg { value: p as *const u64 as *const c_void, size: 8, kind: RCB_ARG_DEVICE_PTR })
-                .collect();
-            args.push(rcb_kernel_arg { value: &n as *const u64 as *const c_void, size: 8, kind: RCB_ARG_VALUE });
-            let launch = rcb_kernel_launch {
-                function: f.0,
-                grid: [1, 1, 1],
-                block: [ELEMENTS as u32, 1, 1],
-                shared_mem_bytes: 0,
-                args: args.as_ptr(),
-                num_args: args.len(),
-            };
+            let values = [layout.a[3 * i], layout.a[3 * i + 1], layout.a[3 * i + 2], ELEMENTS];
+            let args = add_args(&values);
+            let launch = add_launch(f, &args, ELEMENTS as u32);
             let mut node = 0;
             let deps: &[rcb_node] = prev.as_slice();
             check(rcb_cmdbuf_add_kernel(cb, deps.as_ptr(), deps.len(), &launch, &mut node), "rcb_cmdbuf_add_kernel")?;
@@ -146,6 +134,28 @@ pub(crate) fn record_cmdbuf(f: Function, layout: &Layout, nodes: usize, nested: 
         check(rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")?;
     }
     Ok(cb)
+}
+
+/// The C ABI's argument descriptors of `rcb_test_add_f32(out, x, y, n)` pointing into `values`
+/// (`[out, x, y, n]`): three device pointers, then the element count as a value.
+pub(crate) fn add_args(values: &[u64; 4]) -> [rcb_kernel_arg; 4] {
+    std::array::from_fn(|i| rcb_kernel_arg {
+        value: &values[i] as *const u64 as *const c_void,
+        size: 8,
+        kind: if i < 3 { RCB_ARG_DEVICE_PTR } else { RCB_ARG_VALUE },
+    })
+}
+
+/// A launch of `add` in one block of `elements` threads, with the descriptors of [`add_args`].
+pub(crate) fn add_launch(add: Function, args: &[rcb_kernel_arg; 4], elements: u32) -> rcb_kernel_launch {
+    rcb_kernel_launch {
+        function: add.0,
+        grid: [1, 1, 1],
+        block: [elements, 1, 1],
+        shared_mem_bytes: 0,
+        args: args.as_ptr(),
+        num_args: args.len(),
+    }
 }
 
 /// What an update is given for each placement, built before the timing: the whole table and
