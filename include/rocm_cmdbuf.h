@@ -49,6 +49,20 @@
 #define RCB_ARG_SCAN 2
 
 /**
+ * `rcb_kernel_arg.kind`: a device pointer the caller names by allocation: `value` points to an
+ * `rcb_arg_allocation` and `size` is `sizeof(rcb_arg_allocation)`. The node gets the 8-byte
+ * address `offset` bytes into that allocation of the table set now (`offset` may equal the
+ * allocation's size: one past its end), and that address is a patch site of that allocation
+ * only: it follows the allocation's moves whatever other allocations contain the same address
+ * (aliased parameters, donated buffers, nested ranges), and no value is ever taken for a
+ * pointer. Recording with it needs the table first (`rcb_cmdbuf_set_allocations`); a later
+ * table keeps the site while it has that allocation with `offset` within its size. Prefer it
+ * wherever the caller knows where a pointer came from (XLA does: each argument is a buffer
+ * slice): matching addresses must refuse moves of allocations that overlap.
+ */
+#define RCB_ARG_ALLOCATION 3
+
+/**
  * Most arguments of one kernel launch.
  */
 #define RCB_MAX_KERNEL_ARGS 4096
@@ -158,6 +172,14 @@
  * went to the old executable graph.
  */
 #define RCB_FALLBACK_REINSTANTIATE_FAILED 6
+
+/**
+ * Fallback reason: an address update was refused because a recorded address lies in several
+ * allocations of the table at once (aliased, nested or overlapping entries) and they did not
+ * all move by the same amount, so which one the address came from is unknown
+ * (`needs_rerecord`). Naming the allocation (`RCB_ARG_ALLOCATION`) avoids it.
+ */
+#define RCB_FALLBACK_OVERLAPPING_ALLOCATIONS 7
 
 /**
  * The HIP runtime (`libamdhip64`) backs the library.
@@ -293,7 +315,8 @@ typedef struct rcb_kernel_arg {
   const void *value;
   uint32_t size;
   /**
-   * `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8) or `RCB_ARG_SCAN`.
+   * `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8), `RCB_ARG_SCAN` or
+   * `RCB_ARG_ALLOCATION` (then `size` must be `sizeof(rcb_arg_allocation)`).
    */
   uint32_t kind;
 } rcb_kernel_arg;

@@ -33,13 +33,17 @@ pub enum Fallback {
     ReinstantiateBlocked = 5,
     /// Re-instantiating failed in the runtime: the update went to the old executable.
     ReinstantiateFailed = 6,
+    /// An address update was refused because a recorded address lies in several allocations
+    /// (aliased, nested or overlapping entries) that did not all move by the same delta, so
+    /// which one it came from is unknown: re-record.
+    OverlappingAllocations = 7,
 }
 
 /// Slots reserved for fallback reasons (room for reasons added later without a new layout).
 pub const FALLBACK_SLOTS: usize = 16;
 
 impl Fallback {
-    pub const ALL: [Fallback; 7] = [
+    pub const ALL: [Fallback; 8] = [
         Fallback::ShapeChanged,
         Fallback::OpaqueReference,
         Fallback::PushFailed,
@@ -47,6 +51,7 @@ impl Fallback {
         Fallback::RelocationFailed,
         Fallback::ReinstantiateBlocked,
         Fallback::ReinstantiateFailed,
+        Fallback::OverlappingAllocations,
     ];
 
     /// A short stable name (what `rcb_fallback_reason_name` returns).
@@ -59,6 +64,7 @@ impl Fallback {
             Fallback::RelocationFailed => c"relocation_failed",
             Fallback::ReinstantiateBlocked => c"reinstantiate_blocked",
             Fallback::ReinstantiateFailed => c"reinstantiate_failed",
+            Fallback::OverlappingAllocations => c"overlapping_allocations",
         }
     }
 

@@ -1,6 +1,14 @@
-//! Property: for random small graphs and random moves, updating addresses in place gives the
-//! same memory as re-recording from scratch at the new addresses, whether the update is given
-//! the whole new table or only the moved allocations.
+//! Property: for random small graphs over random allocation tables and random moves, updating
+//! addresses in place either gives exactly the memory a fresh record at the new addresses gives,
+//! or is refused (`needs_rerecord`) with nothing changed; it never writes a buffer no allocation
+//! lies in any more. Given the whole new table or only the moved allocations.
+//!
+//! The tables are what XLA's allocator and its users make: allocations that alias one another
+//! (one array passed twice, donation), nested and partly overlapping views of one buffer, empty
+//! entries anywhere (at a buffer's start, inside it, one past its end). Each pointer argument
+//! comes from one known allocation — the truth the fresh record uses — and is given to the
+//! library either as an address (which it must attribute on its own) or named by allocation
+//! (`RCB_ARG_ALLOCATION`). Tables whose entries are disjoint are never refused.
 //!
 //! `RCB_PROPERTY_CASES` sets the number of cases (default 2000); `RCB_PROPERTY_SEED` the seed.
 
@@ -13,10 +21,10 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
-use common::args;
-use rocm_cmdbuf::ffi::rcb_node;
+use rocm_cmdbuf::ffi::*;
+use rocm_cmdbuf::runtime::Function;
 
-/// Elements per buffer; each operation covers `SPAN` of them at offset 0 or `SPAN`.
+/// Elements per physical buffer; each operation covers `SPAN` of them.
 const LEN: usize = 32;
 const SPAN: usize = 16;
 const BYTES: u64 = (LEN * 4) as u64;
@@ -37,65 +45,184 @@ impl XorShift {
     }
 }
 
-/// An address as (buffer, element offset), resolved against a set of bases when recorded.
-type Slice = (usize, usize);
+/// An allocation of the table: `len` elements from element `start` of physical buffer `buffer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct View {
+    buffer: usize,
+    start: usize,
+    len: usize,
+}
+
+/// A pointer as its truth: `offset` elements into allocation `alloc`; `named` when the library
+/// is told so (`RCB_ARG_ALLOCATION`), else it gets the address alone.
+#[derive(Clone, Copy, Debug)]
+struct Ptr {
+    alloc: usize,
+    offset: usize,
+    named: bool,
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Fill { dst: Slice, value: u32 },
-    Axpy { y: Slice, x: Slice, a: f32 },
-    Add { out: Slice, x: Slice, y: Slice },
-    Copy { dst: Slice, src: Slice },
-    Set { dst: Slice, pattern: u32 },
+    Fill { dst: Ptr, value: u32 },
+    Axpy { y: Ptr, x: Ptr, a: f32 },
+    Add { out: Ptr, x: Ptr, y: Ptr },
+    Copy { dst: Ptr, src: Ptr },
+    Set { dst: Ptr, pattern: u32 },
 }
 
+#[derive(Debug)]
 struct Case {
     buffers: usize,
+    /// The table when recorded, as views of the old physical buffers.
+    old: Vec<View>,
+    /// The table after the moves, as views of the new layout: buffers `0..buffers` are the old
+    /// ones, `buffers..` fresh ones.
+    new: Vec<View>,
+    new_buffers: usize,
     ops: Vec<(Op, Vec<usize>)>,
     initial: Vec<Vec<f32>>,
-    moved: Vec<bool>,
+}
+
+impl Case {
+    /// Whether no two non-empty allocations share an element and no empty one sits inside a
+    /// non-empty one (then the library has nothing to guess).
+    fn disjoint(&self) -> bool {
+        let inside = |v: &View, buffer: usize, e: usize| v.buffer == buffer && v.start <= e && e < v.start + v.len;
+        self.old.iter().enumerate().all(|(i, a)| {
+            self.old.iter().enumerate().all(|(j, b)| {
+                i == j
+                    || if a.len == 0 {
+                        !inside(b, a.buffer, a.start) && (b.len > 0 || (b.buffer, b.start) != (a.buffer, a.start))
+                    } else {
+                        b.len == 0 || (a.start..a.start + a.len).all(|e| !inside(b, a.buffer, e))
+                    }
+            })
+        })
+    }
+}
+
+fn random_view(rng: &mut XorShift, buffer: usize) -> View {
+    match rng.below(8) {
+        0 => View { buffer, start: [0, 8, 16, LEN][rng.below(4)], len: 0 },
+        1 | 2 => View { buffer, start: [0, 8, 16][rng.below(3)], len: SPAN },
+        _ => View { buffer, start: 0, len: LEN },
+    }
 }
 
 fn random_case(rng: &mut XorShift) -> Case {
-    let buffers = 3 + rng.below(3);
-    let slice = |rng: &mut XorShift| (rng.below(buffers), SPAN * rng.below(2));
-    let mut ops = Vec::new();
-    for i in 0..2 + rng.below(5) {
-        let op = match rng.below(5) {
-            0 => Op::Fill { dst: slice(rng), value: (rng.below(8) as f32).to_bits() },
-            1 => Op::Axpy { y: slice(rng), x: slice(rng), a: (1 + rng.below(3)) as f32 },
-            2 => Op::Add { out: slice(rng), x: slice(rng), y: slice(rng) },
-            3 => Op::Copy { dst: slice(rng), src: slice(rng) },
-            _ => Op::Set { dst: slice(rng), pattern: (rng.below(8) as f32).to_bits() },
-        };
-        // A chain (so results do not depend on scheduling) plus random extra edges.
-        let mut deps: Vec<usize> = (0..i.saturating_sub(1)).filter(|_| rng.below(3) == 0).collect();
-        if i > 0 {
-            deps.push(i - 1);
+    let buffers = 2 + rng.below(3);
+    let overlapping = rng.below(2) == 0;
+    let mut old: Vec<View> = Vec::new();
+    for b in 0..buffers {
+        old.push(random_view(rng, b));
+        // More views of the same buffer: aliased, nested, partly overlapping, empty.
+        while overlapping && old.len() < 8 && rng.below(2) == 0 {
+            let view = if rng.below(3) == 0 {
+                old[rng.below(old.len())]
+            } else {
+                let buffer = rng.below(buffers);
+                random_view(rng, buffer)
+            };
+            old.push(view);
         }
-        ops.push((op, deps));
     }
-    let initial = (0..buffers).map(|_| (0..LEN).map(|_| rng.below(8) as f32).collect()).collect();
-    let mut moved: Vec<bool> = (0..buffers).map(|_| rng.below(2) == 0).collect();
-    if !moved.contains(&true) {
-        moved[rng.below(buffers)] = true;
+    for k in (1..old.len()).rev() {
+        old.swap(k, rng.below(k + 1));
     }
-    Case { buffers, ops, initial, moved }
+    // Moves: per old buffer, its allocations stay, all move together to a fresh buffer (one
+    // delta), or each moves on its own (to a fresh buffer or to another allocation's place).
+    let mut new = old.clone();
+    let mut new_buffers = buffers;
+    for b in 0..buffers {
+        let members: Vec<usize> = (0..old.len()).filter(|&i| old[i].buffer == b).collect();
+        match rng.below(4) {
+            0 => {}
+            1 => {
+                members.iter().for_each(|&i| new[i].buffer = new_buffers);
+                new_buffers += 1;
+            }
+            _ => {
+                for &i in &members {
+                    match rng.below(3) {
+                        0 => {}
+                        1 => {
+                            new[i].buffer = new_buffers;
+                            new_buffers += 1;
+                        }
+                        _ => {
+                            let other = old[rng.below(old.len())];
+                            if other.len == old[i].len {
+                                new[i] = View { len: old[i].len, ..other };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let usable: Vec<usize> = (0..old.len()).filter(|&i| old[i].len >= SPAN).collect();
+    let mut ops = Vec::new();
+    if !usable.is_empty() {
+        let named = rng.below(3);
+        let ptr = |rng: &mut XorShift| {
+            let alloc = usable[rng.below(usable.len())];
+            let offset = if old[alloc].len == LEN { SPAN * rng.below(2) } else { 0 };
+            Ptr { alloc, offset, named: named == 2 || (named == 1 && rng.below(2) == 0) }
+        };
+        for i in 0..2 + rng.below(5) {
+            let op = match rng.below(5) {
+                0 => Op::Fill { dst: ptr(rng), value: (rng.below(8) as f32).to_bits() },
+                1 => Op::Axpy { y: ptr(rng), x: ptr(rng), a: (1 + rng.below(3)) as f32 },
+                2 => Op::Add { out: ptr(rng), x: ptr(rng), y: ptr(rng) },
+                3 => Op::Copy { dst: ptr(rng), src: ptr(rng) },
+                _ => Op::Set { dst: ptr(rng), pattern: (rng.below(8) as f32).to_bits() },
+            };
+            // A chain (so results do not depend on scheduling) plus random extra edges.
+            let mut deps: Vec<usize> = (0..i.saturating_sub(1)).filter(|_| rng.below(3) == 0).collect();
+            if i > 0 {
+                deps.push(i - 1);
+            }
+            ops.push((op, deps));
+        }
+    }
+    let initial = (0..new_buffers).map(|_| (0..LEN).map(|_| rng.below(8) as f32).collect()).collect();
+    Case { buffers, old, new, new_buffers, ops, initial }
 }
 
-fn record(gpu: &Gpu, cb: &Cb, case: &Case, bases: &[u64]) {
-    let at = |(b, off): Slice| bases[b] + (off * 4) as u64;
+/// The table of `views` over physical buffers at `bases`.
+fn table_of(views: &[View], bases: &[u64]) -> Vec<(u64, u64)> {
+    views.iter().map(|v| (bases[v.buffer] + (v.start * 4) as u64, (v.len * 4) as u64)).collect()
+}
+
+fn record(gpu: &Gpu, cb: &Cb, case: &Case, table: &[(u64, u64)]) {
+    let address = |p: Ptr| table[p.alloc].0 + (p.offset * 4) as u64;
     let n = SPAN as u64;
     let k = &gpu.k;
+    // Each kernel argument as bytes and kind: a pointer named or given as its address.
+    let pointer = |p: Ptr| -> (Vec<u8>, u32) {
+        if p.named {
+            let named = [p.alloc as u64, (p.offset * 4) as u64];
+            (named.iter().flat_map(|w| w.to_ne_bytes()).collect(), RCB_ARG_ALLOCATION)
+        } else {
+            (address(p).to_ne_bytes().to_vec(), RCB_ARG_DEVICE_PTR)
+        }
+    };
+    let value = |bytes: &[u8]| (bytes.to_vec(), RCB_ARG_VALUE);
+    let kernel = |deps: &[rcb_node], f: Function, args: Vec<(Vec<u8>, u32)>| {
+        let raw: Vec<(&[u8], u32)> = args.iter().map(|(b, kind)| (b.as_slice(), *kind)).collect();
+        cb.raw_kernel(deps, f, n, &raw)
+    };
     let mut nodes: Vec<rcb_node> = Vec::new();
     for (op, deps) in &case.ops {
         let deps: Vec<rcb_node> = deps.iter().map(|&d| nodes[d]).collect();
+        let count = value(&n.to_ne_bytes());
         let node = match *op {
-            Op::Fill { dst, value } => cb.kernel(&deps, k.fill_u32, n, &args::fill(at(dst), value, n)),
-            Op::Axpy { y, x, a } => cb.kernel(&deps, k.axpy_f32, n, &args::axpy(at(y), at(x), a, n)),
-            Op::Add { out, x, y } => cb.kernel(&deps, k.add_f32, n, &args::add(at(out), at(x), at(y), n)),
-            Op::Copy { dst, src } => cb.memcpy(&deps, at(dst), at(src), n * 4),
-            Op::Set { dst, pattern } => cb.memset(&deps, at(dst), pattern, 4, n),
+            Op::Fill { dst, value: v } => kernel(&deps, k.fill_u32, vec![pointer(dst), value(&v.to_ne_bytes()), count]),
+            Op::Axpy { y, x, a } => kernel(&deps, k.axpy_f32, vec![pointer(y), pointer(x), value(&a.to_ne_bytes()), count]),
+            Op::Add { out, x, y } => kernel(&deps, k.add_f32, vec![pointer(out), pointer(x), pointer(y), count]),
+            Op::Copy { dst, src } => cb.memcpy(&deps, address(dst), address(src), n * 4),
+            Op::Set { dst, pattern } => cb.memset(&deps, address(dst), pattern, 4, n),
         };
         nodes.push(node);
     }
@@ -111,65 +238,78 @@ fn results(gpu: &Gpu, bases: &[u64]) -> Vec<Vec<f32>> {
     bases.iter().map(|&b| gpu.read(b, LEN)).collect()
 }
 
-fn table_of(bases: &[u64]) -> Vec<(u64, u64)> {
-    bases.iter().map(|&b| (b, BYTES)).collect()
-}
-
 #[test]
-fn updating_in_place_equals_recording_from_scratch() {
+fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let cases: usize = std::env::var("RCB_PROPERTY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let seed: u64 = std::env::var("RCB_PROPERTY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
     let mut rng = XorShift(seed);
+    // (in place, refused) for disjoint and for overlapping tables.
+    let mut outcomes = [[0usize; 2]; 2];
     for i in 0..cases {
         let case = random_case(&mut rng);
         let malloc = || gpu.rt.malloc(0, BYTES as usize).unwrap();
-        let old: Vec<u64> = (0..case.buffers).map(|_| malloc()).collect();
-        let new: Vec<u64> = old.iter().zip(&case.moved).map(|(&b, &m)| if m { malloc() } else { b }).collect();
+        let bases: Vec<u64> = (0..case.new_buffers).map(|_| malloc()).collect();
+        let (old_table, new_table) = (table_of(&case.old, &bases), table_of(&case.new, &bases));
 
         let in_place = Cb::primary();
-        in_place.set_allocs(&table_of(&old));
-        record(&gpu, &in_place, &case, &old);
+        in_place.set_allocs(&old_table);
+        record(&gpu, &in_place, &case, &old_table);
         in_place.finalize();
-        upload_initial(&gpu, &case, &old);
+        upload_initial(&gpu, &case, &bases);
         in_place.launch(&gpu);
+        let moved = (0..case.old.len()).filter(|&a| old_table[a].0 != new_table[a].0).count();
         let report = if i % 2 == 0 {
-            in_place.update_allocs(&table_of(&new))
+            in_place.update_allocs(&new_table)
         } else {
             // Only what moved, in a random order, sometimes with an unmoved one named too.
-            let mut moves: Vec<(u64, u64)> =
-                (0..case.buffers).filter(|&b| case.moved[b] || rng.below(4) == 0).map(|b| (b as u64, new[b])).collect();
+            let mut moves: Vec<(u64, u64)> = (0..case.old.len())
+                .filter(|&a| old_table[a].0 != new_table[a].0 || rng.below(4) == 0)
+                .map(|a| (a as u64, new_table[a].0))
+                .collect();
             for k in (1..moves.len()).rev() {
                 moves.swap(k, rng.below(k + 1));
             }
             in_place.move_allocs(&moves)
         };
-        assert_eq!(report.needs_rerecord, 0, "case {i}");
-        assert_eq!(report.moved_allocations as usize, case.moved.iter().filter(|&&m| m).count(), "case {i}");
-        let sentinel = vec![-1.0f32; LEN];
-        for (b, _) in old.iter().zip(&case.moved).filter(|(_, m)| **m) {
-            gpu.write(*b, &sentinel);
-        }
-        upload_initial(&gpu, &case, &new);
-        in_place.launch(&gpu);
-        let updated = results(&gpu, &new);
-        for (b, _) in old.iter().zip(&case.moved).filter(|(_, m)| **m) {
-            assert_eq!(gpu.read(*b, LEN), sentinel, "case {i}: an old buffer was written: {:?}", case.ops);
-        }
+        let disjoint = case.disjoint();
+        outcomes[usize::from(!disjoint)][usize::from(report.needs_rerecord != 0)] += 1;
+        if report.needs_rerecord != 0 {
+            assert!(!disjoint, "case {i}: a table of disjoint allocations was refused: {case:?}");
+            assert_eq!((report.moved_allocations, report.patched_sites, report.updated_nodes), (0, 0, 0), "case {i}: refused with changes");
+        } else {
+            assert_eq!(report.moved_allocations as usize, moved, "case {i}");
+            // Buffers no allocation lies in any more must not be written.
+            let sentinel = vec![-1.0f32; LEN];
+            let gone: Vec<usize> = (0..case.buffers).filter(|&b| !case.new.iter().any(|v| v.buffer == b)).collect();
+            upload_initial(&gpu, &case, &bases);
+            gone.iter().for_each(|&b| gpu.write(bases[b], &sentinel));
+            in_place.launch(&gpu);
+            let updated = results(&gpu, &bases);
+            for &b in &gone {
+                assert_eq!(updated[b], sentinel, "case {i}: a buffer no allocation lies in was written: {case:?}");
+            }
 
-        let scratch = Cb::primary();
-        scratch.set_allocs(&table_of(&new));
-        record(&gpu, &scratch, &case, &new);
-        scratch.finalize();
-        upload_initial(&gpu, &case, &new);
-        scratch.launch(&gpu);
-        assert_eq!(updated, results(&gpu, &new), "case {i}: {:?} moved {:?}", case.ops, case.moved);
-
-        let mut all = old.clone();
-        all.extend(new.iter().zip(&case.moved).filter(|(_, m)| **m).map(|(b, _)| *b));
-        for b in all {
+            let scratch = Cb::primary();
+            scratch.set_allocs(&new_table);
+            record(&gpu, &scratch, &case, &new_table);
+            scratch.finalize();
+            upload_initial(&gpu, &case, &bases);
+            gone.iter().for_each(|&b| gpu.write(bases[b], &sentinel));
+            scratch.launch(&gpu);
+            assert_eq!(updated, results(&gpu, &bases), "case {i}: {case:?}");
+        }
+        for b in bases {
             gpu.rt.free(b).unwrap();
         }
+    }
+    println!(
+        "{cases} cases: disjoint tables {} in place, {} refused; overlapping tables {} in place, {} refused",
+        outcomes[0][0], outcomes[0][1], outcomes[1][0], outcomes[1][1]
+    );
+    if cases >= 200 {
+        // Both kinds of table and both outcomes on overlapping ones were exercised.
+        assert!(outcomes[0][0] > 0 && outcomes[1][0] > 0 && outcomes[1][1] > 0, "{outcomes:?}");
     }
 }

@@ -1,10 +1,13 @@
-//! The caller's allocation table (index → base, size) and the address → allocation lookup used
+//! The caller's allocation table (index → base, size) and the address → allocations lookup used
 //! when a node is recorded.
 //!
-//! An address belongs to an allocation when `base <= p < base + size`, or `p == base` for a
-//! size-0 allocation. When several allocations contain it (aliasing or nested ranges), the one
-//! with the greatest base wins, then the lowest index: the choice is deterministic, and a
-//! pointer then follows that allocation when it moves.
+//! An address lies in a non-empty allocation when `base <= p < base + size`. A size-0
+//! allocation (an empty buffer, whose address may be anywhere) takes `p == base` only when no
+//! non-empty allocation contains `p`. An address that lies in several allocations (aliased
+//! parameters, nested or partly overlapping ranges, empty ones at one address) is ambiguous:
+//! nothing says which of them the pointer came from, so the lookup returns them all and an
+//! update moves the address only when all of them move by the same delta (see `patch.rs`).
+//! A caller that knows a pointer's allocation names it (`ArgKind::Allocation`) instead.
 
 use crate::error::{Error, Result};
 
@@ -27,13 +30,6 @@ pub fn words(table: &[Allocation]) -> &[u64] {
     unsafe { std::slice::from_raw_parts(table.as_ptr().cast::<u64>(), 2 * table.len()) }
 }
 
-impl Allocation {
-    /// The last address that belongs to the allocation (its base when it is empty).
-    fn reach(&self) -> u64 {
-        self.base + self.size.saturating_sub(1)
-    }
-}
-
 /// Checks a table from the caller: a count within limits and no range past the address space.
 pub fn validate(allocs: &[Allocation]) -> Result<()> {
     if allocs.len() > MAX_ALLOCATIONS {
@@ -48,15 +44,27 @@ pub fn validate(allocs: &[Allocation]) -> Result<()> {
     }
 }
 
-/// The recorded table plus a sorted index for lookups. The index is rebuilt lazily (on the
+/// Where an address lies: the allocation it is patched through and its offset there, and every
+/// other allocation that contains it too (empty when the address is unambiguous).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Containing {
+    pub allocation: u32,
+    pub offset: u64,
+    /// The other allocations containing the address, ascending.
+    pub others: Vec<u32>,
+}
+
+/// The recorded table plus sorted indexes for lookups. The indexes are rebuilt lazily (on the
 /// next lookup after the bases changed), so moving allocations costs nothing here.
 #[derive(Default)]
 pub struct AllocationTable {
     entries: Vec<Allocation>,
-    /// `(base, reach, index)` sorted by base ascending, then index descending.
+    /// Non-empty entries as `(base, last address, index)`, sorted by base.
     sorted: Vec<(u64, u64, u32)>,
-    /// `max_reach[i]`: the greatest reach among `sorted[..=i]`; bounds the backward walk.
+    /// `max_reach[i]`: the greatest last address among `sorted[..=i]`; bounds the backward walk.
     max_reach: Vec<u64>,
+    /// Empty entries as `(base, index)`, sorted.
+    empty: Vec<(u64, u32)>,
     index_stale: bool,
 }
 
@@ -78,30 +86,45 @@ impl AllocationTable {
         self.index_stale = true;
     }
 
-    /// The allocation containing `p` and the offset of `p` inside it.
-    pub fn lookup(&mut self, p: u64) -> Option<(u32, u64)> {
+    /// The allocations containing `p`: patched through the lowest index among them, with the
+    /// offset of `p` from its base.
+    pub fn lookup(&mut self, p: u64) -> Option<Containing> {
         if self.index_stale {
             self.rebuild();
         }
+        let mut found = Vec::new();
         let mut i = self.sorted.partition_point(|&(base, _, _)| base <= p);
         while i > 0 && self.max_reach[i - 1] >= p {
             i -= 1;
-            let (base, reach, index) = self.sorted[i];
-            if reach >= p {
-                return Some((index, p - base));
+            let (_, last, index) = self.sorted[i];
+            if last >= p {
+                found.push(index);
             }
         }
-        None
+        if found.is_empty() {
+            let start = self.empty.partition_point(|&(base, _)| base < p);
+            found.extend(self.empty[start..].iter().take_while(|&&(base, _)| base == p).map(|&(_, index)| index));
+        }
+        found.sort_unstable();
+        let (&allocation, others) = found.split_first()?;
+        Some(Containing { allocation, offset: p - self.entries[allocation as usize].base, others: others.to_vec() })
     }
 
     fn rebuild(&mut self) {
         self.sorted.clear();
-        self.sorted.extend(self.entries.iter().enumerate().map(|(i, a)| (a.base, a.reach(), i as u32)));
-        self.sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.2.cmp(&a.2)));
+        self.empty.clear();
+        for (i, a) in self.entries.iter().enumerate() {
+            match a.size {
+                0 => self.empty.push((a.base, i as u32)),
+                size => self.sorted.push((a.base, a.base + (size - 1), i as u32)),
+            }
+        }
+        self.sorted.sort_unstable();
+        self.empty.sort_unstable();
         self.max_reach.clear();
         let mut reach = 0;
-        for &(_, r, _) in &self.sorted {
-            reach = reach.max(r);
+        for &(_, last, _) in &self.sorted {
+            reach = reach.max(last);
             self.max_reach.push(reach);
         }
         self.index_stale = false;
@@ -120,42 +143,49 @@ mod tests {
         t
     }
 
+    fn at(t: &mut AllocationTable, p: u64) -> Option<(u32, u64, Vec<u32>)> {
+        t.lookup(p).map(|c| (c.allocation, c.offset, c.others))
+    }
+
     #[test]
     fn finds_bases_and_interior_addresses_but_not_one_past_the_end() {
         let mut t = table(&[(0x3000, 0x100), (0x1000, 0x100), (0x2000, 0x10)]);
-        assert_eq!(t.lookup(0x1000), Some((1, 0)));
-        assert_eq!(t.lookup(0x10ff), Some((1, 0xff)));
-        assert_eq!(t.lookup(0x1100), None);
-        assert_eq!(t.lookup(0x2008), Some((2, 8)));
-        assert_eq!(t.lookup(0x3080), Some((0, 0x80)));
-        assert_eq!(t.lookup(0xfff), None);
-        assert_eq!(t.lookup(u64::MAX), None);
+        assert_eq!(at(&mut t, 0x1000), Some((1, 0, vec![])));
+        assert_eq!(at(&mut t, 0x10ff), Some((1, 0xff, vec![])));
+        assert_eq!(at(&mut t, 0x1100), None);
+        assert_eq!(at(&mut t, 0x2008), Some((2, 8, vec![])));
+        assert_eq!(at(&mut t, 0x3080), Some((0, 0x80, vec![])));
+        assert_eq!(at(&mut t, 0xfff), None);
+        assert_eq!(at(&mut t, u64::MAX), None);
     }
 
     #[test]
-    fn size_zero_allocations_match_their_base_only() {
-        let mut t = table(&[(0x1000, 0), (0x5000, 0x10)]);
-        assert_eq!(t.lookup(0x1000), Some((0, 0)));
-        assert_eq!(t.lookup(0x1001), None);
+    fn an_empty_allocation_takes_its_base_only_where_no_other_allocation_does() {
+        let mut t = table(&[(0x1000, 0), (0x5000, 0x10), (0x5008, 0), (0x1000, 0), (0x5010, 0)]);
+        assert_eq!(at(&mut t, 0x1000), Some((0, 0, vec![3])), "two empty entries at one address are ambiguous");
+        assert_eq!(at(&mut t, 0x1001), None);
+        assert_eq!(at(&mut t, 0x5008), Some((1, 8, vec![])), "inside a non-empty allocation");
+        assert_eq!(at(&mut t, 0x5010), Some((4, 0, vec![])), "one past the end of a non-empty one");
     }
 
     #[test]
-    fn overlaps_resolve_to_the_greatest_base_then_the_lowest_index() {
-        // 0 and 2 alias exactly; 1 is nested inside them.
-        let mut t = table(&[(0x1000, 0x1000), (0x1800, 0x100), (0x1000, 0x1000)]);
-        assert_eq!(t.lookup(0x1000), Some((0, 0)));
-        assert_eq!(t.lookup(0x1810), Some((1, 0x10)));
-        // Past the nested range, the walk continues to the enclosing one.
-        assert_eq!(t.lookup(0x1900), Some((0, 0x900)));
+    fn an_address_in_several_allocations_names_them_all() {
+        // 0 and 2 alias exactly; 1 is nested inside them; 3 overlaps their end.
+        let mut t = table(&[(0x1000, 0x1000), (0x1800, 0x100), (0x1000, 0x1000), (0x1f00, 0x200)]);
+        assert_eq!(at(&mut t, 0x1000), Some((0, 0, vec![2])));
+        assert_eq!(at(&mut t, 0x1810), Some((0, 0x810, vec![1, 2])));
+        assert_eq!(at(&mut t, 0x1900), Some((0, 0x900, vec![2])));
+        assert_eq!(at(&mut t, 0x1f80), Some((0, 0xf80, vec![2, 3])));
+        assert_eq!(at(&mut t, 0x2000), Some((3, 0x100, vec![])));
     }
 
     #[test]
     fn rebase_is_seen_by_the_next_lookup() {
         let mut t = table(&[(0x1000, 0x100)]);
-        assert_eq!(t.lookup(0x1010), Some((0, 0x10)));
+        assert_eq!(at(&mut t, 0x1010), Some((0, 0x10, vec![])));
         t.rebase(0, 0x9000);
-        assert_eq!(t.lookup(0x1010), None);
-        assert_eq!(t.lookup(0x9010), Some((0, 0x10)));
+        assert_eq!(at(&mut t, 0x1010), None);
+        assert_eq!(at(&mut t, 0x9010), Some((0, 0x10, vec![])));
     }
 
     #[test]

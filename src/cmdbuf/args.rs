@@ -24,6 +24,19 @@ pub enum ArgKind {
     /// its 8-byte words at an 8-byte-aligned offset of the blob is a candidate address (a site
     /// when it lies inside an allocation), as for a kernel node flattened from a raw graph.
     Scan,
+    /// An 8-byte device address the caller names: `offset` bytes into allocation `index` of the
+    /// table (`value` is not read). Packed as that address, and always a site of that
+    /// allocation: nothing is matched, so nothing is ambiguous.
+    Allocation { index: u32, offset: u64 },
+}
+
+/// A pointer argument named by allocation ([`ArgKind::Allocation`]) as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named {
+    /// Byte offset of the address in the blob.
+    pub at: u32,
+    pub allocation: u32,
+    pub offset: u64,
 }
 
 /// One argument as the caller gives it; `value` is borrowed for the call.
@@ -40,6 +53,8 @@ pub struct PackedArgs {
     /// Byte offsets in `blob` of the words that may hold device addresses, ascending: each
     /// `DevicePtr` argument and the [`aligned_words`] of each `Scan` argument.
     pub pointers: Vec<u32>,
+    /// The `Allocation` arguments, in order.
+    pub named: Vec<Named>,
 }
 
 /// Alignment of an argument of `size` bytes (`size` > 0).
@@ -47,14 +62,23 @@ pub fn alignment(size: usize) -> usize {
     1 << size.trailing_zeros().min(4)
 }
 
-pub fn pack(args: &[KernelArg<'_>]) -> Result<PackedArgs> {
+/// Packs `args`; `address(index, offset)` gives the address of an [`ArgKind::Allocation`]
+/// argument, or the error that names what is wrong with it.
+pub fn pack(args: &[KernelArg<'_>], address: impl Fn(u32, u64) -> Result<u64>) -> Result<PackedArgs> {
     if args.len() > MAX_ARGS {
         return Err(Error::invalid_argument(format!("{} kernel arguments exceed the limit of {MAX_ARGS}", args.len())));
     }
     let mut end = 0usize;
     let mut offsets = Vec::with_capacity(args.len());
+    let mut addresses = Vec::new();
     for (i, a) in args.iter().enumerate() {
-        let size = a.value.len();
+        let size = match a.kind {
+            ArgKind::Allocation { index, offset } => {
+                addresses.push(address(index, offset).map_err(|e| e.context(format!("kernel argument {i}")))?);
+                8
+            }
+            _ => a.value.len(),
+        };
         if size == 0 {
             return Err(Error::invalid_argument(format!("kernel argument {i} has size 0")));
         }
@@ -72,15 +96,23 @@ pub fn pack(args: &[KernelArg<'_>]) -> Result<PackedArgs> {
     }
     let mut blob = vec![0u8; end];
     let mut pointers = Vec::new();
+    let mut named = Vec::new();
+    let mut addresses = addresses.into_iter();
     for (a, &at) in args.iter().zip(&offsets) {
-        blob[at..at + a.value.len()].copy_from_slice(a.value);
         match a.kind {
+            ArgKind::Allocation { index, offset } => {
+                let p = addresses.next().expect("one address per named argument");
+                write_ptr(&mut blob, at as u32, p);
+                named.push(Named { at: at as u32, allocation: index, offset });
+                continue;
+            }
             ArgKind::Value => {}
             ArgKind::DevicePtr => pointers.push(at as u32),
             ArgKind::Scan => pointers.extend(aligned_words(at, at + a.value.len())),
         }
+        blob[at..at + a.value.len()].copy_from_slice(a.value);
     }
-    Ok(PackedArgs { blob, pointers })
+    Ok(PackedArgs { blob, pointers, named })
 }
 
 /// Offsets of the 8-byte words that lie wholly inside `start..end` of a blob and start at a
@@ -115,6 +147,25 @@ mod tests {
     fn p(b: &[u8]) -> KernelArg<'_> {
         KernelArg { value: b, kind: ArgKind::DevicePtr }
     }
+    fn no_table(index: u32, _: u64) -> Result<u64> {
+        Err(Error::invalid_argument(format!("no allocation {index}")))
+    }
+
+    #[test]
+    fn named_allocations_are_packed_as_their_address_and_listed() {
+        let c = [9u8; 4];
+        let named = |index, offset| KernelArg { value: &[], kind: ArgKind::Allocation { index, offset } };
+        let table = |index: u32, offset: u64| Ok(0x1000 * (index as u64 + 1) + offset);
+        // u32@0, named(1, 8)@8, named(0, 0)@16.
+        let packed = pack(&[v(&c), named(1, 8), named(0, 0)], table).unwrap();
+        assert_eq!(packed.blob.len(), 24);
+        assert_eq!(read_ptr(&packed.blob, 8), 0x2008);
+        assert_eq!(read_ptr(&packed.blob, 16), 0x1000);
+        assert!(packed.pointers.is_empty());
+        assert_eq!(packed.named, vec![Named { at: 8, allocation: 1, offset: 8 }, Named { at: 16, allocation: 0, offset: 0 }]);
+        let e = pack(&[v(&c), named(5, 0)], no_table).unwrap_err();
+        assert!(e.message.contains("kernel argument 1") && e.message.contains("no allocation 5"), "{}", e.message);
+    }
 
     #[test]
     fn alignment_is_the_largest_power_of_two_dividing_the_size_capped_at_16() {
@@ -132,7 +183,7 @@ mod tests {
         let wide = [0xabu8; 16];
         let c = [7u8];
         // (u64* y, float a, u64 n, 16-byte value, u8 c, float* x)
-        let packed = pack(&[p(&ptr), v(&f), v(&n), v(&wide), v(&c), p(&ptr)]).unwrap();
+        let packed = pack(&[p(&ptr), v(&f), v(&n), v(&wide), v(&c), p(&ptr)], no_table).unwrap();
         // y@0, a@8, n@16, wide@32 (16-aligned), c@48, x@56; ends at 64.
         assert_eq!(packed.blob.len(), 64);
         assert_eq!(packed.pointers, vec![0, 56]);
@@ -144,7 +195,7 @@ mod tests {
         assert_eq!(packed.blob[48], 7);
         assert_eq!(read_ptr(&packed.blob, 56), 0x1000_2000_3000_4000);
         // (u64, u32) is 12 bytes, not the 16 of a padded struct.
-        assert_eq!(pack(&[p(&ptr), v(&f)]).unwrap().blob.len(), 12);
+        assert_eq!(pack(&[p(&ptr), v(&f)], no_table).unwrap().blob.len(), 12);
     }
 
     #[test]
@@ -154,7 +205,7 @@ mod tests {
         }
         let (c, twenty, ptr, four, sixteen) = ([1u8; 4], [2u8; 20], 7u64.to_ne_bytes(), [3u8; 4], [4u8; 16]);
         // u32@0, scan 20@4 (4..24), ptr@24, scan 4@32, scan 16@48 (16-aligned, 36..48 padding).
-        let packed = pack(&[v(&c), s(&twenty), p(&ptr), s(&four), s(&sixteen)]).unwrap();
+        let packed = pack(&[v(&c), s(&twenty), p(&ptr), s(&four), s(&sixteen)], no_table).unwrap();
         assert_eq!(packed.blob.len(), 64);
         assert_eq!(&packed.blob[4..24], &twenty);
         assert_eq!(&packed.blob[48..64], &sixteen);
@@ -167,18 +218,18 @@ mod tests {
 
     #[test]
     fn zero_arguments_give_an_empty_blob() {
-        let packed = pack(&[]).unwrap();
-        assert!(packed.blob.is_empty() && packed.pointers.is_empty());
+        let packed = pack(&[], no_table).unwrap();
+        assert!(packed.blob.is_empty() && packed.pointers.is_empty() && packed.named.is_empty());
     }
 
     #[test]
     fn rejects_bad_arguments_naming_the_index() {
-        let e = pack(&[v(&[1]), v(&[])]).unwrap_err();
+        let e = pack(&[v(&[1]), v(&[])], no_table).unwrap_err();
         assert!(e.message.contains("argument 1") && e.message.contains("size 0"), "{}", e.message);
-        let e = pack(&[p(&[0; 4])]).unwrap_err();
+        let e = pack(&[p(&[0; 4])], no_table).unwrap_err();
         assert!(e.message.contains("argument 0") && e.message.contains("must be 8"), "{}", e.message);
         let big = vec![0u8; 20000];
-        let e = pack(&[v(&big), v(&big)]).unwrap_err();
+        let e = pack(&[v(&big), v(&big)], no_table).unwrap_err();
         assert!(e.message.contains("argument 1"), "{}", e.message);
     }
 

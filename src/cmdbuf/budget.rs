@@ -310,6 +310,7 @@ mod tests {
             shared_mem_bytes: 0,
             blob: vec![0; 40],
             pointers: Vec::new(),
+            named: Vec::new(),
         });
         assert_eq!(push_bytes(&kernel), 40 + NODE_OVERHEAD_BYTES);
         assert_eq!(push_bytes(&Params::Empty), 0);

@@ -245,7 +245,12 @@ impl Planner<'_> {
             if let Params::KernelByPointers = params {
                 return refuse(String::from("a kernel node added with kernelParams: the library never saw its arguments"));
             }
-            return Ok(Ok(vec![self.push(params.clone(), deps, None)]));
+            // The child's allocation indices mean nothing in the parent's table.
+            let params = match params {
+                Params::Kernel(k) => Params::Kernel(k.for_another_table()),
+                other => other.clone(),
+            };
+            return Ok(Ok(vec![self.push(params, deps, None)]));
         }
         let kind = match self.rt.node_type(node) {
             Ok(kind) => kind,
@@ -263,6 +268,7 @@ impl Planner<'_> {
                             shared_mem_bytes: k.shared_mem_bytes,
                             blob,
                             pointers,
+                            named: Vec::new(),
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
                     }

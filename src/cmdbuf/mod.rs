@@ -197,7 +197,7 @@ impl CmdBuf {
     }
 
     pub fn add_kernel(&mut self, deps: &[NodeId], launch: &KernelLaunch<'_>) -> Result<NodeId> {
-        let params = kernel_params(launch)?;
+        let params = kernel_params(launch, self.allocs.entries())?;
         self.record(deps, params)
     }
 
@@ -271,7 +271,7 @@ impl CmdBuf {
             match record.params.references() {
                 Some(References::Unknown) => return References::Unknown,
                 Some(References::Known(known)) => addresses.extend_from_slice(known),
-                None => record.params.for_each_slot(|_, address| addresses.push(address)),
+                None => record.params.for_each_slot(|_, address, _| addresses.push(address)),
             }
         }
         addresses.sort_unstable();
@@ -280,7 +280,7 @@ impl CmdBuf {
     }
 
     pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
-        self.rerecord(node, kernel_params(launch)?)
+        self.rerecord(node, kernel_params(launch, self.allocs.entries())?)
     }
 
     /// Sends a node added with [`Self::add_kernel_params`] a new launch: to the executable graph
@@ -626,20 +626,35 @@ impl CmdBuf {
         Ok(())
     }
 
-    /// Makes the node's addresses patch sites, or pins what an opaque node may reference.
+    /// Makes the node's addresses patch sites, or pins what an opaque node may reference. A
+    /// pointer named by allocation is a site of that allocation while the table holds it (and
+    /// the offset fits); any other address is a site of every allocation containing it (see
+    /// `allocations.rs`), and pins them all.
     fn attach_sites(&mut self, node: NodeId) {
         let record = &mut self.nodes[node as usize];
         let (allocs, patches) = (&mut self.allocs, &mut self.patches);
-        record.params.for_each_slot(|slot, address| {
-            if let Some((alloc, offset)) = allocs.lookup(address) {
-                record.sites.push(patches.add(node, slot, alloc, offset));
+        record.params.for_each_slot(|slot, address, named| match named {
+            Some((alloc, offset)) => {
+                if allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size) {
+                    record.sites.push(patches.add(node, slot, alloc, offset, &[]));
+                }
+            }
+            None => {
+                if let Some(c) = allocs.lookup(address) {
+                    record.sites.push(patches.add(node, slot, c.allocation, c.offset, &c.others));
+                }
             }
         });
         match record.params.references() {
             None => {}
             Some(References::Unknown) => self.pins.add(None),
             Some(References::Known(addresses)) => {
-                record.pins.extend(addresses.iter().filter_map(|&a| allocs.lookup(a).map(|(alloc, _)| alloc)));
+                for &a in addresses {
+                    if let Some(c) = allocs.lookup(a) {
+                        record.pins.push(c.allocation);
+                        record.pins.extend_from_slice(&c.others);
+                    }
+                }
                 record.pins.sort_unstable();
                 record.pins.dedup();
                 self.pins.add(Some(&record.pins));
@@ -766,9 +781,21 @@ fn check_dims(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
     Ok(())
 }
 
-fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
+/// The parameters of `launch`; its arguments named by allocation take their address from `table`.
+fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation]) -> Result<Params> {
     check_dims(launch.grid, launch.block)?;
-    let packed = args::pack(launch.args)?;
+    let packed = args::pack(launch.args, |index, offset| {
+        let Some(a) = table.get(index as usize) else {
+            return Err(Error::invalid_argument(format!(
+                "it names allocation {index}, outside the table of {} allocation(s) (set the table first)",
+                table.len()
+            )));
+        };
+        if offset > a.size {
+            return Err(Error::invalid_argument(format!("its offset {offset} is past the end of allocation {index} ({} bytes)", a.size)));
+        }
+        Ok(a.base + offset)
+    })?;
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
@@ -776,6 +803,7 @@ fn kernel_params(launch: &KernelLaunch<'_>) -> Result<Params> {
         shared_mem_bytes: launch.shared_mem_bytes,
         blob: packed.blob,
         pointers: packed.pointers,
+        named: packed.named,
     }))
 }
 

@@ -2,7 +2,7 @@
 //! what gets patched and pushed. Parameters are never read back from the runtime (ROCm/clr#138:
 //! the arrays it hands out are its own and dangle).
 
-use super::args::{read_ptr, write_ptr};
+use super::args::{Named, read_ptr, write_ptr};
 use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
@@ -19,6 +19,20 @@ pub struct KernelRecord {
     /// Offsets in `blob` of the words that may hold device addresses: the pointer arguments, or
     /// every 8-byte-aligned word of a node flattened from a graph with no known layout.
     pub pointers: Vec<u32>,
+    /// The pointer arguments the caller named by allocation: sites of that allocation whatever
+    /// their address.
+    pub named: Vec<Named>,
+}
+
+impl KernelRecord {
+    /// The record for a command buffer with another allocation table (a parent it is flattened
+    /// into): the named pointers become plain ones, matched by address there.
+    pub fn for_another_table(&self) -> Self {
+        let mut copy = self.clone();
+        copy.pointers.extend(copy.named.drain(..).map(|n| n.at));
+        copy.pointers.sort_unstable();
+        copy
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -59,15 +73,19 @@ impl Params {
         }
     }
 
-    /// Calls `f` with every address slot and the address it holds now.
-    pub fn for_each_slot(&self, mut f: impl FnMut(Slot, u64)) {
+    /// Calls `f` with every address slot, the address it holds now and, when the caller named
+    /// its allocation, that allocation and the offset in it.
+    pub fn for_each_slot(&self, mut f: impl FnMut(Slot, u64, Option<(u32, u64)>)) {
         match self {
-            Params::Kernel(k) => k.pointers.iter().for_each(|&at| f(Slot::KernelArg(at), read_ptr(&k.blob, at))),
-            Params::Memcpy(c) => {
-                f(Slot::MemcpyDst, c.dst);
-                f(Slot::MemcpySrc, c.src);
+            Params::Kernel(k) => {
+                k.pointers.iter().for_each(|&at| f(Slot::KernelArg(at), read_ptr(&k.blob, at), None));
+                k.named.iter().for_each(|n| f(Slot::KernelArg(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
             }
-            Params::Memset(s) => f(Slot::MemsetDst, s.dst),
+            Params::Memcpy(c) => {
+                f(Slot::MemcpyDst, c.dst, None);
+                f(Slot::MemcpySrc, c.src, None);
+            }
+            Params::Memset(s) => f(Slot::MemsetDst, s.dst, None),
             Params::Empty | Params::Child(_) | Params::KernelByPointers => {}
         }
     }

@@ -5,6 +5,10 @@
 //! own sites, in memory order, instead of chasing one list and one slab entry per site (on
 //! graphs of 10 000 nodes those misses were most of an update's host cost). The grouped array
 //! is rebuilt, in O(sites), when the command buffer is finalized, so an update never pays for it.
+//!
+//! A site whose address lay in several allocations when it was recorded (see `allocations.rs`)
+//! is patched through one of them and also counted in [`Overlaps`], which an update asks whether
+//! every allocation containing it moved by the same delta before it writes anything.
 
 /// Where in a node's parameters an address lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,12 +31,68 @@ pub struct Site {
 
 /// The allocation of a removed slab entry.
 const REMOVED: u32 = u32::MAX;
+/// The overlap set of a site that lies in one allocation only.
+const ALONE: u32 = u32::MAX;
+
+/// The distinct sets of allocations that ambiguous sites lie in, each with its site count.
+#[derive(Default)]
+pub struct Overlaps {
+    /// Set by id: its allocations (ascending) and how many live sites lie in exactly them.
+    sets: Vec<(Vec<u32>, u32)>,
+    ids: std::collections::HashMap<Vec<u32>, u32>,
+    /// Live ambiguous sites in all.
+    live: u32,
+}
+
+impl Overlaps {
+    fn add(&mut self, set: Vec<u32>) -> u32 {
+        self.live += 1;
+        let id = match self.ids.get(&set) {
+            Some(&id) => id,
+            None => {
+                let id = self.sets.len() as u32;
+                self.ids.insert(set.clone(), id);
+                self.sets.push((set, 0));
+                id
+            }
+        };
+        self.sets[id as usize].1 += 1;
+        id
+    }
+
+    fn remove(&mut self, id: u32) {
+        self.live -= 1;
+        self.sets[id as usize].1 -= 1;
+    }
+
+    /// Why moving `moved` (`(allocation, new base)`, sorted by allocation) by the deltas from
+    /// `old` bases cannot patch every ambiguous site, if it cannot: some live site lies in
+    /// allocations that do not all move by the same delta.
+    pub fn refusal(&self, moved: &[(u32, u64)], old: &[super::allocations::Allocation]) -> Option<String> {
+        if self.live == 0 || moved.is_empty() {
+            return None;
+        }
+        let delta = |a: u32| match moved.binary_search_by_key(&a, |&(m, _)| m) {
+            Ok(k) => moved[k].1.wrapping_sub(old[a as usize].base),
+            Err(_) => 0,
+        };
+        self.sets.iter().filter(|(_, count)| *count > 0).find_map(|(set, count)| {
+            let first = delta(set[0]);
+            set.iter().any(|&a| delta(a) != first).then(|| {
+                format!(
+                    "{count} recorded address(es) lie in allocations {set:?} at once (aliased, nested or overlapping entries), which do not all move by the same amount: which one each address came from is not known"
+                )
+            })
+        })
+    }
+}
 
 #[derive(Default)]
 pub struct PatchTable {
-    /// `(allocation, site)` by id; removed entries hold [`REMOVED`] and are reused.
-    slab: Vec<(u32, Site)>,
+    /// `(allocation, site, overlap set)` by id; removed entries hold [`REMOVED`] and are reused.
+    slab: Vec<(u32, Site, u32)>,
     free: Vec<u32>,
+    overlaps: Overlaps,
     allocations: usize,
     /// Live sites grouped by allocation; allocation `a` owns `grouped[starts[a]..starts[a + 1]]`.
     grouped: Vec<Site>,
@@ -45,13 +105,26 @@ impl PatchTable {
     pub fn reset(&mut self, n: usize) {
         self.slab.clear();
         self.free.clear();
+        self.overlaps = Overlaps::default();
         self.allocations = n;
         self.stale = true;
     }
 
-    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64) -> u32 {
+    /// Adds a site patched through `alloc`; `others` are the other allocations its address lies
+    /// in (empty when it is unambiguous).
+    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64, others: &[u32]) -> u32 {
         self.stale = true;
-        let entry = (alloc, Site { node, slot, offset });
+        let set = match others {
+            [] => ALONE,
+            others => {
+                let mut set = Vec::with_capacity(others.len() + 1);
+                set.push(alloc);
+                set.extend_from_slice(others);
+                set.sort_unstable();
+                self.overlaps.add(set)
+            }
+        };
+        let entry = (alloc, Site { node, slot, offset }, set);
         match self.free.pop() {
             Some(id) => {
                 self.slab[id as usize] = entry;
@@ -65,6 +138,10 @@ impl PatchTable {
     }
 
     pub fn remove(&mut self, id: u32) {
+        let set = std::mem::replace(&mut self.slab[id as usize].2, ALONE);
+        if set != ALONE {
+            self.overlaps.remove(set);
+        }
         self.slab[id as usize].0 = REMOVED;
         self.free.push(id);
         self.stale = true;
@@ -74,6 +151,11 @@ impl PatchTable {
     pub fn of_allocation(&mut self, alloc: u32) -> &[Site] {
         self.group();
         &self.grouped[self.starts[alloc as usize] as usize..self.starts[alloc as usize + 1] as usize]
+    }
+
+    /// The ambiguous sites, for an update to check before it writes.
+    pub fn overlaps(&self) -> &Overlaps {
+        &self.overlaps
     }
 
     /// Number of live sites.
@@ -88,7 +170,7 @@ impl PatchTable {
         }
         self.starts.clear();
         self.starts.resize(self.allocations + 1, 0);
-        for &(alloc, _) in self.slab.iter().filter(|(alloc, _)| *alloc != REMOVED) {
+        for &(alloc, _, _) in self.slab.iter().filter(|(alloc, _, _)| *alloc != REMOVED) {
             self.starts[alloc as usize + 1] += 1;
         }
         for a in 0..self.allocations {
@@ -97,7 +179,7 @@ impl PatchTable {
         let mut next = self.starts.clone();
         self.grouped.clear();
         self.grouped.resize(self.len(), Site { node: 0, slot: Slot::MemsetDst, offset: 0 });
-        for &(alloc, site) in self.slab.iter().filter(|(alloc, _)| *alloc != REMOVED) {
+        for &(alloc, site, _) in self.slab.iter().filter(|(alloc, _, _)| *alloc != REMOVED) {
             self.grouped[next[alloc as usize] as usize] = site;
             next[alloc as usize] += 1;
         }
@@ -119,16 +201,16 @@ mod tests {
     fn removal_and_reuse_keep_every_allocation_s_sites_right() {
         let mut t = PatchTable::default();
         t.reset(3);
-        let a = t.add(0, Slot::KernelArg(0), 0, 0);
-        t.add(1, Slot::MemcpyDst, 0, 8);
-        let c = t.add(2, Slot::MemsetDst, 0, 16);
-        t.add(3, Slot::MemcpySrc, 2, 0);
+        let a = t.add(0, Slot::KernelArg(0), 0, 0, &[]);
+        t.add(1, Slot::MemcpyDst, 0, 8, &[]);
+        let c = t.add(2, Slot::MemsetDst, 0, 16, &[]);
+        t.add(3, Slot::MemcpySrc, 2, 0, &[]);
         assert_eq!(nodes_of(&mut t, 0), vec![0, 1, 2]);
         assert!(t.of_allocation(1).is_empty());
         t.remove(a);
         t.remove(c);
         assert_eq!(nodes_of(&mut t, 0), vec![1]);
-        let e = t.add(4, Slot::KernelArg(8), 0, 24);
+        let e = t.add(4, Slot::KernelArg(8), 0, 24, &[]);
         assert!(e == a || e == c, "freed ids are reused");
         assert_eq!(nodes_of(&mut t, 0), vec![1, 4]);
         assert_eq!(t.of_allocation(0).iter().find(|s| s.node == 4).map(|s| (s.slot, s.offset)), Some((Slot::KernelArg(8), 24)));

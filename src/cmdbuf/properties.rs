@@ -50,17 +50,19 @@ fn cases(name: &str, property: impl Fn(&mut XorShift)) {
     }
 }
 
-/// The lookup as the header states it: among the allocations containing `p` (`base <= p <
-/// base + size`, or `p == base` when empty), the greatest base, then the lowest index.
-fn lookup_model(allocs: &[Allocation], p: u64) -> Option<(u32, u64)> {
-    let contains = |a: &Allocation| if a.size == 0 { p == a.base } else { a.base <= p && p - a.base < a.size };
-    let mut best: Option<(usize, &Allocation)> = None;
-    for (i, a) in allocs.iter().enumerate().filter(|(_, a)| contains(a)) {
-        if best.is_none_or(|(_, b)| a.base > b.base) {
-            best = Some((i, a));
-        }
+/// The lookup as the header states it: the allocations containing `p` (`base <= p < base +
+/// size`; an empty one at `p == base`, only where no non-empty one contains `p`), patched through
+/// the lowest index, the others listed.
+fn lookup_model(allocs: &[Allocation], p: u64) -> Option<(u32, u64, Vec<u32>)> {
+    let mut found: Vec<u32> = (0..allocs.len())
+        .filter(|&i| allocs[i].size > 0 && allocs[i].base <= p && p - allocs[i].base < allocs[i].size)
+        .map(|i| i as u32)
+        .collect();
+    if found.is_empty() {
+        found = (0..allocs.len()).filter(|&i| allocs[i].size == 0 && allocs[i].base == p).map(|i| i as u32).collect();
     }
-    best.map(|(i, a)| (i as u32, p - a.base))
+    let (&first, others) = found.split_first()?;
+    Some((first, p - allocs[first as usize].base, others.to_vec()))
 }
 
 fn random_allocation(r: &mut XorShift) -> Allocation {
@@ -99,7 +101,8 @@ fn allocation_lookup_agrees_with_the_model() {
                     edge[(k as usize + r.below(4) as usize) % 4]
                 }
             };
-            assert_eq!(table.lookup(p), lookup_model(&allocs, p), "address {p:#x} in {allocs:x?}");
+            let got = table.lookup(p).map(|c| (c.allocation, c.offset, c.others));
+            assert_eq!(got, lookup_model(&allocs, p), "address {p:#x} in {allocs:x?}");
         }
     });
 }
@@ -110,7 +113,8 @@ fn patch_table_agrees_with_the_model() {
         let mut t = PatchTable::default();
         let mut allocations = 1 + r.below(6) as u32;
         t.reset(allocations as usize);
-        let mut model: HashMap<u32, (u32, Site)> = HashMap::new();
+        // Each live site: its allocation, the site, and every allocation its address lies in.
+        let mut model: HashMap<u32, (u32, Site, Vec<u32>)> = HashMap::new();
         for _ in 0..60 {
             match r.below(10) {
                 0 if r.below(4) == 0 => {
@@ -129,30 +133,65 @@ fn patch_table_agrees_with_the_model() {
                     let slot = r.pick(&[Slot::KernelArg(offset), Slot::MemcpyDst, Slot::MemcpySrc, Slot::MemsetDst]);
                     let site = Site { node: r.below(32) as u32, slot, offset: r.below(0x1000) };
                     let alloc = r.below(u64::from(allocations)) as u32;
-                    let id = t.add(site.node, site.slot, alloc, site.offset);
-                    assert!(model.insert(id, (alloc, site)).is_none(), "id {id} handed out while live");
+                    let mut others: Vec<u32> = (0..allocations).filter(|&a| a != alloc && r.below(5) == 0).collect();
+                    if r.below(2) == 0 {
+                        others.clear();
+                    }
+                    let id = t.add(site.node, site.slot, alloc, site.offset, &others);
+                    let mut set = others.clone();
+                    set.push(alloc);
+                    assert!(model.insert(id, (alloc, site, set)).is_none(), "id {id} handed out while live");
                 }
             }
             if r.below(3) == 0 {
                 assert_eq!(t.len(), model.len());
                 for a in 0..allocations {
                     let mut got: Vec<Site> = t.of_allocation(a).to_vec();
-                    let mut want: Vec<Site> = model.values().filter(|(m, _)| *m == a).map(|&(_, s)| s).collect();
+                    let mut want: Vec<Site> = model.values().filter(|(m, _, _)| *m == a).map(|&(_, s, _)| s).collect();
                     let key = |s: &Site| (s.node, format!("{:?}", s.slot), s.offset);
                     got.sort_by_key(key);
                     want.sort_by_key(key);
                     assert_eq!(got, want, "sites of allocation {a}");
                 }
+                // Random moves: refused exactly when some live site's allocations move apart.
+                let old: Vec<Allocation> = (0..allocations).map(|a| Allocation { base: 0x1000 * u64::from(a), size: 0x1000 }).collect();
+                let delta: Vec<u64> = (0..allocations).map(|_| r.pick(&[0, 0, 0x10_0000, 0x20_0000])).collect();
+                let moved: Vec<(u32, u64)> =
+                    (0..allocations).filter(|&a| delta[a as usize] != 0).map(|a| (a, old[a as usize].base + delta[a as usize])).collect();
+                let apart = model.values().any(|(_, _, set)| set.iter().any(|&a| delta[a as usize] != delta[set[0] as usize]));
+                assert_eq!(
+                    t.overlaps().refusal(&moved, &old).is_some(),
+                    apart,
+                    "moves {moved:x?} of sites {:?}",
+                    model.values().map(|v| &v.2).collect::<Vec<_>>()
+                );
             }
         }
     });
 }
 
 /// The packing rule of the header, computed argument by argument.
-fn pack_model(args: &[(Vec<u8>, ArgKind)]) -> Result<(Vec<u8>, Vec<u32>), usize> {
+/// The address of a named argument in the packing properties' table of 6 allocations.
+fn model_table(index: u32, offset: u64) -> crate::error::Result<u64> {
+    if index < 6 { Ok(0x10_0000 * u64::from(index + 1) + offset) } else { Err(crate::error::Error::invalid_argument("outside")) }
+}
+
+/// A packing by the model: the blob, the pointer offsets and the named pointers as `(at,
+/// allocation, offset)`; or the index of the first argument it refuses.
+type Packed = (Vec<u8>, Vec<u32>, Vec<(u32, u32, u64)>);
+
+fn pack_model(args: &[(Vec<u8>, ArgKind)]) -> Result<Packed, usize> {
     let mut blob = Vec::new();
     let mut pointers = Vec::new();
+    let mut named = Vec::new();
     for (i, (value, kind)) in args.iter().enumerate() {
+        let value = match kind {
+            ArgKind::Allocation { index, offset } => match model_table(*index, *offset) {
+                Ok(p) => p.to_ne_bytes().to_vec(),
+                Err(_) => return Err(i),
+            },
+            _ => value.clone(),
+        };
         let size = value.len();
         if size == 0 || (*kind == ArgKind::DevicePtr && size != 8) {
             return Err(i);
@@ -165,14 +204,15 @@ fn pack_model(args: &[(Vec<u8>, ArgKind)]) -> Result<(Vec<u8>, Vec<u32>), usize>
         if at + size > MAX_BLOB_BYTES {
             return Err(i);
         }
-        blob.extend_from_slice(value);
+        blob.extend_from_slice(&value);
         match kind {
+            ArgKind::Allocation { index, offset } => named.push((at as u32, *index, *offset)),
             ArgKind::Value => {}
             ArgKind::DevicePtr => pointers.push(at as u32),
             ArgKind::Scan => pointers.extend((at..at + size).filter(|w| w % 8 == 0 && w + 8 <= at + size).map(|w| w as u32)),
         }
     }
-    Ok((blob, pointers))
+    Ok((blob, pointers, named))
 }
 
 #[test]
@@ -187,15 +227,18 @@ fn argument_packing_agrees_with_the_model() {
                     2..=5 => 8,
                     _ => 1 + r.below(40) as usize,
                 };
-                let kind = r.pick(&[ArgKind::Value, ArgKind::DevicePtr, ArgKind::Scan]);
+                let named = ArgKind::Allocation { index: r.below(7) as u32, offset: r.below(0x100) };
+                let kind = r.pick(&[ArgKind::Value, ArgKind::DevicePtr, ArgKind::Scan, named]);
                 ((0..size).map(|_| r.next() as u8).collect(), kind)
             })
             .collect();
         let borrowed: Vec<KernelArg<'_>> = args.iter().map(|(v, k)| KernelArg { value: v, kind: *k }).collect();
-        match (pack(&borrowed), pack_model(&args)) {
-            (Ok(p), Ok((blob, pointers))) => {
+        match (pack(&borrowed, model_table), pack_model(&args)) {
+            (Ok(p), Ok((blob, pointers, named))) => {
                 assert_eq!(p.blob, blob, "blob of {n} arguments");
                 assert_eq!(p.pointers, pointers, "pointer offsets of {n} arguments");
+                let got: Vec<(u32, u32, u64)> = p.named.iter().map(|n| (n.at, n.allocation, n.offset)).collect();
+                assert_eq!(got, named, "named pointers of {n} arguments");
             }
             (Err(e), Err(i)) => assert!(e.message.contains(&format!("argument {i}")), "{} (the model refuses argument {i})", e.message),
             (got, want) => panic!("pack gave {:?}, the model {want:?}", got.map(|p| p.blob.len())),

@@ -27,8 +27,10 @@ pub struct UpdateReport {
     pub patched_sites: u64,
     /// Nodes whose new parameters reached the runtime (each once).
     pub updated_nodes: u64,
-    /// The update could not be applied in place: the table changed shape (count or a size), or
-    /// a runtime call failed part-way. The caller must re-record.
+    /// The update could not be applied in place: the table changed shape (count or a size), a
+    /// moved allocation may be referenced where the library cannot patch it, an address that
+    /// lies in several allocations would have to follow moves that differ, or a runtime call
+    /// failed part-way. The caller must re-record.
     pub needs_rerecord: bool,
     /// The executable graph was re-instantiated with the moved addresses instead of being
     /// pushed the touched nodes, because its update budget was about to be spent.
@@ -157,6 +159,11 @@ impl CmdBuf {
         if let Some(reason) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
             self.counters.record(Event::Fallback(Fallback::OpaqueReference));
+            return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
+        }
+        if let Some(reason) = self.patches.overlaps().refusal(&self.scratch.moved, self.allocs.entries()) {
+            log::debug!("address update refused, re-record needed: {reason}");
+            self.counters.record(Event::Fallback(Fallback::OverlappingAllocations));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
         let scratch = &mut self.scratch;

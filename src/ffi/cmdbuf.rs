@@ -61,6 +61,17 @@ pub const RCB_ARG_DEVICE_PTR: u32 = 1;
 /// multiple of 8, or kept in device memory (a pointer array), is not found. Prefer
 /// `RCB_ARG_DEVICE_PTR` and `RCB_ARG_VALUE` for the arguments whose kind is known.
 pub const RCB_ARG_SCAN: u32 = 2;
+/// `rcb_kernel_arg.kind`: a device pointer the caller names by allocation: `value` points to an
+/// `rcb_arg_allocation` and `size` is `sizeof(rcb_arg_allocation)`. The node gets the 8-byte
+/// address `offset` bytes into that allocation of the table set now (`offset` may equal the
+/// allocation's size: one past its end), and that address is a patch site of that allocation
+/// only: it follows the allocation's moves whatever other allocations contain the same address
+/// (aliased parameters, donated buffers, nested ranges), and no value is ever taken for a
+/// pointer. Recording with it needs the table first (`rcb_cmdbuf_set_allocations`); a later
+/// table keeps the site while it has that allocation with `offset` within its size. Prefer it
+/// wherever the caller knows where a pointer came from (XLA does: each argument is a buffer
+/// slice): matching addresses must refuse moves of allocations that overlap.
+pub const RCB_ARG_ALLOCATION: u32 = 3;
 
 /// Most arguments of one kernel launch.
 pub const RCB_MAX_KERNEL_ARGS: usize = 4096;
@@ -81,8 +92,17 @@ const _: () = assert!(RCB_MAX_KERNEL_ARGS == cmdbuf::MAX_ARGS && RCB_MAX_ALLOCAT
 pub struct rcb_kernel_arg {
     pub value: *const c_void,
     pub size: u32,
-    /// `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8) or `RCB_ARG_SCAN`.
+    /// `RCB_ARG_VALUE`, `RCB_ARG_DEVICE_PTR` (then `size` must be 8), `RCB_ARG_SCAN` or
+    /// `RCB_ARG_ALLOCATION` (then `size` must be `sizeof(rcb_arg_allocation)`).
     pub kind: u32,
+}
+
+/// What an `RCB_ARG_ALLOCATION` argument points to: `offset` bytes into allocation
+/// `allocation` (an index of the command buffer's table). Borrowed for the call.
+#[repr(C)]
+pub struct rcb_arg_allocation {
+    pub allocation: u64,
+    pub offset: u64,
 }
 
 /// A kernel launch. `function` is a `hipFunction_t` (or `CUfunction`); `args` points to
@@ -310,21 +330,42 @@ unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> 
     let raw = unsafe { arg_slice(l.args, l.num_args, "launch->args", cmdbuf::MAX_ARGS) }?;
     let mut args = Vec::with_capacity(raw.len());
     for (i, a) in raw.iter().enumerate() {
+        if a.value.is_null() {
+            return Err(null_argument(&format!("launch->args[{i}].value")));
+        }
         let kind = match a.kind {
             RCB_ARG_VALUE => ArgKind::Value,
             RCB_ARG_DEVICE_PTR => ArgKind::DevicePtr,
             RCB_ARG_SCAN => ArgKind::Scan,
+            RCB_ARG_ALLOCATION => {
+                if a.size as usize != size_of::<rcb_arg_allocation>() {
+                    return Err(Error::invalid_argument(format!(
+                        "launch->args[{i}] is an RCB_ARG_ALLOCATION of size {}; it must be sizeof(rcb_arg_allocation) = {}",
+                        a.size,
+                        size_of::<rcb_arg_allocation>()
+                    )));
+                }
+                // SAFETY: non-null and `size` readable bytes, which is one `rcb_arg_allocation`;
+                // read unaligned since C only promises the bytes.
+                let named = unsafe { std::ptr::read_unaligned(a.value as *const rcb_arg_allocation) };
+                // Within the table limit, so it fits in u32.
+                let Some(index) = usize::try_from(named.allocation).ok().filter(|&i| i < cmdbuf::MAX_ALLOCATIONS) else {
+                    return Err(Error::invalid_argument(format!(
+                        "launch->args[{i}] names allocation {}, past the most a table holds ({})",
+                        named.allocation,
+                        cmdbuf::MAX_ALLOCATIONS
+                    )));
+                };
+                ArgKind::Allocation { index: index as u32, offset: named.offset }
+            }
             k => {
                 return Err(Error::invalid_argument(format!(
-                    "launch->args[{i}].kind is {k}; expected RCB_ARG_VALUE (0), RCB_ARG_DEVICE_PTR (1) or RCB_ARG_SCAN (2)"
+                    "launch->args[{i}].kind is {k}; expected RCB_ARG_VALUE (0), RCB_ARG_DEVICE_PTR (1), RCB_ARG_SCAN (2) or RCB_ARG_ALLOCATION (3)"
                 )));
             }
         };
         if a.size as usize > cmdbuf::args::MAX_BLOB_BYTES {
             return Err(Error::invalid_argument(format!("launch->args[{i}].size {} is too large", a.size)));
-        }
-        if a.value.is_null() {
-            return Err(null_argument(&format!("launch->args[{i}].value")));
         }
         // SAFETY: non-null; the caller promises `size` readable bytes for the call.
         let value = unsafe { std::slice::from_raw_parts(a.value as *const u8, a.size as usize) };

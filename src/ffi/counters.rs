@@ -42,6 +42,11 @@ pub const RCB_FALLBACK_REINSTANTIATE_BLOCKED: u32 = 5;
 /// Fallback reason: re-instantiating for the update budget failed in the runtime; the update
 /// went to the old executable graph.
 pub const RCB_FALLBACK_REINSTANTIATE_FAILED: u32 = 6;
+/// Fallback reason: an address update was refused because a recorded address lies in several
+/// allocations of the table at once (aliased, nested or overlapping entries) and they did not
+/// all move by the same amount, so which one the address came from is unknown
+/// (`needs_rerecord`). Naming the allocation (`RCB_ARG_ALLOCATION`) avoids it.
+pub const RCB_FALLBACK_OVERLAPPING_ALLOCATIONS: u32 = 7;
 
 const _: () = {
     assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
@@ -52,6 +57,7 @@ const _: () = {
     assert!(RCB_FALLBACK_RELOCATION_FAILED == Fallback::RelocationFailed as u32);
     assert!(RCB_FALLBACK_REINSTANTIATE_BLOCKED == Fallback::ReinstantiateBlocked as u32);
     assert!(RCB_FALLBACK_REINSTANTIATE_FAILED == Fallback::ReinstantiateFailed as u32);
+    assert!(RCB_FALLBACK_OVERLAPPING_ALLOCATIONS == Fallback::OverlappingAllocations as u32);
     assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
 };
 
