@@ -913,6 +913,15 @@ typedef struct rcb_vmm_copy {
 } rcb_vmm_copy;
 
 /**
+ * What an `RCB_ARG_ALLOCATION` argument points to: `offset` bytes into allocation
+ * `allocation` (an index of the command buffer's table). Borrowed for the call.
+ */
+typedef struct rcb_arg_allocation {
+  uint64_t allocation;
+  uint64_t offset;
+} rcb_arg_allocation;
+
+/**
  * Success.
  */
 #define RCB_OK 0

@@ -122,6 +122,8 @@ static struct {
     hipFunction_t fill, axpy, add, copy;
     hipStream_t stream;
     uint64_t arena[NARENA];
+    uint64_t oracle[6]; /* the relocation oracle's own buffers and stream: no other op reaches them */
+    hipStream_t oracle_stream;
     uint64_t live[NKINDS];
 } gpu;
 
@@ -287,6 +289,13 @@ static void launch_arg(input *in, rcb_kernel_launch *l) {
         unsigned k = pick(in, 8);
         a->kind = k < 5 ? (uint32_t)k % 3 : k == 7 ? 3 + u8(in) : RCB_ARG_SCAN;
         a->value = rarely(in, 32) ? NULL : v;
+        if (a->kind == RCB_ARG_ALLOCATION && !rarely(in, 4)) {
+            /* Mostly well formed: a table index (maybe past the table) and a small offset. */
+            rcb_arg_allocation named = {pick(in, 20), 64 * (uint64_t)pick(in, 80)};
+            a->size = sizeof named;
+            memcpy(v, &named, sizeof named);
+            continue;
+        }
         if (a->size > sizeof arg_values[i]) continue; /* refused before its bytes are read */
         memset(v, 0, a->size);
         switch (a->size == 8 ? pick(in, 3) : 2) {
@@ -711,6 +720,144 @@ static void op_move_allocations(input *in) {
     const rcb_allocation_move *m = moves_arg(in, &n);
     rcb_update_report r;
     if (CALL(rcb_cmdbuf_move_allocations(cb, m, n, OR_NULL(in, &r))) == RCB_OK) check_report(&r);
+}
+
+
+/* ---- the relocation oracle ----
+ * A random table over the oracle's buffers, with aliased, nested, overlapping and empty entries;
+ * kernels whose pointers each come from one entry (given as an address, or named with
+ * RCB_ARG_ALLOCATION); random moves. An update in place that is not refused must leave exactly
+ * the memory that a fresh record at the new addresses leaves, over every buffer. */
+
+enum { ORACLE_OLD = 4, ORACLE_BUFFERS = 6, ORACLE_FLOATS = 32, ORACLE_SPAN = 16, ORACLE_ENTRIES = 8, ORACLE_KERNELS = 4 };
+
+typedef struct {
+    unsigned buffer, start, len; /* in floats */
+} oracle_view;
+
+typedef struct {
+    unsigned which;     /* 0 fill, 1 add, 2 axpy */
+    unsigned ptr[3][3]; /* entry, offset in floats, named */
+    uint32_t value;
+} oracle_kernel;
+
+static void hip_or_die(hipError_t e, const char *what);
+
+static uint64_t oracle_address(const oracle_view *v, unsigned offset) {
+    return gpu.oracle[v->buffer] + 4 * (uint64_t)(v->start + offset);
+}
+
+static rcb_cmdbuf *oracle_record(const oracle_view *views, unsigned nviews, const oracle_kernel *ks, unsigned nk) {
+    rcb_allocation table[ORACLE_ENTRIES];
+    for (unsigned i = 0; i < nviews; i++) table[i] = (rcb_allocation){oracle_address(&views[i], 0), 4 * (uint64_t)views[i].len};
+    rcb_cmdbuf *cb = NULL;
+    if (CALL(rcb_cmdbuf_new(0, &cb)) != RCB_OK) return NULL;
+    if (CALL(rcb_cmdbuf_set_allocations(cb, table, nviews)) != RCB_OK) goto fail;
+    rcb_node prev = 0;
+    for (unsigned k = 0; k < nk; k++) {
+        const oracle_kernel *o = &ks[k];
+        uint64_t addresses[3], n = ORACLE_SPAN;
+        rcb_arg_allocation named[3];
+        rcb_kernel_arg args[4];
+        unsigned nptr = o->which == 0 ? 1 : o->which == 1 ? 3 : 2, a = 0;
+        for (unsigned p = 0; p < nptr; p++) {
+            const unsigned *q = o->ptr[p];
+            addresses[p] = oracle_address(&views[q[0]], q[1]);
+            named[p] = (rcb_arg_allocation){q[0], 4 * (uint64_t)q[1]};
+            args[a++] = q[2] ? (rcb_kernel_arg){&named[p], sizeof named[p], RCB_ARG_ALLOCATION}
+                             : (rcb_kernel_arg){&addresses[p], 8, RCB_ARG_DEVICE_PTR};
+            if (o->which == 0) args[a++] = (rcb_kernel_arg){&o->value, 4, RCB_ARG_VALUE};
+            if (o->which == 2 && p == 1) args[a++] = (rcb_kernel_arg){&o->value, 4, RCB_ARG_VALUE}; /* a = bits */
+        }
+        args[a++] = (rcb_kernel_arg){&n, 8, RCB_ARG_VALUE};
+        void *f = o->which == 0 ? gpu.fill : o->which == 1 ? gpu.add : gpu.axpy;
+        rcb_kernel_launch l = {f, {1, 1, 1}, {64, 1, 1}, 0, args, a};
+        if (CALL(rcb_cmdbuf_add_kernel(cb, k ? &prev : NULL, k ? 1 : 0, &l, &prev)) != RCB_OK) goto fail;
+    }
+    if (CALL(rcb_cmdbuf_finalize(cb)) == RCB_OK) return cb;
+fail:
+    rcb_cmdbuf_free(cb);
+    return NULL;
+}
+
+/* Runs `cb` on the oracle's buffers, all set to the same starting values, and reads them back. */
+static int oracle_run(rcb_cmdbuf *cb, float out[ORACLE_BUFFERS][ORACLE_FLOATS]) {
+    for (unsigned b = 0; b < ORACLE_BUFFERS; b++) {
+        float init[ORACLE_FLOATS];
+        for (unsigned i = 0; i < ORACLE_FLOATS; i++) init[i] = (float)(b * 100 + i);
+        hip_or_die(hipMemcpyHtoD((void *)(uintptr_t)gpu.oracle[b], init, sizeof init), "hipMemcpyHtoD");
+    }
+    if (CALL(rcb_cmdbuf_launch(cb, gpu.oracle_stream)) != RCB_OK) return 0;
+    hip_or_die(hipStreamSynchronize(gpu.oracle_stream), "hipStreamSynchronize");
+    for (unsigned b = 0; b < ORACLE_BUFFERS; b++)
+        hip_or_die(hipMemcpyDtoH(out[b], (void *)(uintptr_t)gpu.oracle[b], sizeof out[b]), "hipMemcpyDtoH");
+    return 1;
+}
+
+static void op_relocation_oracle(input *in) {
+    static const unsigned lens[] = {ORACLE_FLOATS, ORACLE_FLOATS, ORACLE_SPAN, 0};
+    oracle_view old[ORACLE_ENTRIES], moved[ORACLE_ENTRIES];
+    unsigned n = 1 + pick(in, ORACLE_ENTRIES), usable[ORACLE_ENTRIES], nusable = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (i > 0 && rarely(in, 4)) {
+            old[i] = old[pick(in, i)]; /* an alias */
+        } else {
+            unsigned len = PICK(in, lens);
+            unsigned start = len == ORACLE_FLOATS ? 0 : 8 * pick(in, len == 0 ? 5 : 3);
+            old[i] = (oracle_view){pick(in, ORACLE_OLD), start, len};
+        }
+        if (old[i].len >= ORACLE_SPAN) usable[nusable++] = i;
+    }
+    if (nusable == 0) return;
+    oracle_kernel ks[ORACLE_KERNELS];
+    unsigned nk = 1 + pick(in, ORACLE_KERNELS);
+    for (unsigned k = 0; k < nk; k++) {
+        ks[k].which = pick(in, 3);
+        ks[k].value = ks[k].which == 2 ? 0x40000000u /* 2.0f */ : u8(in);
+        for (unsigned p = 0; p < 3; p++) {
+            unsigned e = usable[pick(in, nusable)];
+            ks[k].ptr[p][0] = e;
+            ks[k].ptr[p][1] = old[e].len == ORACLE_FLOATS ? ORACLE_SPAN * pick(in, 2) : 0;
+            ks[k].ptr[p][2] = pick(in, 3) == 0;
+        }
+    }
+    /* Moves: each entry stays, goes to the same place in a spare buffer, or to another entry's
+     * place of the same length; a whole buffer's entries may go together. */
+    for (unsigned i = 0; i < n; i++) moved[i] = old[i];
+    unsigned together = pick(in, ORACLE_OLD + 1);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned c = pick(in, 4);
+        if (old[i].buffer == together) moved[i].buffer = ORACLE_OLD;
+        else if (c == 1) moved[i].buffer = ORACLE_OLD + pick(in, ORACLE_BUFFERS - ORACLE_OLD);
+        else if (c == 2) {
+            oracle_view other = old[pick(in, n)];
+            if (other.len == old[i].len) moved[i] = other;
+        }
+    }
+    rcb_cmdbuf *cb = oracle_record(old, n, ks, nk);
+    if (cb == NULL) return;
+    rcb_update_report r;
+    rcb_status s;
+    if (pick(in, 2)) {
+        rcb_allocation table[ORACLE_ENTRIES];
+        for (unsigned i = 0; i < n; i++) table[i] = (rcb_allocation){oracle_address(&moved[i], 0), 4 * (uint64_t)moved[i].len};
+        s = CALL(rcb_cmdbuf_update_allocations(cb, table, n, &r));
+    } else {
+        rcb_allocation_move m[ORACLE_ENTRIES];
+        size_t nm = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (oracle_address(&moved[i], 0) != oracle_address(&old[i], 0) || rarely(in, 4))
+                m[nm++] = (rcb_allocation_move){i, oracle_address(&moved[i], 0)};
+        s = CALL(rcb_cmdbuf_move_allocations(cb, m, nm, &r));
+    }
+    if (s == RCB_OK && !r.needs_rerecord) {
+        static float updated[ORACLE_BUFFERS][ORACLE_FLOATS], fresh[ORACLE_BUFFERS][ORACLE_FLOATS];
+        rcb_cmdbuf *again = oracle_record(moved, n, ks, nk);
+        if (again != NULL && oracle_run(cb, updated) && oracle_run(again, fresh) && memcmp(updated, fresh, sizeof fresh) != 0)
+            die("an update in place differs from a fresh record at the new addresses (%u entries, %u kernels)", n, nk);
+        rcb_cmdbuf_free(again);
+    }
+    rcb_cmdbuf_free(cb);
 }
 
 static void op_trace_cache_new(input *in) {
@@ -1168,6 +1315,7 @@ static const struct {
     {"budget", op_budget},                         /* 45 */
     {"counters", op_counters},                     /* 46 */
     {"stream_release_idle", op_stream_release_idle}, /* 47 */
+    {"relocation_oracle", op_relocation_oracle},   /* 48 */
 };
 
 /* Waits for every stream of every device (a stream the input released may still run work). */
@@ -1262,6 +1410,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         hip_or_die(hipMalloc(&p, ARENA_BYTES), "hipMalloc");
         gpu.arena[i] = (uint64_t)(uintptr_t)p;
     }
+    for (int i = 0; i < ORACLE_BUFFERS; i++) {
+        void *p;
+        hip_or_die(hipMalloc(&p, 4 * ORACLE_FLOATS), "hipMalloc");
+        gpu.oracle[i] = (uint64_t)(uintptr_t)p;
+    }
+    hip_or_die(hipStreamCreate(&gpu.oracle_stream), "hipStreamCreate");
     for (int k = 0; k < NKINDS; k++) gpu.live[k] = hipsimLiveCount(LIVE_KINDS[k]);
     return 0;
 }

@@ -14,7 +14,7 @@ ops=(cmdbuf_new cmdbuf_free set_allocations add_kernel add_kernel_params add_mem
     update_allocations move_allocations trace_cache_new trace_cache_free get_or_trace stream_acquire
     stream_release stream_cache pool_new pool_acquire pool_release pool_copy pool_timeline pool_free
     correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness
-    update_child_graph update_flattened_child budget counters stream_release_idle)
+    update_child_graph update_flattened_child budget counters stream_release_idle relocation_oracle)
 
 seed="" # the seed being written, as printf escapes
 op() { # name [argument bytes, hex]...
@@ -187,3 +187,8 @@ op update_kernel_params 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
 op finalize 00 00
 op update_allocations 00 00 "${table01[@]}"
 write kernel-params
+
+# 10. The relocation oracle on the aliasing of one array passed twice: table [(a, n), (a, n),
+# (out, n)], out = a + a, then only allocation 1 moves (f(a, a), then f(a, b)).
+op relocation_oracle 02 00 00 03 00 00 00 01 00 01 00 02 00 01 00 00 01 01 00 01 04 00 01 00 00 00 00 00
+write relocation-aliased
