@@ -6,6 +6,9 @@
 //     kernelParams when sizes are unknown), memset with XLA's unbroadcast BitPattern, memcpy,
 //     nested command buffers cloned as child nodes (control flow) and traced ones (stream
 //     capture), finalize (PrepareFinalization / InstantiateGraph), launch;
+//   * the bridge's NameAllocations (0004): KernelThunk gives each argument's buffer slice, and an
+//     argument recorded as a device address at that slice's address becomes RCB_ARG_ALLOCATION;
+//     replayed on aliased parameters (jit(f)(a, a), then (a, b), then (b, b)), named and not;
 //   * CommandBufferThunk: the allocation table before every recording (SetAllocations), then at
 //     each execution the allocations a BFC-like allocator moved become MoveAllocations; when the
 //     library reports needs_rerecord, XLA's RecordUpdate path runs (BeginUpdate with the pending
@@ -325,6 +328,124 @@ Counts Run(const char* name, Shape shape, std::set<int> movable, bool (*refuses)
   return counts;
 }
 
+// The bridge's NameAllocations (0004): an argument recorded as a device address whose address is
+// where its slice (allocation, offset) lies in the table is named; the others stay addresses.
+struct Slice {
+  int64_t index, offset;
+};
+
+// `named` holds what the named arguments point to: one entry per argument, kept by the caller
+// for as long as `args` is used.
+void NameAllocations(const std::vector<Slice>& slices, const std::vector<rcb_allocation>& table,
+                     std::vector<rcb_kernel_arg>& args, std::vector<rcb_arg_allocation>& named) {
+  if (slices.size() != args.size()) return;
+  named.assign(args.size(), rcb_arg_allocation{0, 0});
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Slice& s = slices[i];
+    if (args[i].kind != RCB_ARG_DEVICE_PTR || s.index < 0 || static_cast<size_t>(s.index) >= table.size() ||
+        s.offset < 0) {
+      continue;
+    }
+    uint64_t address = 0;
+    std::memcpy(&address, args[i].value, 8);
+    uint64_t offset = static_cast<uint64_t>(s.offset);
+    if (offset > table[s.index].size || address != table[s.index].base + offset) continue;
+    named[i] = rcb_arg_allocation{static_cast<uint64_t>(s.index), offset};
+    args[i] = rcb_kernel_arg{&named[i], sizeof(rcb_arg_allocation), RCB_ARG_ALLOCATION};
+  }
+}
+
+// jit(f)(p0, p1) with out = p0 + p1 over three steps of parameters: (a, a), (a, b), (b, b), then
+// (a, b) again. Allocations 0 and 1 are the parameters (aliased when one array is passed twice),
+// 2 the output. Each step's moves go through MoveAllocations as the thunk sends them; a refusal
+// goes through the thunk's re-record; every result is checked against a fresh record and the
+// host's a + b. With `named` the bridge names each argument's allocation and nothing is refused;
+// without it (a kernel whose packing function re-packs its arguments) the library sees only
+// addresses: an address recorded while the parameters aliased is ambiguous, so a step that parts
+// them must be refused; addresses recorded apart follow their own allocation from then on.
+void AliasedParameters(bool named) {
+  const char* name = named ? "aliased parameters, arguments named" : "aliased parameters, addresses only";
+  uint64_t a = gpu->Malloc(kBytes), b = gpu->Malloc(kBytes), out = gpu->Malloc(kBytes);
+  std::vector<float> va(kN), vb(kN);
+  for (uint64_t i = 0; i < kN; ++i) {
+    va[i] = static_cast<float>(i) + 1.0f;
+    vb[i] = 100.0f + static_cast<float>(i);
+  }
+  gpu->Write(a, va.data(), kBytes);
+  gpu->Write(b, vb.data(), kBytes);
+  // Records or updates the one kernel against `table`, as KernelThunk::Record and the bridge do.
+  auto record = [&](rcb::CmdBuf& cb, rcb_node* node, const std::vector<rcb_allocation>& table, bool update) {
+    uint64_t o = table[2].base, x = table[0].base, y = table[1].base, n = kN;
+    std::vector<rcb_kernel_arg> args = {{&o, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR},
+                                        {&y, 8, RCB_ARG_DEVICE_PTR}, {&n, 8, RCB_ARG_VALUE}};
+    std::vector<rcb_arg_allocation> names;
+    if (named) NameAllocations({{2, 0}, {0, 0}, {1, 0}, {-1, 0}}, table, args, names);
+    rcb_kernel_launch launch = Launch(k.add, args.data(), args.size());
+    if (update) OK(cb.UpdateKernel(*node, launch));
+    else OK(cb.AddKernel({}, launch, node));
+  };
+  auto run = [&](rcb::CmdBuf& cb) {
+    std::vector<uint8_t> garbage(kBytes, 0xAB), result(kBytes);
+    gpu->Write(out, garbage.data(), kBytes);
+    OK(cb.Launch(gpu->stream()));
+    gpu->Sync();
+    gpu->Read(result.data(), out, kBytes);
+    return result;
+  };
+  std::vector<rcb_allocation> table = {{a, kBytes}, {a, kBytes}, {out, kBytes}};
+  rcb::CmdBuf cb;
+  rcb_node node = 0;
+  OK(rcb::CmdBuf::Create(0, &cb));
+  OK(cb.SetAllocations(table));
+  record(cb, &node, table, false);
+  OK(cb.Finalize());
+  int refused = 0;
+  bool recorded_aliased = true;
+  const uint64_t steps[][2] = {{a, b}, {b, b}, {a, b}, {a, a}};
+  for (size_t step = 0; step < 4; ++step) {
+    std::vector<rcb_allocation_move> moves;
+    for (int p = 0; p < 2; ++p) {
+      if (table[p].base != steps[step][p]) moves.push_back({static_cast<uint64_t>(p), steps[step][p]});
+    }
+    for (const rcb_allocation_move& m : moves) table[m.index].base = m.base;
+    rcb_update_report report{};
+    OK(cb.MoveAllocations(moves, &report));
+    bool must_refuse = !named && recorded_aliased && table[0].base != table[1].base;
+    if (named) CHECK(report.needs_rerecord == 0, "%s step %zu: refused although every argument is named", name, step);
+    if (must_refuse) CHECK(report.needs_rerecord == 1, "%s step %zu: an ambiguous address was moved", name, step);
+    if (report.needs_rerecord) {
+      ++refused;
+      OK(cb.BeginUpdate());
+      OK(cb.SetAllocations(table));
+      record(cb, &node, table, true);
+      OK(cb.Finalize());
+      recorded_aliased = table[0].base == table[1].base;
+    }
+    std::vector<uint8_t> patched = run(cb);
+    rcb::CmdBuf fresh;
+    rcb_node fresh_node = 0;
+    OK(rcb::CmdBuf::Create(0, &fresh));
+    OK(fresh.SetAllocations(table));
+    record(fresh, &fresh_node, table, false);
+    OK(fresh.Finalize());
+    CHECK(patched == run(fresh), "%s step %zu: results differ from a fresh record", name, step);
+    std::vector<float> got(kN);
+    std::memcpy(got.data(), patched.data(), kBytes);
+    const std::vector<float>& x = steps[step][0] == a ? va : vb;
+    const std::vector<float>& y = steps[step][1] == a ? va : vb;
+    for (uint64_t i = 0; i < kN; ++i) {
+      if (got[i] != x[i] + y[i]) {
+        CHECK(false, "%s step %zu: out[%llu] = %g, want %g", name, step, (unsigned long long)i, got[i], x[i] + y[i]);
+        break;
+      }
+    }
+  }
+  std::printf("%s: 4 steps, %d recorded again\n", name, refused);
+  gpu->Free(a);
+  gpu->Free(b);
+  gpu->Free(out);
+}
+
 bool Never(const std::set<int>&) { return false; }
 bool Always(const std::set<int>&) { return true; }
 bool TouchesChild(const std::set<int>& moved) {
@@ -350,6 +471,10 @@ int main() {
   child.child = true;
   Counts with_child = Run("with a child command buffer", child, {0, 1, 2, 3, 4, 5, 6, 7}, TouchesChild, 40, 2);
   CHECK(with_child.in_place > 0 && with_child.refused > 0, "both paths taken");
+
+  // One array passed for two parameters, then two arrays, then the other one twice.
+  AliasedParameters(true);
+  AliasedParameters(false);
 
   // A traced command and a kernel with unknown argument sizes: every move is refused.
   Shape opaque;
