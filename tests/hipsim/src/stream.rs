@@ -146,6 +146,24 @@ impl Target {
     }
 }
 
+/// Ends a stream that is being destroyed: its capture discarded, its work finished, its worker
+/// gone.
+pub fn destroy(s: &Stream) {
+    if let Some(c) = s.capture.lock().unwrap().take() {
+        let _ = crate::graph::lock().destroy(c.graph);
+    }
+    s.wait_idle();
+    s.close();
+}
+
+/// hipDeviceReset, as far as streams go: every stream of `device` is destroyed (its handle
+/// becomes invalid), as on clr.
+pub fn reset_device(device: i32) {
+    for s in STREAMS.remove_where(|s| s.device == device) {
+        destroy(&s);
+    }
+}
+
 pub fn drain_blocking(device: i32) {
     for s in STREAMS.values() {
         if s.device == device && s.flags & NON_BLOCKING == 0 {
