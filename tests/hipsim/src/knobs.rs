@@ -60,39 +60,37 @@ pub fn get() -> &'static Knobs {
 }
 
 fn init() -> Knobs {
-    {
-        let env = |k: &str| std::env::var(k).unwrap_or_default();
-        let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
-        let pool = env("HIPSIM_KERNARG_POOL");
-        let kernarg_pool = match pool.trim() {
-            "" => u64::MAX,
-            s => s.parse().unwrap_or_else(|_| {
-                eprintln!("hipsim: ignoring malformed HIPSIM_KERNARG_POOL");
-                u64::MAX
-            }),
-        };
-        let k = Knobs {
-            state: Mutex::new(State::default()),
-            devices,
-            kernarg_pool,
-            stats: env("HIPSIM_STATS") == "1",
-            clr138: AtomicBool::new(false),
-            opaque_extra: AtomicBool::new(false),
-            kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
-            stream_flag_bits: AtomicBool::new(false),
-        };
-        // A malformed variable is reported rather than silently ignored: tests rely on it.
-        if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_FAIL");
-        }
-        if k.set_quirks(&env("HIPSIM_QUIRKS")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_QUIRKS");
-        }
-        if k.set_latency(&env("HIPSIM_LATENCY")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_LATENCY");
-        }
-        k
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
+    let pool = env("HIPSIM_KERNARG_POOL");
+    let kernarg_pool = match pool.trim() {
+        "" => u64::MAX,
+        s => s.parse().unwrap_or_else(|_| {
+            eprintln!("hipsim: ignoring malformed HIPSIM_KERNARG_POOL");
+            u64::MAX
+        }),
+    };
+    let k = Knobs {
+        state: Mutex::new(State::default()),
+        devices,
+        kernarg_pool,
+        stats: env("HIPSIM_STATS") == "1",
+        clr138: AtomicBool::new(false),
+        opaque_extra: AtomicBool::new(false),
+        kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
+        stream_flag_bits: AtomicBool::new(false),
+    };
+    // A malformed variable is reported rather than silently ignored: tests rely on it.
+    if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_FAIL");
     }
+    if k.set_quirks(&env("HIPSIM_QUIRKS")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_QUIRKS");
+    }
+    if k.set_latency(&env("HIPSIM_LATENCY")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_LATENCY");
+    }
+    k
 }
 
 fn entries(spec: &str) -> impl Iterator<Item = &str> {
