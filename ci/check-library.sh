@@ -28,7 +28,7 @@ echo "library checks passed: SONAME, no libamdhip64 dependency, $(echo "$exporte
 # global, everything else local), so no Rust, allocator or dependency symbol should leak.
 others=$(nm -D --defined-only "$lib" | awk '$3 !~ /^rcb_/ {print $2, $3}')
 [ -z "$others" ] || { echo "$lib exports symbols other than rcb_*:"; echo "$others"; exit 1; }
-interposers=$'hipStreamCreate\nhipStreamCreateWithFlags\nhipStreamCreateWithPriority\nhipStreamDestroy'
+interposers=$'hipDeviceReset\nhipStreamCreate\nhipStreamCreateWithFlags\nhipStreamCreateWithPriority\nhipStreamDestroy'
 preload_exports=$(nm -D --defined-only "$preload" | awk '{print $3}' | sort)
 if [ "$preload_exports" != "$interposers" ]; then
     echo "$preload must export exactly the HIP interposers (< exported, > expected):"

@@ -441,7 +441,10 @@ typedef struct rcb_correlator_config {
   /**
    * Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
    * beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
-   * `rcb_correlator_counters.over_limit`. 0: no limit.
+   * `rcb_correlator_counters.over_limit`. 0: no limit of the config, only the per-shard one of
+   * `RCB_CORRELATOR_MAX_PENDING`, i.e. memory grows with every event added until the next
+   * exchange or clear: a long-running process whose exchanges may stop (a profiler that is
+   * never flushed) should set a bound.
    */
   uint64_t max_activities;
   /**
@@ -695,7 +698,8 @@ typedef struct rcb_correlator_counters {
   uint64_t added_activities;
   uint64_t added_api_events;
   /**
-   * Events refused over the correlator's life because a limit of the config was reached.
+   * Events refused over the correlator's life because a limit was reached: the config's, or
+   * a shard's `RCB_CORRELATOR_MAX_PENDING`.
    */
   uint64_t over_limit;
 } rcb_correlator_counters;
@@ -1639,7 +1643,9 @@ rcb_status rcb_correlator_new(const struct rcb_correlator_config *config,
 
 /**
  * Frees a correlator and every event it holds (memory is given back at once). `NULL` is a
- * no-op; a freed or unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+ * no-op; a freed or unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from a sink's
+ * callback during an exchange of `c`: `RCB_STATUS_INVALID_STATE`, nothing freed (free it once
+ * `rcb_correlator_exchange` has returned).
  *
  * Thread-safety: any thread, not concurrently with other calls on `c`.
  *
@@ -1736,6 +1742,13 @@ rcb_status rcb_correlator_add_activities(struct rcb_correlator *c,
  *
  * The order depends on the events only, never on which threads added them or when: the same
  * events give the same output, pointer values aside.
+ *
+ * An exchange joins what is pending when it starts: a correlation id whose API event arrives
+ * in one exchange and its activities in a later one (activities are delivered asynchronously,
+ * after the API call) is reported in two parts: the API event without activities, then the
+ * activities without an API event (a dropped report). Exchange when the work of the ids
+ * wanted has completed and its activities have been added (XLA's collector exchanges once, at
+ * the end of a profiling session).
  *
  * Pointers in the records point into the correlator and are valid only during the callback
  * that receives them. When a callback returns non-zero the exchange stops with
@@ -1863,7 +1876,11 @@ const char *rcb_status_str(rcb_status status);
  * means it was truncated. `buf` may be NULL when `len` is 0, to ask for the length only.
  * `buf` is borrowed for the duration of the call; the caller owns it.
  *
- * Thread-safety: any thread; each thread has its own message.
+ * Thread-safety: any thread; each thread has its own message. A call made after the thread's
+ * thread-local storage is destroyed (from an `atexit` handler or a C++ static destructor, which
+ * glibc's `exit()` runs after destroying the main thread's thread-locals, or from a pthread key
+ * destructor at a thread's exit) keeps no message: it reads as empty (length 0), and the status
+ * of the failing call is all there is.
  *
  * # Safety
  * `buf` must be NULL or point to at least `len` writable bytes.

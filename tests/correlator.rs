@@ -604,3 +604,40 @@ fn a_handle_freed_on_another_thread_is_refused_on_this_one() {
     assert!(oa.activities.iter().all(|x| x.1.correlation_id < 100) && oa.activities.len() == 10);
     assert!(ob.activities.iter().all(|x| x.1.correlation_id >= 100) && ob.activities.len() == 10);
 }
+
+/// A sink's callback that frees the correlator of its exchange: the free is refused (it would
+/// wait forever for the exchange it runs in), the exchange completes, the handle stays live.
+#[test]
+fn a_sink_that_frees_its_correlator_gets_an_error_not_a_deadlock() {
+    struct Freeing {
+        c: *mut rcb_correlator,
+        status: Option<rcb_status>,
+        message: String,
+    }
+    unsafe extern "C" fn free_inside(user: *mut c_void, _: u32, _: u64, _: *const rcb_correlated_activity, _: usize) -> i32 {
+        let f = unsafe { &mut *(user as *mut Freeing) };
+        f.status = Some(unsafe { rcb_correlator_free(f.c) });
+        f.message = last_error();
+        0
+    }
+    let c = correlator();
+    c.api(api(1, 10));
+    c.act(act(1, 0, 20));
+    let mut f = Freeing { c: c.0, status: None, message: String::new() };
+    let s = rcb_correlator_sink {
+        user_data: (&raw mut f).cast(),
+        activities: Some(free_inside),
+        api_events: None,
+        api_events_without_activity: None,
+        dropped: None,
+        duplicates: None,
+    };
+    let mut summary = rcb_correlator_summary::default();
+    assert_eq!(unsafe { rcb_correlator_exchange(c.0, &s, &mut summary) }, RCB_OK, "{}", last_error());
+    assert_eq!(f.status, Some(RCB_STATUS_INVALID_STATE), "{}", f.message);
+    assert!(f.message.contains("exchanging"), "{}", f.message);
+    assert_eq!(summary.joined_main, 1);
+    // Still live and usable; freed for real by the guard.
+    c.act(act(2, 0, 30));
+    assert_eq!(c.stats().pending_activities, 1);
+}

@@ -198,22 +198,24 @@ fn a_known_idle_release_refuses_and_fails_as_the_querying_one_does() {
     let Some(rt) = common::runtime() else { return };
     refused_releases_change_nothing(rt, rcb_stream_release_idle, release_idle);
 
-    // Unreadable flags make the stream uncacheable however idle it is; its destroy failing is
-    // the runtime's error, and the stream counts as released.
+    // A stream over the bound is destroyed however idle it is; its destroy failing is the
+    // runtime's error, and the stream counts as released.
     let Some(sim) = common::hipsim_or_skip() else { return };
     empty_cache();
+    let max = rocm_cmdbuf_stream_pool::Settings::default().max_per_key;
+    let kept: Vec<Stream> = (0..max).map(|_| acquire(0, 0, 0)).collect();
+    let surplus = acquire(0, 0, 0);
+    kept.into_iter().for_each(release_idle);
     let before = stats(-1);
-    sim.set_faults("hipStreamGetFlags:1");
-    let unreadable = acquire(0, 0, 0);
     sim.set_faults("hipStreamDestroy:1");
-    let status = rcb_stream_release_idle(unreadable.0);
+    let status = rcb_stream_release_idle(surplus.0);
     sim.set_faults("");
     assert_eq!(status, RCB_STATUS_RUNTIME_ERROR);
     assert!(last_error().contains("hipStreamDestroy"), "{}", last_error());
     let after = stats(-1);
-    assert_eq!((after.kept, after.in_use, after.destroyed - before.destroyed), (0, before.in_use, 1));
-    assert_eq!(rcb_stream_release_idle(unreadable.0), RCB_STATUS_INVALID_HANDLE, "forgotten after the failure");
-    rt.stream_destroy(unreadable).unwrap();
+    assert_eq!((after.kept, after.in_use, after.destroyed - before.destroyed), (max as u64, before.in_use - 1, 1));
+    assert_eq!(rcb_stream_release_idle(surplus.0), RCB_STATUS_INVALID_HANDLE, "forgotten after the failure");
+    rt.stream_destroy(surplus).unwrap();
 }
 
 #[test]
@@ -340,20 +342,31 @@ fn runtime_failures_are_reported_and_unreadable_streams_not_kept() {
     assert!(out.is_null());
     assert_eq!(stats(0).in_use, before.in_use);
 
-    // Flags that cannot be read back make the key a guess: such a stream is never kept.
-    sim.set_faults("hipStreamGetFlags:1");
-    let unreadable = acquire(0, 0, 0);
-    sim.set_faults("");
-    release(unreadable);
-    let after = stats(0);
-    assert_eq!((after.kept, after.destroyed - before.destroyed), (0, 1));
-
-    // A query that fails on release also means "do not keep".
+    // A query that fails on release means "do not keep".
     let s = acquire(0, 0, 0);
     sim.set_faults("hipStreamQuery:1");
     release(s);
     sim.set_faults("");
-    assert_eq!((stats(0).kept, stats(0).destroyed - before.destroyed), (0, 2));
+    assert_eq!((stats(0).kept, stats(0).destroyed - before.destroyed), (0, 1));
+}
+
+/// A runtime that reports flag bits of its own (hipsim's `stream_flag_bits` quirk): streams are
+/// filed under the flags asked for, so the second acquire of a key finds the first's stream.
+#[test]
+fn streams_are_filed_under_the_flags_asked_for() {
+    let _serial = common::serial();
+    let Some(rt) = common::runtime() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    empty_cache();
+    sim.set_quirks("stream_flag_bits");
+    let first = acquire(0, 1, 0);
+    let reported = rt.stream_flags(first);
+    release(first);
+    let second = acquire(0, 1, 0);
+    sim.set_quirks("");
+    assert_ne!(reported.unwrap(), 1, "the quirk reports extra bits");
+    assert_eq!(second, first, "the second acquire missed the stream filed by the first");
+    release(second);
 }
 
 #[test]

@@ -1,11 +1,15 @@
 //! `librocm_cmdbuf_preload.so`: `hipStreamCreate`, `hipStreamCreateWithFlags`,
-//! `hipStreamCreateWithPriority` and `hipStreamDestroy` for `LD_PRELOAD`, so that a program that
-//! creates and destroys streams over and over (an unpatched XLA re-creating PjRt clients) reuses
-//! idle ones instead of paying milliseconds per creation.
+//! `hipStreamCreateWithPriority`, `hipStreamDestroy` and `hipDeviceReset` for `LD_PRELOAD`, so
+//! that a program that creates and destroys streams over and over (an unpatched XLA re-creating
+//! PjRt clients) reuses idle ones instead of paying milliseconds per creation.
 //!
-//! A destroyed stream goes back to a cache keyed by (current device, flags, priority) when
-//! `hipStreamQuery` says it is idle; a create takes one from there when it can. Streams this
-//! library did not hand out are destroyed for real. `RCB_STREAM_CACHE=0` forwards every call
+//! A destroyed stream goes back to a cache keyed by (current device, requested flags,
+//! priority) when `hipStreamQuery` says it is idle; a create takes one from there when it can.
+//! Streams this library did not hand out are destroyed for real; a second destroy of a cached
+//! one gets `hipErrorInvalidHandle`, as from plain HIP. `hipDeviceReset` empties the device's
+//! part of the cache before the real reset, and a forked child starts with an empty cache. One
+//! runtime's streams are cached (the first one to create through the cache); another runtime
+//! in the same process gets the real calls. `RCB_STREAM_CACHE=0` forwards every call
 //! untouched; `RCB_STREAM_CACHE_MAX_PER_KEY` bounds what is kept (default 64); a malformed value
 //! turns the cache off, with a line on stderr.
 //!
@@ -15,58 +19,113 @@
 //!
 //! As a preload this code runs inside foreign processes: it allocates nothing before the real
 //! functions are found, a call made from inside HIP while one of ours is running on the same
-//! thread goes straight to HIP, and no panic leaves it.
+//! thread goes straight to HIP, whatever the cache cannot answer gets the real call, and no
+//! panic leaves it.
 
 mod real;
 
-use real::{HIP_ERROR_SYMBOL_NOT_FOUND, HIP_SUCCESS, HipError, HipStream, Real};
+use real::{HIP_ERROR_INVALID_HANDLE, HIP_ERROR_SYMBOL_NOT_FOUND, HIP_SUCCESS, HipError, HipStream, Real};
 use rocm_cmdbuf_stream_pool::{Idleness, Pool, ReleaseError, Settings};
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
+use std::sync::Once;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-const HIP_ERROR_UNKNOWN: HipError = 999;
 /// hipStreamCreate and hipStreamCreateWithFlags create streams of normal priority.
 const DEFAULT_PRIORITY: c_int = 0;
 
 thread_local! {
-    // Const-initialised and without a destructor: no allocation, no registration.
+    // Const-initialised and without a destructor: no allocation, no registration, and usable
+    // at a thread's exit too.
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// `None`: caching is off, forward everything.
-static POOL: OnceLock<Option<Pool<usize>>> = OnceLock::new();
+/// The process's cache: null until the first call, and again in a forked child. `None` inside:
+/// caching is off, forward everything. Published with an atomic, never a lock or a `OnceLock`,
+/// which a fork could leave held in the child.
+static POOL: AtomicPtr<Option<Pool<usize>>> = AtomicPtr::new(std::ptr::null_mut());
+/// The runtime whose streams the cache holds ([`Real::id`]; 0: none yet). Streams of another
+/// runtime in the same process are never cached: their calls go straight through.
+static OWNER: AtomicUsize = AtomicUsize::new(0);
+static AT_FORK: Once = Once::new();
 
-/// Runs `cached` with the real functions and the pool, or `direct` when caching is off, when the
-/// call comes from inside HIP during one of ours, or after a panic.
-fn route(direct: impl FnOnce(&'static Real) -> HipError, cached: impl FnOnce(&'static Real, &'static Pool<usize>) -> HipError) -> HipError {
-    let Some(real) = real::get() else { return HIP_ERROR_SYMBOL_NOT_FOUND };
-    if INSIDE.with(|inside| inside.replace(true)) {
-        return direct(real);
+/// The cache, created on first use.
+fn pool() -> &'static Option<Pool<usize>> {
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only stores to atomics.
+        unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
+    });
+    let current = POOL.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked pool, never freed.
+    if let Some(pool) = unsafe { current.as_ref() } {
+        return pool;
     }
-    let rc = match POOL.get_or_init(pool_from_env) {
-        None => direct(real),
-        Some(pool) => catch_unwind(AssertUnwindSafe(|| cached(real, pool))).unwrap_or(HIP_ERROR_UNKNOWN),
-    };
-    INSIDE.with(|inside| inside.set(false));
-    rc
+    let fresh = Box::into_raw(Box::new(pool_from_env()));
+    match POOL.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: just leaked; never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above: a leaked pool.
+            unsafe { &*winner }
+        }
+    }
 }
 
-fn create(stream: *mut HipStream, flags: c_uint, priority: c_int, direct: impl FnOnce(&'static Real) -> HipError) -> HipError {
+unsafe extern "C" {
+    fn pthread_atfork(prepare: Option<extern "C" fn()>, parent: Option<extern "C" fn()>, child: Option<extern "C" fn()>) -> c_int;
+}
+
+/// In a forked child, the parent's cache is abandoned (leaked, never touched again): its locks
+/// may be held by threads that do not exist in the child, and its idle streams are the
+/// parent's. The child's first stream call starts a new, empty one.
+extern "C" fn forget_in_child() {
+    POOL.store(std::ptr::null_mut(), Ordering::Release);
+    OWNER.store(0, Ordering::Release);
+}
+
+/// Runs `cached` with the caller's real functions and the cache, or `direct` when caching is
+/// off, when the caller's runtime is not the cache's, when the call comes from inside HIP during
+/// one of ours, or after a panic. `direct` is the real call, made whenever the cache cannot
+/// answer for it.
+#[inline(never)]
+fn route(direct: impl Fn(&Real) -> HipError, cached: impl FnOnce(&Real, &'static Pool<usize>) -> Option<HipError>) -> HipError {
+    let Some(real) = real::for_caller() else { return HIP_ERROR_SYMBOL_NOT_FOUND };
+    if INSIDE.replace(true) {
+        return direct(&real);
+    }
+    let answer = catch_unwind(AssertUnwindSafe(|| match pool() {
+        Some(pool) if owns(&real) => cached(&real, pool),
+        _ => None,
+    }));
+    INSIDE.set(false);
+    match answer {
+        Ok(Some(rc)) => rc,
+        _ => direct(&real),
+    }
+}
+
+/// True when the cache holds `real`'s streams, claiming it for `real` when it holds none yet.
+fn owns(real: &Real) -> bool {
+    match OWNER.compare_exchange(0, real.id(), Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => true,
+        Err(owner) => owner == real.id(),
+    }
+}
+
+fn create(stream: *mut HipStream, flags: c_uint, priority: c_int, direct: impl Fn(&Real) -> HipError) -> HipError {
     if stream.is_null() {
-        return real::get().map_or(HIP_ERROR_SYMBOL_NOT_FOUND, direct);
+        return route(direct, |_, _| None);
     }
     route(direct, |real, pool| {
-        let acquired = real.current_device().and_then(|device| pool.acquire(real, device, flags, priority));
-        match acquired {
-            Ok(s) => {
-                // SAFETY: non-null, and HIP's contract makes it writable.
-                unsafe { stream.write(s as HipStream) };
-                HIP_SUCCESS
-            }
-            Err(rc) => rc,
-        }
+        // A failure of the cache's own calls (the device, the priority range, the creation)
+        // falls through to the real call, which gives the caller HIP's own answer.
+        let s = real.current_device().and_then(|device| pool.acquire(real, device, flags, priority)).ok()?;
+        // SAFETY: non-null, and HIP's contract makes it writable.
+        unsafe { stream.write(s as HipStream) };
+        Some(HIP_SUCCESS)
     })
 }
 
@@ -102,9 +161,32 @@ pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
     let direct = |real: &Real| unsafe { (real.destroy)(stream) };
     // hipStreamDestroy promises nothing about pending work: the stream is queried.
     route(direct, |real, pool| match pool.release(real, stream as usize, Idleness::Query) {
-        Ok(_) => HIP_SUCCESS,
-        Err(ReleaseError::NotHeld) => direct(real),
-        Err(ReleaseError::Destroy(rc)) => rc,
+        Ok(_) => Some(HIP_SUCCESS),
+        // Not the cache's: HIP answers.
+        Err(ReleaseError::NotHeld) => None,
+        // Destroyed already as far as the caller knows, and kept alive for the next creator:
+        // plain HIP's answer to a second destroy, and the stream stays untouched.
+        Err(ReleaseError::AlreadyReleased) => Some(HIP_ERROR_INVALID_HANDLE),
+        Err(ReleaseError::Destroy(rc)) => Some(rc),
+    })
+}
+
+/// `hipDeviceReset` destroys every stream of the current device, the cached ones included:
+/// they are destroyed and the handed-out ones forgotten first, so that none is handed out or
+/// queried after the reset; then the real reset runs.
+///
+/// # Safety
+/// HIP's contract for `hipDeviceReset`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipDeviceReset() -> HipError {
+    // SAFETY: HIP's own function, no arguments.
+    let direct = |real: &Real| unsafe { (real.reset)() };
+    route(direct, |real, pool| {
+        if let Ok(device) = real.current_device() {
+            // A failed destroy leaves a stream to the reset, which destroys it anyway.
+            let _ = pool.reset(real, device);
+        }
+        None
     })
 }
 

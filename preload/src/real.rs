@@ -1,38 +1,44 @@
-//! The real HIP functions behind the interposers, found on first use.
+//! The real HIP functions behind the interposers: the ones the caller would have reached
+//! without this library.
 //!
-//! `dlsym(RTLD_NEXT, ...)` finds them when HIP is in the global scope (linked by the program or
-//! `dlopen`ed with `RTLD_GLOBAL`). A HIP runtime `dlopen`ed with `RTLD_LOCAL` (Python extension
-//! modules) is invisible to `RTLD_NEXT`; it is found by its soname with `RTLD_NOLOAD`, which
-//! never loads anything new. Nothing here allocates: the table lives in a `OnceLock`.
+//! `dlsym(RTLD_NEXT, ...)` finds them when a HIP runtime is in the global scope (linked by the
+//! program or `dlopen`ed with `RTLD_GLOBAL`): every caller binds to that one. A runtime
+//! `dlopen`ed with `RTLD_LOCAL` (a Python extension module and its dependencies) is invisible
+//! there, and a process may hold more than one such runtime, under any file name: then the
+//! functions are looked up in the scope of the object that made the call (found by unwinding to
+//! the first frame outside this library), which holds the runtime it was linked against.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub type HipError = c_int;
 pub type HipStream = *mut c_void;
 
 pub const HIP_SUCCESS: HipError = 0;
-/// What an interposer returns when HIP's own functions cannot be found.
+/// What an interposer returns when no HIP runtime with its function can be found.
 pub const HIP_ERROR_SYMBOL_NOT_FOUND: HipError = 302;
+/// Plain HIP's answer to a destroy of a stream that is not live.
+pub const HIP_ERROR_INVALID_HANDLE: HipError = 400;
 const HIP_ERROR_NOT_READY: HipError = 600;
 
 type Create = unsafe extern "C" fn(*mut HipStream) -> HipError;
 type CreateWithFlags = unsafe extern "C" fn(*mut HipStream, c_uint) -> HipError;
 type CreateWithPriority = unsafe extern "C" fn(*mut HipStream, c_uint, c_int) -> HipError;
 type OnStream = unsafe extern "C" fn(HipStream) -> HipError;
-type GetFlags = unsafe extern "C" fn(HipStream, *mut c_uint) -> HipError;
-type GetPriority = unsafe extern "C" fn(HipStream, *mut c_int) -> HipError;
 type GetDevice = unsafe extern "C" fn(*mut c_int) -> HipError;
 type PriorityRange = unsafe extern "C" fn(*mut c_int, *mut c_int) -> HipError;
+type Reset = unsafe extern "C" fn() -> HipError;
 
+/// One HIP runtime's functions. Two tables are the same runtime when their
+/// `hipStreamCreateWithPriority` is the same function ([`Real::id`]).
+#[derive(Clone, Copy)]
 pub struct Real {
     pub create: Create,
     pub create_with_flags: CreateWithFlags,
     pub create_with_priority: CreateWithPriority,
     pub destroy: OnStream,
+    pub reset: Reset,
     query: OnStream,
-    get_flags: GetFlags,
-    get_priority: GetPriority,
     get_device: GetDevice,
     priority_range: PriorityRange,
 }
@@ -40,42 +46,122 @@ pub struct Real {
 const RTLD_LAZY: c_int = 0x1;
 const RTLD_NOLOAD: c_int = 0x4;
 const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
-const SONAMES: [&CStr; 4] = [c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so"];
+
+#[repr(C)]
+struct DlInfo {
+    fname: *const c_char,
+    fbase: *mut c_void,
+    sname: *const c_char,
+    saddr: *mut c_void,
+}
+
+/// libgcc's unwinder (every Rust program on this target links it).
+#[repr(C)]
+struct UnwindContext {
+    _private: [u8; 0],
+}
+const URC_NO_REASON: c_int = 0;
+const URC_END_OF_STACK: c_int = 5;
 
 unsafe extern "C" {
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void;
+    fn dlclose(handle: *mut c_void) -> c_int;
+    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
+    fn _Unwind_Backtrace(trace: unsafe extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int, arg: *mut c_void) -> c_int;
+    fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
 }
 
-static REAL: OnceLock<Real> = OnceLock::new();
+/// The runtime in the global scope, once found (never cleared: a global runtime stays loaded).
+static GLOBAL: AtomicPtr<Real> = AtomicPtr::new(std::ptr::null_mut());
 
-/// The real functions, or `None` while no HIP runtime with all of them is loaded (tried again on
-/// the next call, so a runtime loaded later is still found).
-pub fn get() -> Option<&'static Real> {
-    if let Some(real) = REAL.get() {
-        return Some(real);
+/// The real functions for the caller of the interposer: those of the global scope, else those of
+/// the calling object's scope; `None` when neither has a complete HIP runtime.
+///
+/// Must be called directly from an interposer (the frames above it are this library's).
+#[inline(never)]
+pub fn for_caller() -> Option<Real> {
+    let global = GLOBAL.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked, never freed `Real`.
+    if let Some(real) = unsafe { global.as_ref() } {
+        return Some(*real);
     }
     // SAFETY: RTLD_NEXT is a valid pseudo-handle.
-    let found = unsafe { Real::from(RTLD_NEXT) }.or_else(|| {
-        SONAMES.iter().find_map(|name| {
-            // SAFETY: RTLD_NOLOAD only returns a library that is already loaded.
-            let handle = unsafe { dlopen(name.as_ptr(), RTLD_LAZY | RTLD_NOLOAD) };
-            // SAFETY: a live handle from dlopen.
-            if handle.is_null() { None } else { unsafe { Real::from(handle) } }
-        })
-    })?;
-    Some(REAL.get_or_init(|| found))
+    if let Some(real) = unsafe { Real::from(RTLD_NEXT) } {
+        // Published without a lock or a `OnceLock`, which a fork could leave held in the child;
+        // a racing thread's copy is leaked (one small table, once).
+        let _ = GLOBAL.compare_exchange(std::ptr::null_mut(), Box::into_raw(Box::new(real)), Ordering::AcqRel, Ordering::Acquire);
+        return Some(real);
+    }
+    caller_scope()
+}
+
+/// The HIP functions visible from the object that called the interposer.
+fn caller_scope() -> Option<Real> {
+    let ip = caller_address()?;
+    let mut info = DlInfo { fname: std::ptr::null(), fbase: std::ptr::null_mut(), sname: std::ptr::null(), saddr: std::ptr::null_mut() };
+    // SAFETY: valid out-pointer; any address may be asked about.
+    if unsafe { dladdr(ip as *const c_void, &mut info) } == 0 || info.fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name from dladdr; RTLD_NOLOAD only opens what is loaded already.
+    let handle = unsafe { dlopen(info.fname, RTLD_LAZY | RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a live handle; its lookup scope is the object and its dependencies.
+    let real = unsafe { Real::from(handle) };
+    // SAFETY: the reference RTLD_NOLOAD took; the object stays loaded by its own users.
+    unsafe { dlclose(handle) };
+    // The calling object may see this library's own functions (it is the program, whose scope is
+    // the global one): never call ourselves.
+    real.filter(|r| r.create as usize != crate::hipStreamCreate as *const () as usize)
+}
+
+/// The return address of the first frame outside this library.
+fn caller_address() -> Option<usize> {
+    struct Walk {
+        own_base: *mut c_void,
+        found: Option<usize>,
+    }
+    unsafe extern "C" fn frame(context: *mut UnwindContext, arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the `Walk` of `caller_address`, alive during the backtrace.
+        let walk = unsafe { &mut *arg.cast::<Walk>() };
+        // SAFETY: a context the unwinder passes to this callback.
+        let ip = unsafe { _Unwind_GetIP(context) };
+        if ip == 0 {
+            return URC_END_OF_STACK;
+        }
+        match object_base(ip - 1) {
+            Some(base) if base == walk.own_base => URC_NO_REASON,
+            _ => {
+                walk.found = Some(ip - 1);
+                URC_END_OF_STACK
+            }
+        }
+    }
+    let mut walk = Walk { own_base: object_base(crate::hipStreamCreate as *const () as usize)?, found: None };
+    // SAFETY: `frame` only reads the context and writes `walk`, which outlives the call.
+    unsafe { _Unwind_Backtrace(frame, (&raw mut walk).cast()) };
+    walk.found
+}
+
+fn object_base(address: usize) -> Option<*mut c_void> {
+    let mut info = DlInfo { fname: std::ptr::null(), fbase: std::ptr::null_mut(), sname: std::ptr::null(), saddr: std::ptr::null_mut() };
+    // SAFETY: valid out-pointer; any address may be asked about.
+    (unsafe { dladdr(address as *const c_void, &mut info) } != 0).then_some(info.fbase)
 }
 
 impl Real {
     /// # Safety
-    /// `handle` is `RTLD_NEXT` or a live `dlopen` handle of a HIP runtime.
+    /// `handle` is `RTLD_NEXT` or a live `dlopen` handle.
     unsafe fn from(handle: *mut c_void) -> Option<Real> {
         macro_rules! sym {
             ($name:literal as $ty:ty) => {{
+                let name: &CStr = $name;
                 // SAFETY: the name is NUL-terminated; a non-null result is HIP's function of
                 // that name, whose signature the field's type spells.
-                let p = unsafe { dlsym(handle, concat!($name, "\0").as_ptr() as *const c_char) };
+                let p = unsafe { dlsym(handle, name.as_ptr()) };
                 if p.is_null() {
                     return None;
                 }
@@ -85,16 +171,20 @@ impl Real {
             }};
         }
         Some(Real {
-            create: sym!("hipStreamCreate" as Create),
-            create_with_flags: sym!("hipStreamCreateWithFlags" as CreateWithFlags),
-            create_with_priority: sym!("hipStreamCreateWithPriority" as CreateWithPriority),
-            destroy: sym!("hipStreamDestroy" as OnStream),
-            query: sym!("hipStreamQuery" as OnStream),
-            get_flags: sym!("hipStreamGetFlags" as GetFlags),
-            get_priority: sym!("hipStreamGetPriority" as GetPriority),
-            get_device: sym!("hipGetDevice" as GetDevice),
-            priority_range: sym!("hipDeviceGetStreamPriorityRange" as PriorityRange),
+            create: sym!(c"hipStreamCreate" as Create),
+            create_with_flags: sym!(c"hipStreamCreateWithFlags" as CreateWithFlags),
+            create_with_priority: sym!(c"hipStreamCreateWithPriority" as CreateWithPriority),
+            destroy: sym!(c"hipStreamDestroy" as OnStream),
+            reset: sym!(c"hipDeviceReset" as Reset),
+            query: sym!(c"hipStreamQuery" as OnStream),
+            get_device: sym!(c"hipGetDevice" as GetDevice),
+            priority_range: sym!(c"hipDeviceGetStreamPriorityRange" as PriorityRange),
         })
+    }
+
+    /// Which runtime this is.
+    pub fn id(&self) -> usize {
+        self.create_with_priority as usize
     }
 
     pub fn current_device(&self) -> Result<c_int, HipError> {
@@ -138,17 +228,5 @@ impl rocm_cmdbuf_stream_pool::StreamOps for Real {
             HIP_ERROR_NOT_READY => Ok(false),
             rc => check(rc).map(|()| true),
         }
-    }
-
-    fn flags(&self, stream: usize) -> Result<u32, HipError> {
-        let mut flags = 0;
-        // SAFETY: valid out-pointer.
-        check(unsafe { (self.get_flags)(stream as HipStream, &mut flags) }).map(|()| flags)
-    }
-
-    fn priority(&self, stream: usize) -> Result<i32, HipError> {
-        let mut priority = 0;
-        // SAFETY: valid out-pointer.
-        check(unsafe { (self.get_priority)(stream as HipStream, &mut priority) }).map(|()| priority)
     }
 }

@@ -70,7 +70,10 @@ pub struct rcb_correlator_config {
     pub reserved: u32,
     /// Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
     /// beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
-    /// `rcb_correlator_counters.over_limit`. 0: no limit.
+    /// `rcb_correlator_counters.over_limit`. 0: no limit of the config, only the per-shard one of
+    /// `RCB_CORRELATOR_MAX_PENDING`, i.e. memory grows with every event added until the next
+    /// exchange or clear: a long-running process whose exchanges may stop (a profiler that is
+    /// never flushed) should set a bound.
     pub max_activities: u64,
     /// Likewise for API events, main and auxiliary (XLA's `max_callback_api_events`).
     pub max_api_events: u64,
@@ -283,7 +286,8 @@ pub struct rcb_correlator_counters {
     /// Events added over the correlator's life.
     pub added_activities: u64,
     pub added_api_events: u64,
-    /// Events refused over the correlator's life because a limit of the config was reached.
+    /// Events refused over the correlator's life because a limit was reached: the config's, or
+    /// a shard's `RCB_CORRELATOR_MAX_PENDING`.
     pub over_limit: u64,
 }
 
@@ -360,7 +364,9 @@ pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config
 }
 
 /// Frees a correlator and every event it holds (memory is given back at once). `NULL` is a
-/// no-op; a freed or unknown handle gives `RCB_STATUS_INVALID_HANDLE`.
+/// no-op; a freed or unknown handle gives `RCB_STATUS_INVALID_HANDLE`. Called from a sink's
+/// callback during an exchange of `c`: `RCB_STATUS_INVALID_STATE`, nothing freed (free it once
+/// `rcb_correlator_exchange` has returned).
 ///
 /// Thread-safety: any thread, not concurrently with other calls on `c`.
 ///
@@ -369,10 +375,15 @@ pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_correlator_free(c: *mut rcb_correlator) -> rcb_status {
     boundary(|| {
-        let Some(object) = unregister(c)? else { return Ok(()) };
+        if c.is_null() {
+            return Ok(());
+        }
+        // Emptied first, so that a free from inside an exchange's callback is refused with the
+        // handle still live. Other threads may still hold the object in their cache until their
+        // next call: it stays empty.
+        live(c, "c")?.shared().release_memory()?;
+        let Some(_object) = unregister(c)? else { return Ok(()) };
         GENERATION.fetch_add(1, Ordering::AcqRel);
-        // Other threads may still hold the object in their cache until their next call: empty it.
-        object.release_memory();
         let _ = LAST.try_with(|last| last.try_borrow_mut().map(|mut slot| slot.take()));
         Ok(())
     })
@@ -559,6 +570,13 @@ impl From<Summary> for rcb_correlator_summary {
 ///
 /// The order depends on the events only, never on which threads added them or when: the same
 /// events give the same output, pointer values aside.
+///
+/// An exchange joins what is pending when it starts: a correlation id whose API event arrives
+/// in one exchange and its activities in a later one (activities are delivered asynchronously,
+/// after the API call) is reported in two parts: the API event without activities, then the
+/// activities without an API event (a dropped report). Exchange when the work of the ids
+/// wanted has completed and its activities have been added (XLA's collector exchanges once, at
+/// the end of a profiling session).
 ///
 /// Pointers in the records point into the correlator and are valid only during the callback
 /// that receives them. When a callback returns non-zero the exchange stops with

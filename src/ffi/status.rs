@@ -100,8 +100,13 @@ thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+// Every access goes through `try_with`: glibc's `exit()` destroys the main thread's
+// thread-locals before atexit handlers and C++ static destructors run, and a thread's exit
+// destroys them before its pthread key destructors, yet those may still call in. Then there is no
+// message to keep: it is dropped, and the call's status still tells what happened.
+
 pub(crate) fn set_last_error(message: &str) {
-    LAST_ERROR.with(|m| {
+    let _ = LAST_ERROR.try_with(|m| {
         let mut m = m.borrow_mut();
         m.clear();
         m.push_str(message);
@@ -109,7 +114,7 @@ pub(crate) fn set_last_error(message: &str) {
 }
 
 pub(crate) fn clear_last_error() {
-    LAST_ERROR.with(|m| m.borrow_mut().clear());
+    let _ = LAST_ERROR.try_with(|m| m.borrow_mut().clear());
 }
 
 /// Returns a static, NUL-terminated description of `status` ("unknown rcb_status code" for a
@@ -130,21 +135,26 @@ pub extern "C" fn rcb_status_str(status: rcb_status) -> *const c_char {
 /// means it was truncated. `buf` may be NULL when `len` is 0, to ask for the length only.
 /// `buf` is borrowed for the duration of the call; the caller owns it.
 ///
-/// Thread-safety: any thread; each thread has its own message.
+/// Thread-safety: any thread; each thread has its own message. A call made after the thread's
+/// thread-local storage is destroyed (from an `atexit` handler or a C++ static destructor, which
+/// glibc's `exit()` runs after destroying the main thread's thread-locals, or from a pthread key
+/// destructor at a thread's exit) keeps no message: it reads as empty (length 0), and the status
+/// of the failing call is all there is.
 ///
 /// # Safety
 /// `buf` must be NULL or point to at least `len` writable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_last_error_message(buf: *mut c_char, len: usize) -> usize {
     boundary_value(0, || {
-        LAST_ERROR.with(|m| {
-            let m = m.borrow();
+        let copy = |m: &str| {
             if !buf.is_null() {
                 // SAFETY: the caller promises `len` writable bytes at `buf`.
-                unsafe { write_c_str(&m, buf, len) };
+                unsafe { write_c_str(m, buf, len) };
             }
             m.len()
-        })
+        };
+        // Once this thread's thread-locals are gone, its message is the empty one.
+        LAST_ERROR.try_with(|m| copy(&m.borrow())).unwrap_or_else(|_| copy(""))
     })
 }
 

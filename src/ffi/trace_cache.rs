@@ -10,7 +10,7 @@ use crate::cmdbuf;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Stream};
 use crate::trace_cache::{Outcome, TraceCache};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
@@ -53,40 +53,51 @@ pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = 1 << 20;
 // A literal, so that cbindgen can write it into the header.
 const _: () = assert!(RCB_TRACE_CACHE_MAX_CAPACITY == crate::trace_cache::MAX_CAPACITY);
 
+/// A cache whose `trace_fn` this thread is running, and the one whose `trace_fn` that call runs
+/// inside (null when none): a list through the stack frames of [`tracing`].
+struct Tracing {
+    id: usize,
+    outer: *const Tracing,
+}
+
 thread_local! {
-    /// The caches whose `trace_fn` this thread is running. A call on one of them from inside its
-    /// `trace_fn` would wait forever for the lock its own caller holds, so it is refused instead.
-    static TRACING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The innermost entry of this thread's [`Tracing`] list. A call on one of its caches from
+    /// inside that cache's `trace_fn` would wait forever for the lock its own caller holds, so it
+    /// is refused instead. A raw pointer, without a destructor, so that the list stays readable
+    /// after the thread's other thread-locals are destroyed (calls at exit, from atexit handlers
+    /// or pthread key destructors).
+    static TRACING: Cell<*const Tracing> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Refuses a call on cache `id` made from inside that cache's `trace_fn` on this thread.
 fn not_from_own_trace_fn(id: usize, call: &str) -> Result<()> {
-    if TRACING.with_borrow(|ids| ids.contains(&id)) {
-        return Err(Error::invalid_state(format!(
-            "{call} was called on trace cache {id:#x} from inside its own trace_fn; the cache is busy with that call (use another cache for nested commands)"
-        )));
+    let mut entry = TRACING.get();
+    // SAFETY: every entry of the list is a `Tracing` on this thread's stack that `tracing` keeps
+    // alive, unmoved, while it is linked, and unlinks before it goes.
+    while let Some(t) = unsafe { entry.as_ref() } {
+        if t.id == id {
+            return Err(Error::invalid_state(format!(
+                "{call} was called on trace cache {id:#x} from inside its own trace_fn; the cache is busy with that call (use another cache for nested commands)"
+            )));
+        }
+        entry = t.outer;
     }
     Ok(())
 }
 
-/// Marks cache `id` as running its `trace_fn` on this thread until dropped.
-struct Tracing(usize);
-
-impl Tracing {
-    fn enter(id: usize) -> Self {
-        TRACING.with_borrow_mut(|ids| ids.push(id));
-        Tracing(id)
+/// Runs `f` with cache `id` marked as running its `trace_fn` on this thread.
+fn tracing<R>(id: usize, f: impl FnOnce() -> R) -> R {
+    /// Puts the outer entry back, also when `f` unwinds.
+    struct Unlink(*const Tracing);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            TRACING.set(self.0);
+        }
     }
-}
-
-impl Drop for Tracing {
-    fn drop(&mut self) {
-        TRACING.with_borrow_mut(|ids| {
-            if let Some(at) = ids.iter().rposition(|&id| id == self.0) {
-                ids.remove(at);
-            }
-        });
-    }
+    let entry = Tracing { id, outer: TRACING.get() };
+    let _unlink = Unlink(entry.outer);
+    TRACING.set(&entry);
+    f()
 }
 
 /// Creates a trace cache holding at most `capacity` graphs (1 to
@@ -187,9 +198,8 @@ pub unsafe extern "C" fn rcb_trace_cache_get_or_trace(
         // SAFETY: forwarded from the caller.
         let table = unsafe { arg_slice(allocs, n, "allocs", cmdbuf::MAX_ALLOCATIONS) }?;
         let trace = |s: Stream| {
-            let _tracing = Tracing::enter(id);
             // SAFETY: the caller promises `trace_fn` may be called with `user_data`.
-            match unsafe { trace_fn(user_data, s.0) } {
+            match tracing(id, || unsafe { trace_fn(user_data, s.0) }) {
                 0 => Ok(()),
                 code => Err(Error::new(ErrorKind::CallbackFailed, format!("trace_fn returned {code}"))),
             }

@@ -21,7 +21,7 @@ pub use exchange::{BATCH, CorrelatedActivity, CorrelatedApiEvent, Report, Sink, 
 
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// `ApiEvent::flags`: an auxiliary API event (XLA's `auxiliary_api_events_map_`): it enriches
 /// activities of its id that have no main API event, and is never reported on its own.
@@ -220,6 +220,16 @@ impl Correlator {
         )
     }
 
+    /// A shard that holds [`MAX_PENDING`] events of a kind refused `n` of them: counted in
+    /// `over_limit` like the refusals of a configured limit.
+    fn shard_full(&self, n: u64, what: &str) -> Error {
+        self.over_limit.fetch_add(n, Ordering::Relaxed);
+        Error::new(
+            ErrorKind::OutOfMemory,
+            format!("a shard of the correlator holds the most {what} it can ({MAX_PENDING}); exchange or clear it first"),
+        )
+    }
+
     pub fn add_activity(&self, activity: &Activity) -> Result<()> {
         if !self.activity_limit.reserve(1) {
             return Err(self.refuse(1, "activities", self.activity_limit.max));
@@ -228,7 +238,7 @@ impl Correlator {
         if !push(&mut bucket.activities, activity) {
             drop(bucket);
             self.activity_limit.release(1);
-            return Err(shard_full("activities"));
+            return Err(self.shard_full(1, "activities"));
         }
         bucket.added_activities += 1;
         Ok(())
@@ -243,7 +253,7 @@ impl Correlator {
         if !push(&mut bucket.api_events, event) {
             drop(bucket);
             self.api_limit.release(1);
-            return Err(shard_full("API events"));
+            return Err(self.shard_full(1, "API events"));
         }
         bucket.added_api_events += 1;
         Ok(())
@@ -267,7 +277,7 @@ impl Correlator {
         );
         if added < activities.len() {
             self.activity_limit.release((activities.len() - added) as u64);
-            return Err(shard_full("activities").context(format!("activities[{added}]")));
+            return Err(self.shard_full((activities.len() - added) as u64, "activities").context(format!("activities[{added}]")));
         }
         Ok(())
     }
@@ -292,7 +302,7 @@ impl Correlator {
         );
         if added < events.len() {
             self.api_limit.release((events.len() - added) as u64);
-            return Err(shard_full("API events").context(format!("events[{added}]")));
+            return Err(self.shard_full((events.len() - added) as u64, "API events").context(format!("events[{added}]")));
         }
         Ok(())
     }
@@ -332,8 +342,20 @@ impl Correlator {
 
     /// Gives back every byte held (pending events and reserved capacity); used when the handle is
     /// freed, since another thread may keep the emptied object alive a little longer.
-    pub fn release_memory(&self) {
-        let mut scratch = self.exchange.lock().unwrap_or_else(PoisonError::into_inner);
+    ///
+    /// Refused while an exchange of this correlator runs: the free then comes from one of its
+    /// sink's callbacks (a free alongside another call is outside the contract), which would
+    /// otherwise wait forever for the exchange it runs in.
+    pub fn release_memory(&self) -> Result<()> {
+        let mut scratch = match self.exchange.try_lock() {
+            Ok(scratch) => scratch,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::invalid_state(
+                    "the correlator is exchanging: a sink's callback cannot free the correlator of its exchange (free it after rcb_correlator_exchange returns)",
+                ));
+            }
+        };
         *scratch = exchange::Scratch::new(0);
         self.scratch_bytes.store(0, Ordering::Relaxed);
         for shard in self.shards.iter() {
@@ -343,6 +365,7 @@ impl Correlator {
             b.activities = Vec::new();
             b.api_events = Vec::new();
         }
+        Ok(())
     }
 
     /// Gives back the memory that holds no pending event: the exchange's buffers and the unused
@@ -386,13 +409,6 @@ impl Correlator {
         self.scratch_bytes.store(scratch.reserved_bytes(), Ordering::Relaxed);
         result
     }
-}
-
-fn shard_full(what: &str) -> Error {
-    Error::new(
-        ErrorKind::OutOfMemory,
-        format!("a shard of the correlator holds the most {what} it can ({MAX_PENDING}); exchange or clear it first"),
-    )
 }
 
 /// Pushes `item` unless the vector holds [`MAX_PENDING`] already, and asks for the cache line a

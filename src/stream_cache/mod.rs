@@ -32,12 +32,6 @@ impl StreamOps for RuntimeStreams {
     fn is_idle(&self, stream: Stream) -> Result<bool> {
         self.0.stream_is_idle(stream)
     }
-    fn flags(&self, stream: Stream) -> Result<u32> {
-        self.0.stream_flags(stream)
-    }
-    fn priority(&self, stream: Stream) -> Result<i32> {
-        self.0.stream_priority(stream)
-    }
 }
 
 static POOL: Lazy<Result<Pool<Stream>>> = Lazy::new(|| {
@@ -61,14 +55,20 @@ pub fn acquire(device: i32, flags: u32, priority: i32) -> Result<Stream> {
 /// Gives back a stream from [`acquire`]: kept for reuse when it is idle (asked of the runtime
 /// with [`Idleness::Query`], taken on the caller's word with [`Idleness::Known`]) and its key has
 /// room, destroyed otherwise. A stream not handed out by the cache (never acquired, already
-/// released) is an [`ErrorKind::InvalidHandle`] error and is left alone. When the stream had to
-/// be destroyed and that failed, the error is returned and the cache has forgotten the stream.
+/// released) is an [`ErrorKind::InvalidHandle`] error and is left alone: a second release of a
+/// stream kept idle never destroys it, so the cache never hands out a stream it destroyed. When
+/// the stream had to be destroyed and that failed, the error is returned and the cache has
+/// forgotten the stream.
 pub fn release(stream: Stream, idleness: Idleness) -> Result<Released> {
     let (pool, rt) = pool()?;
     pool.release(&rt, stream, idleness).map_err(|e| match e {
         ReleaseError::NotHeld => Error::new(
             ErrorKind::InvalidHandle,
             format!("stream {:p} is not held from the stream cache: never acquired, or already released", stream.0),
+        ),
+        ReleaseError::AlreadyReleased => Error::new(
+            ErrorKind::InvalidHandle,
+            format!("stream {:p} was already released: it is idle in the stream cache, and stays there", stream.0),
         ),
         ReleaseError::Destroy(e) => e.context(format!("stream {:p} could not be reused and destroying it failed", stream.0)),
     })

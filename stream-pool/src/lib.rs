@@ -24,8 +24,6 @@ pub trait StreamOps {
     fn create(&self, device: i32, flags: u32, priority: i32) -> Result<Self::Stream, Self::Error>;
     fn destroy(&self, stream: Self::Stream) -> Result<(), Self::Error>;
     fn is_idle(&self, stream: Self::Stream) -> Result<bool, Self::Error>;
-    fn flags(&self, stream: Self::Stream) -> Result<u32, Self::Error>;
-    fn priority(&self, stream: Self::Stream) -> Result<i32, Self::Error>;
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +82,8 @@ pub struct Stats {
     pub hits: u64,
     /// Acquires that found no idle handle and created one.
     pub misses: u64,
-    /// Handles destroyed on release (busy, unreadable, over the bound, cache off) or by trim.
+    /// Handles destroyed on release (busy, unreadable, over the bound, cache off), by trim or by a
+    /// device reset.
     pub destroyed: u64,
     /// Idle handles kept now.
     pub kept: u64,
@@ -95,8 +94,10 @@ pub struct Stats {
 /// Why a release did not return the handle to the pool.
 #[derive(Debug)]
 pub enum ReleaseError<E> {
-    /// The handle is not handed out: never acquired, or already released.
+    /// The handle is not handed out and not in the pool: never acquired, or forgotten.
     NotHeld,
+    /// The handle is idle in the pool: it was released already. It stays there, alive.
+    AlreadyReleased,
     /// The handle was destroyed (it was not cacheable) and the destroy failed; the pool has
     /// forgotten it.
     Destroy(E),
@@ -142,21 +143,15 @@ struct Idle<S> {
     ranges: Vec<(i32, (i32, i32))>,
 }
 
-/// What the pool remembers about a handed-out handle, read once at creation so that a release
-/// costs at most one `is_idle` call.
-#[derive(Clone, Copy)]
-struct Held {
-    key: Key,
-    /// False when flags or priority could not be read back: the key is then only a guess.
-    cacheable: bool,
-}
-
 const SHARDS: usize = 16;
 
 pub struct Pool<S> {
     settings: Settings,
     idle: Mutex<Idle<S>>,
-    held: [Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>>; SHARDS],
+    /// Every handed-out handle and the key it was asked for: it is filed back under that key,
+    /// never under flags or a priority read back from the runtime (which may report bits of its
+    /// own, and would make every later request for the same key miss).
+    held: [Mutex<HashMap<S, Key, BuildHasherDefault<AddrHasher>>>; SHARDS],
 }
 
 impl<S: Copy + Eq + Hash> Pool<S> {
@@ -192,34 +187,39 @@ impl<S: Copy + Eq + Hash> Pool<S> {
             }
             (key, cached)
         };
-        let (stream, held) = match cached {
-            Some(stream) => (stream, Held { key, cacheable: true }),
-            None => {
-                let stream = ops.create(device, flags, key.priority)?;
-                (stream, read_back(ops, stream, key))
-            }
+        let stream = match cached {
+            Some(stream) => stream,
+            None => ops.create(device, flags, key.priority)?,
         };
-        lock(self.shard(stream)).insert(stream, held);
+        lock(self.shard(stream)).insert(stream, key);
         Ok(stream)
     }
 
-    /// Takes back a handed-out handle: kept when the cache is on, the handle's flags and priority
-    /// were read, it is idle (as `idleness` tells) and its key is below the bound; destroyed
-    /// otherwise.
+    /// Takes back a handed-out handle: kept when the cache is on, it is idle (as `idleness`
+    /// tells) and its key is below the bound; destroyed otherwise. A handle that is not handed
+    /// out is left alone: [`ReleaseError::AlreadyReleased`] when it is idle in the pool (a second
+    /// release must never destroy a handle the pool would hand out again),
+    /// [`ReleaseError::NotHeld`] otherwise.
     pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S, idleness: Idleness) -> Result<Released, ReleaseError<O::Error>> {
-        let held = lock(self.shard(stream)).remove(&stream).ok_or(ReleaseError::NotHeld)?;
+        let Some(key) = lock(self.shard(stream)).remove(&stream) else {
+            let idle = lock(&self.idle);
+            return Err(if idle.slots.iter().any(|slot| slot.idle.contains(&stream)) {
+                ReleaseError::AlreadyReleased
+            } else {
+                ReleaseError::NotHeld
+            });
+        };
         // An error reading the state counts as "not idle": a handle we cannot vouch for is
-        // never handed out again. The query comes last: with the cache off or the key a guess
-        // it is not made.
+        // never handed out again. The query comes last: with the cache off it is not made.
         let idle = || match idleness {
             Idleness::Query => matches!(ops.is_idle(stream), Ok(true)),
             Idleness::Known => true,
         };
-        let reusable = self.settings.enabled && held.cacheable && idle();
+        let reusable = self.settings.enabled && idle();
         {
             let mut idle = lock(&self.idle);
             let max = self.settings.max_per_key;
-            let slot = idle.slot(held.key);
+            let slot = idle.slot(key);
             if reusable && slot.idle.len() < max {
                 slot.idle.push(stream);
                 return Ok(Released::Kept);
@@ -255,6 +255,17 @@ impl<S: Copy + Eq + Hash> Pool<S> {
         }
     }
 
+    /// Before a reset of `device`, which destroys all of its streams: destroys its idle handles
+    /// (as [`Pool::trim`], whose result it returns) and forgets the handed-out ones, so that
+    /// neither is ever handed out or released through the pool again (a later release of one
+    /// is [`ReleaseError::NotHeld`]).
+    pub fn reset<O: StreamOps<Stream = S>>(&self, ops: &O, device: i32) -> Result<usize, (usize, O::Error)> {
+        for shard in &self.held {
+            lock(shard).retain(|_, key| key.device != device);
+        }
+        self.trim(ops, Some(device))
+    }
+
     pub fn stats(&self, device: Option<i32>) -> Stats {
         let wanted = |d: i32| device.is_none_or(|w| w == d);
         let mut stats = Stats::default();
@@ -265,12 +276,12 @@ impl<S: Copy + Eq + Hash> Pool<S> {
             stats.kept += slot.idle.len() as u64;
         }
         for shard in &self.held {
-            stats.in_use += lock(shard).values().filter(|h| wanted(h.key.device)).count() as u64;
+            stats.in_use += lock(shard).values().filter(|key| wanted(key.device)).count() as u64;
         }
         stats
     }
 
-    fn shard(&self, stream: S) -> &Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>> {
+    fn shard(&self, stream: S) -> &Mutex<HashMap<S, Key, BuildHasherDefault<AddrHasher>>> {
         let hash = BuildHasherDefault::<AddrHasher>::default().hash_one(stream);
         &self.held[(hash >> 60) as usize % SHARDS]
     }
@@ -296,13 +307,6 @@ impl<S> Idle<S> {
             }
         };
         &mut self.slots[i]
-    }
-}
-
-fn read_back<O: StreamOps>(ops: &O, stream: O::Stream, requested: Key) -> Held {
-    match (ops.flags(stream), ops.priority(stream)) {
-        (Ok(flags), Ok(priority)) => Held { key: Key { flags, priority, ..requested }, cacheable: true },
-        _ => Held { key: requested, cacheable: false },
     }
 }
 
@@ -378,13 +382,10 @@ mod tests {
         }
         fn is_idle(&self, s: usize) -> Result<bool, String> {
             *self.queries.borrow_mut() += 1;
+            if self.unreadable.borrow().contains(&s) {
+                return Err("unreadable".into());
+            }
             Ok(!self.busy.borrow().contains(&s))
-        }
-        fn flags(&self, s: usize) -> Result<u32, String> {
-            if self.unreadable.borrow().contains(&s) { Err("unreadable".into()) } else { Ok(self.live.borrow()[&s].0) }
-        }
-        fn priority(&self, s: usize) -> Result<i32, String> {
-            Ok(self.live.borrow()[&s].1)
         }
     }
 
@@ -451,7 +452,7 @@ mod tests {
         fake.unreadable.borrow_mut().insert(1016);
         let c = pool.acquire(&fake, 0, 0, -1).unwrap();
         assert_eq!(c, 1016);
-        assert_eq!(pool.release(&fake, c, Idleness::Query).unwrap(), Released::Destroyed, "flags could not be read");
+        assert_eq!(pool.release(&fake, c, Idleness::Query).unwrap(), Released::Destroyed, "its state could not be read");
         let s = pool.stats(None);
         assert_eq!((s.destroyed, s.kept, s.in_use), (3, 1, 0));
     }
@@ -482,22 +483,15 @@ mod tests {
         assert!(matches!(pool.release(&fake, 12345, Idleness::Known), Err(ReleaseError::NotHeld)));
         let a = pool.acquire(&fake, 0, 0, 0).unwrap();
         pool.release(&fake, a, Idleness::Known).unwrap();
-        assert!(matches!(pool.release(&fake, a, Idleness::Known), Err(ReleaseError::NotHeld)), "double release");
+        assert!(matches!(pool.release(&fake, a, Idleness::Known), Err(ReleaseError::AlreadyReleased)), "double release");
         assert_eq!((*fake.destroyed.borrow(), pool.stats(None).kept), (0, 1));
 
-        // Unreadable flags: the key is a guess, so the stream is destroyed however idle it is.
-        *fake.next.borrow_mut() = 1000;
-        fake.unreadable.borrow_mut().insert(1016);
-        let c = pool.acquire(&fake, 0, 0, -1).unwrap();
-        assert_eq!(pool.release(&fake, c, Idleness::Known).unwrap(), Released::Destroyed);
-
         // A failed destroy is reported and the handle forgotten.
-        fake.unreadable.borrow_mut().insert(1032);
-        let d = pool.acquire(&fake, 0, 0, -1).unwrap();
-        assert_eq!(d, 1032);
+        let full = Pool::new(Settings { enabled: true, max_per_key: 0 });
+        let d = full.acquire(&fake, 0, 0, -1).unwrap();
         fake.live.borrow_mut().remove(&d);
-        assert!(matches!(pool.release(&fake, d, Idleness::Known), Err(ReleaseError::Destroy(e)) if e.contains("dead stream")));
-        assert!(matches!(pool.release(&fake, d, Idleness::Known), Err(ReleaseError::NotHeld)));
+        assert!(matches!(full.release(&fake, d, Idleness::Known), Err(ReleaseError::Destroy(e)) if e.contains("dead stream")));
+        assert!(matches!(full.release(&fake, d, Idleness::Known), Err(ReleaseError::NotHeld)));
 
         // With the cache off, a known-idle release destroys too.
         let off = Pool::new(Settings { enabled: false, max_per_key: 64 });
@@ -512,7 +506,7 @@ mod tests {
         let (fake, pool) = (Fake::default(), pool(4));
         let a = pool.acquire(&fake, 0, 0, 0).unwrap();
         pool.release(&fake, a, Idleness::Query).unwrap();
-        assert!(matches!(pool.release(&fake, a, Idleness::Query), Err(ReleaseError::NotHeld)));
+        assert!(matches!(pool.release(&fake, a, Idleness::Query), Err(ReleaseError::AlreadyReleased)));
         assert!(matches!(pool.release(&fake, 12345, Idleness::Query), Err(ReleaseError::NotHeld)));
         assert_eq!(*fake.destroyed.borrow(), 0);
         assert_eq!(pool.stats(None).kept, 1);
@@ -547,6 +541,27 @@ mod tests {
         assert_eq!(fake.live.borrow().len(), 1, "the handed-out stream survives trim");
         assert_eq!(pool.release(&fake, held, Idleness::Query).unwrap(), Released::Kept);
         assert_eq!(pool.stats(None).destroyed, 3);
+    }
+
+    #[test]
+    fn a_reset_destroys_the_idle_streams_of_its_device_and_forgets_the_held_ones() {
+        let (fake, pool) = (Fake::default(), pool(8));
+        let idle0 = pool.acquire(&fake, 0, 0, 0).unwrap();
+        let held0 = pool.acquire(&fake, 0, 0, 0).unwrap();
+        let idle1 = pool.acquire(&fake, 1, 0, 0).unwrap();
+        let held1 = pool.acquire(&fake, 1, 0, 0).unwrap();
+        pool.release(&fake, idle0, Idleness::Query).unwrap();
+        pool.release(&fake, idle1, Idleness::Query).unwrap();
+        assert_eq!(pool.reset(&fake, 0).unwrap(), 1);
+        assert!(!fake.live.borrow().contains_key(&idle0));
+        let (s0, s1) = (pool.stats(Some(0)), pool.stats(Some(1)));
+        assert_eq!((s0.kept, s0.in_use, s1.kept, s1.in_use), (0, 0, 1, 1));
+        // The reset destroyed it: a release must not touch it again.
+        assert!(matches!(pool.release(&fake, held0, Idleness::Query), Err(ReleaseError::NotHeld)));
+        assert_eq!(*fake.destroyed.borrow(), 1);
+        assert_ne!(pool.acquire(&fake, 0, 0, 0).unwrap(), idle0, "nothing idle is left on device 0");
+        assert_eq!(pool.acquire(&fake, 1, 0, 0).unwrap(), idle1, "device 1 keeps its streams");
+        assert_eq!(pool.release(&fake, held1, Idleness::Query).unwrap(), Released::Kept);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 # $1 (target/<profile>), once plain under -Wall -Wextra -Werror and once with ASan+UBSan, and
 # runs each in every mode its header comment describes. hpp_wrapper.cpp tests the C++ wrapper
 # include/rocm_cmdbuf.hpp (also under -pedantic); correlator.c and correlator.cpp the profiler
-# correlator through each header (no GPU runtime). cmdbuf_flow and contracts also link the
+# correlator through each header (no GPU runtime); exit_calls.cpp calls exports from atexit, a C++
+# static destructor and a thread's key destructor. cmdbuf_flow, contracts and exit_calls also link the
 # software GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers. Exits
 # non-zero on any failure.
 set -euo pipefail
@@ -63,6 +64,8 @@ if [ -e "$hipsim" ]; then
     build contracts-cxx17 g++ c++17 contracts.cpp "${hip[@]}"
     build contracts-c11-asan gcc c11 contracts.c "${hip[@]}" "${san[@]}"
     build contracts-cxx17-asan g++ c++17 contracts.cpp "${hip[@]}" "${san[@]}"
+    build exit-calls g++ c++17 exit_calls.cpp -pthread "${hip[@]}"
+    build exit-calls-asan g++ c++17 exit_calls.cpp -pthread "${hip[@]}" "${san[@]}"
 fi
 
 failed=0
@@ -95,6 +98,10 @@ if [ -e "$hipsim" ]; then
     for bin in hpp hpp-asan; do
         run "$bin" flow RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
         run "$bin" long-message -u RCB_BACKEND
+    done
+    # Calls at exit and at a thread's exit, after the thread-locals are gone.
+    for bin in exit-calls exit-calls-asan; do
+        run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
     done
 fi
 if [ -n "$real_hip" ]; then

@@ -3,7 +3,9 @@
 # streams 50 times makes hipsim count 5600 creations on its own and at most 112 with
 # librocm_cmdbuf_preload.so preloaded (also when HIP is dlopen'ed late with RTLD_LOCAL), while
 # the work on the streams still checks out; RCB_STREAM_CACHE=0, or a malformed value, turns the
-# cache off.
+# cache off. lifecycle.c gets plain HIP's answers with the preload too: a second destroy of a
+# stream, a destroy after hipDeviceReset, a fork while another thread creates and destroys
+# streams, a runtime that reports flag bits of its own.
 # Usage: tests/preload/run.sh [target/debug]   (after `cargo build -p hipsim -p rocm_cmdbuf_preload`)
 set -euo pipefail
 
@@ -26,6 +28,7 @@ gcc "${cflags[@]}" -shared -fPIC "$here/workload.c" -o "$work/libworkload.so" \
     -L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib"
 gcc "${cflags[@]}" "$here/driver.c" -o "$work/linked" -L"$work" -lworkload -Wl,-rpath,"$work:$work/lib"
 gcc "${cflags[@]}" -DLATE "$here/driver.c" -o "$work/late" -ldl
+gcc "${cflags[@]}" "$here/lifecycle.c" -o "$work/lifecycle" -pthread -L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib"
 
 failed=0
 # expect LABEL MIN MAX [ENV...] -- COMMAND...: the run succeeds and counts MIN..MAX creations.
@@ -51,4 +54,20 @@ expect "preload, bound of 8 per key" 4032 4032 LD_PRELOAD="$preload" RCB_STREAM_
 expect "preload, malformed bound: cache off" 5600 5600 LD_PRELOAD="$preload" RCB_STREAM_CACHE_MAX_PER_KEY=lots -- "$work/linked"
 expect "preload, HIP dlopen'ed late (RTLD_LOCAL)" 1 112 LD_PRELOAD="$preload" -- "$work/late" "$work/libworkload.so"
 expect "no preload, HIP dlopen'ed late" 5600 5600 -- "$work/late" "$work/libworkload.so"
+# A runtime that reports flag bits of its own: streams are filed under the flags asked for.
+expect "no preload, extra flag bits" 10 10 HIPSIM_QUIRKS=stream_flag_bits -- "$work/lifecycle" flag-bits
+expect "preload, extra flag bits" 1 1 HIPSIM_QUIRKS=stream_flag_bits LD_PRELOAD="$preload" -- "$work/lifecycle" flag-bits
+
+# Plain HIP's answers, with and without the preload: a second destroy, a device reset, a fork.
+for mode in double-destroy reset fork; do
+    for env in "" "LD_PRELOAD=$preload"; do
+        label="$mode${env:+, preload}"
+        if out=$(env $env timeout 120 "$work/lifecycle" "$mode" 2>&1); then
+            echo "PASS $label"
+        else
+            echo "FAIL $label"; sed 's/^/    /' <<<"$out"
+            failed=1
+        fi
+    done
+done
 exit $failed

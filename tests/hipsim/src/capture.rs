@@ -1,8 +1,6 @@
 //! Stream capture: while a stream captures, its work becomes a chain of graph nodes in
 //! issue order instead of running.
 
-use std::thread::ThreadId;
-
 use crate::error::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, HipResult};
 use crate::exec::run_op;
 use crate::graph::{self, Op};
@@ -13,7 +11,9 @@ pub const MODE_THREAD_LOCAL: i32 = 1;
 
 pub struct Capture {
     pub mode: i32,
-    pub thread: ThreadId,
+    /// The capturing thread (`pthread_self`, which works also at a thread's exit, after its
+    /// Rust thread-locals are gone, where `std::thread::current` panics).
+    pub thread: libc::pthread_t,
     pub graph: usize,
     pub last: Option<usize>,
     pub invalidated: bool,
@@ -57,7 +57,7 @@ pub fn is_capturing(t: &Target) -> bool {
 /// Calls that are unsafe during capture (e.g. hipMalloc) fail while a global capture is
 /// active anywhere, or a thread-local one on this thread; relaxed captures allow them.
 pub fn check_unsafe_call() -> HipResult {
-    let me = std::thread::current().id();
+    let me = this_thread();
     let mut hit = false;
     for s in STREAMS.values() {
         if let Some(c) = s.capture.lock().unwrap().as_mut()
@@ -68,4 +68,10 @@ pub fn check_unsafe_call() -> HipResult {
         }
     }
     if hit { Err(CAPTURE_UNSUPPORTED) } else { Ok(()) }
+}
+
+/// The calling thread, as [`Capture::thread`] records it.
+pub fn this_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() }
 }

@@ -41,6 +41,21 @@ impl<T> Registry<T> {
         self.map.lock().unwrap().len()
     }
 
+    /// Takes out every entry `pred` selects.
+    pub fn remove_where(&self, pred: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        let mut map = self.map.lock().unwrap();
+        let handles: Vec<usize> = map.iter().filter(|(_, v)| pred(v)).map(|(&h, _)| h).collect();
+        handles.iter().filter_map(|h| map.remove(h)).collect()
+    }
+
+    /// The registry's lock, held until the box is dropped (see `fork.rs`).
+    pub fn hold(&'static self) -> Box<dyn std::any::Any>
+    where
+        T: Send + Sync + 'static,
+    {
+        Box::new(self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     pub fn values(&self) -> Vec<Arc<T>> {
         self.map.lock().unwrap().values().cloned().collect()
     }

@@ -45,43 +45,52 @@ pub struct Knobs {
     clr138: AtomicBool,
     opaque_extra: AtomicBool,
     kernarg_leak: AtomicU8,
+    stream_flag_bits: AtomicBool,
 }
 
 static KNOBS: OnceLock<Knobs> = OnceLock::new();
 
+/// What the `stream_flag_bits` quirk adds to every stream's flags.
+const STREAM_FLAG_BITS: u32 = 0x8000_0000;
+
 pub fn get() -> &'static Knobs {
-    KNOBS.get_or_init(|| {
-        let env = |k: &str| std::env::var(k).unwrap_or_default();
-        let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
-        let pool = env("HIPSIM_KERNARG_POOL");
-        let kernarg_pool = match pool.trim() {
-            "" => u64::MAX,
-            s => s.parse().unwrap_or_else(|_| {
-                eprintln!("hipsim: ignoring malformed HIPSIM_KERNARG_POOL");
-                u64::MAX
-            }),
-        };
-        let k = Knobs {
-            state: Mutex::new(State::default()),
-            devices,
-            kernarg_pool,
-            stats: env("HIPSIM_STATS") == "1",
-            clr138: AtomicBool::new(false),
-            opaque_extra: AtomicBool::new(false),
-            kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
-        };
-        // A malformed variable is reported rather than silently ignored: tests rely on it.
-        if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_FAIL");
-        }
-        if k.set_quirks(&env("HIPSIM_QUIRKS")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_QUIRKS");
-        }
-        if k.set_latency(&env("HIPSIM_LATENCY")).is_err() {
-            eprintln!("hipsim: ignoring malformed HIPSIM_LATENCY");
-        }
-        k
-    })
+    let knobs = KNOBS.get_or_init(init);
+    crate::fork::register();
+    knobs
+}
+
+fn init() -> Knobs {
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    let devices = env("HIPSIM_DEVICES").trim().parse::<i32>().map_or(2, |n| n.clamp(0, 16));
+    let pool = env("HIPSIM_KERNARG_POOL");
+    let kernarg_pool = match pool.trim() {
+        "" => u64::MAX,
+        s => s.parse().unwrap_or_else(|_| {
+            eprintln!("hipsim: ignoring malformed HIPSIM_KERNARG_POOL");
+            u64::MAX
+        }),
+    };
+    let k = Knobs {
+        state: Mutex::new(State::default()),
+        devices,
+        kernarg_pool,
+        stats: env("HIPSIM_STATS") == "1",
+        clr138: AtomicBool::new(false),
+        opaque_extra: AtomicBool::new(false),
+        kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
+        stream_flag_bits: AtomicBool::new(false),
+    };
+    // A malformed variable is reported rather than silently ignored: tests rely on it.
+    if k.set_faults(&env("HIPSIM_FAIL")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_FAIL");
+    }
+    if k.set_quirks(&env("HIPSIM_QUIRKS")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_QUIRKS");
+    }
+    if k.set_latency(&env("HIPSIM_LATENCY")).is_err() {
+        eprintln!("hipsim: ignoring malformed HIPSIM_LATENCY");
+    }
+    k
 }
 
 fn entries(spec: &str) -> impl Iterator<Item = &str> {
@@ -125,6 +134,11 @@ impl Knobs {
         fault.map_or(Ok(()), Err)
     }
 
+    /// The counters' lock, held until the box is dropped (see `fork.rs`).
+    pub fn hold(&'static self) -> Box<dyn std::any::Any> {
+        Box::new(self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
     pub fn call_count(&self, name: &str) -> u64 {
         self.state.lock().unwrap().calls.get(name).copied().unwrap_or(0)
     }
@@ -153,7 +167,7 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque, mut leak) = (false, false, KernargLeak::Off);
+        let (mut clr138, mut opaque, mut leak, mut flag_bits) = (false, false, KernargLeak::Off, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
@@ -161,12 +175,14 @@ impl Knobs {
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
                 "kernarg_leak_silent" => leak = KernargLeak::Silent,
+                "stream_flag_bits" => flag_bits = true,
                 _ => return Err(()),
             }
         }
         self.clr138.store(clr138, Ordering::Relaxed);
         self.opaque_extra.store(opaque, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
+        self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
         Ok(())
     }
 
@@ -186,6 +202,12 @@ impl Knobs {
 
     pub fn opaque_extra(&self) -> bool {
         self.opaque_extra.load(Ordering::Relaxed)
+    }
+
+    /// Bits `hipStreamGetFlags` reports beyond those the stream was created with (the
+    /// `stream_flag_bits` quirk: a runtime that keeps flags of its own in the same word).
+    pub fn stream_flag_bits(&self) -> u32 {
+        if self.stream_flag_bits.load(Ordering::Relaxed) { STREAM_FLAG_BITS } else { 0 }
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {

@@ -11,6 +11,7 @@ mod event;
 mod exec;
 mod exports;
 mod ffi;
+mod fork;
 mod graph;
 mod handles;
 mod kernarg;

@@ -2,6 +2,7 @@
 //! the legacy default stream: its work runs inline on the calling thread after every
 //! blocking stream of the device has drained (legacy-stream implicit synchronization).
 
+use std::os::unix::thread::JoinHandleExt;
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, LazyLock, Mutex};
 
@@ -104,7 +105,9 @@ impl Stream {
         self.tx.lock().unwrap().take();
         let worker = self.worker.lock().unwrap().take();
         // A stream destroyed from its own worker (a host callback) cannot wait for itself.
-        if let Some(worker) = worker.filter(|w| w.thread().id() != std::thread::current().id()) {
+        // Compared by pthread_t: a stream may be destroyed at a thread's exit, after its Rust
+        // thread-locals (which `std::thread::current` needs) are gone.
+        if let Some(worker) = worker.filter(|w| w.as_pthread_t() != crate::capture::this_thread()) {
             let _ = worker.join();
         }
     }
@@ -140,6 +143,24 @@ impl Target {
             }
             Target::Stream(s) => s.enqueue(job),
         }
+    }
+}
+
+/// Ends a stream that is being destroyed: its capture discarded, its work finished, its worker
+/// gone.
+pub fn destroy(s: &Stream) {
+    if let Some(c) = s.capture.lock().unwrap().take() {
+        let _ = crate::graph::lock().destroy(c.graph);
+    }
+    s.wait_idle();
+    s.close();
+}
+
+/// hipDeviceReset, as far as streams go: every stream of `device` is destroyed (its handle
+/// becomes invalid), as on clr.
+pub fn reset_device(device: i32) {
+    for s in STREAMS.remove_where(|s| s.device == device) {
+        destroy(&s);
     }
 }
 

@@ -30,7 +30,7 @@ hip_export! {
             return Err(ILLEGAL_STATE);
         }
         let g = graph::lock().create(false, false);
-        *cap = Some(Capture { mode, thread: std::thread::current().id(), graph: g, last: None, invalidated: false });
+        *cap = Some(Capture { mode, thread: crate::capture::this_thread(), graph: g, last: None, invalidated: false });
         Ok(())
     }
 
@@ -41,7 +41,7 @@ hip_export! {
         let Target::Stream(s) = resolve(h)? else { return Err(ILLEGAL_STATE) };
         let mut cap = s.capture.lock().unwrap();
         let c = cap.as_ref().ok_or(ILLEGAL_STATE)?;
-        if (c.mode == MODE_GLOBAL || c.mode == MODE_THREAD_LOCAL) && c.thread != std::thread::current().id() {
+        if (c.mode == MODE_GLOBAL || c.mode == MODE_THREAD_LOCAL) && c.thread != crate::capture::this_thread() {
             return Err(CAPTURE_WRONG_THREAD);
         }
         let c = cap.take().expect("checked");

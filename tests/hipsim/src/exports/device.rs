@@ -63,6 +63,12 @@ hip_export! {
     fn hipDeviceSynchronize() {
         stream::sync_device(device::current()?)
     }
+
+    // Models only what a reset does to streams: the current device's are destroyed.
+    fn hipDeviceReset() {
+        stream::reset_device(device::current()?);
+        Ok(())
+    }
 }
 
 #[unsafe(no_mangle)]

@@ -4,7 +4,7 @@ use crate::capture;
 use crate::error::{CAPTURE_UNSUPPORTED, HipResult, INVALID_HANDLE, INVALID_VALUE, NOT_READY};
 use crate::event::{DISABLE_TIMING, EVENTS, Event};
 use crate::ffi::{hip_export, out};
-use crate::graph::{self, Op};
+use crate::graph::Op;
 use crate::memory;
 use crate::stream::{self, STREAMS, Target, resolve};
 
@@ -57,11 +57,7 @@ hip_export! {
 
     fn hipStreamDestroy(h: usize) {
         let s = STREAMS.get(h)?;
-        if let Some(c) = s.capture.lock().unwrap().take() {
-            let _ = graph::lock().destroy(c.graph);
-        }
-        s.wait_idle();
-        s.close();
+        stream::destroy(&s);
         STREAMS.remove(h).map(drop)
     }
 
@@ -95,7 +91,7 @@ hip_export! {
             // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
             Target::Null(_) => unsafe { out(flags, 0) },
             // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-            Target::Stream(s) => unsafe { out(flags, s.flags) },
+            Target::Stream(s) => unsafe { out(flags, s.flags | crate::knobs::get().stream_flag_bits()) },
         }
     }
 
