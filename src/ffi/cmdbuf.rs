@@ -134,9 +134,16 @@ pub struct rcb_kernel_params_launch {
 }
 
 /// One allocation of the table (XLA's buffer allocation index = position in the array): device
-/// address `base`, `size` bytes. An address belongs to it when `base <= p < base + size` (or
-/// `p == base` when `size` is 0); when several contain it, the greatest base wins, then the
-/// lowest index.
+/// address `base`, `size` bytes. An address lies in it when `base <= p < base + size`; a
+/// size-0 allocation (an empty buffer, whose address may be anywhere) takes `p == base` only
+/// when no allocation of non-zero size contains `p`. One past an allocation's end is not in it.
+///
+/// An address that lies in several allocations (one array passed for two parameters, a donated
+/// buffer, nested or partly overlapping ranges, empty ones at one address) is ambiguous: nothing
+/// says which one it came from. An update moves it only when every allocation containing it
+/// moves by the same amount; any other move of one of them reports `needs_rerecord` (fallback
+/// reason `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`). A pointer argument given with
+/// `RCB_ARG_ALLOCATION` is never ambiguous: it follows the allocation it names.
 ///
 /// An allocation is a range whose contents move as one: every recorded address inside it
 /// follows it. List whole allocations (XLA's buffer allocations), not a view into memory that
