@@ -125,7 +125,8 @@ struct Dropped {
 
 // The collector's report texts.
 const char* const kMissingMerge = "Missing API-Activity information exchange. Dropped!";
-const char* const kNoApi = "An event from activity was discarded. Could not find the counterpart HIP API.";
+// As the collector has it: no space after the first stop.
+const char* const kNoApi = "An event from activity was discarded.Could not find the counterpart HIP API.";
 const char* const kDuplicate = "event with duplicate correlation_id was received.";
 
 // ---- RocmTraceCollectorImpl's maps, as AddEvent fills them (no limits) ----
@@ -243,6 +244,12 @@ std::vector<std::pair<const char*, std::string>> Fields(const typename T::Event&
     o << v;
     return o.str();
   };
+  // A bool of the union may hold another member's byte: read it as a byte.
+  auto byte = [](const bool& b) {
+    unsigned char v;
+    std::memcpy(&v, &b, 1);
+    return static_cast<int>(v);
+  };
   const auto& k = e.kernel_info;
   const auto& c = e.memcpy_info;
   const auto& m = e.memset_info;
@@ -271,9 +278,9 @@ std::vector<std::pair<const char*, std::string>> Fields(const typename T::Event&
           {"kernel_info.func_ptr", s(reinterpret_cast<uintptr_t>(k.func_ptr))},
           {"memcpy_info.num_bytes", s(c.num_bytes)},
           {"memcpy_info.destination", s(c.destination)},
-          {"memcpy_info.async", s(c.async)},
+          {"memcpy_info.async", s(byte(c.async))},
           {"memset_info.num_bytes", s(m.num_bytes)},
-          {"memset_info.async", s(m.async)},
+          {"memset_info.async", s(byte(m.async))},
           {"memalloc_info.num_bytes", s(e.memalloc_info.num_bytes)},
           {"synchronization_info.sync_type", s(static_cast<int>(e.synchronization_info.sync_type))}};
 }
