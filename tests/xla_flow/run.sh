@@ -10,7 +10,13 @@ if [ "${1:-}" = "--build-only" ]; then build_only=$2; shift 2; fi
 lib_dir=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-flags=(-std=c++17 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$here")
+# The patch series' new profiler files, as 0006 creates them, for profiler.cpp (with the
+# stand-ins of the XLA headers they include, in stubs/).
+patched=$(mktemp -d)
+trap 'rm -rf "$patched"' EXIT
+(cd "$patched" && git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation.*' \
+    "$root/xla-patches/0006-rocm_cmdbuf-profiler.patch")
+flags=(-std=c++17 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$here" -I"$patched" -I"$here/stubs")
 programs=()
 for src in "$here"/*.cpp; do programs+=("$(basename "$src" .cpp)"); done
 
@@ -24,7 +30,7 @@ if [ -n "$build_only" ]; then
 fi
 
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+trap 'rm -rf "$out" "$patched"' EXIT
 mkdir "$out/lib" "$out/hip"
 cp "$lib_dir/librocm_cmdbuf.so" "$out/lib/"
 ln -s librocm_cmdbuf.so "$out/lib/librocm_cmdbuf.so.0"
