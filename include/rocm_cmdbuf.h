@@ -376,8 +376,9 @@ typedef struct rcb_update_report {
   uint64_t updated_nodes;
   /**
    * 1 when the update could not be completed in place (the number of allocations or a size
-   * changed, or a moved allocation may be referenced by a node the library cannot patch:
-   * nothing was changed; or a runtime call failed part-way: launches are refused until a
+   * changed, a moved allocation may be referenced by a node the library cannot patch, or an
+   * address recorded in several allocations would have to follow moves that differ: nothing
+   * was changed; or a runtime call failed part-way: launches are refused until a
    * re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
    * `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node
    * (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
@@ -1068,8 +1069,14 @@ rcb_status rcb_cmdbuf_free(struct rcb_cmdbuf *cb);
 /**
  * Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
  * `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
- * from now on that lies inside an allocation becomes a patch site of it, and the addresses that
- * cloned child nodes may reference are mapped to the new table (see `rcb_cmdbuf_add_child`).
+ * from now on that lies inside an allocation becomes a patch site of it (of all of them when it
+ * lies in several: see `rcb_allocation`), and the addresses that cloned child nodes may
+ * reference are mapped to the new table (see `rcb_cmdbuf_add_child`). A pointer recorded with
+ * `RCB_ARG_ALLOCATION` stays a site of the allocation it names while the new table agrees (that
+ * allocation exists and holds the pointer's address at its offset); otherwise it is matched by
+ * its address like any other. One past an allocation's end is not in it: a pointer named at
+ * its allocation's end keeps its name only in this command buffer (a parent that clones or
+ * flattens it matches the address).
  * Allowed while recording or updating (re-recording starts with this call).
  *
  * Thread-safety: one thread at a time per command buffer.
@@ -1444,7 +1451,9 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  * allocation whose base changed, every patch site gets the new base plus its offset; each
  * touched node is then sent to the runtime once (executable graph of a primary command
  * buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
- * comparison per entry plus the sites of the moved allocations; no scan of the nodes.
+ * comparison per entry plus the sites of the moved allocations, plus, when some recorded
+ * address lies in several allocations, the sets of allocations such addresses lie in that a
+ * moved allocation belongs to; no scan of the nodes.
  *
  * Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place:
  * - a different `n` or a changed size: nothing changed;
@@ -1454,6 +1463,9 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  *   raw child graph, a child cloned from a captured or otherwise opaque command buffer, a kernel
  *   node added with `rcb_cmdbuf_add_kernel_params`) or its graph came from capture: nothing
  *   changed, the reason is logged at debug level;
+ * - an address recorded in several allocations of the table at once (see `rcb_allocation`)
+ *   whose allocations do not all move by the same amount: nothing changed (fallback reason
+ *   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
  * - a runtime call failing part-way (logged at warn; the table and the library's copy of the
  *   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
  *   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).
@@ -1480,7 +1492,8 @@ rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
  * Fails with `RCB_STATUS_INVALID_ARGUMENT`, changing nothing, when an index is outside the
  * table, an allocation is named twice or a new range runs past the address space. An entry
  * that keeps its base is not counted as moved. A move that nodes the library cannot patch may
- * see, or a runtime call failing part-way, gives `RCB_OK` with `report->needs_rerecord = 1`,
+ * see, an ambiguous address whose allocations part, or a runtime call failing part-way, gives
+ * `RCB_OK` with `report->needs_rerecord = 1`,
  * exactly as for `rcb_cmdbuf_update_allocations`. `*report` is written on success.
  *
  * Thread-safety: one thread at a time per command buffer.

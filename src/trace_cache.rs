@@ -157,6 +157,12 @@ impl TraceCache {
         let same_shape = |e: &Entry| e.relocatable && e.shape == shape && e.key.iter().map(|a| a.size).eq(allocs.iter().map(|a| a.size));
         let Some(i) = self.entries.iter().rposition(same_shape) else { return Ok(None) };
         let report = self.entries[i].graph.update_allocations(allocs)?;
+        if report.needs_rerecord && report.moved_allocations == 0 {
+            // Refused with nothing changed (the library counted why): the entry stays for its
+            // own key, and this one is captured.
+            log::debug!("a cached trace of this shape cannot follow these moves; capturing");
+            return Ok(None);
+        }
         if report.needs_rerecord {
             log::warn!("relocating a cached trace failed part-way; dropping it and capturing again");
             counters::record_total(Event::Fallback(Fallback::RelocationFailed));
@@ -257,7 +263,9 @@ impl TraceCache {
         if let Some(reason) = &report.fallback {
             log::debug!("the trace cannot be relocated, it was not flattened: {reason}");
         } else if !unseen.is_empty() {
-            log::debug!("the trace cannot be relocated: allocation(s) {unseen:?} appear in none of its nodes");
+            log::debug!(
+                "the trace cannot be relocated: allocation(s) {unseen:?} are the allocation of none of its addresses (absent from its nodes, or only at addresses another allocation holds too)"
+            );
         }
         Ok((graph, report.fallback.is_none() && unseen.is_empty()))
     }

@@ -900,3 +900,80 @@ fn free_reports_a_failed_destroy_and_releases_the_handle() {
     gpu.rt.graph_destroy(g).unwrap();
     gpu.sync();
 }
+
+/// A fill whose pointer is named `(allocation, offset)` (`RCB_ARG_ALLOCATION`), as raw bytes.
+fn named_fill(allocation: u64, offset: u64, value: f32, n: u64) -> [(Vec<u8>, u32); 3] {
+    let named: Vec<u8> = [allocation, offset].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    [(named, RCB_ARG_ALLOCATION), (value.to_bits().to_ne_bytes().to_vec(), RCB_ARG_VALUE), (n.to_ne_bytes().to_vec(), RCB_ARG_VALUE)]
+}
+
+fn raw(args: &[(Vec<u8>, u32)]) -> Vec<(&[u8], u32)> {
+    args.iter().map(|(b, k)| (b.as_slice(), *k)).collect()
+}
+
+#[test]
+fn a_named_pointer_is_its_allocation_plus_offset_and_follows_only_that_allocation() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let half = (N / 2) as u64;
+    let a = gpu.upload(&[0.0; N]);
+    let b = gpu.upload(&[0.0; N]);
+    // One array passed twice: allocations 0 and 1 alias. The fill writes the second half of
+    // allocation 1, named; a plain pointer to the same address would be ambiguous.
+    let cb = Cb::primary();
+    cb.set_allocs(&[(a, BYTES), (a, BYTES)]);
+    cb.raw_kernel(&[], gpu.k.fill_u32, half, &raw(&named_fill(1, BYTES / 2, 7.0, half)));
+    cb.finalize();
+    cb.launch(&gpu);
+    let expect: Vec<f32> = (0..N).map(|i| if i < N / 2 { 0.0 } else { 7.0 }).collect();
+    assert_eq!(gpu.read(a, N), expect, "the address is allocation 1's base plus the offset");
+    gpu.write(a, &[0.0; N]);
+    let report = cb.move_allocs(&[(1, b)]);
+    assert_eq!((report.needs_rerecord, report.patched_sites), (0, 1), "a named pointer is never ambiguous");
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(b, N), expect, "it followed allocation 1");
+    assert_eq!(gpu.read(a, N), vec![0.0; N], "allocation 0 was left alone");
+    // Moving allocation 0 only (now elsewhere) touches nothing.
+    let report = cb.move_allocs(&[(0, b)]);
+    assert_eq!((report.needs_rerecord, report.patched_sites), (0, 0));
+
+    // A table that no longer agrees with the name: the pointer is matched by its address.
+    let cb = Cb::primary();
+    cb.set_allocs(&[(a, BYTES), (a, BYTES)]);
+    cb.raw_kernel(&[], gpu.k.fill_u32, half, &raw(&named_fill(1, 0, 3.0, half)));
+    cb.set_allocs(&[(a, BYTES)]);
+    assert_eq!(cb.sites(), 1, "allocation 1 is gone; the address is allocation 0's");
+    cb.finalize();
+    let report = cb.move_allocs(&[(0, b)]);
+    assert_eq!((report.needs_rerecord, report.patched_sites), (0, 1));
+    gpu.write(a, &[0.0; N]);
+    gpu.write(b, &[0.0; N]);
+    cb.launch(&gpu);
+    assert_eq!(gpu.read(b, N)[..N / 2], vec![3.0; N / 2][..], "it followed the allocation that holds its address");
+    assert_eq!(gpu.read(a, N), vec![0.0; N]);
+}
+
+#[test]
+fn a_named_pointer_outside_the_table_is_refused_naming_the_argument() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let a = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    let add = |args: &[(Vec<u8>, u32)]| {
+        let mut node = 0;
+        with_raw_launch(gpu.k.fill_u32, 1, &raw(args), |l| unsafe { rcb_cmdbuf_add_kernel(cb.0, null(), 0, l, &mut node) })
+    };
+    fails(add(&named_fill(0, 0, 1.0, 1)), RCB_STATUS_INVALID_ARGUMENT, "outside the table of 0");
+    cb.set_allocs(&[(a, BYTES)]);
+    fails(add(&named_fill(1, 0, 1.0, 1)), RCB_STATUS_INVALID_ARGUMENT, "allocation 1, outside the table of 1");
+    fails(add(&named_fill(0, BYTES + 1, 1.0, 1)), RCB_STATUS_INVALID_ARGUMENT, "past the end of allocation 0");
+    fails(add(&named_fill(1 << 40, 0, 1.0, 1)), RCB_STATUS_INVALID_ARGUMENT, "past the most a table holds");
+    let mut short = named_fill(0, 0, 1.0, 1);
+    short[0].0.truncate(8);
+    fails(add(&short), RCB_STATUS_INVALID_ARGUMENT, "must be sizeof(rcb_arg_allocation) = 16");
+    let mut count = 0;
+    ok(unsafe { rcb_cmdbuf_node_count(cb.0, &mut count) });
+    assert_eq!(count, 0, "nothing was added");
+    // One past the end is allowed.
+    assert_eq!(add(&named_fill(0, BYTES, 1.0, 1)), RCB_OK);
+}

@@ -195,13 +195,16 @@ fn table_of(views: &[View], bases: &[u64]) -> Vec<(u64, u64)> {
     views.iter().map(|v| (bases[v.buffer] + (v.start * 4) as u64, (v.len * 4) as u64)).collect()
 }
 
-fn record(gpu: &Gpu, cb: &Cb, case: &Case, table: &[(u64, u64)]) {
+/// Records the case at the addresses of `table`; `names` lets pointers be named as the case says
+/// (the in-place command buffer), else every pointer is given as its address (the fresh record
+/// the update is compared with, which must not depend on how names are decoded).
+fn record(gpu: &Gpu, cb: &Cb, case: &Case, table: &[(u64, u64)], names: bool) {
     let address = |p: Ptr| table[p.alloc].0 + (p.offset * 4) as u64;
     let n = SPAN as u64;
     let k = &gpu.k;
     // Each kernel argument as bytes and kind: a pointer named or given as its address.
     let pointer = |p: Ptr| -> (Vec<u8>, u32) {
-        if p.named {
+        if p.named && names {
             let named = [p.alloc as u64, (p.offset * 4) as u64];
             (named.iter().flat_map(|w| w.to_ne_bytes()).collect(), RCB_ARG_ALLOCATION)
         } else {
@@ -247,6 +250,7 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
     let mut rng = XorShift(seed);
     // (in place, refused) for disjoint and for overlapping tables.
     let mut outcomes = [[0usize; 2]; 2];
+    let mut named_in_place = 0;
     for i in 0..cases {
         let case = random_case(&mut rng);
         let malloc = || gpu.rt.malloc(0, BYTES as usize).unwrap();
@@ -255,7 +259,7 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
 
         let in_place = Cb::primary();
         in_place.set_allocs(&old_table);
-        record(&gpu, &in_place, &case, &old_table);
+        record(&gpu, &in_place, &case, &old_table, true);
         in_place.finalize();
         upload_initial(&gpu, &case, &bases);
         in_place.launch(&gpu);
@@ -274,6 +278,17 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
             in_place.move_allocs(&moves)
         };
         let disjoint = case.disjoint();
+        // Every address named: nothing to guess, nothing to refuse.
+        let all_named = case.ops.iter().all(|(op, _)| match *op {
+            Op::Fill { dst, .. } => dst.named,
+            Op::Axpy { y, x, .. } => y.named && x.named,
+            Op::Add { out, x, y } => out.named && x.named && y.named,
+            Op::Copy { .. } | Op::Set { .. } => false,
+        });
+        if all_named {
+            assert_eq!(report.needs_rerecord, 0, "case {i}: refused although every pointer is named: {case:?}");
+            named_in_place += 1;
+        }
         outcomes[usize::from(!disjoint)][usize::from(report.needs_rerecord != 0)] += 1;
         if report.needs_rerecord != 0 {
             assert!(!disjoint, "case {i}: a table of disjoint allocations was refused: {case:?}");
@@ -293,7 +308,7 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
 
             let scratch = Cb::primary();
             scratch.set_allocs(&new_table);
-            record(&gpu, &scratch, &case, &new_table);
+            record(&gpu, &scratch, &case, &new_table, false);
             scratch.finalize();
             upload_initial(&gpu, &case, &bases);
             gone.iter().for_each(|&b| gpu.write(bases[b], &sentinel));
@@ -305,11 +320,11 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
         }
     }
     println!(
-        "{cases} cases: disjoint tables {} in place, {} refused; overlapping tables {} in place, {} refused",
+        "{cases} cases: disjoint tables {} in place, {} refused; overlapping tables {} in place, {} refused; {named_in_place} with every pointer named",
         outcomes[0][0], outcomes[0][1], outcomes[1][0], outcomes[1][1]
     );
     if cases >= 200 {
-        // Both kinds of table and both outcomes on overlapping ones were exercised.
-        assert!(outcomes[0][0] > 0 && outcomes[1][0] > 0 && outcomes[1][1] > 0, "{outcomes:?}");
+        // Both kinds of table, both outcomes on overlapping ones and all-named cases were exercised.
+        assert!(outcomes[0][0] > 0 && outcomes[1][0] > 0 && outcomes[1][1] > 0 && named_in_place > 0, "{outcomes:?} {named_in_place}");
     }
 }

@@ -66,6 +66,9 @@ pub struct AllocationTable {
     /// Empty entries as `(base, index)`, sorted.
     empty: Vec<(u64, u32)>,
     index_stale: bool,
+    /// The allocations a lookup found, reused so that a lookup allocates only for an ambiguous
+    /// address.
+    found: Vec<u32>,
 }
 
 impl AllocationTable {
@@ -92,7 +95,8 @@ impl AllocationTable {
         if self.index_stale {
             self.rebuild();
         }
-        let mut found = Vec::new();
+        let found = &mut self.found;
+        found.clear();
         let mut i = self.sorted.partition_point(|&(base, _, _)| base <= p);
         while i > 0 && self.max_reach[i - 1] >= p {
             i -= 1;

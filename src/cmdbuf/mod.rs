@@ -627,21 +627,23 @@ impl CmdBuf {
     }
 
     /// Makes the node's addresses patch sites, or pins what an opaque node may reference. A
-    /// pointer named by allocation is a site of that allocation while the table holds it (and
-    /// the offset fits); any other address is a site of every allocation containing it (see
-    /// `allocations.rs`), and pins them all.
+    /// pointer named by allocation is a site of that allocation while the table agrees with the
+    /// name (the allocation exists and holds the address at that offset); any other address, a
+    /// named one the table no longer agrees with included, is a site of every allocation
+    /// containing it (see `allocations.rs`), and pins them all.
     fn attach_sites(&mut self, node: NodeId) {
         let record = &mut self.nodes[node as usize];
         let (allocs, patches) = (&mut self.allocs, &mut self.patches);
-        record.params.for_each_slot(|slot, address, named| match named {
-            Some((alloc, offset)) => {
-                if allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size) {
-                    record.sites.push(patches.add(node, slot, alloc, offset, &[]));
-                }
-            }
-            None => {
-                if let Some(c) = allocs.lookup(address) {
-                    record.sites.push(patches.add(node, slot, c.allocation, c.offset, &c.others));
+        record.params.for_each_slot(|slot, address, named| {
+            let agrees = |(alloc, offset): (u32, u64)| {
+                allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size && a.base + offset == address)
+            };
+            match named.filter(|&n| agrees(n)) {
+                Some((alloc, offset)) => record.sites.push(patches.add(node, slot, alloc, offset, &[])),
+                None => {
+                    if let Some(c) = allocs.lookup(address) {
+                        record.sites.push(patches.add(node, slot, c.allocation, c.offset, &c.others));
+                    }
                 }
             }
         });

@@ -10,6 +10,8 @@
 //! is patched through one of them and also counted in [`Overlaps`], which an update asks whether
 //! every allocation containing it moved by the same delta before it writes anything.
 
+use std::collections::HashMap;
+
 /// Where in a node's parameters an address lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
@@ -34,12 +36,15 @@ const REMOVED: u32 = u32::MAX;
 /// The overlap set of a site that lies in one allocation only.
 const ALONE: u32 = u32::MAX;
 
-/// The distinct sets of allocations that ambiguous sites lie in, each with its site count.
+/// The distinct sets of allocations that ambiguous sites lie in, each with its site count, and
+/// the sets each allocation belongs to, so that an update looks only at the sets of what moved.
 #[derive(Default)]
 pub struct Overlaps {
     /// Set by id: its allocations (ascending) and how many live sites lie in exactly them.
     sets: Vec<(Vec<u32>, u32)>,
-    ids: std::collections::HashMap<Vec<u32>, u32>,
+    ids: HashMap<Vec<u32>, u32>,
+    /// The ids of the sets each allocation is a member of.
+    of_allocation: HashMap<u32, Vec<u32>>,
     /// Live ambiguous sites in all.
     live: u32,
 }
@@ -51,6 +56,9 @@ impl Overlaps {
             Some(&id) => id,
             None => {
                 let id = self.sets.len() as u32;
+                for &a in &set {
+                    self.of_allocation.entry(a).or_default().push(id);
+                }
                 self.ids.insert(set.clone(), id);
                 self.sets.push((set, 0));
                 id
@@ -65,18 +73,20 @@ impl Overlaps {
         self.sets[id as usize].1 -= 1;
     }
 
-    /// Why moving `moved` (`(allocation, new base)`, sorted by allocation) by the deltas from
-    /// `old` bases cannot patch every ambiguous site, if it cannot: some live site lies in
-    /// allocations that do not all move by the same delta.
+    /// Why moving `moved` (`(allocation, new base)`, sorted by allocation) from the `old` bases
+    /// cannot patch every ambiguous site, if it cannot: a live site lies in allocations that do
+    /// not all move by the same delta. Costs the sets the moved allocations belong to.
     pub fn refusal(&self, moved: &[(u32, u64)], old: &[super::allocations::Allocation]) -> Option<String> {
-        if self.live == 0 || moved.is_empty() {
+        if self.live == 0 {
             return None;
         }
+        debug_assert!(moved.windows(2).all(|w| w[0].0 < w[1].0), "moves sorted by allocation");
         let delta = |a: u32| match moved.binary_search_by_key(&a, |&(m, _)| m) {
             Ok(k) => moved[k].1.wrapping_sub(old[a as usize].base),
             Err(_) => 0,
         };
-        self.sets.iter().filter(|(_, count)| *count > 0).find_map(|(set, count)| {
+        let sets = moved.iter().filter_map(|(a, _)| self.of_allocation.get(a)).flatten();
+        sets.map(|&id| &self.sets[id as usize]).filter(|(_, count)| *count > 0).find_map(|(set, count)| {
             let first = delta(set[0]);
             set.iter().any(|&a| delta(a) != first).then(|| {
                 format!(

@@ -747,7 +747,9 @@ static uint64_t oracle_address(const oracle_view *v, unsigned offset) {
     return gpu.oracle[v->buffer] + 4 * (uint64_t)(v->start + offset);
 }
 
-static rcb_cmdbuf *oracle_record(const oracle_view *views, unsigned nviews, const oracle_kernel *ks, unsigned nk) {
+/* `names`: pointers named as the kernel says; 0: every pointer as its address (the fresh record,
+ * which must not depend on how names are decoded). */
+static rcb_cmdbuf *oracle_record(const oracle_view *views, unsigned nviews, const oracle_kernel *ks, unsigned nk, int names) {
     rcb_allocation table[ORACLE_ENTRIES];
     for (unsigned i = 0; i < nviews; i++) table[i] = (rcb_allocation){oracle_address(&views[i], 0), 4 * (uint64_t)views[i].len};
     rcb_cmdbuf *cb = NULL;
@@ -764,7 +766,7 @@ static rcb_cmdbuf *oracle_record(const oracle_view *views, unsigned nviews, cons
             const unsigned *q = o->ptr[p];
             addresses[p] = oracle_address(&views[q[0]], q[1]);
             named[p] = (rcb_arg_allocation){q[0], 4 * (uint64_t)q[1]};
-            args[a++] = q[2] ? (rcb_kernel_arg){&named[p], sizeof named[p], RCB_ARG_ALLOCATION}
+            args[a++] = q[2] && names ? (rcb_kernel_arg){&named[p], sizeof named[p], RCB_ARG_ALLOCATION}
                              : (rcb_kernel_arg){&addresses[p], 8, RCB_ARG_DEVICE_PTR};
             if (o->which == 0) args[a++] = (rcb_kernel_arg){&o->value, 4, RCB_ARG_VALUE};
             if (o->which == 2 && p == 1) args[a++] = (rcb_kernel_arg){&o->value, 4, RCB_ARG_VALUE}; /* a = bits */
@@ -834,7 +836,7 @@ static void op_relocation_oracle(input *in) {
             if (other.len == old[i].len) moved[i] = other;
         }
     }
-    rcb_cmdbuf *cb = oracle_record(old, n, ks, nk);
+    rcb_cmdbuf *cb = oracle_record(old, n, ks, nk, 1);
     if (cb == NULL) return;
     rcb_update_report r;
     rcb_status s;
@@ -852,7 +854,7 @@ static void op_relocation_oracle(input *in) {
     }
     if (s == RCB_OK && !r.needs_rerecord) {
         static float updated[ORACLE_BUFFERS][ORACLE_FLOATS], fresh[ORACLE_BUFFERS][ORACLE_FLOATS];
-        rcb_cmdbuf *again = oracle_record(moved, n, ks, nk);
+        rcb_cmdbuf *again = oracle_record(moved, n, ks, nk, 0);
         if (again != NULL && oracle_run(cb, updated) && oracle_run(again, fresh) && memcmp(updated, fresh, sizeof fresh) != 0)
             die("an update in place differs from a fresh record at the new addresses (%u entries, %u kernels)", n, nk);
         rcb_cmdbuf_free(again);
