@@ -110,7 +110,7 @@ fn bad_moves_fail_naming_the_entry_and_change_nothing() {
     let mut report = rcb_update_report::default();
     fails(unsafe { rcb_cmdbuf_move_allocations(cb.0, null(), 0, &mut report) }, RCB_STATUS_INVALID_STATE, "recording");
     cb.finalize();
-    let sim = common::hipsim();
+    let sim = common::hipsim("a refused move pushes no node (the runtime's call counters)");
     let pushes = sim.as_ref().map(|s| s.call_count("hipGraphExecKernelNodeSetParams"));
 
     let x2 = gpu.moved_copy(x, BYTES as usize);
@@ -448,7 +448,7 @@ fn a_nested_buffer_updates_its_template_and_reaches_the_parent_through_update_ch
     parent.launch(&gpu);
     assert_eq!(gpu.read(d, N), iota(3.0));
 
-    let sim = common::hipsim();
+    let sim = common::hipsim("a nested child's update sets each node of the template once (the runtime's call counters)");
     let template_sets = sim.as_ref().map(|s| (s.call_count("hipGraphKernelNodeSetParams"), s.call_count("hipGraphMemcpyNodeSetParams1D")));
     let out2 = gpu.moved_copy(out, BYTES as usize);
     let report = child.update_allocs(&[(x, BYTES), (y, BYTES), (out2, BYTES), (d, BYTES)]);
