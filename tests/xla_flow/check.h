@@ -3,6 +3,7 @@
 #ifndef XLA_FLOW_CHECK_H
 #define XLA_FLOW_CHECK_H
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -31,6 +32,12 @@ int failures = 0;
       std::exit(1);                                                                        \
     }                                                                                      \
   } while (0)
+
+// Says that the checks `what` did not run on this backend and why, as the Rust tests' SKIPPED
+// line does (`SKIPPED <program>: <what> (<why>)`); ci/gpu-run.sh lists them by name.
+inline void Skipped(const char* what, const char* why) {
+  std::printf("SKIPPED %s: %s (%s)\n", program_invocation_short_name, what, why);
+}
 
 // Loads the library's runtime and says which one the program runs on.
 inline void Announce(const char* program) {

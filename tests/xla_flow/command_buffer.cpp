@@ -483,7 +483,8 @@ int main() {
   Run("with a traced command and a kernelParams kernel", opaque, {0, 1, 2, 3, 4, 5, 8, 9}, Always, 12, 3);
 
   if (device.cuda()) {
-    std::printf("xla_flow: fault injection and call counts: software GPU only\n");
+    Skipped("a step with nothing moved makes no setter call; a failing exec setter falls back to recording",
+            "the software GPU's call counters and fault injection");
   } else {
     // A step in which nothing moved costs no runtime call; a failing exec setter sends the thunk
     // down the recording path, and the results are still right.

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -142,7 +143,8 @@ class Gpu {
 
  private:
   [[noreturn]] static void Skip(const char* why) {
-    std::printf("xla_flow: SKIPPED: %s\n", why);
+    // The SKIPPED line of tests/common/mod.rs; ci/gpu-run.sh fails a skip for lack of a GPU.
+    std::printf("SKIPPED %s: every check (%s)\n", program_invocation_short_name, why);
     std::exit(0);
   }
   template <class F>
