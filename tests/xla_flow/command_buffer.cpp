@@ -276,7 +276,7 @@ std::vector<uint8_t> Execute(rcb::CmdBuf& cb, const Arena& arena, const Program&
     if (i >= 128) a2 += 2.0f * x[i - 128 + 64];
     float want = a2 + y[i];
     if (std::fabs(a5[i] - want) > 1e-4f * (1.0f + std::fabs(want))) {
-      CHECK(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
+      CHECK_RESULT(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
       break;
     }
   }
@@ -321,7 +321,7 @@ Counts Run(const char* name, Shape shape, std::set<int> movable, bool (*refuses)
     std::vector<uint8_t> patched = Execute(r->cb, arena, program, step);
     std::unique_ptr<Recorded> fresh = program.Create(arena);
     std::vector<uint8_t> expected = Execute(fresh->cb, arena, program, step);
-    CHECK(patched == expected, "%s step %d: results differ from a fresh record at the new addresses", name, step);
+    CHECK_RESULT(patched == expected, "%s step %d: results differ from a fresh record at the new addresses", name, step);
   }
   std::printf("%s: %d steps, %d moved in place, %d recorded again\n", name, counts.steps, counts.in_place,
               counts.refused);
@@ -428,14 +428,14 @@ void AliasedParameters(bool named) {
     OK(fresh.SetAllocations(table));
     record(fresh, &fresh_node, table, false);
     OK(fresh.Finalize());
-    CHECK(patched == run(fresh), "%s step %zu: results differ from a fresh record", name, step);
+    CHECK_RESULT(patched == run(fresh), "%s step %zu: results differ from a fresh record", name, step);
     std::vector<float> got(kN);
     std::memcpy(got.data(), patched.data(), kBytes);
     const std::vector<float>& x = steps[step][0] == a ? va : vb;
     const std::vector<float>& y = steps[step][1] == a ? va : vb;
     for (uint64_t i = 0; i < kN; ++i) {
       if (got[i] != x[i] + y[i]) {
-        CHECK(false, "%s step %zu: out[%llu] = %g, want %g", name, step, (unsigned long long)i, got[i], x[i] + y[i]);
+        CHECK_RESULT(false, "%s step %zu: out[%llu] = %g, want %g", name, step, (unsigned long long)i, got[i], x[i] + y[i]);
         break;
       }
     }
@@ -514,7 +514,7 @@ int main() {
     program.Update(*r, arena, {0});
     std::vector<uint8_t> patched = Execute(r->cb, arena, program, 99);
     std::unique_ptr<Recorded> fresh = program.Create(arena);
-    CHECK(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
+    CHECK_RESULT(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
     std::printf("fault injection: the failed exec setter fell back to recording; results match\n");
   }
 

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string>
 
+#include "check.h"
+
 class Gpu {
  public:
   Gpu() {
@@ -138,7 +140,7 @@ class Gpu {
 
   [[noreturn]] static void Fail(const char* what) {
     std::fprintf(stderr, "xla_flow: %s\n", what);
-    std::exit(1);
+    std::exit(FailureStatus());
   }
 
  private:
@@ -156,7 +158,7 @@ class Gpu {
   void Check(int code, const char* what) {
     if (code != 0) {
       std::fprintf(stderr, "xla_flow: %s failed with %d\n", what, code);
-      std::exit(1);
+      std::exit(FailureStatus());
     }
   }
 

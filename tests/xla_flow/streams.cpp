@@ -81,7 +81,7 @@ int main() {
       gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, streams[i]);
       gpu.Sync(streams[i]);
       gpu.Read(out.data(), dst, kN * 4);
-      CHECK(out == in, "client %d stream %zu: the copy did not run", client, i);
+      CHECK_RESULT(out == in, "client %d stream %zu: the copy did not run", client, i);
     }
     for (void* s : streams) DestroyRocmStream(gpu, s);
   }

@@ -261,7 +261,7 @@ void Run(const Options& o) {
       exact &= a2[j] == 5.0f * input[j] && a4[j] == 8.5f * input[j];
       if (o.kernel_params_node) exact &= a5[j] == 9.5f * input[j];
     }
-    CHECK(exact, "%s: step %d: outputs differ from the inputs' expected multiples", o.name, step);
+    CHECK_RESULT(exact, "%s: step %d: outputs differ from the inputs' expected multiples", o.name, step);
   }
   uint64_t captures = gpu->CallCount("hipStreamEndCapture") - captures_before;
   rcb_counters after = Counters();

@@ -318,7 +318,7 @@ Result Run(const char* name, uint32_t backing, uint32_t slots, bool in_place, co
       OK(pool.Timeline(index, &after));
       CHECK(slot.iteration == static_cast<uint64_t>(it) && slot.index == index, "%s: iteration %d got %llu/%u",
             name, it, static_cast<unsigned long long>(slot.iteration), slot.index);
-      CHECK(after >= awaited, "%s: iteration %d acquired slot %u before its previous use ended (%llu < %llu)",
+      CHECK_RESULT(after >= awaited, "%s: iteration %d acquired slot %u before its previous use ended (%llu < %llu)",
             name, it, index, static_cast<unsigned long long>(after), static_cast<unsigned long long>(awaited));
 
       std::vector<rcb_vmm_copy> in;
@@ -361,9 +361,9 @@ Result Run(const char* name, uint32_t backing, uint32_t slots, bool in_place, co
     bool r_ok = Same(Read(s.owning[kR]), want_r);
     bool inputs_ok = Same(Read(s.owning[kX]), s.x) && Same(Read(s.owning[kY]), s.y) &&
                      Same(Read(s.owning[kZ]), s.z) && Same(Read(s.owning[kU]), s.u);
-    CHECK(out_ok && w_ok && r_ok, "%s: iteration %d: live-outs at the caller's addresses: out %s, w %s, r %s",
+    CHECK_RESULT(out_ok && w_ok && r_ok, "%s: iteration %d: live-outs at the caller's addresses: out %s, w %s, r %s",
           name, it, out_ok ? "exact" : "WRONG", w_ok ? "exact" : "WRONG", r_ok ? "exact" : "WRONG");
-    CHECK(inputs_ok, "%s: iteration %d: a read-only parameter changed", name, it);
+    CHECK_RESULT(inputs_ok, "%s: iteration %d: a read-only parameter changed", name, it);
     if (out_ok && w_ok && r_ok) ++result.exact;
   }
 
