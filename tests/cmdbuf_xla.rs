@@ -415,7 +415,9 @@ fn a_kernel_params_node_computes_updates_and_refuses_every_move() {
     // The runtime's own copies of kernelParams dangle on ROCm (clr#138): nothing reads them.
     if let Some(sim) = common::hipsim("the same under ROCm's dangling kernelParams (the clr138 quirk)") {
         sim.set_quirks("clr138");
+        let reads = sim.call_count("hipGraphKernelNodeGetParams");
         kernel_params_node_runs_updates_and_pins_every_allocation(&gpu);
+        assert_eq!(sim.call_count("hipGraphKernelNodeGetParams"), reads, "the dangling parameters were read back");
         sim.set_quirks("");
     }
 }
