@@ -21,9 +21,9 @@
 # listed by name; a test skipped for lack of a GPU is a failure.
 # The last line is the verdict: how many checks ran, passed, failed and were skipped, by name.
 # Exits 1 when any check failed.
-# The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
-# rcb-bench.md, real_graphs.md, before.md (when ci/gpu.sh staged a --before build), and logs.tar.gz
-# with every per-check log and the compiled PTX.
+# Writes to $OUT (else .gpu/out), at most 8 files: summary.log, rcb-bench.md, real_graphs.md,
+# before.md (when ci/gpu.sh staged a --before build), and logs.tar.gz with every per-check log and
+# the compiled PTX.
 set -uo pipefail # no -e: every check's status is recorded and reaches the verdict
 
 stage=.gpu
