@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine, from the repository root, what ci/gpu.sh staged in .gpu/:
-#   1. compiles .gpu/kernels.cu to PTX with nvcc (and says whether it matches the committed PTX);
-#   2. runs every staged test binary with RCB_BACKEND=cuda;
-#   3. runs rcb-demo and the tests/xla_flow programs (the patched XLA's call sequences) if staged;
-#   4. runs tests/gpu/torch_flatten.py when python3 with torch is present (PyTorch-captured graphs
-#      flattened and relocated through the C ABI);
-#   5. runs tests/gpu/real_graphs.py under the same condition (the benchmark on PyTorch-captured
-#      graphs; its tables go to real_graphs.md);
-#   6. runs rcb-bench if staged (with cuBLAS on the library path when the machine has it); its
-#      `budget` scenario measures device memory over 100 000 in-place updates and the amortised
-#      cost of the update budget.
-# The device tool brings back at most 8 files from $OUT (else .gpu/out is used): summary.log,
-# rcb-bench.md, real_graphs.md, before.md (when ci/gpu.sh staged a --before build), and logs.tar.gz
-# with every per-binary log and the compiled PTX. Exits non-zero
-# when a test binary, the demonstration, the torch check or real_graphs.py (a wrong result) fails.
-set -uo pipefail
+# Runs ON the GPU machine, from the repository root, what ci/gpu.sh staged in .gpu/ (copy the
+# repository with .gpu/ to a machine with a GPU and run `bash .gpu/gpu-run.sh`). Checks, each of
+# which ends passed, failed or skipped:
+#   cuda-runtime   libcuda.so.1 loads and sees a GPU;
+#   ptx            .gpu/kernels.cu compiled to PTX with nvcc (when nvcc is present; whether the
+#                  committed PTX matches is reported, not checked);
+#   tests/<name>   every staged test binary with RCB_BACKEND=cuda and RCB_TEST_REQUIRE_GPU=1 (a
+#                  missing GPU fails the test instead of skipping it): exit 0 and an `ok` result;
+#   rcb-demo, xla_flow-<name> (the patched XLA's call sequences): exit 0, all checks passed;
+#   torch_flatten  tests/gpu/torch_flatten.py (PyTorch-captured graphs flattened and relocated);
+#   real_graphs    tests/gpu/real_graphs.py (the benchmark on them; tables in real_graphs.md);
+#   rcb-bench      the benchmark (tables in rcb-bench.md; cuBLAS on the library path when the
+#                  machine has it); its `budget` scenario measures device memory over 100 000
+#                  in-place updates;
+#   before         rcb-bench and real_graphs.py with the library of REV (ci/gpu.sh --before REV).
+# Anything missing (the CUDA runtime, a GPU, python3, torch, torchvision, a staged program) FAILS
+# its check. RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
+# into a skip instead (for a partial run; a skip is listed by name in the verdict).
+# SKIPPED lines of the test programs (checks of the software GPU's knobs, a second device) are
+# listed by name; a test skipped for lack of a GPU is a failure.
+# The last line is the verdict: how many checks ran, passed, failed and were skipped, by name.
+# Exits 1 when any check failed.
+# Writes to $OUT (else .gpu/out), at most 8 files: summary.log, rcb-bench.md, real_graphs.md,
+# before.md (when ci/gpu.sh staged a --before build), and logs.tar.gz with every per-check log and
+# the compiled PTX.
+set -uo pipefail # no -e: every check's status is recorded and reaches the verdict
 
 stage=.gpu
 out=${OUT:-$stage/out}
@@ -23,11 +33,56 @@ mkdir -p "$out" "$logs"
 exec > >(tee "$out/summary.log") 2>&1
 trap 'tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs' EXIT
 
+passed=() failed=() skipped=() inner_skips=()
+pass() { passed+=("$1"); echo "PASS $1${2:+: $2}"; }
+fail() { failed+=("$1"); echo "FAIL $1: $2"; }
+# A missing dependency: a skip only when RCB_GPU_ALLOW_MISSING names it, else a failure.
+allowed() { [[ ",${RCB_GPU_ALLOW_MISSING:-}," == *",$1,"* ]]; }
+missing() { # check dependency why
+    if allowed "$2"; then
+        skipped+=("$1 ($3; RCB_GPU_ALLOW_MISSING=$2)")
+        echo "SKIP $1: $3 (allowed by RCB_GPU_ALLOW_MISSING)"
+    else
+        fail "$1" "$3 (set RCB_GPU_ALLOW_MISSING=$2 to skip it)"
+    fi
+}
+# The SKIPPED lines of a log (`SKIPPED <name>: <what> (<why>)`), listed in the verdict.
+inner() { # log
+    local line
+    while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1" | sort -u)
+}
+# Whether a log says a test or program skipped for lack of a GPU or of the CUDA runtime (shown).
+gpu_skipped() { # log
+    grep -E 'SKIPPED.*\((no GPU|no libcuda|cuInit failed)' "$1" | head -n 3 | sed 's/^/    /' | grep .
+}
+
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+if ! command -v python3 >/dev/null; then
+    probe="no python3 to probe libcuda.so.1 with"
+    nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && probe="ok"
+else
+    probe=$(python3 -c '
+import ctypes
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError as e:
+    raise SystemExit(f"libcuda.so.1 cannot be loaded: {e}")
+n = ctypes.c_int(0)
+rc = cuda.cuInit(0)
+if rc != 0 or cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value < 1:
+    raise SystemExit(f"libcuda.so.1 sees no GPU (cuInit returned {rc}, {n.value} devices)")
+print("ok", n.value)' 2>&1)
+fi
+case $probe in
+    ok*) pass cuda-runtime "libcuda.so.1 sees ${probe#ok } device(s)" ;;
+    *) missing cuda-runtime cuda "$probe" ;;
+esac
+
 ptx=$stage/kernels.ptx
 if command -v nvcc >/dev/null; then
     nvcc --version | tail -1
-    if nvcc -ptx -arch=sm_90 -o "$logs/kernels.ptx" "$stage/kernels.cu"; then
+    if nvcc -ptx -arch=sm_90 -o "$logs/kernels.ptx" "$stage/kernels.cu" >"$logs/nvcc.log" 2>&1; then
+        pass ptx "nvcc compiled kernels.cu"
         if [ ! -f "$ptx" ]; then
             ptx=$logs/kernels.ptx
             echo "ptx: no committed PTX staged; using the one just compiled"
@@ -36,58 +91,102 @@ if command -v nvcc >/dev/null; then
         else
             echo "ptx: the committed tests/gpu/kernels.ptx DIFFERS from nvcc's output (see logs/kernels.ptx)"
         fi
+    else
+        fail ptx "nvcc could not compile kernels.cu: $(tail -n 3 "$logs/nvcc.log")"
     fi
+else
+    echo "ptx: no nvcc on this machine; the committed PTX is used"
 fi
-[ -f "$ptx" ] || { echo "no PTX for the test kernels"; exit 1; }
+[ -f "$ptx" ] || fail ptx "no PTX for the test kernels (the GPU tests will fail)"
 
-export RCB_BACKEND=cuda RCB_TEST_PTX="$(realpath "$ptx")" RUST_BACKTRACE=1
-failed=0
-for bin in "$stage"/tests/*; do
-    name=$(basename "$bin")
-    timeout 300 "$bin" --show-output > "$logs/$name.log" 2>&1
+export RCB_BACKEND=cuda RCB_TEST_PTX="$(realpath "$ptx" 2>/dev/null || echo "$ptx")" RUST_BACKTRACE=1
+allowed cuda || export RCB_TEST_REQUIRE_GPU=1
+tests_passed=0 tests_failed=0
+bins=("$stage"/tests/*)
+[ -e "${bins[0]}" ] || fail tests "no test binaries staged in $stage/tests (run ci/gpu.sh first)"
+for bin in "${bins[@]}"; do
+    [ -e "$bin" ] || continue
+    name=tests/$(basename "$bin")
+    log=$logs/$(basename "$bin").log
+    timeout 300 "$bin" --show-output >"$log" 2>&1
     rc=$?
-    result=$(grep -h '^test result:' "$logs/$name.log" | tail -1)
-    skipped=$(grep -c 'SKIPPED' "$logs/$name.log")
-    echo "$name: rc=$rc ${result:-no result line} (SKIPPED messages: $skipped)"
-    # Panics inside passing tests (tests of the panic boundary) are expected; show them on failure only.
+    result=$(grep -h '^test result:' "$log" | tail -1)
+    read -r p f < <(awk '/^test result:/ {p = $4; f = $6} END {print p + 0, f + 0}' "$log")
+    tests_passed=$((tests_passed + p)) tests_failed=$((tests_failed + f))
+    echo "$name: rc=$rc ${result:-no result line} (SKIPPED lines: $(grep -c 'SKIPPED' "$log"))"
+    if [ $rc -ne 0 ] || [[ $result != "test result: ok."* ]]; then
+        # Panics inside passing tests (tests of the panic boundary) are expected; shown on failure only.
+        grep -h -E '^test .* FAILED$|panicked at' "$log" | sed 's/^/    /'
+        fail "$name" "exit $rc, ${result:-no result line}"
+    elif gpu_skipped "$log"; then
+        missing "$name" cuda "tests skipped for lack of a GPU"
+    else
+        pass "$name"
+    fi
+    inner "$log"
+done
+
+# A program that must run, prints `all checks passed` and skips nothing for lack of a GPU.
+program() { # name path
+    local name=$1 exe=$2 rc log=$logs/$1.log
+    if [ ! -x "$exe" ]; then
+        fail "$name" "not staged ($exe)"
+        return
+    fi
+    timeout 300 "$exe" >"$log" 2>&1
+    rc=$?
+    sed 's/^/    /' "$log" | tail -n 12
+    inner "$log"
     if [ $rc -ne 0 ]; then
-        grep -h -E '^test .* FAILED$|panicked at' "$logs/$name.log" | sed 's/^/    /'
-        failed=1
+        fail "$name" "exit $rc"
+    elif gpu_skipped "$log"; then
+        missing "$name" cuda "skipped for lack of a GPU"
+    elif [ "${3:-}" = checks ] && ! grep -q 'all checks passed' "$log"; then
+        fail "$name" "exit 0 without 'all checks passed'"
+    else
+        pass "$name"
     fi
+}
+program rcb-demo "$stage/rcb-demo"
+flows=("$stage"/xla_flow-*)
+[ -e "${flows[0]}" ] || fail xla_flow "no xla_flow programs staged"
+for flow in "${flows[@]}"; do
+    [ -e "$flow" ] && program "$(basename "$flow")" "$flow" checks
 done
 
-if [ -x "$stage/rcb-demo" ]; then
-    "$stage/rcb-demo" || failed=1
+# python3 with torch (and torchvision, for ResNet-18): required unless allowed missing.
+torch_why=
+if ! command -v python3 >/dev/null; then
+    torch_why="no python3"
+elif ! torch_err=$(python3 -c 'import torch; assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>&1); then
+    torch_why="no usable torch: $(tail -n 1 <<<"$torch_err")"
 fi
-for flow in "$stage"/xla_flow-*; do
-    [ -x "$flow" ] || continue
-    name=$(basename "$flow")
-    timeout 300 "$flow" > "$logs/$name.log" 2>&1
-    rc=$?
-    echo "$name: rc=$rc"
-    sed 's/^/    /' "$logs/$name.log" | tail -12
-    [ $rc -eq 0 ] || failed=1
-done
-if [ -f "$stage/torch_flatten.py" ] && python3 -c 'import torch' 2>/dev/null; then
-    RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" timeout 300 python3 "$stage/torch_flatten.py" > "$logs/torch_flatten.log" 2>&1
-    rc=$?
-    echo "torch_flatten: rc=$rc"
-    grep -h -E '^(PASS|FAIL|torch|resnet18: SKIPPED)' "$logs/torch_flatten.log" | sed 's/^/    /'
-    [ $rc -eq 0 ] || { tail -5 "$logs/torch_flatten.log" | sed 's/^/    /'; failed=1; }
-else
-    echo "torch_flatten: skipped (no python3 with torch)"
-fi
-if [ -f "$stage/real_graphs.py" ] && python3 -c 'import torch' 2>/dev/null; then
+export RCB_GPU_ALLOW_MISSING=${RCB_GPU_ALLOW_MISSING:-}
+python_check() { # name script [output]
+    local name=$1 script=$2 output=${3:-$logs/$1.log} rc
+    if [ -n "$torch_why" ]; then
+        missing "$name" torch "$torch_why"
+        return
+    fi
+    [ -f "$script" ] || { fail "$name" "not staged ($script)"; return; }
     RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
-        timeout 240 python3 "$stage/real_graphs.py" > "$out/real_graphs.md" 2> "$logs/real_graphs.log"
+        timeout 300 python3 "$script" >"$output" 2>"$logs/$name.err"
     rc=$?
-    echo "real_graphs: rc=$rc (tables in real_graphs.md)"
-    sed 's/^/    /' "$logs/real_graphs.log" | tail -12
-    [ $rc -eq 0 ] || failed=1
-    cat "$out/real_graphs.md"
-else
-    echo "real_graphs: skipped (no python3 with torch)"
-fi
+    grep -h -E '^(PASS|FAIL|SKIPPED)' "$output" "$logs/$name.err" | sed 's/^/    /' | head -n 20
+    inner "$output"
+    inner "$logs/$name.err"
+    if [ $rc -ne 0 ]; then
+        tail -n 5 "$logs/$name.err" | sed 's/^/    /'
+        fail "$name" "exit $rc"
+    elif gpu_skipped "$output" || gpu_skipped "$logs/$name.err"; then
+        missing "$name" cuda "skipped for lack of a GPU"
+    else
+        pass "$name"
+    fi
+}
+python_check torch_flatten "$stage/torch_flatten.py"
+python_check real_graphs "$stage/real_graphs.py" "$out/real_graphs.md"
+[ ! -f "$out/real_graphs.md" ] || cat "$out/real_graphs.md"
 
 if [ -x "$stage/rcb-bench" ]; then
     # cuBLAS for the flatten scenario's GEMM rows: the CUDA toolkit's, else PyTorch's wheel.
@@ -95,22 +194,39 @@ if [ -x "$stage/rcb-bench" ]; then
         python3 -c 'import glob, site; [print(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/**/libcublas.so*", recursive=True)]'
     } 2>/dev/null | head -1)
     [ -z "$cublas" ] || export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    timeout 300 "$stage/rcb-bench" > "$out/rcb-bench.md" 2>&1
-    echo "rcb-bench: rc=$? (output in rcb-bench.md)"
+    timeout 300 "$stage/rcb-bench" >"$out/rcb-bench.md" 2>&1
+    rc=$?
     cat "$out/rcb-bench.md"
+    if [ $rc -eq 0 ]; then pass rcb-bench "output in rcb-bench.md"; else fail rcb-bench "exit $rc (output in rcb-bench.md)"; fi
+else
+    fail rcb-bench "not staged ($stage/rcb-bench)"
 fi
 
 # Before and after in the same run (ci/gpu.sh --before REV): the update and stream scenarios and
 # the real graphs again with the library of REV.
 if [ -d "$stage/before" ]; then
+    before_rc=0
     {
         echo "# before: commit $(cat "$stage/before/commit")"
-        timeout 200 "$stage/before/rcb-bench" update streams 2>&1
-        if python3 -c 'import torch' 2>/dev/null; then
+        timeout 200 "$stage/before/rcb-bench" update streams 2>&1 || before_rc=$?
+        if [ -z "$torch_why" ]; then
             RCB_LIBRARY="$(realpath "$stage/before/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
-                timeout 240 python3 "$stage/real_graphs.py" 2>&1
+                timeout 240 python3 "$stage/real_graphs.py" 2>&1 || before_rc=$?
         fi
-    } > "$out/before.md"
-    echo "before: rc=$? (output in before.md)"
+    } >"$out/before.md"
+    if [ $before_rc -eq 0 ]; then pass before "output in before.md"; else fail before "exit $before_rc (output in before.md)"; fi
 fi
-exit $failed
+
+echo
+echo "Rust tests: $tests_passed passed, $tests_failed failed"
+if [ ${#inner_skips[@]} -gt 0 ]; then
+    echo "skipped inside checks that ran (${#inner_skips[@]}):"
+    printf '  %s\n' "${inner_skips[@]}"
+fi
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+ran=$((${#passed[@]} + ${#failed[@]}))
+list() { local first=$1; shift; printf '%s' "$first"; [ $# -eq 0 ] || printf ' | %s' "$@"; }
+verdict=PASS
+[ ${#failed[@]} -eq 0 ] && [ $ran -gt 0 ] || verdict=FAIL
+echo "gpu-run: $verdict: $ran checks ran, ${#passed[@]} passed, ${#failed[@]} failed$([ ${#failed[@]} -eq 0 ] || echo " ($(list "${failed[@]}"))"), ${#skipped[@]} skipped$([ ${#skipped[@]} -eq 0 ] || echo " ($(list "${skipped[@]}"))"); ${#inner_skips[@]} checks skipped inside them$([ ${#inner_skips[@]} -eq 0 ] || echo " ($(list "${inner_skips[@]%%: *}"))")"
+[ $verdict = PASS ]

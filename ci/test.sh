@@ -18,16 +18,26 @@ echo "== header and exports"
 bash ci/header.sh --verify
 bash ci/check-library.sh target/debug
 echo "== Rust tests (software GPU)"
-cargo test --workspace --quiet
+# Every check runs on the software GPU: the tests that skip are exactly those of
+# tests/expected-skips/software-gpu.txt (ci/skips.sh compares the SKIPPED lines by name).
+sw_log=$(mktemp)
+trap 'rm -f "$sw_log" "${gpu_log:-}"' EXIT
+cargo test --workspace --quiet -- --nocapture >"$sw_log" 2>&1 || { cat "$sw_log"; echo "Rust tests failed"; exit 1; }
+grep -h '^test result:' "$sw_log" | awk '{p += $4; f += $6; i += $8} END {print p " passed, " f " failed, " i " ignored"}'
+bash ci/skips.sh tests/expected-skips/software-gpu.txt "$sw_log"
 echo "== soak (release build): 1 000 000 in-place updates of a 1 000-node command buffer under the software GPU's kernel-argument leak"
 cargo build --release -p hipsim --quiet
 cargo test --release --quiet -p rocm_cmdbuf --test exec_budget -- --ignored --nocapture 2>&1 | grep -E '^soak:|test result|panicked|FAILED'
 echo "== GPU tests (RCB_BACKEND=cuda)"
 # The same test bodies run on a real GPU through ci/gpu.sh; here they must skip, and say so.
-gpu_log=$(RCB_BACKEND=cuda cargo test --quiet -p rocm_cmdbuf --tests -- --nocapture 2>&1) ||
-    { echo "$gpu_log"; echo "GPU tests failed instead of skipping"; exit 1; }
-echo "$gpu_log" | grep -m1 'SKIPPED' || true
-echo "$(echo "$gpu_log" | grep -c 'SKIPPED') GPU test bodies skipped: no GPU on this machine (run ci/gpu.sh on a GPU machine)"
+# The skipped tests are exactly those of tests/expected-skips/no-gpu.txt: a GPU test body missing
+# from the list, or listed and no longer skipping, fails here (ci/skips.sh prints the difference).
+gpu_log=$(mktemp)
+RCB_BACKEND=cuda cargo test --quiet -p rocm_cmdbuf --tests -- --nocapture >"$gpu_log" 2>&1 ||
+    { cat "$gpu_log"; echo "GPU tests failed instead of skipping"; exit 1; }
+grep -o -m1 'SKIPPED .*' "$gpu_log" || true
+bash ci/skips.sh tests/expected-skips/no-gpu.txt "$gpu_log"
+echo "(no GPU on this machine: these run on a GPU machine, see ci/gpu.sh)"
 echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
 echo "== the patched XLA's call sequences (tests/xla_flow)"

@@ -143,7 +143,7 @@ fn fill_axpy_child(gpu: &Gpu, x: u64, y: u64, value: f32) -> Cb {
 fn moving_what_a_cloned_child_references_is_refused_and_other_moves_apply() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let sim = common::hipsim();
+    let sim = common::hipsim("a refused update pushes nothing (the runtime's call counters)");
     let n = N as u64;
     let (x, y, out, w) = (gpu.upload(&[0.0; N]), gpu.upload(&iota(0.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
     // The child has no table: its references are every address its nodes hold all the same.
@@ -375,7 +375,7 @@ fn kernel_params_node_runs_updates_and_pins_every_allocation(gpu: &Gpu) {
     assert_eq!(cb.update_allocs(&[(x, BYTES), (y, BYTES), (z, BYTES)]), rcb_update_report::default(), "nothing moved");
 
     // The update changes the result: fill z (not x) with 5, so axpy adds 2 * 2 (x keeps 2).
-    let sim = common::hipsim();
+    let sim = common::hipsim("an update reaches the executable graph, then the template (the runtime's call counters)");
     let counts = || sim.as_ref().map(|s| (s.call_count("hipGraphExecKernelNodeSetParams"), s.call_count("hipGraphKernelNodeSetParams")));
     let before = counts();
     cb.begin_update();
@@ -413,9 +413,11 @@ fn a_kernel_params_node_computes_updates_and_refuses_every_move() {
     let Some(gpu) = gpu() else { return };
     kernel_params_node_runs_updates_and_pins_every_allocation(&gpu);
     // The runtime's own copies of kernelParams dangle on ROCm (clr#138): nothing reads them.
-    if let Some(sim) = common::hipsim() {
+    if let Some(sim) = common::hipsim("the same under ROCm's dangling kernelParams (the clr138 quirk)") {
         sim.set_quirks("clr138");
+        let reads = sim.call_count("hipGraphKernelNodeGetParams");
         kernel_params_node_runs_updates_and_pins_every_allocation(&gpu);
+        assert_eq!(sim.call_count("hipGraphKernelNodeGetParams"), reads, "the dangling parameters were read back");
         sim.set_quirks("");
     }
 }
@@ -424,7 +426,7 @@ fn a_kernel_params_node_computes_updates_and_refuses_every_move() {
 fn a_nested_kernel_params_node_is_updated_in_its_template_and_never_flattened() {
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
-    let sim = common::hipsim();
+    let sim = common::hipsim("a nested buffer pushes nothing to an executable graph (the runtime's call counters)");
     let (x, d) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
     let child = Cb::nested();
     let fill = add_fill_params(&gpu, &child, &[], x, 3.0);

@@ -134,7 +134,7 @@ fn worker(rt: &'static dyn Runtime, worker: usize, buffers: &[Buffer], stream: S
 fn sixteen_threads_use_their_command_buffers_while_others_free_some_of_them() {
     let _serial = common::serial();
     let Some(rt) = common::runtime() else { return };
-    let sim = common::hipsim();
+    let sim = common::hipsim("every graph and executable destroyed (the runtime's live objects)");
     let add = common::kernels(rt, 0).add_f32;
     let graphs = sim.as_ref().map(|s| (s.live_count("graph"), s.live_count("exec")));
 

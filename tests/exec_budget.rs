@@ -161,7 +161,7 @@ fn a_budget_of_zero_never_reinstantiates_and_the_budget_is_set_before_finalize_o
 fn an_old_executable_is_destroyed_only_after_its_launches_finish() {
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
-    let sim = common::hipsim();
+    let sim = common::hipsim("old and new executables alive, then the old destroyed (the runtime's live objects)");
     let x = gpu.upload(&[0.0; WORDS as usize]);
     let x2 = gpu.upload(&[0.0; WORDS as usize]);
     let cb = Cb::primary();

@@ -36,7 +36,7 @@ fn release_idle(s: Stream) {
 
 /// The runtime's stream queries, as hipsim counts them (`None` on a real GPU).
 fn queries() -> Option<u64> {
-    common::hipsim().map(|sim| sim.call_count("hipStreamQuery"))
+    common::hipsim("the runtime's stream queries (call counters)").map(|sim| sim.call_count("hipStreamQuery"))
 }
 
 fn stats(device: i32) -> rcb_stream_stats {
@@ -52,7 +52,7 @@ fn empty_cache() {
 
 /// Streams the runtime created, as hipsim counts them (`None` on a real GPU).
 fn creations() -> Option<u64> {
-    common::hipsim().map(|sim| sim.call_count("hipStreamCreateWithPriority"))
+    common::hipsim("the runtime's stream creations (call counters)").map(|sim| sim.call_count("hipStreamCreateWithPriority"))
 }
 
 fn delta(after: Option<u64>, before: Option<u64>) -> Option<u64> {
@@ -261,13 +261,13 @@ fn at_most_max_per_key_idle_streams_are_kept() {
     let Some(rt) = common::runtime() else { return };
     empty_cache();
     let max = rocm_cmdbuf::config::get().unwrap().stream_cache.max_per_key as u64;
-    let live_before = common::hipsim().map(|sim| sim.live_count("stream"));
+    let live_before = common::hipsim("the runtime's live streams").map(|sim| sim.live_count("stream"));
     let before = stats(0);
     let streams: Vec<Stream> = (0..max + 6).map(|_| acquire(0, 1, 0)).collect();
     streams.into_iter().for_each(release);
     let after = stats(0);
     assert_eq!((after.kept, after.destroyed - before.destroyed), (max, 6));
-    if let (Some(sim), Some(live_before)) = (common::hipsim(), live_before) {
+    if let (Some(sim), Some(live_before)) = (common::hipsim("the runtime's live streams"), live_before) {
         assert_eq!(sim.live_count("stream"), live_before + max);
     }
     let _ = rt;
@@ -284,7 +284,7 @@ fn trim_destroys_idle_streams_per_device_or_all() {
     let held = acquire(0, 0, 0);
     let idle: Vec<Stream> = [0, 0, 0, 1, 1].iter().map(|&d| acquire(d, 0, 0)).collect();
     idle.into_iter().for_each(release);
-    let live = common::hipsim().map(|sim| sim.live_count("stream"));
+    let live = common::hipsim("the runtime's live streams").map(|sim| sim.live_count("stream"));
     let before = stats(-1);
     assert_eq!((stats(0).kept, stats(1).kept), (3, 2));
 
@@ -293,7 +293,7 @@ fn trim_destroys_idle_streams_per_device_or_all() {
     assert_eq!(rcb_stream_cache_trim(-1), RCB_OK, "{}", last_error());
     assert_eq!(stats(1).kept, 0);
     assert_eq!(stats(-1).destroyed - before.destroyed, 5);
-    if let (Some(sim), Some(live)) = (common::hipsim(), live) {
+    if let (Some(sim), Some(live)) = (common::hipsim("the runtime's live streams"), live) {
         assert_eq!(sim.live_count("stream"), live - 5);
     }
     // The stream still held is untouched by trim and still usable.

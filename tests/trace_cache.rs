@@ -189,7 +189,7 @@ fn a_failing_trace_function_leaves_the_cache_unchanged() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
-    let sim = common::hipsim();
+    let sim = common::hipsim("the partial capture destroyed (the runtime's live graphs)");
     let tc = Tc::new(4);
     let (x, y) = buffers(&gpu, 1.0);
     let mut w = work(&gpu, x, y, 2.0);

@@ -92,7 +92,7 @@ fn live(sim: Option<&common::Hipsim>) -> Vec<u64> {
 fn run_iterations(backing: u32, slots: u32) {
     let Some(rt) = common::runtime() else { return };
     let _serial = common::serial();
-    let sim = common::hipsim();
+    let sim = common::hipsim("every allocation, physical handle, reservation and mapping freed (the runtime's live objects)");
     let k = common::kernels(rt, 0);
     let before = live(sim.as_ref());
     let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
@@ -250,7 +250,7 @@ fn creation_fails_cleanly_at_every_step() {
 fn a_recorded_graph_needs_no_update_across_100_iterations() {
     let Some(rt) = common::runtime() else { return };
     let _serial = common::serial();
-    let sim = common::hipsim();
+    let sim = common::hipsim("no graph update or re-instantiation (the runtime's call counters)");
     let k = common::kernels(rt, 0);
     let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
     let pool = new_pool(&config(RCB_VMM_BACKING_VMM, 2, &SIZES, 30_000));
@@ -364,7 +364,7 @@ fn a_listed_peer_can_use_vmm_slots() {
     }
     let _serial = common::serial();
     if !rt.can_access_peer(1, 0).unwrap() {
-        return common::skip("device 1 cannot access device 0");
+        return common::skip("every check", "device 1 cannot access device 0");
     }
     let k1 = common::kernels(rt, 1);
     let stream1 = rt.stream_create(1, NON_BLOCKING, 0).unwrap();

@@ -1,10 +1,11 @@
 //! The integration tests' kit: picks the backend the same test bodies run on, loads the five
 //! test kernels on it and launches them ([`args`], [`launch`], [`run`]), reads the C ABI's
-//! statuses and last error ([`last_error`], [`ok`], [`fails`]), says why a test body is skipped
-//! ([`skip`], [`supported`], [`hipsim_or_skip`]), and reaches hipsim's test knobs when the
+//! statuses and last error ([`last_error`], [`ok`], [`fails`]), says which checks of a test body are skipped
+//! and why ([`skip`], [`supported`], [`hipsim`], [`hipsim_or_skip`]), and reaches hipsim's test knobs when the
 //! software GPU is in use.
 //!
-//! Backend: `RCB_BACKEND=cuda` runs on a real GPU (skipped, with a message, when there is none);
+//! Backend: `RCB_BACKEND=cuda` runs on a real GPU (skipped, with a SKIPPED line, when there is
+//! none, unless `RCB_TEST_REQUIRE_GPU=1`);
 //! otherwise the tests load the software GPU (`target/<profile>/libamdhip64.so`, built by
 //! `cargo build -p hipsim`) through `RCB_HIP_LIBRARY`, exactly as a user would.
 #![allow(dead_code)]
@@ -72,6 +73,12 @@ fn setup() {
     }
 }
 
+/// Whether a missing GPU fails the test instead of skipping it (`RCB_TEST_REQUIRE_GPU=1`, set by
+/// `ci/gpu-run.sh` on the GPU machine, where a skip for lack of a GPU means nothing was tested).
+pub fn gpu_required() -> bool {
+    std::env::var("RCB_TEST_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
 /// The runtime the tests run on, or `None` (after printing why) when the requested real GPU is
 /// absent. Use as `let Some(rt) = common::runtime() else { return };`.
 pub fn runtime() -> Option<&'static dyn Runtime> {
@@ -80,18 +87,37 @@ pub fn runtime() -> Option<&'static dyn Runtime> {
         Ok(rt) => Some(rt),
         Err(e)
             if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable)
-                && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda") =>
+                && std::env::var("RCB_BACKEND").is_ok_and(|b| b == "cuda")
+                && !gpu_required() =>
         {
-            skip(format!("no GPU for RCB_BACKEND=cuda: {e}"));
+            skip("every check", format!("no GPU for RCB_BACKEND=cuda: {e}"));
             None
         }
         Err(e) => panic!("the test runtime did not load: {e}"),
     }
 }
 
-/// Says why a test body is skipped, in the form that `ci/test.sh` and `ci/gpu-run.sh` count.
-pub fn skip(why: impl Display) {
-    eprintln!("SKIPPED: {why}");
+/// The name a SKIPPED line gives the running test: `<test binary>::<test path>`, the binary
+/// without Cargo's hash (`cmdbuf::update_moves_one_allocation`). libtest names each test's
+/// thread after the test.
+pub fn test_name() -> String {
+    let exe = std::env::current_exe().ok();
+    let stem = exe.as_deref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let binary = match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name.to_owned(),
+        _ => stem,
+    };
+    let thread = std::thread::current();
+    format!("{binary}::{}", thread.name().unwrap_or("<unnamed thread>"))
+}
+
+/// Says that `what` (a check, or "every check") of the running test did not run and why, as
+/// `SKIPPED <test>: <what> (<why>)`: the line `ci/test.sh` compares with
+/// `tests/expected-skips*.txt` and `ci/gpu-run.sh` lists by name.
+pub fn skip(what: &str, why: impl Display) {
+    // One write, so that no other test's output lands inside the line.
+    let line = format!("SKIPPED {}: {what} ({why})\n", test_name());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 }
 
 /// What a call of an optional runtime feature returned, or `None` after saying the test is
@@ -101,7 +127,7 @@ pub fn supported<T>(feature: &str, result: Result<T, Error>) -> Option<T> {
     match result {
         Ok(value) => Some(value),
         Err(e) if e.kind == ErrorKind::Unsupported => {
-            skip(format!("{feature} unsupported on this runtime: {e}"));
+            skip(feature, format!("unsupported on this runtime: {e}"));
             None
         }
         Err(e) => panic!("{feature}: {e}"),
@@ -112,7 +138,7 @@ pub fn supported<T>(feature: &str, result: Result<T, Error>) -> Option<T> {
 pub fn has_devices(rt: &dyn Runtime, n: i32) -> bool {
     let seen = rt.info().device_count;
     if seen < n {
-        skip(format!("needs {n} devices; this runtime sees {seen}"));
+        skip("every check", format!("needs {n} devices; this runtime sees {seen}"));
     }
     seen >= n
 }
@@ -189,8 +215,19 @@ pub struct Hipsim {
     lib: libloading::Library,
 }
 
-pub fn hipsim() -> Option<Hipsim> {
+/// hipsim's knobs, for the checks described by `what`; off the software GPU says (in a SKIPPED
+/// line) that those checks did not run. Use for checks a test makes besides those that run on
+/// every backend.
+pub fn hipsim(what: &str) -> Option<Hipsim> {
     let rt = runtime()?;
+    let sim = knobs(rt);
+    if sim.is_none() {
+        skip(what, format!("needs the software GPU's knobs; the runtime is {}", rt.info().backend.name()));
+    }
+    sim
+}
+
+fn knobs(rt: &dyn Runtime) -> Option<Hipsim> {
     if rt.info().backend != Backend::Hip {
         return None;
     }
@@ -202,13 +239,9 @@ pub fn hipsim() -> Option<Hipsim> {
     Some(Hipsim { lib })
 }
 
-/// [`hipsim`] for a test that needs its knobs throughout: says why it is skipped elsewhere.
+/// [`hipsim`] for a test that needs its knobs throughout: says every check is skipped elsewhere.
 pub fn hipsim_or_skip() -> Option<Hipsim> {
-    let sim = hipsim();
-    if let (None, Some(rt)) = (&sim, runtime()) {
-        skip(format!("this test needs the software GPU's knobs; the runtime is {}", rt.info().backend.name()));
-    }
-    sim
+    hipsim("every check")
 }
 
 impl Hipsim {

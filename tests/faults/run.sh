@@ -5,10 +5,15 @@
 #      its results and the software GPU's live objects (ASan+UBSan build).
 #   2. the tests/xla_flow programs, the patched XLA's call sequences, as a separate process per
 #      fault (HIPSIM_FAIL=function:n): every call of every HIP function the library makes in
-#      them. A run passes when it exits 0 with every check held, and fails cleanly when it exits
-#      1 naming the call that failed or a check on what the library reported; it is wrong when
-#      a check on results fails, and a crash when it dies of a signal, a timeout or a sanitizer
-#      report. (The process exits without freeing, so leaks are part 1's to count.)
+#      them. A run is classified by its exit status alone (tests/xla_flow/check.h): 0 passed
+#      (every check held), 1 failed cleanly (a failed call or a check on what the library
+#      reported), 3 a wrong result (a CHECK_RESULT on computed data failed), and a crash for a
+#      sanitizer report (exit 66: ASAN_OPTIONS/UBSAN_OPTIONS), a signal, a timeout or any other
+#      status. Every fault must come back with exactly one class (a lost one fails the run).
+#      (The process exits without freeing, so leaks are part 1's to count.)
+#   Before part 2, a self-test proves the classifier: stand-in programs exiting with each status,
+#   and tests/xla_flow/command_buffer.cpp with XLA_FLOW_SELF_TEST=wrong-result (its first result
+#   check fails as a corrupted result would) must be classified as such.
 # Usage: tests/faults/run.sh target/<profile> [--xla-stride K]
 #   --xla-stride K: part 2 fails only every K-th call of each function (the first always).
 # Prints both tables; exits non-zero on any leak, wrong result, contract breach or crash.
@@ -30,7 +35,8 @@ ln -s librocm_cmdbuf.so "$out/lib/librocm_cmdbuf.so.0"
 cp "$lib_dir/libamdhip64.so" "$out/hip/libamdhip64.so"
 ln -s libamdhip64.so "$out/hip/libamdhip64.so.6"
 hipsim=$out/hip/libamdhip64.so
-export RCB_BACKEND=hip RCB_HIP_LIBRARY=$hipsim ASAN_OPTIONS=detect_leaks=0
+# A sanitizer report exits 66, a status of its own.
+export RCB_BACKEND=hip RCB_HIP_LIBRARY=$hipsim ASAN_OPTIONS=detect_leaks=0:exitcode=66 UBSAN_OPTIONS=exitcode=66:print_stacktrace=1
 
 # Every HIP function the software GPU exports (its test hooks and the two that return strings
 # excepted): the matrix fails each call of each of them that a scenario makes.
@@ -54,8 +60,6 @@ echo "== fault matrix: the tests/xla_flow programs, one process per fault"
 # synchronizations) are not the library's: left out. hipModuleLaunchKernel stays: it is the
 # traced commands' work.
 own='^(hipMalloc|hipFree|hipMemcpy|hipSetDevice|hipModuleLoadData|hipModuleGetFunction|hipStreamCreate|hipStreamSynchronize|hipGetError[A-Za-z]*|hipsim[A-Za-z]*) '
-# Checks on results (not on what the library reported), and sanitizer reports.
-wrong='results differ|allocation 5 \[|results after the fallback|outputs differ|live-outs at the caller|read-only parameter changed|before its previous use ended|the copy did not run|runtime error:|AddressSanitizer'
 export XLA_FLOW_HIP=$hipsim
 # One run: prints its class and the fault. A fault the program's own hipsimSetFaults replaced
 # before its call never fires (the software GPU counts those that did): "unfired".
@@ -63,22 +67,67 @@ classify() {
     local exe=$1 spec=$2 own_fired=$3 log rc=0 fired
     log=$(HIPSIM_STATS=1 HIPSIM_FAIL=$spec timeout 300 "$exe" 2>&1) || rc=$?
     fired=$(sed -n 's/^hipsim faults fired: //p' <<<"$log")
-    if grep -Eq "$wrong" <<<"$log"; then
-        echo "wrong $spec"
-        grep -E "$wrong" <<<"$log" | head -n 3 >&2
-    elif [ $rc -eq 0 ] && [ "${fired:-0}" -le "$own_fired" ]; then
-        echo "unfired $spec"
-    elif [ $rc -eq 0 ] && grep -Eq 'all checks passed|every check holds' <<<"$log"; then
-        echo "passed $spec"
-    elif [ $rc -eq 1 ] && grep -Eq '\.(cpp|h):[0-9]+: |xla_flow.*: .* failed with' <<<"$log"; then
-        echo "failed $spec"
-    else
-        echo "crash $spec (exit $rc)"
-        tail -n 5 <<<"$log" >&2
-    fi
+    case $rc in
+        0)
+            if [ "${fired:-0}" -le "$own_fired" ]; then
+                echo "unfired $spec"
+            elif grep -q 'all checks passed' <<<"$log"; then
+                echo "passed $spec"
+            else
+                echo "crash $spec (exit 0 without 'all checks passed')"
+            fi
+            ;;
+        1) echo "failed $spec" ;;
+        3)
+            echo "wrong $spec"
+            grep -E 'CHECK_RESULT' <<<"$log" | head -n 3 >&2 || true
+            ;;
+        66)
+            echo "crash $spec (sanitizer report)"
+            grep -E -m 3 'runtime error:|AddressSanitizer' <<<"$log" >&2 || true
+            ;;
+        *)
+            echo "crash $spec (exit $rc)"
+            tail -n 5 <<<"$log" >&2
+            ;;
+    esac
+    return 0
 }
 export -f classify
-export wrong
+
+echo "== fault matrix: the classifier's self-test"
+mkdir "$out/fake"
+for status in 0 1 3 66 segv; do
+    case $status in
+        segv) body='kill -SEGV $$' ;;
+        0) body='echo "x: all checks passed"; echo "hipsim faults fired: 1" >&2' ;;
+        *) body="exit $status" ;;
+    esac
+    printf '#!/usr/bin/env bash\n%s\n' "$body" >"$out/fake/exit-$status"
+    chmod +x "$out/fake/exit-$status"
+done
+self_test() { # expected-class program own_fired [env...]
+    local want=$1 exe=$2 own=$3 got
+    shift 3
+    got=$(env "$@" bash -c 'classify "$0" self-test:1 "$1"' "$exe" "$own" 2>/dev/null)
+    if [ "${got%% *}" = "$want" ]; then
+        echo "  $(basename "$exe") ${*:-}: $want"
+    else
+        echo "FAIL: the classifier says '$got' for $(basename "$exe") ${*:-}, expected '$want'"
+        failed=1
+    fi
+}
+self_test passed "$out/fake/exit-0" 0
+self_test unfired "$out/fake/exit-0" 1
+self_test failed "$out/fake/exit-1" 0
+self_test wrong "$out/fake/exit-3" 0
+self_test crash "$out/fake/exit-66" 0
+self_test crash "$out/fake/exit-segv" 0
+g++ -std=c++17 -O1 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$root/tests/xla_flow" \
+    -o "$out/self-test-command_buffer" "$root/tests/xla_flow/command_buffer.cpp" \
+    -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -ldl -lpthread
+self_test wrong "$out/self-test-command_buffer" 0 XLA_FLOW_SELF_TEST=wrong-result
+
 sweep="every call"
 [ "$stride" -eq 1 ] || sweep="every ${stride}th call"
 echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | crashes | faults replaced by the program's own |"
@@ -101,12 +150,20 @@ for src in "$root"/tests/xla_flow/*.cpp; do
             if [ $(((n - 1) % stride)) -eq 0 ]; then echo "$fn:$n" >>"$out/faults"; fi
         done
     done <"$out/calls"
-    xargs -P "$(nproc)" -I{} bash -c "classify '$exe' {} $own_fired" <"$out/faults" >"$out/results"
+    xargs_rc=0
+    xargs -P "$(nproc)" -I{} bash -c "classify '$exe' {} $own_fired" <"$out/faults" >"$out/results" || xargs_rc=$?
+    # Every fault comes back with exactly one class: a helper that died lost its line.
+    lost=$(comm -3 <(sort "$out/faults") <(awk '{print $2}' "$out/results" | sort))
     count() { grep -c "^$1 " "$out/results" || true; }
     injected=$(($(wc -l <"$out/faults") - $(count unfired)))
     echo "| $name.cpp ($sweep) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count crash) | $(count unfired) |"
     if [ "$(count wrong)" != 0 ] || [ "$(count crash)" != 0 ]; then
         grep -E '^(wrong|crash) ' "$out/results" | head -n 20
+        failed=1
+    fi
+    if [ -n "$lost" ] || [ $xargs_rc -ne 0 ]; then
+        echo "FAIL: $name.cpp: results lost or duplicated (xargs exit $xargs_rc):"
+        echo "$lost" | head -n 20 | sed 's/^/  /'
         failed=1
     fi
 done

@@ -9,10 +9,15 @@
 //   * the bridge's NameAllocations (0004): KernelThunk gives each argument's buffer slice, and an
 //     argument recorded as a device address at that slice's address becomes RCB_ARG_ALLOCATION;
 //     replayed on aliased parameters (jit(f)(a, a), then (a, b), then (b, b)), named and not;
-//   * CommandBufferThunk: the allocation table before every recording (SetAllocations), then at
-//     each execution the allocations a BFC-like allocator moved become MoveAllocations; when the
-//     library reports needs_rerecord, XLA's RecordUpdate path runs (BeginUpdate with the pending
-//     table, the commands that use a moved allocation updated, Finalize).
+//   * CommandBufferThunk with 0004's hooks, in the order of the pinned commit: the warm-up
+//     execution through thunks, the first recording at Initialize (SetAllocations, then the
+//     commands), then at each execution UpdateBufferAllocations over the non-persistent
+//     allocations commands use, MoveCommandBufferAllocations (deduplicated moves, none when a
+//     command requires an update on every execution), and when that is refused or not tried the
+//     recording: SetAllocations on the finalized buffer (kept pending by the bridge), BeginUpdate
+//     then the pending table (CheckCanBeUpdated), RecordUpdate of the commands that use an
+//     updated allocation or require an update, Finalize. Allocations are packed adjacently, as a
+//     BFC allocator packs them, and arguments point inside them (interior slices).
 //
 // Every step's results are compared bit for bit with a command buffer recorded afresh at the
 // new addresses, and outputs are overwritten with garbage before each launch so that a stale
@@ -36,7 +41,9 @@ namespace {
 constexpr uint64_t kN = 256;  // floats per allocation
 constexpr uint64_t kBytes = kN * 4;
 constexpr int kAllocs = 10;   // XLA's buffer allocations 0..9
-constexpr uint64_t kSlot = 4096;
+// Allocations packed as a BFC allocator packs them: chunks of exactly one allocation's size, no
+// gap between neighbours, so one allocation's end is the next one's base.
+constexpr uint64_t kSlot = kBytes;
 constexpr int kSlots = 64;
 
 Gpu* gpu;
@@ -48,7 +55,8 @@ struct Kernels {
   void* copy;
 } k;
 
-// A BFC-like allocator: every allocation lives in one slot of an arena; a move takes a free slot.
+// A BFC-like allocator: every allocation lives in one chunk of an arena, 0..9 adjacent at first;
+// a move takes a free chunk, often next to another allocation.
 struct Arena {
   uint64_t base = 0;
   std::vector<int> slot_of;
@@ -57,8 +65,8 @@ struct Arena {
   Arena() : slot_of(kAllocs), used(kSlots, false) {
     base = gpu->Malloc(kSlot * kSlots);
     for (int a = 0; a < kAllocs; ++a) {
-      slot_of[a] = a * 3;
-      used[a * 3] = true;
+      slot_of[a] = a;
+      used[a] = true;
     }
   }
   ~Arena() { gpu->Free(base); }
@@ -89,6 +97,7 @@ struct Shape {
   bool child = false;   // a nested command buffer (control flow) cloned as a child node
   bool traced = false;  // a traced command: a captured nested command buffer
   bool params = false;  // a kernel whose argument sizes XLA does not know (kernelParams)
+  bool update_on_execute = false;  // the traced command requires an update on every execution
 };
 
 // The recorded state of one XLA command buffer: the primary, its nodes, its nested buffers.
@@ -127,34 +136,44 @@ class Program {
     return out;
   }
 
-  // RecordCreate into a new primary command buffer: table first (the thunk), commands in a chain.
+  // A fresh record at the arena's addresses (the reference every execution is compared with):
+  // a new primary command buffer, the table, every command, finalize.
   std::unique_ptr<Recorded> Create(const Arena& arena) const {
     auto r = std::make_unique<Recorded>();
     OK(rcb::CmdBuf::Create(0, &r->cb));
     OK(r->cb.SetAllocations(arena.Table()));
-    size_t commands = Uses().size();
-    for (size_t c = 0; c < commands; ++c) {
-      std::vector<rcb_node> deps;
-      if (c > 0) deps.push_back(r->nodes.back());
-      r->nodes.push_back(0);
-      Record(*r, c, arena, deps, /*update=*/false);
-    }
+    RecordCreate(*r, arena);
     OK(r->cb.Finalize());  // InstantiateGraph
     return r;
   }
 
-  // The thunk's fallback: Update() (BeginUpdate, then the pending table), RecordUpdate of the
-  // commands that use a moved allocation, Finalize().
-  void Update(Recorded& r, const Arena& arena, const std::set<int>& moved) const {
-    OK(r.cb.BeginUpdate());
-    OK(r.cb.SetAllocations(arena.Table()));
+  // CommandExecutor::RecordCreate: every command, in a chain.
+  void RecordCreate(Recorded& r, const Arena& arena) const {
+    size_t commands = Uses().size();
+    r.nodes.clear();
+    for (size_t c = 0; c < commands; ++c) {
+      std::vector<rcb_node> deps;
+      if (c > 0) deps.push_back(r.nodes.back());
+      r.nodes.push_back(0);
+      Record(r, c, arena, deps, /*update=*/false);
+    }
+  }
+
+  // CommandExecutor::RecordUpdate: a command is recorded again unless it does not require an
+  // update on every execution and uses none of `updated` (sorted, possibly repeated).
+  void RecordUpdate(Recorded& r, const Arena& arena, const std::vector<int>& updated) const {
     std::vector<std::set<int>> uses = Uses();
     for (size_t c = 0; c < uses.size(); ++c) {
-      bool touched = std::any_of(uses[c].begin(), uses[c].end(), [&](int a) { return moved.count(a) > 0; });
-      if (touched) Record(r, c, arena, {}, /*update=*/true);
+      bool touched = std::any_of(updated.begin(), updated.end(), [&](int a) { return uses[c].count(a) > 0; });
+      if (touched || RequiresUpdateOnExecute(c)) Record(r, c, arena, {}, /*update=*/true);
     }
-    OK(r.cb.Finalize());
   }
+
+  // The traced command of a shape with update_on_execute requires an update on every execution
+  // (as some collectives and custom calls do).
+  bool RequiresUpdateOnExecute(size_t c) const { return AnyRequiresUpdateOnExecute() && c == TracedCommand(); }
+  bool AnyRequiresUpdateOnExecute() const { return shape_.update_on_execute && shape_.traced; }
+  size_t TracedCommand() const { return shape_.child ? 7 : 6; }
 
  private:
   void Record(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
@@ -240,7 +259,7 @@ class Program {
     gpu->Launch(k.add, 1, 256, params);
     OK(traced.CaptureEnd());
     OK(traced.Finalize());
-    size_t node = shape_.child ? 7 : 6;
+    size_t node = TracedCommand();
     if (update) OK(r.cb.UpdateChild(r.nodes[node], traced));
     else OK(r.cb.AddChild(deps, traced, &r.nodes[node]));
     r.traced = std::move(traced);
@@ -276,55 +295,166 @@ std::vector<uint8_t> Execute(rcb::CmdBuf& cb, const Arena& arena, const Program&
     if (i >= 128) a2 += 2.0f * x[i - 128 + 64];
     float want = a2 + y[i];
     if (std::fabs(a5[i] - want) > 1e-4f * (1.0f + std::fabs(want))) {
-      CHECK(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
+      CHECK_RESULT(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
       break;
     }
   }
   return out;
 }
 
-struct Counts {
-  int in_place = 0, refused = 0, steps = 0;
+// RocmCmdbufCommandBuffer with --xla_gpu_rocm_cmdbuf_update_in_place (xla-patches/0004): the
+// table last given by SetAllocations with the moves since; a finalized command buffer keeps a new
+// table pending until its update begins (CheckCanBeUpdated: BeginUpdate, then the table).
+struct Bridge {
+  enum class State { kCreate, kUpdate, kFinalized };
+  Recorded r;
+  std::vector<rcb_allocation> table;
+  bool pending = false;
+  State state = State::kCreate;
+
+  Bridge() { OK(rcb::CmdBuf::Create(0, &r.cb)); }
+  void SetAllocations(const std::vector<rcb_allocation>& t) {
+    table = t;
+    pending = state == State::kFinalized;
+    if (!pending) OK(r.cb.SetAllocations(table));
+  }
+  // Whether every move was patched in place; false sends the thunk down the recording path.
+  bool MoveAllocations(const std::vector<rcb_allocation_move>& moves, rcb_update_report* report) {
+    for (const rcb_allocation_move& m : moves) {
+      if (m.index >= table.size()) return false;  // a new allocation: recorded again
+    }
+    OK(r.cb.MoveAllocations(moves, report));
+    if (report->needs_rerecord) return false;
+    for (const rcb_allocation_move& m : moves) table[m.index].base = m.base;
+    return true;
+  }
+  void BeginUpdate() {
+    OK(r.cb.BeginUpdate());
+    state = State::kUpdate;
+    if (pending) {
+      pending = false;
+      OK(r.cb.SetAllocations(table));
+    }
+  }
+  void Finalize() {
+    OK(r.cb.Finalize());
+    state = State::kFinalized;
+  }
 };
 
-// `steps` executions of one command buffer while the allocator moves allocations in `movable`;
-// `refuses(moved)` says when the library must refuse the move (the program's opaque nodes).
-Counts Run(const char* name, Shape shape, std::set<int> movable, bool (*refuses)(const std::set<int>&),
-           int steps, unsigned seed) {
+struct Counts {
+  int in_place = 0, recorded = 0, idle = 0, steps = 0, move_calls = 0;
+};
+
+// `steps` executions of one CommandBufferThunk while the allocator moves allocations in
+// `movable` (the others are persistent), replayed as the patched XLA at the pinned commit makes
+// them: the first execution is the warm-up through thunks (no command buffer); the next
+// Initialize records it (SetAllocations, UpdateBufferAllocations, RecordCreate, Finalize); every
+// ExecuteOnStream computes UpdateBufferAllocations over the non-persistent allocations commands
+// use (an index repeated when the recorded table grows), then MoveCommandBufferAllocations (the
+// indices sorted and deduplicated into moves unless a command requires an update on every
+// execution; a refusal gives the table for the recording), then the recording when still
+// needed (Update: BeginUpdate with the pending table; RecordUpdate of the commands that use an
+// updated allocation or require an update; Finalize), then the launch. Each execution's
+// results are compared bit for bit with a fresh record at the same addresses.
+Counts Run(const char* name, Shape shape, std::set<int> movable, int steps, unsigned seed) {
   Program program(shape);
   Arena arena;
   std::mt19937 rng(seed);
-  std::unique_ptr<Recorded> r = program.Create(arena);
+  Bridge bridge;
+  bool warmup_done = false;
+  std::vector<uint64_t> recorded;  // ExecutorCommandBuffer::recorded_allocs (0: never set)
+  std::set<int> used;
+  for (const std::set<int>& u : program.Uses()) used.insert(u.begin(), u.end());
+  std::vector<int> dynamic;  // the commands' allocations less the persistent ones, sorted
+  for (int a : used) {
+    if (movable.count(a) > 0) dynamic.push_back(a);
+  }
+  auto update_buffer_allocations = [&] {
+    std::vector<int> updated;
+    for (int a : dynamic) {
+      if (recorded.size() <= static_cast<size_t>(a)) {
+        recorded.resize(a + 1, 0);
+        updated.push_back(a);
+      }
+      if (recorded[a] != arena.Address(a)) {
+        recorded[a] = arena.Address(a);
+        updated.push_back(a);
+      }
+    }
+    return updated;
+  };
   Counts counts;
   std::vector<int> pool(movable.begin(), movable.end());
   for (int step = 0; step < steps; ++step, ++counts.steps) {
-    std::set<int> moved;
-    size_t how_many = 1 + rng() % 3;
-    while (moved.size() < how_many) moved.insert(pool[rng() % pool.size()]);
-    for (int a : moved) arena.Move(a, rng);
-    // The thunk: UpdateBufferAllocations' indices become moves (new base, same size).
-    std::vector<rcb_allocation_move> moves;
-    for (int a : moved) moves.push_back({static_cast<uint64_t>(a), arena.Address(a)});
-    rcb_update_report report{};
-    OK(r->cb.MoveAllocations(moves, &report));
-    CHECK(report.needs_rerecord == (refuses(moved) ? 1u : 0u), "%s step %d: needs_rerecord %u", name, step,
-          report.needs_rerecord);
-    if (report.needs_rerecord) {
-      ++counts.refused;
-      program.Update(*r, arena, moved);
-    } else {
-      ++counts.in_place;
-      CHECK(report.moved_allocations == moved.size(), "%s step %d: moved %u of %zu", name, step,
-            report.moved_allocations, moved.size());
-      CHECK(report.patched_sites > 0 && report.updated_nodes > 0, "%s step %d: nothing patched", name, step);
+    if (step > 1) {  // the allocator moves some allocations between executions (sometimes none)
+      std::set<int> moved;
+      size_t how_many = rng() % 4;
+      while (moved.size() < how_many) moved.insert(pool[rng() % pool.size()]);
+      for (int a : moved) arena.Move(a, rng);
     }
-    std::vector<uint8_t> patched = Execute(r->cb, arena, program, step);
+    // Initialize: nothing before the warm-up, then the first recording.
+    if (warmup_done && bridge.state == Bridge::State::kCreate) {
+      bridge.SetAllocations(arena.Table());
+      update_buffer_allocations();
+      program.RecordCreate(bridge.r, arena);
+      bridge.Finalize();
+    }
+    std::vector<uint8_t> got;
+    if (!warmup_done) {
+      // The warm-up runs the thunks, not a command buffer: the same commands launched once (a
+      // fresh record stands in for them here).
+      std::unique_ptr<Recorded> thunks = program.Create(arena);
+      got = Execute(thunks->cb, arena, program, step);
+      warmup_done = true;
+    } else {
+      bool is_first_record = bridge.state == Bridge::State::kCreate;
+      std::vector<int> updated = update_buffer_allocations();
+      bool requires_update_on_execute = program.AnyRequiresUpdateOnExecute();
+      bool needs_update = requires_update_on_execute || !updated.empty();
+      // MoveCommandBufferAllocations (0004).
+      bool moved_in_place = false;
+      if (!is_first_record && needs_update && !requires_update_on_execute && !updated.empty() &&
+          bridge.state == Bridge::State::kFinalized) {
+        std::vector<int> indices = updated;
+        indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+        std::vector<rcb_allocation_move> moves;
+        for (int a : indices) moves.push_back({static_cast<uint64_t>(a), arena.Address(a)});
+        rcb_update_report report{};
+        ++counts.move_calls;
+        moved_in_place = bridge.MoveAllocations(moves, &report);
+        if (moved_in_place) {
+          CHECK(report.patched_sites > 0 && report.updated_nodes > 0, "%s step %d: a move patched nothing", name,
+                step);
+        }
+      }
+      if (moved_in_place) {
+        needs_update = false;
+        ++counts.in_place;
+      } else if (is_first_record || needs_update) {
+        bridge.SetAllocations(arena.Table());
+      }
+      if (is_first_record || needs_update) {
+        ++counts.recorded;
+        if (bridge.state == Bridge::State::kFinalized) bridge.BeginUpdate();  // CommandExecutor::Record
+        if (bridge.state == Bridge::State::kUpdate) {
+          program.RecordUpdate(bridge.r, arena, updated);
+        } else {
+          program.RecordCreate(bridge.r, arena);
+        }
+        bridge.Finalize();
+      } else if (!moved_in_place) {
+        ++counts.idle;
+      }
+      got = Execute(bridge.r.cb, arena, program, step);
+    }
     std::unique_ptr<Recorded> fresh = program.Create(arena);
     std::vector<uint8_t> expected = Execute(fresh->cb, arena, program, step);
-    CHECK(patched == expected, "%s step %d: results differ from a fresh record at the new addresses", name, step);
+    CHECK_RESULT(got == expected, "%s step %d: results differ from a fresh record at the same addresses", name, step);
   }
-  std::printf("%s: %d steps, %d moved in place, %d recorded again\n", name, counts.steps, counts.in_place,
-              counts.refused);
+  std::printf("%s: %d executions (the first through thunks): %d moved in place, %d recorded again, %d with "
+              "nothing moved\n",
+              name, counts.steps, counts.in_place, counts.recorded, counts.idle);
   return counts;
 }
 
@@ -431,14 +561,14 @@ void AliasedParameters(bool named) {
     OK(fresh.SetAllocations(table));
     record(fresh, &fresh_node, table, false, false);
     OK(fresh.Finalize());
-    CHECK(patched == run(fresh), "%s step %zu: results differ from a fresh record", name, step);
+    CHECK_RESULT(patched == run(fresh), "%s step %zu: results differ from a fresh record", name, step);
     std::vector<float> got(kN);
     std::memcpy(got.data(), patched.data(), kBytes);
     const std::vector<float>& x = steps[step][0] == a ? va : vb;
     const std::vector<float>& y = steps[step][1] == a ? va : vb;
     for (uint64_t i = 0; i < kN; ++i) {
       if (got[i] != x[i] + y[i]) {
-        CHECK(false, "%s step %zu: out[%llu] = %g, want %g", name, step, (unsigned long long)i, got[i], x[i] + y[i]);
+        CHECK_RESULT(false, "%s step %zu: out[%llu] = %g, want %g", name, step, (unsigned long long)i, got[i], x[i] + y[i]);
         break;
       }
     }
@@ -447,12 +577,6 @@ void AliasedParameters(bool named) {
   gpu->Free(a);
   gpu->Free(b);
   gpu->Free(out);
-}
-
-bool Never(const std::set<int>&) { return false; }
-bool Always(const std::set<int>&) { return true; }
-bool TouchesChild(const std::set<int>& moved) {
-  return moved.count(5) > 0 || moved.count(6) > 0 || moved.count(7) > 0;
 }
 
 }  // namespace
@@ -464,29 +588,39 @@ int main() {
   k = {device.Function("rcb_test_fill_u32"), device.Function("rcb_test_add_f32"),
        device.Function("rcb_test_axpy_f32"), device.Function("rcb_test_copy_u8")};
 
-  // Kernels, memcpy and memset only: every move is patched in place.
-  Counts plain = Run("kernels, memcpy, memset", {}, {0, 1, 2, 3, 4, 5}, Never, 40, 1);
-  CHECK(plain.in_place == plain.steps, "every move in place");
+  // Kernels, memcpy and memset only: a kernels-only program is never recorded again for a move.
+  Counts plain = Run("kernels, memcpy, memset", {}, {0, 1, 2, 3, 4, 5}, 40, 1);
+  CHECK(plain.recorded == 0 && plain.in_place > 0, "every move in place (%d recorded again)", plain.recorded);
 
-  // A nested command buffer as a child node: a move of what the child uses is refused (the clone
-  // is not patched), then recorded again through UpdateChild; other moves stay in place.
+  // A nested command buffer as a child node: moves that only kernels see stay in place, and a
+  // move the library refuses goes down XLA's recording path (UpdateChild).
   Shape child;
   child.child = true;
-  Counts with_child = Run("with a child command buffer", child, {0, 1, 2, 3, 4, 5, 6, 7}, TouchesChild, 40, 2);
-  CHECK(with_child.in_place > 0 && with_child.refused > 0, "both paths taken");
+  Counts with_child = Run("with a child command buffer", child, {0, 1, 2, 3, 4, 5, 6, 7}, 40, 2);
+  CHECK(with_child.in_place > 0 && with_child.recorded > 0, "both paths taken");
 
   // One array passed for two parameters, then two arrays, then the other one twice.
   AliasedParameters(true);
   AliasedParameters(false);
 
-  // A traced command and a kernel with unknown argument sizes: every move is refused.
+  // A traced command and a kernel with unknown argument sizes.
   Shape opaque;
   opaque.traced = true;
   opaque.params = true;
-  Run("with a traced command and a kernelParams kernel", opaque, {0, 1, 2, 3, 4, 5, 8, 9}, Always, 12, 3);
+  Run("with a traced command and a kernelParams kernel", opaque, {0, 1, 2, 3, 4, 5, 8, 9}, 12, 3);
+
+  // A command that requires an update on every execution: XLA never moves in place, and
+  // records that command (and those that use a moved allocation) again at every execution.
+  Shape always;
+  always.traced = true;
+  always.update_on_execute = true;
+  Counts every = Run("with a command updated at every execution", always, {0, 1, 2, 3, 4, 5, 8}, 12, 4);
+  CHECK(every.move_calls == 0 && every.recorded == every.steps - 1, "MoveAllocations called %d times, %d of %d executions recorded",
+        every.move_calls, every.recorded, every.steps - 1);
 
   if (device.cuda()) {
-    std::printf("xla_flow: fault injection and call counts: software GPU only\n");
+    Skipped("a step with nothing moved makes no setter call; a failing exec setter falls back to recording",
+            "the software GPU's call counters and fault injection");
   } else {
     // A step in which nothing moved costs no runtime call; a failing exec setter sends the thunk
     // down the recording path, and the results are still right.
@@ -513,10 +647,13 @@ int main() {
     CHECK(report.needs_rerecord == 1, "a failing exec setter asks for a re-record");
     CHECK(!r->cb.Launch(device.stream()).ok(), "launch refused while nodes are stale");
     device.SetFaults("");
-    program.Update(*r, arena, {0});
+    OK(r->cb.BeginUpdate());  // the bridge's CheckCanBeUpdated: BeginUpdate, then the pending table
+    OK(r->cb.SetAllocations(arena.Table()));
+    program.RecordUpdate(*r, arena, {0});
+    OK(r->cb.Finalize());
     std::vector<uint8_t> patched = Execute(r->cb, arena, program, 99);
     std::unique_ptr<Recorded> fresh = program.Create(arena);
-    CHECK(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
+    CHECK_RESULT(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
     std::printf("fault injection: the failed exec setter fell back to recording; results match\n");
   }
 

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "check.h"
 
 class Gpu {
  public:
@@ -137,12 +140,13 @@ class Gpu {
 
   [[noreturn]] static void Fail(const char* what) {
     std::fprintf(stderr, "xla_flow: %s\n", what);
-    std::exit(1);
+    std::exit(FailureStatus());
   }
 
  private:
   [[noreturn]] static void Skip(const char* why) {
-    std::printf("xla_flow: SKIPPED: %s\n", why);
+    // The SKIPPED line of tests/common/mod.rs; ci/gpu-run.sh fails a skip for lack of a GPU.
+    std::printf("SKIPPED %s: every check (%s)\n", program_invocation_short_name, why);
     std::exit(0);
   }
   template <class F>
@@ -154,7 +158,7 @@ class Gpu {
   void Check(int code, const char* what) {
     if (code != 0) {
       std::fprintf(stderr, "xla_flow: %s failed with %d\n", what, code);
-      std::exit(1);
+      std::exit(FailureStatus());
     }
   }
 

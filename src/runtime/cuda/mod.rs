@@ -216,21 +216,26 @@ mod tests {
 
     #[test]
     fn kernel_params_nodes_read_back_through_the_parameter_layout() {
+        // The SKIPPED line of tests/common/mod.rs: `<test binary>::<test>: <what> (<why>)`.
+        let skip = |why: &dyn std::fmt::Display| {
+            let line = format!("SKIPPED rocm_cmdbuf::{}: every check ({why})\n", std::thread::current().name().unwrap_or("?"));
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        };
         if std::env::var("RCB_BACKEND").as_deref() != Ok("cuda") {
-            eprintln!("SKIPPED: needs RCB_BACKEND=cuda and a GPU");
-            return;
+            return skip(&"needs RCB_BACKEND=cuda and a GPU");
         }
         let rt = match CudaRuntime::open(crate::config::get().unwrap()) {
             Ok(rt) => rt,
-            Err(e) if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable) => {
-                eprintln!("SKIPPED: no GPU for RCB_BACKEND=cuda: {e}");
-                return;
+            Err(e)
+                if matches!(e.kind, ErrorKind::NoDevice | ErrorKind::RuntimeUnavailable)
+                    && std::env::var("RCB_TEST_REQUIRE_GPU").as_deref() != Ok("1") =>
+            {
+                return skip(&format_args!("no GPU for RCB_BACKEND=cuda: {e}"));
             }
             Err(e) => panic!("{e}"),
         };
         if let Err(reason) = rt.param_info.table() {
-            eprintln!("SKIPPED: {reason}");
-            return;
+            return skip(&reason);
         }
         let path = std::env::var("RCB_TEST_PTX").unwrap_or_else(|_| String::from("tests/gpu/kernels.ptx"));
         let ptx = std::fs::read(&path).unwrap();
