@@ -44,6 +44,7 @@ pub struct Knobs {
     stats: bool,
     clr138: AtomicBool,
     opaque_extra: AtomicBool,
+    clr_graph_launch: AtomicBool,
     kernarg_leak: AtomicU8,
 }
 
@@ -68,6 +69,7 @@ pub fn get() -> &'static Knobs {
             stats: env("HIPSIM_STATS") == "1",
             clr138: AtomicBool::new(false),
             opaque_extra: AtomicBool::new(false),
+            clr_graph_launch: AtomicBool::new(false),
             kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         };
         // A malformed variable is reported rather than silently ignored: tests rely on it.
@@ -153,10 +155,11 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque, mut leak) = (false, false, KernargLeak::Off);
+        let (mut clr138, mut opaque, mut leak, mut clr_launch) = (false, false, KernargLeak::Off, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
+                "clr_graph_launch" => clr_launch = true,
                 "opaque_extra" => opaque = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
@@ -166,6 +169,7 @@ impl Knobs {
         }
         self.clr138.store(clr138, Ordering::Relaxed);
         self.opaque_extra.store(opaque, Ordering::Relaxed);
+        self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         Ok(())
     }
@@ -186,6 +190,13 @@ impl Knobs {
 
     pub fn opaque_extra(&self) -> bool {
         self.opaque_extra.load(Ordering::Relaxed)
+    }
+
+    /// `clr_graph_launch`: hipGraphLaunch into a capturing stream runs the executable graph's
+    /// own work on the stream instead of adding a copy of it to the capture, as ROCm's clr does
+    /// (its hipGraphLaunch has no capture branch).
+    pub fn clr_graph_launch(&self) -> bool {
+        self.clr_graph_launch.load(Ordering::Relaxed)
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {
