@@ -160,10 +160,11 @@
 #define RCB_FALLBACK_RELOCATION_FAILED 4
 
 /**
- * Fallback reason: the executable graph's update budget was spent but it could not be
- * re-instantiated from its template (a child node updated in place with
- * `rcb_cmdbuf_update_child` leaves the template behind), so the update went to the old
- * executable graph, whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+ * Fallback reason: the executable graph's update budget was spent but it was not
+ * re-instantiated from its template (a node's template lags behind it, or as many replaced
+ * executable graphs as are kept still wait for their launches: the host never waits for
+ * them), so the update went to the live executable graph in place, whose runtime may keep
+ * growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
  */
 #define RCB_FALLBACK_REINSTANTIATE_BLOCKED 5
 
@@ -1050,8 +1051,10 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
  * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
  * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
- * discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
- * are those of executable graphs the update budget replaced.
+ * discarded. The free never waits on the host: every stream the command buffer was launched on
+ * (each thread's own for `hipStreamPerThread` and the default streams) must be synchronized
+ * first, since its executable graphs, the ones the update budget replaced and the graphs kept
+ * for what flattened and child nodes may read (user objects) are destroyed at once.
  *
  * When a runtime call underneath fails (ending the capture, destroying the executable graph or
  * the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the

@@ -28,8 +28,9 @@ pub enum Fallback {
     FlattenedAsChild = 3,
     /// A trace-cache relocation failed part-way; the command was captured again.
     RelocationFailed = 4,
-    /// The update budget was spent but the executable graph could not be re-instantiated from
-    /// the template (a node's template lags behind it): the update went to the old executable.
+    /// The update budget was spent but the executable graph was not re-instantiated (a node's
+    /// template lags behind it, or `MAX_RETIRED` old executables still wait for their
+    /// launches): the update went to the live executable in place.
     ReinstantiateBlocked = 5,
     /// Re-instantiating failed in the runtime: the update went to the old executable.
     ReinstantiateFailed = 6,

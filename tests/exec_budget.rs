@@ -302,19 +302,26 @@ fn a_failed_or_blocked_reinstantiation_still_updates_correctly() {
     assert_eq!(f.flip(2).reinstantiated, 1, "the next update tries again");
     f.launch_and_check(&gpu).unwrap();
 
-    // A child updated in place whose clone could not be made blocks re-instantiation.
+    // A child whose clone cannot be made is not updated: the clone is what keeps the objects
+    // its graph owns alive while the executable graph may read them.
     let (x, y) = (gpu.upload(&[0.0; WORDS as usize]), gpu.upload(&[0.0; WORDS as usize]));
-    let y2 = gpu.upload(&[0.0; WORDS as usize]);
+    let cb = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, FILL_PUSH + 1) });
+    cb.set_allocs(&[(y, SLICE)]);
+    cb.kernel(&[], gpu.k.fill_u32, WORDS, &args::fill(y, 5, WORDS));
+    let first = child_fill(&gpu, x, 1);
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(cb.0, null(), 0, first.0, &mut node) });
+    cb.finalize();
+    let second = child_fill(&gpu, x, 2);
+    cb.begin_update();
     sim.set_faults("hipGraphClone:1");
-    let (cb, _child) = primary_with_updated_child(&gpu, FILL_PUSH + 1, x, y);
+    fails(unsafe { rcb_cmdbuf_update_child(cb.0, node, second.0) }, RCB_STATUS_RUNTIME_ERROR, "cloning the child graph");
     sim.set_faults("");
-    let r = cb.move_allocs(&[(0, y2)]);
-    assert_eq!((r.reinstantiated, r.updated_nodes, r.needs_rerecord), (0, 1, 0));
+    cb.finalize();
+    assert_eq!(counters(&cb).exec_param_pushes, 0, "nothing was pushed");
     cb.launch(&gpu);
-    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![2; WORDS as usize]);
-    assert_eq!(common::download_u32(gpu.rt, y2, WORDS as usize), vec![5; WORDS as usize]);
-    let c = counters(&cb);
-    assert_eq!((c.fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize], c.reinstantiations), (1, 0));
+    assert_eq!(common::download_u32(gpu.rt, x, WORDS as usize), vec![1; WORDS as usize]);
 }
 
 /// The leak model's pool for a fleet of `n` fill nodes: hipsim stages 288 bytes per fill node
@@ -426,4 +433,157 @@ fn soak_a_million_updates_of_a_thousand_nodes() {
     assert!(peak <= pool);
     assert_eq!(c.reinstantiations, (updates / (n + 1)) as u64);
     assert_eq!(c.fallbacks_total, 0);
+}
+
+/// A device word that held streams wait for (hipStreamWaitValue64, which the `Runtime`
+/// interface does not make): a launch behind it stays in flight until the test opens the gate,
+/// whatever the host's speed.
+struct Gate {
+    lib: libloading::Library,
+    word: u64,
+    rt: &'static dyn rocm_cmdbuf::runtime::Runtime,
+}
+
+impl Gate {
+    fn new(gpu: &Gpu) -> Gate {
+        let lib = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").expect("the software GPU")) }.unwrap();
+        let word = gpu.rt.malloc(0, 8).unwrap();
+        gpu.rt.direct().copy_to_device(word, &0u64.to_ne_bytes()).unwrap();
+        Gate { lib, word, rt: gpu.rt }
+    }
+
+    /// Holds `stream`'s later work until [`Self::open`].
+    fn hold(&self, stream: Stream) {
+        type WaitFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void, u64, u32, u64) -> i32;
+        let wait: WaitFn = unsafe { *self.lib.get(b"hipStreamWaitValue64\0").unwrap() };
+        assert_eq!(unsafe { wait(stream.0, self.word as *mut std::ffi::c_void, 1, 0, u64::MAX) }, 0);
+    }
+
+    /// Opens from a stream of its own: a synchronous copy would first wait for every blocking
+    /// stream, a held per-thread stream included.
+    fn open(&self) {
+        let opener = self.rt.stream_create(0, 1, 0).unwrap();
+        self.rt.stream_memory().unwrap().stream_write_u64(opener, self.word, 1).unwrap();
+        self.rt.stream_synchronize(opener).unwrap();
+        self.rt.stream_destroy(opener).unwrap();
+    }
+}
+
+use rocm_cmdbuf::runtime::Stream;
+
+/// `hipStreamPerThread`: one handle, each thread's own stream.
+const PER_THREAD: Stream = Stream(2 as *mut std::ffi::c_void);
+
+/// Runs `f` on another thread and fails the test, rather than hang, when it does not return.
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120)).unwrap_or_else(|_| panic!("{what} did not return: the host waited on a launch"))
+}
+
+/// A value handed to one other thread at a time.
+struct Sent<T>(T);
+// SAFETY: the tests hand each such value to one thread at a time.
+unsafe impl<T> Send for Sent<T> {}
+
+#[derive(Clone, Copy)]
+struct CbPtr(*mut rcb_cmdbuf);
+// SAFETY: the tests hand a command buffer to one thread at a time.
+unsafe impl Send for CbPtr {}
+impl CbPtr {
+    fn get(self) -> *mut rcb_cmdbuf {
+        self.0
+    }
+}
+
+/// Found by reading (issue 29, item 3): launches were followed by the stream handle's value, so
+/// thread B's launch into `hipStreamPerThread` re-recorded the event of thread A's, and the old
+/// executable was destroyed while A's launch still waited in A's stream.
+#[test]
+fn launches_into_the_per_thread_stream_from_two_threads_are_each_followed() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let destroyed_in_flight = sim.live_count("exec_destroyed_in_flight");
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let cb = CbPtr(f.cb.0);
+    let gate = std::sync::Arc::new(Gate::new(&gpu));
+    // Thread A: its per-thread stream held at the gate, then a launch.
+    let a = gate.clone();
+    std::thread::spawn(move || {
+        a.hold(PER_THREAD);
+        ok(unsafe { rcb_cmdbuf_launch(cb.get(), PER_THREAD.0) });
+    })
+    .join()
+    .unwrap();
+    // Thread B: a launch into its own per-thread stream, finished.
+    std::thread::spawn(move || {
+        ok(unsafe { rcb_cmdbuf_launch(cb.get(), PER_THREAD.0) });
+        common::runtime().unwrap().stream_synchronize(PER_THREAD).unwrap();
+    })
+    .join()
+    .unwrap();
+    // Re-instantiate: the old executable waits for A's launch.
+    f.flip(0);
+    assert_eq!(f.flip(1).reinstantiated, 1);
+    // (A read-back would wait for A's stream too: a per-thread stream is blocking.)
+    ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+    assert_eq!(counters(&f.cb).retired_execs, 0, "thread A's launch has not run");
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+    gate.open();
+    // A's stream drains on its own; a launch after that destroys the old executable.
+    let mut spins = 0;
+    while counters(&f.cb).retired_execs == 0 {
+        f.launch_and_check(&gpu).unwrap();
+        spins += 1;
+        assert!(spins < 100_000, "the old executable was never destroyed after its launches finished");
+    }
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+}
+
+/// Found by reading (issue 29, item 5): with as many old executables waiting as are kept, a
+/// re-instantiation waited on the host for the oldest one's launches; a launch that waits on
+/// work not yet submitted (here the gate the test opens after the update) hung the update
+/// forever. Now the update goes to the live executable in place and says so in the counters.
+#[test]
+fn past_the_retired_limit_updates_push_in_place_and_never_wait_for_a_launch() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let destroyed_in_flight = sim.live_count("exec_destroyed_in_flight");
+    let gate = Gate::new(&gpu);
+    gate.hold(gpu.stream);
+    let f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let cb = CbPtr(f.cb.0);
+    let stream = gpu.stream.0 as usize;
+    // Each executable takes one push; every second flip re-instantiates, each after a launch
+    // held at the gate. The third re-instantiation would keep a third old executable.
+    let f = Sent(f);
+    let Sent(mut f) = bounded("the updates", move || {
+        let whole = f;
+        let Sent(mut f) = whole;
+        let mut reinstantiated = 0;
+        for round in 0..3 {
+            ok(unsafe { rcb_cmdbuf_launch(cb.get(), stream as *mut std::ffi::c_void) });
+            f.flip(0);
+            reinstantiated += f.flip(1).reinstantiated;
+            assert_eq!(reinstantiated, (round + 1).min(2), "round {round}");
+        }
+        Sent(f)
+    });
+    let c = counters(&f.cb);
+    assert_eq!((c.reinstantiations, c.fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize]), (2, 1));
+    assert_eq!(c.retired_execs, 0, "every launch is still held");
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+    gate.open();
+    gpu.sync();
+    f.launch_and_check(&gpu).unwrap();
+    assert_eq!(counters(&f.cb).retired_execs, 2);
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+    // With room again the budget re-instantiates.
+    let again: u32 = (0..4).map(|i| f.flip(i % 2).reinstantiated).sum();
+    assert!(again >= 1, "no re-instantiation once the old executables were destroyed");
+    f.launch_and_check(&gpu).unwrap();
 }

@@ -537,3 +537,104 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     assert_eq!(u32s(&gpu, x2), vec![7; N], "the new child's graph ran");
     assert_eq!(u32s(&gpu, x), vec![0; N]);
 }
+
+/// What a user object's destructor sees: how often it ran, and on the software GPU the buffer it
+/// poisons (a collective's work buffer freed with its graph); CUDA forbids runtime calls in a
+/// destructor, so there it only counts.
+struct Owned {
+    runs: std::sync::atomic::AtomicU32,
+    poison: Option<u64>,
+}
+
+unsafe extern "C" fn destroy_owned(p: *mut c_void) {
+    let owned = unsafe { &*(p as *const Owned) };
+    owned.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if let (Some(x), Some(rt)) = (owned.poison, common::runtime()) {
+        let _ = rt.direct().copy_to_device(x, &[0xFF; N * 4]);
+    }
+}
+
+impl DriverApi {
+    /// A user object with `owned`'s destructor, its only reference moved to `graph`.
+    fn attach_user_object(&self, graph: Graph, owned: &Owned) {
+        type CreateFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, unsafe extern "C" fn(*mut c_void), u32, u32) -> i32;
+        type RetainFn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, u32) -> i32;
+        let create: CreateFn = self.sym("hipUserObjectCreate", "cuUserObjectCreate");
+        let retain: RetainFn = self.sym("hipGraphRetainUserObject", "cuGraphRetainUserObject");
+        let mut object = null_mut();
+        // Flags: no destructor synchronization (the only one); the graph takes the reference.
+        assert_eq!(unsafe { create(&mut object, owned as *const Owned as *mut c_void, destroy_owned, 1, 1) }, 0);
+        assert_eq!(unsafe { retain(graph.0, object, 1, 1) }, 0);
+    }
+}
+
+/// How often the destructor ran once it has run at least `at_least` times; a GPU runs
+/// destructors on a thread of its own some time after the last reference goes, so this waits
+/// for that (bounded), and counts again after so a second run shows.
+fn runs_after(gpu: &Gpu, owned: &Owned, at_least: u32) -> u32 {
+    let load = || owned.runs.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..10_000 {
+        if load() >= at_least {
+            break;
+        }
+        gpu.sync();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    gpu.sync();
+    load()
+}
+
+/// A graph of `copy(y ← x)` owning a user object whose destructor poisons `x`.
+fn owning_graph(gpu: &Gpu, api: &DriverApi, y: u64, x: u64, owned: &Owned) -> Graph {
+    let g = gpu.rt.graph_create().unwrap();
+    gpu.rt.add_kernel_node(g, &[], &common::launch(gpu.k.copy_u8, &pack(&args::copy(y, x, (N * 4) as u64)))).unwrap();
+    api.attach_user_object(g, owned);
+    g
+}
+
+/// Issue 27, section 2: a flattened copy may read what its source graph owns through user
+/// objects (NCCL's work buffers), which die with the graph. The command buffer keeps a clone,
+/// which carries them, until it is freed; a source replaced by an update lives until the launches
+/// that may use it have finished.
+#[test]
+fn a_flattened_graph_keeps_its_sources_user_objects_until_the_free() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let hip = gpu.rt.info().backend == Backend::Hip;
+    let (x1, x2, y) = (gpu.upload(&iota(1.0)), gpu.upload(&iota(500.0)), zeroed(&gpu));
+    let first = Owned { runs: 0.into(), poison: hip.then_some(x1) };
+    let second = Owned { runs: 0.into(), poison: hip.then_some(x2) };
+    let g = owning_graph(&gpu, &api, y, x1, &first);
+    let cb = Cb::primary();
+    let (group, report) = flatten(&cb, &[], null(), g).unwrap();
+    assert_eq!(report.flattened, 1, "{}", reason(&report));
+    cb.finalize();
+    // The caller's graph goes at once; the copies' object must not.
+    gpu.rt.graph_destroy(g).unwrap();
+    for _ in 0..50 {
+        cb.launch(&gpu);
+    }
+    gpu.sync();
+    assert_eq!(gpu.read(y, N), iota(1.0));
+    assert_eq!(runs_after(&gpu, &first, 0), 0, "the source's user object died with the caller's graph");
+    // Another source of the same shape: the old clone waits for the launch already queued.
+    let g2 = owning_graph(&gpu, &api, y, x2, &second);
+    cb.launch(&gpu);
+    cb.begin_update();
+    let mut r = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    ok(unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, null(), g2.0, &mut r) });
+    cb.finalize();
+    gpu.rt.graph_destroy(g2).unwrap();
+    gpu.sync();
+    assert_eq!(gpu.read(y, N), iota(1.0), "the launch before the update read the first source's buffer intact");
+    // The next launch finds that launch finished and gives the old clone up.
+    cb.launch(&gpu);
+    gpu.sync();
+    assert_eq!(gpu.read(y, N), iota(500.0));
+    assert_eq!(runs_after(&gpu, &first, 1), 1, "the replaced source's object goes once its launches finished");
+    assert_eq!(runs_after(&gpu, &second, 0), 0);
+    drop(cb);
+    assert_eq!(runs_after(&gpu, &second, 1), 1, "freeing the command buffer gives the last clone up");
+    assert_eq!(runs_after(&gpu, &first, 1), 1);
+}

@@ -9,10 +9,7 @@
 //! each push is likely to take and re-instantiates before the count passes the budget.
 
 use super::nodes::Params;
-use crate::counters::{Counters, Event as Counted};
-use crate::error::{Leaks, Result};
-use crate::runtime::{Backend, Event, Exec, Graph, NodeType, Runtime, RuntimeInfo, Stream};
-use std::collections::VecDeque;
+use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo};
 
 /// What one node's push is charged on top of its argument bytes. The only public measurement
 /// (issue 10713, MI300X) is a 32-node graph growing about 354 MiB over 2 000 whole-graph updates,
@@ -29,8 +26,9 @@ pub const NODE_OVERHEAD_BYTES: u64 = 5_920;
 /// spread over that many updates.
 pub const DEFAULT_BUDGET_BYTES: u64 = 64 << 20;
 
-/// Old executable graphs a command buffer keeps while their launches finish; a re-instantiation
-/// that would keep one more first waits for the oldest.
+/// Old executable graphs a command buffer keeps while their launches finish. A re-instantiation
+/// that would keep one more is not made (the host never waits for a launch): updates go to the
+/// live executable in place, counted as blocked, until an old one is destroyed.
 pub const MAX_RETIRED: usize = 2;
 
 /// The first `hipRuntimeGetVersion` whose executable-graph updates reuse their kernel-argument
@@ -81,54 +79,19 @@ pub fn listed_graph_bytes(rt: &dyn Runtime, graph: Graph) -> u64 {
         .sum()
 }
 
-/// An executable graph replaced by a re-instantiation, kept until the work launched from it has
-/// finished: `events` were recorded after its last launch on each stream it ran on.
-struct Retired {
-    exec: Exec,
-    events: Vec<Event>,
-    /// A launch could not be followed by an event: nothing says when it finishes, so the
-    /// executable is kept until the command buffer is freed.
-    untracked: bool,
-}
-
-/// The budget of one command buffer's executable graph, and the old executables it retires.
-///
-/// Launches are followed only while the budget is on: each launch records an event on its
-/// stream (one event per stream, re-recorded), so that an executable replaced later is
-/// destroyed only once everything launched from it has finished, in stream order, without
-/// the host waiting.
+/// The budget of one command buffer's executable graph. The executables it replaces wait for
+/// their launches in `launches.rs`.
 pub struct ExecBudget {
     /// Bytes of estimated staging the executable may take before it is re-instantiated; 0:
     /// never.
     limit: u64,
     spent: u64,
-    device: i32,
-    /// The live executable's launches: its streams and the events after its last launch there.
-    launches: Vec<(Stream, Event)>,
-    /// A launch of the live executable that no event follows.
-    untracked: bool,
-    retired: VecDeque<Retired>,
-    /// Events of retired executables, for reuse.
-    spare: Vec<Event>,
-    /// Retired executables the runtime failed to destroy: destroyed again by [`Self::release`],
-    /// which reports them if that fails too.
-    orphans: Vec<Exec>,
     warned_blocked: bool,
 }
 
 impl ExecBudget {
-    pub fn new(limit: u64, device: i32) -> Self {
-        Self {
-            limit,
-            spent: 0,
-            device,
-            launches: Vec::new(),
-            untracked: false,
-            retired: VecDeque::new(),
-            spare: Vec::new(),
-            orphans: Vec::new(),
-            warned_blocked: false,
-        }
+    pub fn new(limit: u64) -> Self {
+        Self { limit, spent: 0, warned_blocked: false }
     }
 
     pub fn limit(&self) -> u64 {
@@ -152,88 +115,9 @@ impl ExecBudget {
         self.spent = self.spent.saturating_add(bytes);
     }
 
-    /// Old executables still waiting for their launches.
-    pub fn retired_count(&self) -> usize {
-        self.retired.len()
-    }
-
-    /// Follows a launch of the live executable on `stream`, while the budget is on. A launch
-    /// into a stream capture runs nothing of the executable's own (the capture holds a copy),
-    /// and an event recorded there would join the caller's graph, so it is not followed.
-    pub fn launched(&mut self, rt: &dyn Runtime, stream: Stream) {
-        if self.limit == 0 || rt.stream_is_capturing(stream).unwrap_or(false) {
-            return;
-        }
-        let at = match self.launches.iter().position(|&(s, _)| s == stream) {
-            Some(at) => at,
-            None => match self.spare.pop().map_or_else(|| rt.event_create(self.device), Ok) {
-                Ok(event) => {
-                    self.launches.push((stream, event));
-                    self.launches.len() - 1
-                }
-                Err(e) => return self.lose_track(e),
-            },
-        };
-        if let Err(e) = rt.event_record(self.launches[at].1, stream) {
-            self.lose_track(e);
-        }
-    }
-
-    fn lose_track(&mut self, e: crate::error::Error) {
-        log::warn!("cannot follow a launch of the executable graph ({e}); it will be destroyed only with its command buffer");
-        self.untracked = true;
-    }
-
-    /// Takes `old` (the executable just replaced) out of service: destroyed now when nothing was
-    /// launched from it, else once its launches finish (see [`Self::reap`]). The budget starts
-    /// again for the new executable.
-    pub fn retire(&mut self, rt: &dyn Runtime, old: Exec, counters: &mut Counters) {
+    /// A new executable graph starts with nothing spent.
+    pub fn restart(&mut self) {
         self.spent = 0;
-        let events: Vec<Event> = self.launches.drain(..).map(|(_, e)| e).collect();
-        let untracked = std::mem::take(&mut self.untracked);
-        self.retired.push_back(Retired { exec: old, events, untracked });
-        self.reap(rt, counters);
-    }
-
-    /// Destroys the retired executables whose launches have all finished.
-    pub fn reap(&mut self, rt: &dyn Runtime, counters: &mut Counters) {
-        let mut i = 0;
-        while i < self.retired.len() {
-            let r = &self.retired[i];
-            let finished = !r.untracked && r.events.iter().all(|&e| rt.event_is_complete(e).unwrap_or(false));
-            if !finished {
-                i += 1;
-                continue;
-            }
-            let r = self.retired.remove(i).expect("index checked");
-            match rt.exec_destroy(r.exec) {
-                Ok(()) => counters.record(Counted::Retirement),
-                Err(e) => {
-                    log::warn!("destroying a retired executable graph: {e}; trying again when the command buffer is freed");
-                    self.orphans.push(r.exec);
-                }
-            }
-            self.spare.extend(r.events);
-        }
-    }
-
-    /// Before a re-instantiation: when [`MAX_RETIRED`] old executables are already waiting,
-    /// waits for the oldest one's launches and destroys it.
-    pub fn make_room(&mut self, rt: &dyn Runtime, counters: &mut Counters) -> Result<()> {
-        self.reap(rt, counters);
-        while self.retired.len() >= MAX_RETIRED {
-            // Executables whose launches nobody follows wait for the command buffer's end.
-            let Some(oldest) = self.retired.iter().position(|r| !r.untracked) else { break };
-            for &e in &self.retired[oldest].events {
-                rt.event_synchronize(e)?;
-            }
-            let before = self.retired.len();
-            self.reap(rt, counters);
-            if self.retired.len() == before {
-                break;
-            }
-        }
-        Ok(())
     }
 
     /// Logs the first time this command buffer cannot re-instantiate; later times are debug.
@@ -246,22 +130,6 @@ impl ExecBudget {
                 self.spent,
                 self.limit
             );
-        }
-    }
-
-    /// Destroys every retired executable and every event (the command buffer is going away; as
-    /// for its live executable, launches still pending are the caller's to have waited for).
-    pub fn release(&mut self, rt: &dyn Runtime, leaks: &mut Leaks) {
-        for r in self.retired.drain(..) {
-            leaks.note(rt.exec_destroy(r.exec));
-            self.spare.extend(r.events);
-        }
-        for exec in self.orphans.drain(..) {
-            leaks.note(rt.exec_destroy(exec));
-        }
-        self.spare.extend(self.launches.drain(..).map(|(_, e)| e));
-        for e in self.spare.drain(..) {
-            leaks.note(rt.event_destroy(e));
         }
     }
 }
@@ -291,10 +159,10 @@ mod tests {
 
     #[test]
     fn a_zero_limit_is_never_exceeded_and_charges_add_up() {
-        let mut b = ExecBudget::new(0, 0);
+        let mut b = ExecBudget::new(0);
         b.charge(u64::MAX);
         assert!(!b.exceeded_by(u64::MAX));
-        let mut b = ExecBudget::new(100, 0);
+        let mut b = ExecBudget::new(100);
         b.charge(60);
         assert!(!b.exceeded_by(40));
         assert!(b.exceeded_by(41));

@@ -11,6 +11,15 @@
 //! candidate site, and the words that hold an address inside an allocation become sites (a plain
 //! value equal to such an address would be patched too; that is the price of not knowing the
 //! layout).
+//!
+//! A flattened node may read what its source graph owns and no parameter shows: a captured
+//! graph holds user objects (NCCL attaches its persistent work buffers to the graph it was
+//! captured into and frees them when that graph is destroyed), and no runtime lists them. A
+//! clone of a graph carries references to all of them (ROCm's `Graph::clone` retains each one;
+//! CUDA's is checked by the GPU test), so each group whose source may own any keeps a clone of
+//! it (`CmdBuf::kept`) until the command buffer is freed; an update that gives the group another
+//! source hands the old clone to `launches.rs`, which destroys it once the launches that may use
+//! it have finished. A fallback child node holds a clone of its own.
 
 use super::args;
 use super::nodes::{KernelRecord, Params};
@@ -82,7 +91,19 @@ impl CmdBuf {
         match planner.graph(graph, &incoming)? {
             Ok(exits) => {
                 let plan = planner.plan;
-                self.add_plan(deps, plan, exits)
+                let keeps = self.clone_all(may_own(&source))?;
+                let first = self.nodes.len() as NodeId;
+                let added = self.add_plan(deps, plan, exits);
+                // Nodes added before a failure stay and may read the source's objects too.
+                let holder = match &added {
+                    Ok((group, _)) => Some(*group),
+                    Err(_) => (self.nodes.len() as NodeId > first).then_some(first),
+                };
+                match holder {
+                    Some(node) => self.keep(node, keeps),
+                    None => self.destroy_all(keeps),
+                }
+                added
             }
             Err(Refusal(reason)) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
@@ -141,17 +162,24 @@ impl CmdBuf {
                 )));
             }
         }
+        self.room_to_replace(group)?;
+        let keeps = self.clone_all(may_own(&source))?;
         let mut sites = 0;
         for (k, entry) in plan.into_iter().enumerate() {
             let node = range.start + k as NodeId;
             if matches!(entry.params, Params::Empty) {
                 continue;
             }
-            self.rerecord(node, entry.params).map_err(|e| {
-                e.context(format!("updating flattened node {k} of {}; the ones before it were updated: re-record", range.len()))
-            })?;
+            if let Err(e) = self.rerecord(node, entry.params) {
+                // The group's nodes now read from the old source and the new one: both stay.
+                self.keep(group, keeps);
+                return Err(
+                    e.context(format!("updating flattened node {k} of {}; the ones before it were updated: re-record", range.len()))
+                );
+            }
             sites += self.nodes[node as usize].sites.len() as u32;
         }
+        self.replace_kept(group, keeps);
         Ok(FlattenReport { fallback: None, nodes: range.len() as u32, sites })
     }
 
@@ -319,6 +347,19 @@ impl<'a> Planner<'a> {
             Source::Graph(g) => (*g, HashMap::new()),
         };
         Ok((graph, Planner { rt, known, plan: Vec::new() }))
+    }
+}
+
+/// The graphs whose objects the nodes flattened from `source` may read: a raw graph; a command
+/// buffer's graph when it was captured or holds child nodes (whose clones carry the objects of
+/// the graphs they were made from); and every graph the command buffer keeps itself.
+fn may_own(source: &Source<'_>) -> Vec<Graph> {
+    match source {
+        Source::Graph(g) => vec![*g],
+        Source::CmdBuf(child) => {
+            let own = child.captured || child.nodes.iter().any(|r| matches!(r.params, Params::Child(_)));
+            own.then_some(child.graph).into_iter().chain(child.kept_graphs()).collect()
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod allocations;
 pub mod args;
 mod budget;
 mod flatten;
+mod launches;
 mod nodes;
 mod opaque;
 mod patch;
@@ -34,6 +35,7 @@ use crate::runtime::{
 };
 use allocations::AllocationTable;
 use budget::ExecBudget;
+use launches::Launches;
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
 use patch::PatchTable;
@@ -95,6 +97,12 @@ pub struct CmdBuf {
     flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
     counters: Counters,
     budget: ExecBudget,
+    /// Launches that may still run, and the replaced executables and graphs waiting for them.
+    launches: Launches,
+    /// Graphs kept for what a node may read that its parameters do not show (user objects a
+    /// captured graph owns, see `flatten.rs`), by the node they are kept for: the flattened
+    /// group's node or the child node. Replaced ones wait in `launches`.
+    kept: std::collections::HashMap<NodeId, Vec<Graph>>,
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
     orphans: Vec<Graph>,
@@ -126,7 +134,9 @@ impl CmdBuf {
             template_dirty: Vec::new(),
             flattened: std::collections::HashMap::new(),
             counters: Counters::default(),
-            budget: ExecBudget::new(limit, device),
+            budget: ExecBudget::new(limit),
+            launches: Launches::new(device),
+            kept: std::collections::HashMap::new(),
             orphans: Vec::new(),
         })
     }
@@ -227,13 +237,88 @@ impl CmdBuf {
 
     /// Adds a child node holding a clone of `child`'s graph (the caller keeps `child`). The
     /// clone's addresses are not patch sites: the allocations they lie in are pinned instead
-    /// (see [`Self::references`]), and a move of any of them is refused.
+    /// (see [`Self::references`]), and a move of any of them is refused. The clone carries the
+    /// user objects of `child`'s graph; clones of the graphs `child` keeps for its own nodes are
+    /// kept with the new node.
     pub fn add_child(&mut self, deps: &[NodeId], child: &mut CmdBuf) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         // Checked before the child's template is brought up to date, so a refusal touches nothing.
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
-        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes())
+        let keeps = self.clone_all(child.kept_graphs())?;
+        match self.add_child_node(deps, graph, child.references(), child.graph_push_bytes()) {
+            Ok(id) => {
+                self.keep(id, keeps);
+                Ok(id)
+            }
+            Err(e) => {
+                self.destroy_all(keeps);
+                Err(e)
+            }
+        }
+    }
+
+    /// Every graph this command buffer keeps for what its nodes may read (see `kept`), and the
+    /// clones its child nodes updated in place hold (its template's own child nodes carry
+    /// theirs): what a command buffer embedding this one keeps clones of.
+    fn kept_graphs(&self) -> Vec<Graph> {
+        self.kept.values().flatten().copied().chain(self.nodes.iter().filter_map(|r| r.child_clone)).collect()
+    }
+
+    /// Clones of `graphs` (each carries its source's user objects), or none when one fails.
+    fn clone_all(&self, graphs: Vec<Graph>) -> Result<Vec<Graph>> {
+        let mut clones = Vec::with_capacity(graphs.len());
+        for graph in graphs {
+            match self.rt.graph_clone(graph) {
+                Ok(clone) => clones.push(clone),
+                Err(e) => {
+                    self.destroy_all(clones);
+                    return Err(e.context("cloning a graph kept for what a node may read"));
+                }
+            }
+        }
+        Ok(clones)
+    }
+
+    /// Destroys graphs this call made and no launch has used.
+    fn destroy_all(&self, graphs: Vec<Graph>) {
+        for graph in graphs {
+            if let Err(e) = self.rt.graph_destroy(graph) {
+                log::warn!("destroying an unused clone: {e}; it is leaked");
+            }
+        }
+    }
+
+    /// Keeps `graphs` for `node` (added to what it keeps already).
+    fn keep(&mut self, node: NodeId, graphs: Vec<Graph>) {
+        if !graphs.is_empty() {
+            self.kept.entry(node).or_default().extend(graphs);
+        }
+    }
+
+    /// Replaces what `node` keeps with `graphs`: the old ones wait for the launches made so far.
+    fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>) {
+        let old = if graphs.is_empty() { self.kept.remove(&node) } else { self.kept.insert(node, graphs) };
+        for graph in old.into_iter().flatten() {
+            self.launches.retire_graph(self.rt, graph, &mut self.counters);
+        }
+    }
+
+    /// Refuses an update that would replace kept graphs while [`launches::MAX_CLOSED`]
+    /// generations of launches that may use older ones are still running.
+    fn room_to_replace(&mut self, node: NodeId) -> Result<()> {
+        let replaces = self.kept.contains_key(&node) || self.nodes[node as usize].child_clone.is_some();
+        if !replaces {
+            return Ok(());
+        }
+        self.launches.reap(self.rt, &mut self.counters);
+        if self.launches.can_close() {
+            return Ok(());
+        }
+        Err(Error::unsupported(format!(
+            "node {node} keeps graphs that launches still running may use, and {} generations of such launches are already waiting: synchronize, or re-record",
+            launches::MAX_CLOSED
+        )))
     }
 
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
@@ -331,18 +416,19 @@ impl CmdBuf {
         let graph = child.graph_to_embed()?;
         let refs = child.references();
         let bytes = child.graph_push_bytes();
-        self.set_child(node, graph, refs, bytes)
+        self.set_child(node, graph, refs, bytes, child.kept_graphs())
     }
 
     /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
     /// the executable graph; the node's references become unknown, as for
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
-        self.set_child(node, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
+        self.set_child(node, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), Vec::new())
     }
 
-    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`).
-    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References, bytes: u64) -> Result<()> {
+    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `also_keep`:
+    /// graphs `graph`'s nodes may read from besides its own (kept as clones with the node).
+    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References, bytes: u64, also_keep: Vec<Graph>) -> Result<()> {
         self.state.allow(Op::Update)?;
         let raw = self.node_of_kind(node, "child")?.raw;
         if self.exec.is_none() {
@@ -350,20 +436,30 @@ impl CmdBuf {
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         }
-        let exec = self.exec_for_push(bytes);
-        self.rt.exec_child_node_set(exec, raw, graph)?;
-        self.pushed(1, bytes);
-        // The template cannot take the new graph; a clone of it is what a re-instantiation
-        // gives the next executable graph.
-        let clone = match self.budget.limit() {
-            0 => None,
-            _ => self.rt.graph_clone(graph).map_err(|e| log::warn!("node {node}: cloning the child graph for re-instantiations: {e}")).ok(),
+        self.room_to_replace(node)?;
+        // The template cannot take the new graph; a clone of it is what a re-instantiation gives
+        // the next executable graph, and it carries the graph's user objects for as long as an
+        // executable graph may read them (the caller may destroy `graph` after this call).
+        let clone = self.rt.graph_clone(graph).map_err(|e| e.context("cloning the child graph"))?;
+        let keeps = match self.clone_all(also_keep) {
+            Ok(keeps) => keeps,
+            Err(e) => {
+                self.destroy_all(vec![clone]);
+                return Err(e);
+            }
         };
-        self.detach_pins(node);
-        let record = &mut self.nodes[node as usize];
-        if let Some(Err(e)) = std::mem::replace(&mut record.child_clone, clone).map(|old| self.rt.graph_destroy(old)) {
-            log::warn!("destroying a child node's previous clone: {e}; it is leaked");
+        let exec = self.exec_for_push(bytes);
+        if let Err(e) = self.rt.exec_child_node_set(exec, raw, graph) {
+            self.destroy_all(keeps);
+            self.destroy_all(vec![clone]);
+            return Err(e);
         }
+        self.pushed(1, bytes);
+        self.detach_pins(node);
+        if let Some(old) = self.nodes[node as usize].child_clone.replace(clone) {
+            self.launches.retire_graph(self.rt, old, &mut self.counters);
+        }
+        self.replace_kept(node, keeps);
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
         record.child_bytes = bytes;
@@ -439,6 +535,11 @@ impl CmdBuf {
             if self.kind == Kind::Primary {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
                 self.counters.record(Event::Instantiation);
+                // Launches are followed where something they use may be replaced later: an
+                // executable graph (the budget) or a graph kept for a child or flattened node.
+                if self.budget.limit() != 0 || !self.kept.is_empty() || self.nodes.iter().any(|r| matches!(r.params, Params::Child(_))) {
+                    self.launches.follow();
+                }
             }
         } else {
             self.push_unpushed()?;
@@ -466,11 +567,11 @@ impl CmdBuf {
                 self.unpushed.len()
             )));
         }
-        if self.budget.retired_count() > 0 {
-            self.budget.reap(self.rt, &mut self.counters);
+        if self.launches.any_waiting() {
+            self.launches.reap(self.rt, &mut self.counters);
         }
         self.rt.graph_launch(exec, stream)?;
-        self.budget.launched(self.rt, stream);
+        self.launches.launched(self.rt, stream);
         Ok(())
     }
 
@@ -526,6 +627,14 @@ impl CmdBuf {
             self.budget.note_blocked(&format!("the template of {kind} node {node} lags behind the executable graph"));
             return false;
         }
+        // The host never waits for a launch here: with as many old executables as are kept
+        // still running, the update goes to the live one in place.
+        self.launches.reap(self.rt, &mut self.counters);
+        if self.launches.waiting_execs() >= budget::MAX_RETIRED || !self.launches.can_close() {
+            self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
+            self.budget.note_blocked(&format!("{} old executable graph(s) still wait for their launches", self.launches.waiting_execs()));
+            return false;
+        }
         let spent = self.budget.spent();
         match self.reinstantiate() {
             Ok(()) => {
@@ -546,7 +655,6 @@ impl CmdBuf {
 
     fn reinstantiate(&mut self) -> Result<()> {
         let old = self.exec.expect("only a primary command buffer is re-instantiated");
-        self.budget.make_room(self.rt, &mut self.counters)?;
         self.refresh_template()?;
         let new = self.rt.instantiate(self.graph)?;
         let (mut nodes, mut bytes) = (0, 0);
@@ -565,7 +673,8 @@ impl CmdBuf {
         self.exec = Some(new);
         self.counters.record(Event::Instantiation);
         self.counters.record(Event::Reinstantiation);
-        self.budget.retire(self.rt, old, &mut self.counters);
+        self.budget.restart();
+        self.launches.retire_exec(self.rt, old, &mut self.counters);
         if nodes > 0 {
             self.pushed(nodes, bytes);
         }
@@ -750,11 +859,14 @@ impl CmdBuf {
         if let Some(exec) = self.exec.take() {
             leaks.note(self.rt.exec_destroy(exec));
         }
-        self.budget.release(self.rt, &mut leaks);
+        self.launches.release(self.rt, &mut leaks);
         for record in &mut self.nodes {
             if let Some(clone) = record.child_clone.take() {
                 leaks.note(self.rt.graph_destroy(clone));
             }
+        }
+        for graph in std::mem::take(&mut self.kept).into_values().flatten() {
+            leaks.note(self.rt.graph_destroy(graph));
         }
         // A null graph marks it as already destroyed: runtimes never hand out a null one.
         let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));

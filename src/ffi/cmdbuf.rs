@@ -460,8 +460,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
-/// discarded. Launches already enqueued are not waited for (synchronize the stream first), nor
-/// are those of executable graphs the update budget replaced.
+/// discarded. The free never waits on the host: every stream the command buffer was launched on
+/// (each thread's own for `hipStreamPerThread` and the default streams) must be synchronized
+/// first, since its executable graphs, the ones the update budget replaced and the graphs kept
+/// for what flattened and child nodes may read (user objects) are destroyed at once.
 ///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the

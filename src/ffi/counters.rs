@@ -34,10 +34,11 @@ pub const RCB_FALLBACK_PUSH_FAILED: u32 = 2;
 pub const RCB_FALLBACK_FLATTENED_AS_CHILD: u32 = 3;
 /// Fallback reason: a trace-cache relocation failed part-way; the command was captured again.
 pub const RCB_FALLBACK_RELOCATION_FAILED: u32 = 4;
-/// Fallback reason: the executable graph's update budget was spent but it could not be
-/// re-instantiated from its template (a child node updated in place with
-/// `rcb_cmdbuf_update_child` leaves the template behind), so the update went to the old
-/// executable graph, whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+/// Fallback reason: the executable graph's update budget was spent but it was not
+/// re-instantiated from its template (a node's template lags behind it, or as many replaced
+/// executable graphs as are kept still wait for their launches: the host never waits for
+/// them), so the update went to the live executable graph in place, whose runtime may keep
+/// growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
 pub const RCB_FALLBACK_REINSTANTIATE_BLOCKED: u32 = 5;
 /// Fallback reason: re-instantiating for the update budget failed in the runtime; the update
 /// went to the old executable graph.

@@ -26,6 +26,16 @@ macro_rules! handle {
 
 handle!(/// `hipStream_t` / `CUstream`; null is the legacy default stream.
     Stream);
+
+impl Stream {
+    /// The legacy default stream (null, and CUDA's `CU_STREAM_LEGACY` = 1) and the per-thread
+    /// default stream (`hipStreamPerThread` / `CU_STREAM_PER_THREAD` = 2): one handle value
+    /// that names another stream on another thread or under another current device.
+    pub fn is_per_thread_or_default(self) -> bool {
+        (self.0 as usize) <= 2
+    }
+}
+
 handle!(/// `hipGraph_t` / `CUgraph`.
     Graph);
 handle!(/// `hipGraphNode_t` / `CUgraphNode`.

@@ -39,6 +39,49 @@ pub fn get(h: usize) -> HipResult<Arc<ExecGraph>> {
     execs().get(&h).cloned().ok_or(INVALID_HANDLE)
 }
 
+/// Launches of each executable graph submitted and not yet finished, and how many executable
+/// graphs were destroyed while some were (`hipsimLiveCount("exec_destroyed_in_flight")`): on a
+/// GPU that destroy is a use after free.
+static IN_FLIGHT: LazyLock<Mutex<(HashMap<usize, usize>, u64)>> = LazyLock::new(Default::default);
+
+fn in_flight() -> MutexGuard<'static, (HashMap<usize, usize>, u64)> {
+    IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One launch of an executable graph, from its submission until it is dropped: after it ran, or
+/// with a job that was never queued.
+pub struct InFlight(usize);
+
+impl InFlight {
+    pub fn new(h: usize) -> Self {
+        *in_flight().0.entry(h).or_default() += 1;
+        InFlight(h)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut f = in_flight();
+        if let Some(n) = f.0.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                f.0.remove(&self.0);
+            }
+        }
+    }
+}
+
+pub fn destroyed(h: usize) {
+    let mut f = in_flight();
+    if f.0.contains_key(&h) {
+        f.1 += 1;
+    }
+}
+
+pub fn destroyed_in_flight() -> u64 {
+    in_flight().1
+}
+
 /// hipGraphExecUpdateResult values for a failed comparison.
 pub const UPDATE_TOPOLOGY_CHANGED: i32 = 2;
 pub const UPDATE_NODE_TYPE_CHANGED: i32 = 3;

@@ -10,6 +10,7 @@ use crate::event::Event;
 use crate::handles::next_handle;
 use crate::kernels::Kernel;
 use crate::knobs;
+use crate::user_object;
 
 #[derive(Clone)]
 pub struct KernelOp {
@@ -170,6 +171,8 @@ pub struct Graph {
     pub embedded: bool,
     /// False while a capture is still building it.
     pub visible: bool,
+    /// References this graph owns, by user object.
+    pub user_objects: HashMap<usize, u32>,
 }
 
 #[derive(Default)]
@@ -189,12 +192,16 @@ pub fn lock() -> MutexGuard<'static, Graphs> {
 impl Graphs {
     pub fn create(&mut self, embedded: bool, visible: bool) -> usize {
         let h = next_handle();
-        self.graphs.insert(h, Graph { nodes: Vec::new(), embedded, visible });
+        self.graphs.insert(h, Graph { nodes: Vec::new(), embedded, visible, user_objects: HashMap::new() });
         h
     }
 
     pub fn graph(&self, g: usize) -> HipResult<&Graph> {
         self.graphs.get(&g).ok_or(INVALID_HANDLE)
+    }
+
+    pub fn graph_mut(&mut self, g: usize) -> HipResult<&mut Graph> {
+        self.graphs.get_mut(&g).ok_or(INVALID_HANDLE)
     }
 
     pub fn set_visible(&mut self, g: usize) {
@@ -248,10 +255,17 @@ impl Graphs {
         Ok(())
     }
 
-    /// Deep copy with fresh node handles; child graphs are cloned too.
+    /// Deep copy with fresh node handles; child graphs are cloned too. The copy owns one
+    /// reference to each user object of the source (clr's `Graph::clone`).
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
         let plan: Vec<(usize, Op, Vec<usize>)> = self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
+        let objects: Vec<usize> = self.graph(src)?.user_objects.keys().copied().collect();
         let dst = self.create(embedded, true);
+        for o in objects {
+            if user_object::retain(o, 1).is_ok() {
+                self.graphs.get_mut(&dst).expect("created").user_objects.insert(o, 1);
+            }
+        }
         let mut map = HashMap::new();
         for (old, op, deps) in plan {
             let op = match op {
@@ -268,8 +282,13 @@ impl Graphs {
         Ok(dst)
     }
 
+    /// Destroys `g` and releases the user-object references it owns; destructors that come due
+    /// run at the next [`user_object::run_pending`].
     pub fn destroy(&mut self, g: usize) -> HipResult {
         let gr = self.graphs.remove(&g).ok_or(INVALID_HANDLE)?;
+        for (&o, &count) in &gr.user_objects {
+            let _ = user_object::release(o, count);
+        }
         for n in gr.nodes {
             self.owner.remove(&n.handle);
             if let Op::Child(c) = n.op {

@@ -44,6 +44,7 @@ pub struct Knobs {
     stats: bool,
     clr138: AtomicBool,
     opaque_extra: AtomicBool,
+    clr_graph_launch: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
 }
@@ -77,6 +78,7 @@ fn init() -> Knobs {
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
         opaque_extra: AtomicBool::new(false),
+        clr_graph_launch: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
     };
@@ -167,10 +169,11 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque, mut leak, mut flag_bits) = (false, false, KernargLeak::Off, false);
+        let (mut clr138, mut opaque, mut leak, mut flag_bits, mut clr_launch) = (false, false, KernargLeak::Off, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
+                "clr_graph_launch" => clr_launch = true,
                 "opaque_extra" => opaque = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
@@ -181,6 +184,7 @@ impl Knobs {
         }
         self.clr138.store(clr138, Ordering::Relaxed);
         self.opaque_extra.store(opaque, Ordering::Relaxed);
+        self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
         Ok(())
@@ -208,6 +212,13 @@ impl Knobs {
     /// `stream_flag_bits` quirk: a runtime that keeps flags of its own in the same word).
     pub fn stream_flag_bits(&self) -> u32 {
         if self.stream_flag_bits.load(Ordering::Relaxed) { STREAM_FLAG_BITS } else { 0 }
+    }
+
+    /// `clr_graph_launch`: hipGraphLaunch into a capturing stream runs the executable graph's
+    /// own work on the stream instead of adding a copy of it to the capture, as ROCm's clr does
+    /// (its hipGraphLaunch has no capture branch).
+    pub fn clr_graph_launch(&self) -> bool {
+        self.clr_graph_launch.load(Ordering::Relaxed)
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {

@@ -119,9 +119,26 @@ pub enum Target {
     Stream(Arc<Stream>),
 }
 
+/// `hipStreamPerThread`: one handle value that names each thread's own stream.
+pub const PER_THREAD: usize = 2;
+
+thread_local! {
+    /// This thread's per-thread stream, made at its first use (it outlives the thread, as the
+    /// program may still hold work queued there).
+    static MINE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 pub fn resolve(h: usize) -> HipResult<Target> {
     if h == 0 {
         return Ok(Target::Null(device::current()?));
+    }
+    if h == PER_THREAD {
+        let mine = match MINE.get() {
+            0 => create(0, 0)?,
+            mine => mine,
+        };
+        MINE.set(mine);
+        return Ok(Target::Stream(STREAMS.get(mine)?));
     }
     Ok(Target::Stream(STREAMS.get(h)?))
 }

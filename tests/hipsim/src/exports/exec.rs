@@ -9,7 +9,7 @@ use crate::exec::{self, ExecGraph, ExecNode};
 use crate::ffi::{hip_export, out, out_opt};
 use crate::graph::{self, MemsetOp, Op};
 use crate::stream::resolve;
-use crate::{device, kernarg};
+use crate::{device, kernarg, knobs};
 
 fn instantiate(e: *mut usize, g: usize) -> HipResult {
     if e.is_null() {
@@ -63,6 +63,7 @@ hip_export! {
 
     fn hipGraphExecDestroy(e: usize) {
         exec::execs().remove(&e).ok_or(INVALID_HANDLE)?;
+        exec::destroyed(e);
         kernarg::destroyed(e);
         Ok(())
     }
@@ -70,12 +71,16 @@ hip_export! {
     fn hipGraphLaunch(e: usize, s: usize) {
         let ex = exec::get(e)?;
         let t = resolve(s)?;
-        if capture::is_capturing(&t) {
+        if capture::is_capturing(&t) && !knobs::get().clr_graph_launch() {
             let child = ex.to_template(&mut graph::lock())?;
             return capture::record(&t, &Op::Child(child)).map(drop);
         }
         let dev = t.device();
-        t.submit(Box::new(move || ex.run(dev)))
+        let launch = exec::InFlight::new(e);
+        t.submit(Box::new(move || {
+            let _finished_when_dropped = launch;
+            ex.run(dev)
+        }))
     }
 
     fn hipGraphExecKernelNodeSetParams(e: usize, node: usize, p: *const KernelNodeParams) {

@@ -66,7 +66,10 @@ hip_export! {
         if gs.graph(g)?.embedded {
             return Err(INVALID_VALUE);
         }
-        gs.destroy(g)
+        gs.destroy(g)?;
+        drop(gs);
+        crate::user_object::run_pending();
+        Ok(())
     }
 
     fn hipGraphClone(clone: *mut usize, g: usize) {

@@ -4,7 +4,7 @@ use crate::event::EVENTS;
 use crate::ffi::{counted, cstr};
 use crate::module::MODULES;
 use crate::stream::STREAMS;
-use crate::{exec, graph, kernarg, knobs, memory};
+use crate::{exec, graph, kernarg, knobs, memory, user_object};
 
 /// Calls with an unreadable name count as zero rather than failing.
 #[unsafe(no_mangle)]
@@ -37,6 +37,8 @@ pub unsafe extern "C" fn hipsimLiveCount(kind: *const c_char) -> u64 {
             "module" => MODULES.len(),
             "kernarg" => return kernarg::used(),
             "kernarg_peak" => return kernarg::peak(),
+            "exec_destroyed_in_flight" => return exec::destroyed_in_flight(),
+            "user_object" => user_object::OBJECTS.len(),
             _ => return u64::MAX,
         };
         n as u64

@@ -8,4 +8,5 @@ mod knobs;
 mod memory;
 mod module;
 mod stream;
+mod user_object;
 mod vmm;
