@@ -638,3 +638,67 @@ fn a_flattened_graph_keeps_its_sources_user_objects_until_the_free() {
     assert_eq!(runs_after(&gpu, &second, 1), 1, "freeing the command buffer gives the last clone up");
     assert_eq!(runs_after(&gpu, &first, 1), 1);
 }
+
+/// The template of a nested command buffer that keeps a graph's user objects (a trace-cache
+/// entry: a capture flattened node by node, the capture kept beside it), taken as a raw graph
+/// (`rcb_cmdbuf_graph`, as the trace cache returns it and XLA flattens or clones it) and
+/// embedded into a primary command buffer three ways: flattened, cloned as a child node, and
+/// given to a child node by an update. The nested command buffer is then freed (the cache entry
+/// evicted): the primary's copies must still read the source's objects until the primary is
+/// freed.
+#[test]
+fn a_raw_template_brings_what_its_command_buffer_keeps() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let hip = gpu.rt.info().backend == Backend::Hip;
+    for how in ["flattened", "child node", "child node update"] {
+        let (x, y) = (gpu.upload(&iota(7.0)), zeroed(&gpu));
+        let owned = Owned { runs: 0.into(), poison: hip.then_some(x) };
+        let g = owning_graph(&gpu, &api, y, x, &owned);
+        // The trace-cache entry: the capture flattened into a nested command buffer.
+        let entry = Cb::nested();
+        let (_, report) = flatten(&entry, &[], null(), g).unwrap();
+        assert_eq!(report.flattened, 1, "{}", reason(&report));
+        entry.finalize();
+        gpu.rt.graph_destroy(g).unwrap();
+        let mut template = null_mut();
+        ok(unsafe { rcb_cmdbuf_graph(entry.0, &mut template) });
+        let cb = Cb::primary();
+        match how {
+            "flattened" => {
+                let (_, report) = flatten(&cb, &[], null(), Graph(template)).unwrap();
+                assert_eq!(report.flattened, 1, "{}", reason(&report));
+            }
+            "child node" => {
+                let mut node = 0;
+                ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, template, &mut node) });
+            }
+            _ => {
+                // A child node first given another graph of the same shape, then the template.
+                let other = gpu.rt.graph_create().unwrap();
+                let z = zeroed(&gpu);
+                gpu.rt.add_kernel_node(other, &[], &common::launch(gpu.k.copy_u8, &pack(&args::copy(z, z, (N * 4) as u64)))).unwrap();
+                let mut node = 0;
+                ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, other.0, &mut node) });
+                cb.finalize();
+                cb.begin_update();
+                ok(unsafe { rcb_cmdbuf_update_child_graph(cb.0, node, template) });
+                cb.finalize();
+                gpu.rt.graph_destroy(other).unwrap();
+            }
+        }
+        if how != "child node update" {
+            cb.finalize();
+        }
+        drop(entry);
+        assert_eq!(runs_after(&gpu, &owned, 0), 0, "{how}: the object died with the cache entry");
+        for _ in 0..20 {
+            cb.launch(&gpu);
+        }
+        gpu.sync();
+        assert_eq!(gpu.read(y, N), iota(7.0), "{how}: the copies read the source's buffer intact");
+        drop(cb);
+        assert_eq!(runs_after(&gpu, &owned, 1), 1, "{how}: freeing the command buffer gives the object up once");
+    }
+}

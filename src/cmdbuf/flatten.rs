@@ -91,7 +91,7 @@ impl CmdBuf {
         match planner.graph(graph, &incoming)? {
             Ok(exits) => {
                 let plan = planner.plan;
-                let keeps = self.clone_all(may_own(&source))?;
+                let keeps = self.keeps_for(&source)?;
                 let first = self.nodes.len() as NodeId;
                 let added = self.add_plan(deps, plan, exits);
                 // Nodes added before a failure stay and may read the source's objects too.
@@ -163,7 +163,7 @@ impl CmdBuf {
             }
         }
         self.room_to_replace(group)?;
-        let keeps = self.clone_all(may_own(&source))?;
+        let keeps = self.keeps_for(&source)?;
         let mut sites = 0;
         for (k, entry) in plan.into_iter().enumerate() {
             let node = range.start + k as NodeId;
@@ -347,6 +347,25 @@ impl<'a> Planner<'a> {
             Source::Graph(g) => (*g, HashMap::new()),
         };
         Ok((graph, Planner { rt, known, plan: Vec::new() }))
+    }
+}
+
+impl CmdBuf {
+    /// Clones of every graph whose objects the nodes flattened from `source` may read, and of
+    /// the graphs kept beside a raw graph that another command buffer handed out as its template
+    /// (see `published.rs`).
+    fn keeps_for(&self, source: &Source<'_>) -> Result<Vec<Graph>> {
+        let mut keeps = self.clone_all(may_own(source))?;
+        if let Source::Graph(g) = source {
+            match super::published::clone_kept(self.rt, *g) {
+                Ok(more) => keeps.extend(more),
+                Err(e) => {
+                    self.destroy_all(keeps);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(keeps)
     }
 }
 

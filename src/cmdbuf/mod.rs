@@ -19,6 +19,7 @@ mod opaque;
 mod patch;
 #[cfg(test)]
 mod properties;
+mod published;
 mod state;
 mod update;
 
@@ -103,6 +104,9 @@ pub struct CmdBuf {
     /// captured graph owns, see `flatten.rs`), by the node they are kept for: the flattened
     /// group's node or the child node. Replaced ones wait in `launches`.
     kept: std::collections::HashMap<NodeId, Vec<Graph>>,
+    /// The template was handed out as a raw graph while this command buffer kept graphs, so
+    /// they are published with it (see `published.rs`) for as long as they are kept.
+    published: bool,
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
     orphans: Vec<Graph>,
@@ -137,6 +141,7 @@ impl CmdBuf {
             budget: ExecBudget::new(limit),
             launches: Launches::new(device),
             kept: std::collections::HashMap::new(),
+            published: false,
             orphans: Vec::new(),
         })
     }
@@ -293,14 +298,24 @@ impl CmdBuf {
     fn keep(&mut self, node: NodeId, graphs: Vec<Graph>) {
         if !graphs.is_empty() {
             self.kept.entry(node).or_default().extend(graphs);
+            self.republish();
         }
     }
 
     /// Replaces what `node` keeps with `graphs`: the old ones wait for the launches made so far.
     fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>) {
         let old = if graphs.is_empty() { self.kept.remove(&node) } else { self.kept.insert(node, graphs) };
+        // Published no more before they may be destroyed.
+        self.republish();
         for graph in old.into_iter().flatten() {
             self.launches.retire_graph(self.rt, graph, &mut self.counters);
+        }
+    }
+
+    /// Brings what is published with the template up to date after the kept graphs changed.
+    fn republish(&mut self) {
+        if self.published {
+            published::publish(self.graph, self.kept_graphs());
         }
     }
 
@@ -323,9 +338,22 @@ impl CmdBuf {
 
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
     /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
+    /// When `graph` is a template another command buffer handed out, clones of the graphs that
+    /// command buffer keeps are kept with the node (see `published.rs`).
     pub fn add_child_graph(&mut self, deps: &[NodeId], graph: Graph) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
-        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph))
+        self.raw_deps(deps)?;
+        let keeps = published::clone_kept(self.rt, graph)?;
+        match self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph)) {
+            Ok(id) => {
+                self.keep(id, keeps);
+                Ok(id)
+            }
+            Err(e) => {
+                self.destroy_all(keeps);
+                Err(e)
+            }
+        }
     }
 
     /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`).
@@ -416,19 +444,28 @@ impl CmdBuf {
         let graph = child.graph_to_embed()?;
         let refs = child.references();
         let bytes = child.graph_push_bytes();
-        self.set_child(node, graph, refs, bytes, child.kept_graphs())
+        let kept = child.kept_graphs();
+        self.set_child(node, graph, refs, bytes, |cb| cb.clone_all(kept))
     }
 
     /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
     /// the executable graph; the node's references become unknown, as for
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
-        self.set_child(node, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), Vec::new())
+        let bytes = budget::listed_graph_bytes(self.rt, graph);
+        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))
     }
 
-    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `also_keep`:
-    /// graphs `graph`'s nodes may read from besides its own (kept as clones with the node).
-    fn set_child(&mut self, node: NodeId, graph: Graph, refs: References, bytes: u64, also_keep: Vec<Graph>) -> Result<()> {
+    /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `keeps`: clones
+    /// of the graphs `graph`'s nodes may read from besides its own, kept with the node.
+    fn set_child(
+        &mut self,
+        node: NodeId,
+        graph: Graph,
+        refs: References,
+        bytes: u64,
+        keeps: impl FnOnce(&Self) -> Result<Vec<Graph>>,
+    ) -> Result<()> {
         self.state.allow(Op::Update)?;
         let raw = self.node_of_kind(node, "child")?.raw;
         if self.exec.is_none() {
@@ -441,7 +478,7 @@ impl CmdBuf {
         // the next executable graph, and it carries the graph's user objects for as long as an
         // executable graph may read them (the caller may destroy `graph` after this call).
         let clone = self.rt.graph_clone(graph).map_err(|e| e.context("cloning the child graph"))?;
-        let keeps = match self.clone_all(also_keep) {
+        let keeps = match keeps(self) {
             Ok(keeps) => keeps,
             Err(e) => {
                 self.destroy_all(vec![clone]);
@@ -456,10 +493,12 @@ impl CmdBuf {
         }
         self.pushed(1, bytes);
         self.detach_pins(node);
-        if let Some(old) = self.nodes[node as usize].child_clone.replace(clone) {
+        let old = self.nodes[node as usize].child_clone.replace(clone);
+        // Republishes without the old clone before it may be destroyed.
+        self.replace_kept(node, keeps);
+        if let Some(old) = old {
             self.launches.retire_graph(self.rt, old, &mut self.counters);
         }
-        self.replace_kept(node, keeps);
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
         record.child_bytes = bytes;
@@ -585,6 +624,15 @@ impl CmdBuf {
     pub fn graph(&mut self) -> Result<Graph> {
         self.allow_read()?;
         self.refresh_template()?;
+        // Whoever gets the template as a raw graph may embed or flatten it: what this command
+        // buffer keeps for its nodes goes with it.
+        if !self.published {
+            let kept = self.kept_graphs();
+            if !kept.is_empty() {
+                published::publish(self.graph, kept);
+                self.published = true;
+            }
+        }
         Ok(self.graph)
     }
 
@@ -855,6 +903,9 @@ impl CmdBuf {
                     )),
                 },
             }
+        }
+        if std::mem::take(&mut self.published) {
+            published::withdraw(self.graph);
         }
         if let Some(exec) = self.exec.take() {
             leaks.note(self.rt.exec_destroy(exec));
