@@ -587,3 +587,55 @@ fn past_the_retired_limit_updates_push_in_place_and_never_wait_for_a_launch() {
     assert!(again >= 1, "no re-instantiation once the old executables were destroyed");
     f.launch_and_check(&gpu).unwrap();
 }
+
+/// Found by reading (issue 29, item 4): ROCm's clr runs a launch into a capturing stream on the
+/// stream itself (its hipGraphLaunch has no capture branch), so that launch must keep its
+/// executable alive; and the library's event after a launch must never join the caller's
+/// capture, even when the runtime cannot say whether the stream is capturing.
+#[test]
+fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let destroyed_in_flight = sim.live_count("exec_destroyed_in_flight");
+    let capture_nodes = |g: rocm_cmdbuf::runtime::Graph| -> Vec<rocm_cmdbuf::runtime::NodeType> {
+        let nodes = gpu.rt.graph_nodes(g).unwrap();
+        nodes.into_iter().map(|n| gpu.rt.node_type(n).unwrap()).collect()
+    };
+    for query_fails in [false, true] {
+        sim.set_quirks("clr_graph_launch");
+        let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+        let gate = Gate::new(&gpu);
+        let stream = gpu.rt.stream_create(0, 1, 0).unwrap();
+        gate.hold(stream);
+        gpu.rt.begin_capture(stream, rocm_cmdbuf::runtime::CaptureMode::ThreadLocal).unwrap();
+        if query_fails {
+            let next = sim.call_count("hipStreamIsCapturing") + 1;
+            sim.set_faults(&format!("hipStreamIsCapturing:{next}"));
+        }
+        // Held at the gate, the launch's own work is in flight on the stream (the clr quirk).
+        ok(unsafe { rcb_cmdbuf_launch(f.cb.0, stream.0) });
+        sim.set_faults("");
+        let captured = gpu.rt.end_capture(stream).unwrap();
+        assert!(
+            !capture_nodes(captured).contains(&rocm_cmdbuf::runtime::NodeType::EventRecord),
+            "the library recorded an event into the caller's capture (capture query failing: {query_fails})"
+        );
+        gpu.rt.graph_destroy(captured).unwrap();
+        // A re-instantiation replaces the executable the held launch runs.
+        f.flip(0);
+        assert_eq!(f.flip(1).reinstantiated, 1);
+        ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+        gpu.sync();
+        assert_eq!(counters(&f.cb).retired_execs, 0, "the executable of the held launch was destroyed");
+        assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+        gate.open();
+        gpu.rt.stream_synchronize(stream).unwrap();
+        f.launch_and_check(&gpu).unwrap();
+        assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+        drop(f);
+        gpu.rt.stream_destroy(stream).unwrap();
+        sim.set_quirks("");
+    }
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+}
