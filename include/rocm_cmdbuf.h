@@ -2102,12 +2102,39 @@ rcb_status rcb_vmm_pool_new(const struct rcb_vmm_pool_config *config, struct rcb
 rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *out);
 
 /**
+ * Takes the next iteration like `rcb_vmm_pool_acquire`, but without waiting on the host for the
+ * GPU: `stream` (the caller's `hipStream_t`) is made to wait, on the GPU, until the slot's
+ * previous use has finished (`hipStreamWaitValue64`, greater or equal, on the slot's timeline),
+ * so whatever is enqueued on `stream` afterwards (copies into the slot, the work, the release)
+ * runs only then, however long that use takes. Nothing is enqueued when the slot is already
+ * free. The host waits only for its turn among the slot's earlier iterations, which other
+ * stream-ordered acquires give at once; a host-waiting `rcb_vmm_pool_acquire` on the same pool
+ * may hold it up, so use one kind of acquire per pool. Release the slot on `stream` (or a stream
+ * ordered after it) with `rcb_vmm_pool_release`.
+ *
+ * Returns the runtime's error when the wait cannot be enqueued, and `RCB_STATUS_TIMEOUT` when the
+ * turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
+ * cases that iteration is spent, nothing was enqueued and `*out` is untouched.
+ *
+ * Thread-safety: any thread; concurrent calls get distinct iterations.
+ *
+ * # Safety
+ * `stream` must be a live stream; `out` must be NULL or writable.
+ */
+rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
+                                          void *stream,
+                                          struct rcb_vmm_slot *out);
+
+/**
  * Enqueues on `stream`, after the work already there, the timeline write that frees `slot` for
  * its next use. `slot` (as filled by `rcb_vmm_pool_acquire`) is borrowed for the call; `stream`
  * is the caller's `hipStream_t`.
  *
  * Returns `RCB_STATUS_INVALID_STATE` when the slot is not held by that iteration (released
  * twice, or never acquired) and `RCB_STATUS_INVALID_ARGUMENT` for a slot index out of range.
+ * When the write cannot be enqueued, the host synchronizes `stream` and writes the value itself
+ * (logged), so the slot's next use is never left waiting; only when that synchronize fails too
+ * is the runtime's error returned, with the slot still held.
  *
  * Thread-safety: any thread.
  *

@@ -443,6 +443,11 @@ class VmmPool : public internal::Owner<rcb_vmm_pool, rcb_vmm_pool_free> {
     return status;
   }
 
+  // rcb_vmm_pool_acquire_on_stream(pool, stream, slot); `stream` a hipStream_t.
+  Status AcquireOnStream(void* stream, rcb_vmm_slot* slot) {
+    return internal::Wrap(rcb_vmm_pool_acquire_on_stream(h_, stream, slot));
+  }
+
   // rcb_vmm_pool_acquire(pool, slot).
   Status Acquire(rcb_vmm_slot* slot) { return internal::Wrap(rcb_vmm_pool_acquire(h_, slot)); }
 

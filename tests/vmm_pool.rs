@@ -478,3 +478,95 @@ fn free_reports_a_failed_release_and_releases_the_handle() {
         assert_eq!(grew, leaked, "{call}: leaked {COUNTED:?}");
     }
 }
+
+fn acquire_on_stream(pool: *mut rcb_vmm_pool, stream: Stream) -> rcb_vmm_slot {
+    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null() };
+    assert_eq!(unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut slot) }, RCB_OK, "acquire on stream: {}", last_error());
+    slot
+}
+
+/// Two streams share one slot; each iteration's slot is still in use on the other stream by a
+/// step far longer than the pool's timeout. The stream-ordered acquire returns at once every
+/// time (the host never waits for the GPU, and a long step is no timeout), and every result is
+/// exact: the second stream's work ran only after the first's release.
+#[test]
+fn a_stream_ordered_acquire_never_waits_on_the_host_and_keeps_uses_apart() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let k = common::kernels(rt, 0);
+    let streams = [rt.stream_create(0, NON_BLOCKING, 0).unwrap(), rt.stream_create(0, NON_BLOCKING, 0).unwrap()];
+    // A 50 ms timeout, 200 ms steps.
+    let pool = new_pool(&config(RCB_VMM_BACKING_VMM, 1, &SIZES, 50));
+    let iterations = 4;
+    let caller: Vec<(u64, u64, u64)> = (0..iterations)
+        .map(|i| {
+            let (x, y) = inputs(i);
+            (common::upload_f32(rt, 0, &x), common::upload_f32(rt, 0, &y), common::upload_f32(rt, 0, &[0.0; LEN]))
+        })
+        .collect();
+    let start = Instant::now();
+    for (i, &(x, y, out)) in caller.iter().enumerate() {
+        let stream = streams[i % 2];
+        let slot = acquire_on_stream(pool, stream);
+        assert_eq!((slot.iteration, slot.index), (i as u64, 0));
+        let [sx, sy, sout] = buffers(&slot)[..] else { panic!("three buffers") };
+        copy(pool, stream, &[rcb_vmm_copy { dst: sx, src: x, bytes: BYTES }, rcb_vmm_copy { dst: sy, src: y, bytes: BYTES }]);
+        common::run(rt, k.sleep, &args::sleep(200_000), stream);
+        common::run(rt, k.add_f32, &args::add(sout, sx, sy, LEN as u64), stream);
+        copy(pool, stream, &[rcb_vmm_copy { dst: out, src: sout, bytes: BYTES }]);
+        release(pool, &slot, stream);
+    }
+    let enqueued = start.elapsed();
+    assert!(enqueued < Duration::from_millis(150), "the host waited for the GPU: {enqueued:?} to enqueue {iterations} steps of 200 ms");
+    for stream in streams {
+        rt.stream_synchronize(stream).unwrap();
+    }
+    for (i, &(_, _, out)) in caller.iter().enumerate() {
+        assert_eq!(common::download_f32(rt, out, LEN), expected(i), "iteration {i}");
+    }
+    assert_eq!(timeline(pool, 0), iterations as u64);
+    free(pool);
+    for stream in streams {
+        rt.stream_destroy(stream).unwrap();
+    }
+}
+
+/// A wait that cannot be enqueued spends its iteration and enqueues nothing (the caller then
+/// runs without the pool); a release whose write cannot be enqueued is written from the host
+/// after the stream finished, so the slot's next stream-ordered use is not left waiting.
+#[test]
+fn stream_ordered_acquire_and_release_survive_failed_stream_memory_operations() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 1, &SIZES, 30_000));
+    let first = acquire_on_stream(pool, stream);
+    common::run(rt, k.sleep, &args::sleep(20_000), stream);
+    release(pool, &first, stream);
+
+    // The slot is still in use on the GPU: the next acquire must enqueue a wait, which fails.
+    sim.set_faults("hipStreamWaitValue64:1");
+    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let status = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut slot) };
+    sim.set_faults("");
+    assert_eq!(status, RCB_STATUS_RUNTIME_ERROR, "{}", last_error());
+    assert!(last_error().contains("hipStreamWaitValue64"), "{}", last_error());
+    assert_eq!((slot.iteration, slot.index), (77, 77), "output untouched on failure");
+
+    // Iteration 2 goes on; its release cannot enqueue the write and is written from the host.
+    let second = acquire_on_stream(pool, stream);
+    assert_eq!(second.iteration, 2);
+    common::run(rt, k.sleep, &args::sleep(20_000), stream);
+    sim.set_faults("hipStreamWriteValue64:1");
+    release(pool, &second, stream);
+    sim.set_faults("");
+    assert_eq!(timeline(pool, 0), 3, "written from the host after the stream finished");
+    let third = acquire_on_stream(pool, stream);
+    release(pool, &third, stream);
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!(timeline(pool, 0), 4);
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}

@@ -156,12 +156,56 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
     })
 }
 
+/// Takes the next iteration like `rcb_vmm_pool_acquire`, but without waiting on the host for the
+/// GPU: `stream` (the caller's `hipStream_t`) is made to wait, on the GPU, until the slot's
+/// previous use has finished (`hipStreamWaitValue64`, greater or equal, on the slot's timeline),
+/// so whatever is enqueued on `stream` afterwards (copies into the slot, the work, the release)
+/// runs only then, however long that use takes. Nothing is enqueued when the slot is already
+/// free. The host waits only for its turn among the slot's earlier iterations, which other
+/// stream-ordered acquires give at once; a host-waiting `rcb_vmm_pool_acquire` on the same pool
+/// may hold it up, so use one kind of acquire per pool. Release the slot on `stream` (or a stream
+/// ordered after it) with `rcb_vmm_pool_release`.
+///
+/// Returns the runtime's error when the wait cannot be enqueued, and `RCB_STATUS_TIMEOUT` when the
+/// turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
+/// cases that iteration is spent, nothing was enqueued and `*out` is untouched.
+///
+/// Thread-safety: any thread; concurrent calls get distinct iterations.
+///
+/// # Safety
+/// `stream` must be a live stream; `out` must be NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
+    pool: *mut rcb_vmm_pool,
+    stream: *mut c_void,
+    out: *mut rcb_vmm_slot,
+) -> rcb_status {
+    boundary(|| {
+        let out = arg_out(out, "out")?;
+        let pool = live(pool, "pool")?;
+        let lease = pool.acquire_on_stream(Stream(stream))?;
+        let buffers = pool.addresses(lease.slot)?;
+        let value = rcb_vmm_slot {
+            iteration: lease.iteration,
+            index: lease.slot as u32,
+            num_buffers: buffers.len() as u32,
+            buffers: buffers.as_ptr(),
+        };
+        // SAFETY: checked by arg_out.
+        unsafe { write_out(out, value) };
+        Ok(())
+    })
+}
+
 /// Enqueues on `stream`, after the work already there, the timeline write that frees `slot` for
 /// its next use. `slot` (as filled by `rcb_vmm_pool_acquire`) is borrowed for the call; `stream`
 /// is the caller's `hipStream_t`.
 ///
 /// Returns `RCB_STATUS_INVALID_STATE` when the slot is not held by that iteration (released
 /// twice, or never acquired) and `RCB_STATUS_INVALID_ARGUMENT` for a slot index out of range.
+/// When the write cannot be enqueued, the host synchronizes `stream` and writes the value itself
+/// (logged), so the slot's next use is never left waiting; only when that synchronize fails too
+/// is the runtime's error returned, with the slot still held.
 ///
 /// Thread-safety: any thread.
 ///

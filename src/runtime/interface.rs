@@ -115,6 +115,8 @@ pub trait StreamMemory: Send + Sync {
     fn signal_free(&self, signal: Signal) -> Result<()>;
     /// Writes `value` to `ptr` once earlier work on `stream` has finished.
     fn stream_write_u64(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
+    /// Makes later work on `stream` wait until the 64-bit word at `ptr` is at least `value`.
+    fn stream_wait_u64_at_least(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
 }
 
 /// Calls outside graphs that the library itself never makes: tests, benchmarks and the demo use

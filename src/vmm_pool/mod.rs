@@ -187,16 +187,63 @@ impl VmmPool {
         }
     }
 
-    /// Enqueues the timeline write for `lease` on `stream`, after the work already there.
+    /// Takes the next iteration without waiting on the host for the GPU: `stream` is made to wait
+    /// (on the GPU, `stream_wait_u64_at_least`) until the slot's previous use has finished, so
+    /// work enqueued on `stream` afterwards runs only then. The host waits only for its turn
+    /// among the slot's earlier iterations, which the other acquires give at once when they are
+    /// stream-ordered too (a host-waiting `acquire` of the same pool may hold it up, so do not
+    /// mix the two). When the wait cannot be enqueued the iteration is spent and the error
+    /// returned: nothing was enqueued on `stream`.
+    pub fn acquire_on_stream(&self, stream: Stream) -> Result<Lease> {
+        let iteration = self.next.fetch_add(1, Ordering::Relaxed);
+        let count = self.slots.len() as u64;
+        let index = (iteration % count) as usize;
+        let slot = &self.slots[index];
+        let start = Instant::now();
+        let deadline = start + self.timeout;
+        let turn_value = || slot.turn().ready(iteration).map_or(0, |_| 1);
+        let mut turn = match timeline::wait_at_least(turn_value, 1, deadline) {
+            Ok(()) => slot.turn(),
+            Err(_) => {
+                let mut turn = slot.turn();
+                if turn.ready(iteration).is_none() {
+                    turn.give_up(iteration);
+                    let ahead = turn.next();
+                    return Err(timeline::timeout(index, iteration, start.elapsed(), format!("iteration {ahead} ahead of it on the slot")));
+                }
+                turn
+            }
+        };
+        let awaited = turn.awaited();
+        if slot.timeline.value() < awaited {
+            let waited =
+                self.rt.stream_memory().and_then(|memory| memory.stream_wait_u64_at_least(stream, slot.timeline.device_address(), awaited));
+            if let Err(e) = waited {
+                turn.pass(iteration, count);
+                return Err(e.context(format!("making the stream wait for slot {index} (iteration {iteration})")));
+            }
+        }
+        turn.take(iteration, count);
+        Ok(Lease { slot: index, iteration })
+    }
+
+    /// Enqueues the timeline write for `lease` on `stream`, after the work already there. When
+    /// the write cannot be enqueued, the host waits for `stream` and writes the value itself, so
+    /// that the slot's next use is never left waiting for a value no one writes; when that wait
+    /// fails too, the slot stays held and the error is returned.
     pub fn release(&self, lease: Lease, stream: Stream) -> Result<()> {
         let slot = self.slot(lease.slot)?;
         let mut turn = slot.turn();
         turn.check_holder(lease.slot, lease.iteration)?;
-        self.rt
-            .stream_memory()
-            .and_then(|memory| memory.stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1))
-            .map_err(|e| e.context(format!("releasing slot {} (iteration {})", lease.slot, lease.iteration)))?;
-        turn.release();
+        let context = || format!("releasing slot {} (iteration {})", lease.slot, lease.iteration);
+        let written =
+            self.rt.stream_memory().and_then(|memory| memory.stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1));
+        if let Err(e) = written {
+            self.rt.stream_synchronize(stream).map_err(|s| s.context(format!("{} after the write failed ({})", context(), e.message)))?;
+            log::warn!("{}: {}; the stream was synchronized and the value written from the host", context(), e.message);
+            slot.timeline.raise_from_host(lease.iteration + 1);
+        }
+        turn.release(lease.iteration);
         Ok(())
     }
 

@@ -40,6 +40,11 @@ impl Timeline {
         self.word().load(Ordering::Acquire)
     }
 
+    /// Raises the value to at least `value` from the host (when the GPU could not be asked to).
+    pub fn raise_from_host(&self, value: u64) {
+        self.word().fetch_max(value, Ordering::AcqRel);
+    }
+
     fn word(&self) -> &AtomicU64 {
         // SAFETY: signal memory is 8 host-visible, 8-aligned bytes that live as long as `self`;
         // the GPU writes it whole, so atomic loads see either the old or the new value.
@@ -91,15 +96,17 @@ pub struct Turn {
     next: u64,
     /// Timeline value that says the last iteration to take the slot has finished on the GPU.
     awaited: u64,
-    /// The iteration holding the slot between acquire and release.
-    holder: Option<u64>,
+    /// The iterations holding the slot between acquire and release: one when acquires wait on the
+    /// host; with stream-ordered acquires a later use may take the slot (its stream waiting for
+    /// the earlier one's release on the GPU) before the earlier one is released.
+    holders: Vec<u64>,
     /// Later iterations that timed out before their turn came; their turn is passed on.
     gave_up: Vec<u64>,
 }
 
 impl Turn {
     pub fn new(slot: u64) -> Self {
-        Self { next: slot, awaited: 0, holder: None, gave_up: Vec::new() }
+        Self { next: slot, awaited: 0, holders: Vec::new(), gave_up: Vec::new() }
     }
 
     /// `Some(awaited timeline value)` once it is `iteration`'s turn.
@@ -113,7 +120,7 @@ impl Turn {
 
     /// `iteration` took the slot (its turn, the timeline reached the awaited value).
     pub fn take(&mut self, iteration: u64, slots: u64) {
-        self.holder = Some(iteration);
+        self.holders.push(iteration);
         self.awaited = iteration + 1;
         self.pass(iteration, slots);
     }
@@ -134,8 +141,9 @@ impl Turn {
         self.gave_up.push(iteration);
     }
 
+    /// The earliest iteration holding the slot.
     pub fn holder(&self) -> Option<u64> {
-        self.holder
+        self.holders.iter().copied().min()
     }
 
     pub fn awaited(&self) -> u64 {
@@ -144,8 +152,10 @@ impl Turn {
 
     /// Fails when `iteration` does not hold the slot.
     pub fn check_holder(&self, slot: usize, iteration: u64) -> Result<()> {
-        match self.holder {
-            Some(h) if h == iteration => Ok(()),
+        if self.holders.contains(&iteration) {
+            return Ok(());
+        }
+        match self.holder() {
             Some(h) => Err(Error::invalid_state(format!("slot {slot} is held by iteration {h}, not by iteration {iteration}"))),
             None => {
                 Err(Error::invalid_state(format!("slot {slot} is not held (iteration {iteration} was already released or never acquired)")))
@@ -153,8 +163,8 @@ impl Turn {
         }
     }
 
-    pub fn release(&mut self) {
-        self.holder = None;
+    pub fn release(&mut self, iteration: u64) {
+        self.holders.retain(|&h| h != iteration);
     }
 }
 
@@ -202,7 +212,7 @@ mod tests {
         t.pass(4, 3);
         assert_eq!((t.next(), t.ready(10)), (10, Some(2)), "10 still waits for iteration 1's work");
         t.check_holder(1, 1).unwrap();
-        t.release();
+        t.release(1);
         let e = t.check_holder(1, 1).unwrap_err();
         assert!(e.message.contains("slot 1 is not held"), "{}", e.message);
         t.take(10, 3);

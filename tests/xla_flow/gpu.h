@@ -96,6 +96,10 @@ class Gpu {
           "stream create");
     return stream;
   }
+  // Destroys a stream: the runtime's status.
+  int DestroyStream(void* stream) {
+    return cuda_ ? Sym<int (*)(void*)>("cuStreamDestroy_v2")(stream) : Sym<int (*)(void*)>("hipStreamDestroy")(stream);
+  }
   void* Function(const char* name) {
     void* f = nullptr;
     Check(cuda_ ? Sym<int (*)(void**, void*, const char*)>("cuModuleGetFunction")(&f, module_, name)

@@ -103,6 +103,7 @@ symbol_table! {
         cuMemFreeHost: fn(P) -> R;
         cuMemHostGetDevicePointer_v2: fn(*mut D, P, c_uint) -> R;
         cuStreamWriteValue64_v2: fn(P, D, u64, c_uint) -> R;
+        cuStreamWaitValue64_v2: fn(P, D, u64, c_uint) -> R;
     }
 }
 

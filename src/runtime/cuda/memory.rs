@@ -69,4 +69,11 @@ impl StreamMemory for CudaRuntime {
         // 0 keeps the memory barrier.
         self.call("cuStreamWriteValue64_v2", || unsafe { (memops.cuStreamWriteValue64_v2)(stream.0, p, value, 0) })
     }
+
+    fn stream_wait_u64_at_least(&self, stream: Stream, p: DevicePtr, value: u64) -> Result<()> {
+        let memops = self.memops.get()?;
+        // SAFETY: the caller keeps the stream and the 8 bytes at `p` live until the wait has run;
+        // CU_STREAM_WAIT_VALUE_GEQ (0).
+        self.call("cuStreamWaitValue64_v2", || unsafe { (memops.cuStreamWaitValue64_v2)(stream.0, p, value, 0) })
+    }
 }

@@ -89,6 +89,7 @@ symbol_table! {
     pub struct MemOps {
         hipExtMallocWithFlags: fn(*mut P, usize, c_uint) -> E;
         hipStreamWriteValue64: fn(P, P, u64, c_uint) -> E;
+        hipStreamWaitValue64: fn(P, P, u64, c_uint, u64) -> E;
     }
 }
 

@@ -57,4 +57,11 @@ impl StreamMemory for HipRuntime {
         // SAFETY: the caller keeps the stream and the 8 bytes at `p` live until the write has run.
         self.check("hipStreamWriteValue64", unsafe { (memops.hipStreamWriteValue64)(stream.0, ptr(p), value, 0) })
     }
+
+    fn stream_wait_u64_at_least(&self, stream: Stream, p: DevicePtr, value: u64) -> Result<()> {
+        let memops = self.memops.get()?;
+        // SAFETY: the caller keeps the stream and the 8 bytes at `p` live until the wait has run;
+        // hipStreamWaitValueGte (0) with a full mask.
+        self.check("hipStreamWaitValue64", unsafe { (memops.hipStreamWaitValue64)(stream.0, ptr(p), value, 0, u64::MAX) })
+    }
 }
