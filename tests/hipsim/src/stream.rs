@@ -128,13 +128,21 @@ thread_local! {
     static MINE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// Per-thread streams made so far: the runtime's own, left out of the live streams a program
+/// is responsible for (`hipsimLiveCount("stream")`).
+pub static PER_THREAD_MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 pub fn resolve(h: usize) -> HipResult<Target> {
     if h == 0 {
         return Ok(Target::Null(device::current()?));
     }
     if h == PER_THREAD {
         let mine = match MINE.get() {
-            0 => create(0, 0)?,
+            0 => {
+                let made = create(0, 0)?;
+                PER_THREAD_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                made
+            }
             mine => mine,
         };
         MINE.set(mine);

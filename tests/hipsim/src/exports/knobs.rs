@@ -30,7 +30,7 @@ pub unsafe extern "C" fn hipsimLiveCount(kind: *const c_char) -> u64 {
             "physical" => memory::lock().vmm.live_physical(),
             "reservation" => memory::lock().vmm.live_reservations(),
             "mapping" => memory::lock().vmm.live_mappings(),
-            "stream" => STREAMS.len(),
+            "stream" => STREAMS.len().saturating_sub(crate::stream::PER_THREAD_MADE.load(std::sync::atomic::Ordering::Relaxed)),
             "event" => EVENTS.len(),
             "graph" => graph::lock().live_visible(),
             "exec" => exec::execs().len(),
