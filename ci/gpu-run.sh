@@ -18,7 +18,8 @@
 # its check. RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
 # into a skip instead (for a partial run; a skip is listed by name in the verdict).
 # SKIPPED lines of the test programs (checks of the software GPU's knobs, a second device) are
-# listed by name; a test skipped for lack of a GPU is a failure.
+# listed by name and must be exactly those of tests/expected-skips/gpu.txt (the `skips` check);
+# a test skipped for lack of a GPU is a failure.
 # The last line is the verdict: how many checks ran, passed, failed and were skipped, by name.
 # Exits 1 when any check failed.
 # Writes to $OUT (else .gpu/out), at most 8 files: summary.log, rcb-bench.md, real_graphs.md,
@@ -31,7 +32,10 @@ out=${OUT:-$stage/out}
 logs=$(mktemp -d)/logs
 mkdir -p "$out" "$logs"
 exec > >(tee "$out/summary.log") 2>&1
-trap 'tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs' EXIT
+tee_pid=$!
+# At exit: the logs packed, then tee given the end of its input and waited for, so that the
+# verdict line reaches summary.log.
+trap 'tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs; exec >&- 2>&-; wait "$tee_pid"' EXIT
 
 passed=() failed=() skipped=() inner_skips=()
 pass() { passed+=("$1"); echo "PASS $1${2:+: $2}"; }
@@ -50,6 +54,7 @@ missing() { # check dependency why
 inner() { # log
     local line
     while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1" | sort -u)
+    grep -o 'SKIPPED .*' "$1" >>"$logs/skipped.log" || true
 }
 # Whether a log says a test or program skipped for lack of a GPU or of the CUDA runtime (shown).
 gpu_skipped() { # log
@@ -215,6 +220,19 @@ if [ -d "$stage/before" ]; then
         fi
     } >"$out/before.md"
     if [ $before_rc -eq 0 ]; then pass before "output in before.md"; else fail before "exit $before_rc (output in before.md)"; fi
+fi
+
+# The checks skipped inside the programs are exactly those a GPU machine is expected to skip
+# (the software GPU's knobs, a second device): one more, or one fewer, fails the run.
+if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/skips.sh" ]; then
+    touch "$logs/skipped.log"
+    if bash "$stage/skips.sh" "$stage/expected-skips-gpu.txt" "$logs/skipped.log"; then
+        pass skips "as tests/expected-skips/gpu.txt lists"
+    else
+        fail skips "the checks skipped inside the programs differ from tests/expected-skips/gpu.txt (above)"
+    fi
+else
+    fail skips "ci/skips.sh or tests/expected-skips/gpu.txt not staged"
 fi
 
 echo

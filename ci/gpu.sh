@@ -55,6 +55,9 @@ for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" 
 # The C library itself, for tests/gpu/torch_flatten.py and real_graphs.py (ctypes, RCB_LIBRARY).
 objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
 cp tests/gpu/kernels.cu tests/gpu/rcb_ctypes.py tests/gpu/torch_graphs.py tests/gpu/torch_flatten.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"
+# What a GPU machine is expected to skip, and the comparison (ci/gpu-run.sh's `skips` check).
+cp ci/skips.sh "$stage/"
+cp tests/expected-skips/gpu.txt "$stage/expected-skips-gpu.txt"
 # The timing loops of tests/gpu/real_graphs.py (no CUDA header needed: it is given the functions).
 cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_graphs_timer.c
 # The replay of the patched XLA's calls, built here against the staged library, which it loads

@@ -7,13 +7,14 @@
 #      fault (HIPSIM_FAIL=function:n): every call of every HIP function the library makes in
 #      them. A run is classified by its exit status alone (tests/xla_flow/check.h): 0 passed
 #      (every check held), 1 failed cleanly (a failed call or a check on what the library
-#      reported), 3 a wrong result (a CHECK_RESULT on computed data failed), and a crash for a
+#      reported), 3 a wrong result (a CHECK_RESULT on computed data failed), 4 a contract breach
+#      (a CHECK_CONTRACT on a safety property failed, no result check did), and a crash for a
 #      sanitizer report (exit 66: ASAN_OPTIONS/UBSAN_OPTIONS), a signal, a timeout or any other
 #      status. Every fault must come back with exactly one class (a lost one fails the run).
 #      (The process exits without freeing, so leaks are part 1's to count.)
 #   Before part 2, a self-test proves the classifier: stand-in programs exiting with each status,
-#   and tests/xla_flow/command_buffer.cpp with XLA_FLOW_SELF_TEST=wrong-result (its first result
-#   check fails as a corrupted result would) must be classified as such.
+#   and tests/xla_flow/command_buffer.cpp under a fault that really corrupts a result (the first
+#   exec kernel-node setter skipped while it reports success) must be classified as wrong.
 # Usage: tests/faults/run.sh target/<profile> [--xla-stride K]
 #   --xla-stride K: part 2 fails only every K-th call of each function (the first always).
 # Prints both tables; exits non-zero on any leak, wrong result, contract breach or crash.
@@ -82,6 +83,10 @@ classify() {
             echo "wrong $spec"
             grep -E 'CHECK_RESULT' <<<"$log" | head -n 3 >&2 || true
             ;;
+        4)
+            echo "breach $spec"
+            grep -E 'CHECK_CONTRACT' <<<"$log" | head -n 3 >&2 || true
+            ;;
         66)
             echo "crash $spec (sanitizer report)"
             grep -E -m 3 'runtime error:|AddressSanitizer' <<<"$log" >&2 || true
@@ -97,7 +102,7 @@ export -f classify
 
 echo "== fault matrix: the classifier's self-test"
 mkdir "$out/fake"
-for status in 0 1 3 66 segv; do
+for status in 0 1 3 4 66 segv; do
     case $status in
         segv) body='kill -SEGV $$' ;;
         0) body='echo "x: all checks passed"; echo "hipsim faults fired: 1" >&2' ;;
@@ -106,14 +111,13 @@ for status in 0 1 3 66 segv; do
     printf '#!/usr/bin/env bash\n%s\n' "$body" >"$out/fake/exit-$status"
     chmod +x "$out/fake/exit-$status"
 done
-self_test() { # expected-class program own_fired [env...]
-    local want=$1 exe=$2 own=$3 got
-    shift 3
-    got=$(env "$@" bash -c 'classify "$0" self-test:1 "$1"' "$exe" "$own" 2>/dev/null)
+self_test() { # expected-class program own_fired [fault]
+    local want=$1 exe=$2 own=$3 spec=${4:-self-test:1} got
+    got=$(classify "$exe" "$spec" "$own" 2>/dev/null)
     if [ "${got%% *}" = "$want" ]; then
-        echo "  $(basename "$exe") ${*:-}: $want"
+        echo "  $(basename "$exe") ${4:-}: $want"
     else
-        echo "FAIL: the classifier says '$got' for $(basename "$exe") ${*:-}, expected '$want'"
+        echo "FAIL: the classifier says '$got' for $(basename "$exe") ${4:-}, expected '$want'"
         failed=1
     fi
 }
@@ -121,17 +125,20 @@ self_test passed "$out/fake/exit-0" 0
 self_test unfired "$out/fake/exit-0" 1
 self_test failed "$out/fake/exit-1" 0
 self_test wrong "$out/fake/exit-3" 0
+self_test breach "$out/fake/exit-4" 0
 self_test crash "$out/fake/exit-66" 0
 self_test crash "$out/fake/exit-segv" 0
 g++ -std=c++17 -O1 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$root/tests/xla_flow" \
     -o "$out/self-test-command_buffer" "$root/tests/xla_flow/command_buffer.cpp" \
     -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -ldl -lpthread
-self_test wrong "$out/self-test-command_buffer" 0 XLA_FLOW_SELF_TEST=wrong-result
+# A real wrong result: the first exec kernel-node setter skipped while reporting success (a fault
+# with code 0), so an in-place move leaves a node at its old addresses.
+self_test wrong "$out/self-test-command_buffer" 0 hipGraphExecKernelNodeSetParams:1:0
 
 sweep="every call"
 [ "$stride" -eq 1 ] || sweep="every ${stride}th call"
-echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | crashes | faults replaced by the program's own |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | contract breaches | crashes | faults replaced by the program's own |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 # profiler.cpp compiles 0006's own files, as tests/xla_flow/run.sh extracts them, against the
 # stand-ins of the XLA headers they include.
 patched=$out/patched
@@ -163,9 +170,9 @@ for src in "$root"/tests/xla_flow/*.cpp; do
     lost=$(comm -3 <(sort "$out/faults") <(awk '{print $2}' "$out/results" | sort))
     count() { grep -c "^$1 " "$out/results" || true; }
     injected=$(($(wc -l <"$out/faults") - $(count unfired)))
-    echo "| $name.cpp ($sweep) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count crash) | $(count unfired) |"
-    if [ "$(count wrong)" != 0 ] || [ "$(count crash)" != 0 ]; then
-        grep -E '^(wrong|crash) ' "$out/results" | head -n 20
+    echo "| $name.cpp ($sweep) | $calls | $injected | $(count failed) | $(count passed) | $(count wrong) | $(count breach) | $(count crash) | $(count unfired) |"
+    if [ "$(count wrong)" != 0 ] || [ "$(count breach)" != 0 ] || [ "$(count crash)" != 0 ]; then
+        grep -E '^(wrong|breach|crash) ' "$out/results" | head -n 20
         failed=1
     fi
     if [ -n "$lost" ] || [ $xargs_rc -ne 0 ]; then

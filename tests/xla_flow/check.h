@@ -1,11 +1,12 @@
 // The xla_flow programs' checks: CHECK counts a failed expectation and goes on, CHECK_RESULT
 // does the same for a check on computed results (device data against a fresh record or the
-// expected values), OK stops the program when a library call the flow needs fails. The exit
-// status says which kind failed, so that tests/faults/run.sh classifies a run by it alone:
+// expected values), CHECK_CONTRACT for a safety property that must hold whatever fails (a
+// stream handed out twice, a launch of stale nodes allowed, a slot given for another
+// iteration), OK stops the program when a library call the flow needs fails. The exit status
+// says which kind failed, so that tests/faults/run.sh classifies a run by it alone:
 //   0 every check held; 1 a check on what the library reported failed, or the flow stopped on a
-//   failed call; 3 (kWrongResult) a check on results failed, whatever else happened after it.
-// XLA_FLOW_SELF_TEST=wrong-result makes the first CHECK_RESULT fail as a wrong result would
-// (the fault matrix's self-test of its classifier).
+//   failed call; 3 (kWrongResult) a check on results failed; 4 (kContractBreach) a safety
+//   property failed and no result check did; either whatever else happened after it.
 #ifndef XLA_FLOW_CHECK_H
 #define XLA_FLOW_CHECK_H
 
@@ -20,20 +21,15 @@ namespace {
 
 int failures = 0;
 int result_failures = 0;
+int contract_failures = 0;
 constexpr int kWrongResult = 3;
+constexpr int kContractBreach = 4;
 
-// The exit status for the checks failed so far (a stop after a wrong result is still wrong).
-inline int FailureStatus() { return result_failures != 0 ? kWrongResult : 1; }
-
-// Whether the self-test asks this result check to fail (the first one only).
-inline bool SelfTestWrongResult() {
-  static bool pending = [] {
-    const char* v = std::getenv("XLA_FLOW_SELF_TEST");
-    return v != nullptr && std::strcmp(v, "wrong-result") == 0;
-  }();
-  bool fire = pending;
-  pending = false;
-  return fire;
+// The exit status for the checks failed so far (a stop after a wrong result or a breach is
+// still one).
+inline int FailureStatus() {
+  if (result_failures != 0) return kWrongResult;
+  return contract_failures != 0 ? kContractBreach : 1;
 }
 
 #define CHECK(cond, ...)                                                          \
@@ -48,7 +44,7 @@ inline bool SelfTestWrongResult() {
 
 #define CHECK_RESULT(cond, ...)                                                           \
   do {                                                                                    \
-    if (!(cond) || SelfTestWrongResult()) {                                               \
+    if (!(cond)) {                                                                        \
       ++failures;                                                                         \
       ++result_failures;                                                                  \
       std::fprintf(stderr, "%s:%d: CHECK_RESULT(%s) failed: ", __FILE__, __LINE__, #cond); \
@@ -56,6 +52,18 @@ inline bool SelfTestWrongResult() {
       std::fputc('\n', stderr);                                                           \
     }                                                                                     \
   } while (0)
+
+#define CHECK_CONTRACT(cond, ...)                                                            \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      ++failures;                                                                            \
+      ++contract_failures;                                                                   \
+      std::fprintf(stderr, "%s:%d: CHECK_CONTRACT(%s) failed: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                     \
+      std::fputc('\n', stderr);                                                              \
+    }                                                                                        \
+                                                                                             \
+} while (0)
 
 // A library call the flow needs: stop on failure.
 #define OK(expr)                                                                           \

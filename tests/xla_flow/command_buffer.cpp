@@ -645,7 +645,7 @@ int main() {
     rcb_allocation_move moved = {0, arena.Address(0)};
     OK(r->cb.MoveAllocations({&moved, 1}, &report));
     CHECK(report.needs_rerecord == 1, "a failing exec setter asks for a re-record");
-    CHECK(!r->cb.Launch(device.stream()).ok(), "launch refused while nodes are stale");
+    CHECK_CONTRACT(!r->cb.Launch(device.stream()).ok(), "launch refused while nodes are stale");
     device.SetFaults("");
     OK(r->cb.BeginUpdate());  // the bridge's CheckCanBeUpdated: BeginUpdate, then the pending table
     OK(r->cb.SetAllocations(arena.Table()));

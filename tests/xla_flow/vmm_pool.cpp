@@ -316,7 +316,7 @@ Result Run(const char* name, uint32_t backing, uint32_t slots, bool in_place, co
       // 0007 takes the slot in stream order: the stream, not the host, waits for the slot's
       // previous use (the exact results below prove the wait).
       OK(pool.AcquireOnStream(stream, &slot));
-      CHECK(slot.iteration == static_cast<uint64_t>(it) && slot.index == index, "%s: iteration %d got %llu/%u",
+      CHECK_CONTRACT(slot.iteration == static_cast<uint64_t>(it) && slot.index == index, "%s: iteration %d got %llu/%u",
             name, it, static_cast<unsigned long long>(slot.iteration), slot.index);
 
       std::vector<rcb_vmm_copy> in;
