@@ -2,7 +2,8 @@
 // (xla-patches/0003 and 0004) on the software GPU or, with RCB_BACKEND=cuda, on an NVIDIA GPU:
 //
 //   * RocmCmdbufCommandBuffer: kernels with the argument kinds the bridge derives (device
-//     addresses and scalars of KernelArgsPackedArray, RCB_ARG_SCAN for other packings,
+//     addresses of KernelArgsPackedArray named by their slices (RCB_ARG_ALLOCATION), scalars,
+//     RCB_ARG_SCAN for other packings,
 //     kernelParams when sizes are unknown), memset with XLA's unbroadcast BitPattern, memcpy,
 //     nested command buffers cloned as child nodes (control flow) and traced ones (stream
 //     capture), finalize (PrepareFinalization / InstantiateGraph), launch;
@@ -109,6 +110,33 @@ struct Recorded {
   rcb::CmdBuf traced;
 };
 
+// The bridge's NameAllocations (0004): an argument recorded as a device address whose address is
+// where its slice (allocation, offset) lies in the table is named; the others stay addresses.
+struct Slice {
+  int64_t index, offset;
+};
+
+// `named` holds what the named arguments point to: one entry per argument, kept by the caller
+// for as long as `args` is used.
+void NameAllocations(const std::vector<Slice>& slices, const std::vector<rcb_allocation>& table,
+                     std::vector<rcb_kernel_arg>& args, std::vector<rcb_arg_allocation>& named) {
+  if (slices.size() != args.size()) return;
+  named.assign(args.size(), rcb_arg_allocation{0, 0});
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Slice& s = slices[i];
+    if (args[i].kind != RCB_ARG_DEVICE_PTR || s.index < 0 || static_cast<size_t>(s.index) >= table.size() ||
+        s.offset < 0) {
+      continue;
+    }
+    uint64_t address = 0;
+    std::memcpy(&address, args[i].value, 8);
+    uint64_t offset = static_cast<uint64_t>(s.offset);
+    if (offset > table[s.index].size || address != table[s.index].base + offset) continue;
+    named[i] = rcb_arg_allocation{static_cast<uint64_t>(s.index), offset};
+    args[i] = rcb_kernel_arg{&named[i], sizeof(rcb_arg_allocation), RCB_ARG_ALLOCATION};
+  }
+}
+
 // Kernel launches as the bridge converts them.
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
   return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
@@ -201,6 +229,14 @@ class Program {
         args = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR}, {&y, 8, RCB_ARG_DEVICE_PTR},
                 {&n, 8, RCB_ARG_VALUE}};
       }
+      // KernelThunk::Record gives each argument's slice and the bridge names the pointers
+      // (0004); the table is the one SetAllocations gave before this recording.
+      std::vector<Slice> slices =
+          c == 1   ? std::vector<Slice>{{2, 0}, {0, 0}, {1, 0}, {-1, 0}}
+          : c == 2 ? std::vector<Slice>{{2, 512}, {0, 256}, {-1, 0}, {-1, 0}}
+                   : std::vector<Slice>{{5, 0}, {4, 0}, {1, 0}, {-1, 0}};
+      std::vector<rcb_arg_allocation> named;
+      NameAllocations(slices, arena.Table(), args, named);
       rcb_kernel_launch launch = Launch(f, args.data(), args.size());
       if (update) OK(cb.UpdateKernel(node, launch));
       else OK(cb.AddKernel(deps, launch, &node));
@@ -456,33 +492,6 @@ Counts Run(const char* name, Shape shape, std::set<int> movable, int steps, unsi
               "nothing moved\n",
               name, counts.steps, counts.in_place, counts.recorded, counts.idle);
   return counts;
-}
-
-// The bridge's NameAllocations (0004): an argument recorded as a device address whose address is
-// where its slice (allocation, offset) lies in the table is named; the others stay addresses.
-struct Slice {
-  int64_t index, offset;
-};
-
-// `named` holds what the named arguments point to: one entry per argument, kept by the caller
-// for as long as `args` is used.
-void NameAllocations(const std::vector<Slice>& slices, const std::vector<rcb_allocation>& table,
-                     std::vector<rcb_kernel_arg>& args, std::vector<rcb_arg_allocation>& named) {
-  if (slices.size() != args.size()) return;
-  named.assign(args.size(), rcb_arg_allocation{0, 0});
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Slice& s = slices[i];
-    if (args[i].kind != RCB_ARG_DEVICE_PTR || s.index < 0 || static_cast<size_t>(s.index) >= table.size() ||
-        s.offset < 0) {
-      continue;
-    }
-    uint64_t address = 0;
-    std::memcpy(&address, args[i].value, 8);
-    uint64_t offset = static_cast<uint64_t>(s.offset);
-    if (offset > table[s.index].size || address != table[s.index].base + offset) continue;
-    named[i] = rcb_arg_allocation{static_cast<uint64_t>(s.index), offset};
-    args[i] = rcb_kernel_arg{&named[i], sizeof(rcb_arg_allocation), RCB_ARG_ALLOCATION};
-  }
 }
 
 // jit(f)(p0, p1) with out = p0 + p1 over three steps of parameters: (a, a), (a, b), (b, b), then
