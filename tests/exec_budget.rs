@@ -2,7 +2,10 @@
 //! estimate says, results right across it, old executables kept until their launches finish,
 //! child nodes updated in place replayed, re-record sessions that cross the budget, failures
 //! that leave updates correct; and on the software GPU's model of ROCm's kernel-argument leak,
-//! that without the budget updates exhaust the device while with it they never do.
+//! that without the budget updates exhaust the device while with it they never do; and a
+//! randomized property (`launches_never_outlive_what_they_run_over_random_sequences`): no
+//! executable graph or kept graph is destroyed while a launch of it may run, on any stream or
+//! thread.
 //!
 //! The soak (`soak_a_million_updates_of_a_thousand_nodes`) is ignored in the default run; CI
 //! runs it in a release build (`ci/test.sh`). Every test holds `common::serial()`: hipsim's
@@ -448,7 +451,7 @@ impl Gate {
     fn new(gpu: &Gpu) -> Gate {
         let lib = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").expect("the software GPU")) }.unwrap();
         let word = gpu.rt.malloc(0, 8).unwrap();
-        gpu.rt.direct().copy_to_device(word, &0u64.to_ne_bytes()).unwrap();
+        write_words(gpu.rt, word, &[0]);
         Gate { lib, word, rt: gpu.rt }
     }
 
@@ -459,14 +462,22 @@ impl Gate {
         assert_eq!(unsafe { wait(stream.0, self.word as *mut std::ffi::c_void, 1, 0, u64::MAX) }, 0);
     }
 
-    /// Opens from a stream of its own: a synchronous copy would first wait for every blocking
-    /// stream, a held per-thread stream included.
+    /// Opens from a stream of its own (see [`write_words`]).
     fn open(&self) {
-        let opener = self.rt.stream_create(0, 1, 0).unwrap();
-        self.rt.stream_memory().unwrap().stream_write_u64(opener, self.word, 1).unwrap();
-        self.rt.stream_synchronize(opener).unwrap();
-        self.rt.stream_destroy(opener).unwrap();
+        write_words(self.rt, self.word, &[1]);
     }
+}
+
+/// Writes `words` at `at` from a stream of its own, and waits for that stream only: a
+/// synchronous copy would first wait for every blocking stream, a held per-thread stream
+/// included.
+fn write_words(rt: &dyn Runtime, at: u64, words: &[u64]) {
+    let writer = rt.stream_create(0, 1, 0).unwrap();
+    for (i, &w) in words.iter().enumerate() {
+        rt.stream_memory().unwrap().stream_write_u64(writer, at + 8 * i as u64, w).unwrap();
+    }
+    rt.stream_synchronize(writer).unwrap();
+    rt.stream_destroy(writer).unwrap();
 }
 
 use rocm_cmdbuf::runtime::Stream;
@@ -638,4 +649,479 @@ fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture(
         sim.set_quirks("");
     }
     assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+}
+
+/// Issue 29's property over random sequences: no executable graph and no kept graph is destroyed
+/// while a launch of it may run, on any stream or thread. Each case builds two command buffers
+/// with a small update budget: `a` holds fill nodes whose allocations move between two homes
+/// (re-instantiations) and a flattened copy of a graph owning a user object; `b` holds a child
+/// node given such a graph. Every source graph's user object poisons, when destroyed, the buffer
+/// the copy reads. Steps launch either command buffer on ordinary streams, on
+/// `hipStreamPerThread` from two threads, on the null stream and into a capturing stream (with
+/// and without the `clr_graph_launch` quirk), some behind gates that open later in random order;
+/// move allocations; and replace the flattened and child sources. After each launch the same
+/// stream copies the outputs aside. The oracle is the software GPU's: after every step no
+/// executable graph was destroyed with a launch in flight; at the end, once the gates are open
+/// and the streams drained (bounded waits), every launch's copy is exactly right (a source
+/// destroyed under a pending launch shows as poison), each user object's destructor ran once
+/// and every executable graph, graph, event, user object and allocation is gone.
+///
+/// `RCB_PROPERTY_CASES` sets the number of cases (default 64); `RCB_PROPERTY_SEED` the seed.
+#[test]
+fn launches_never_outlive_what_they_run_over_random_sequences() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let cases: usize = std::env::var("RCB_PROPERTY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    let seed: u64 = std::env::var("RCB_PROPERTY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x2929_5eed_0bad_cafe);
+    let workers = [Worker::new(), Worker::new()];
+    // Each worker's own stream exists from here on (made at its first use).
+    for w in &workers {
+        w.run("making a per-thread stream", || common::runtime().unwrap().stream_synchronize(PER_THREAD).map_err(|e| e.to_string()));
+    }
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut totals = [0usize; 8];
+    for case in 0..cases {
+        let case_seed = rng.next();
+        let watchdog = Watchdog::new(format!("case {case} (seed {case_seed:#x})"));
+        let tally =
+            run_case(&gpu, &sim, &workers, case_seed, &watchdog).unwrap_or_else(|e| panic!("case {case} (seed {case_seed:#x}): {e}"));
+        totals.iter_mut().zip(tally).for_each(|(t, n)| *t += n);
+    }
+    eprintln!(
+        "{cases} cases: {} launches ({} held at a gate, {} per-thread, {} into a capture), {} re-instantiations, {} kept graphs replaced, {} replacements refused, {} in-place pushes blocked",
+        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6], totals[7]
+    );
+    if cases >= 32 {
+        // Every kind of step happened, and re-instantiations were blocked by the limit.
+        assert!(totals.iter().enumerate().all(|(i, &n)| n > 0 || i == 6), "{totals:?}");
+    }
+}
+
+/// Ends the process, failing the test, when the host waits for more than two minutes between
+/// two beats (a wait the host cannot leave on its own, such as a synchronous call behind a
+/// held stream); dropped, it stops.
+struct Watchdog(std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn new(what: String) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+                    Ok(()) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        eprintln!("{what}: the host waited on a launch for two minutes: failing rather than hanging");
+                        std::process::exit(101);
+                    }
+                }
+            }
+        });
+        Watchdog(tx)
+    }
+
+    fn beat(&self) {
+        let _ = self.0.send(());
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn one_in(&mut self, n: usize) -> bool {
+        self.below(n) == 0
+    }
+}
+
+type Job = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// A thread of its own (its own `hipStreamPerThread`) that runs jobs one at a time; the caller
+/// waits for each, bounded.
+struct Worker {
+    jobs: std::sync::mpsc::Sender<Job>,
+    done: std::sync::mpsc::Receiver<Result<(), String>>,
+}
+
+impl Worker {
+    fn new() -> Worker {
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
+        let (tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for job in rx {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|p| {
+                    Err(p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())
+                });
+                if tx.send(outcome).is_err() {
+                    break;
+                }
+            }
+        });
+        Worker { jobs, done }
+    }
+
+    fn run(&self, what: &str, job: impl FnOnce() -> Result<(), String> + Send + 'static) {
+        self.jobs.send(Box::new(job)).expect("the worker is gone");
+        match self.done.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(outcome) => outcome.unwrap_or_else(|e| panic!("{what}: {e}")),
+            Err(_) => panic!("{what} did not return: the host waited on a launch"),
+        }
+    }
+}
+
+/// Launches of one case (each keeps a copy of the outputs).
+const MAX_LAUNCHES: usize = 128;
+
+/// Bytes of a source buffer and of what a copy node writes.
+const SRC_BYTES: u64 = 64;
+
+/// What a user object's destructor is given: how often it ran and the source buffer it poisons.
+struct Source {
+    runs: std::sync::atomic::AtomicU32,
+    buffer: u64,
+}
+
+/// A source's contents: the same for every source, so that every correct launch writes the
+/// same bytes whichever source it reads.
+fn source_pattern() -> Vec<u8> {
+    (0..SRC_BYTES as u8).map(|i| i.wrapping_mul(7).wrapping_add(3)).collect()
+}
+
+unsafe extern "C" fn poison_source(p: *mut std::ffi::c_void) {
+    let source = unsafe { &*(p as *const Source) };
+    source.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    write_words(common::runtime().unwrap(), source.buffer, &[u64::MAX; (SRC_BYTES / 8) as usize]);
+}
+
+/// A graph of `copy(out ← a new source)` owning a user object that poisons the source when it
+/// is destroyed.
+fn owning_source_graph(gpu: &Gpu, hip: &libloading::Library, out: u64) -> (rocm_cmdbuf::runtime::Graph, &'static Source) {
+    type CreateFn = unsafe extern "C" fn(
+        *mut *mut std::ffi::c_void,
+        *mut std::ffi::c_void,
+        unsafe extern "C" fn(*mut std::ffi::c_void),
+        u32,
+        u32,
+    ) -> i32;
+    type RetainFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut std::ffi::c_void, u32, u32) -> i32;
+    let buffer = gpu.rt.malloc(0, SRC_BYTES as usize).unwrap();
+    let pattern: Vec<u64> = source_pattern().chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect();
+    write_words(gpu.rt, buffer, &pattern);
+    // Leaked: a destructor may still run after a failed case has unwound.
+    let source: &'static Source = Box::leak(Box::new(Source { runs: 0.into(), buffer }));
+    let g = gpu.rt.graph_create().unwrap();
+    gpu.rt.add_kernel_node(g, &[], &common::launch(gpu.k.copy_u8, &common::pack(&args::copy(out, buffer, SRC_BYTES)))).unwrap();
+    let create: CreateFn = unsafe { *hip.get(b"hipUserObjectCreate\0").unwrap() };
+    let retain: RetainFn = unsafe { *hip.get(b"hipGraphRetainUserObject\0").unwrap() };
+    let mut object = std::ptr::null_mut();
+    let data = source as *const Source as *mut std::ffi::c_void;
+    // One reference, moved to the graph.
+    assert_eq!(unsafe { create(&mut object, data, poison_source, 1, 1) }, 0);
+    assert_eq!(unsafe { retain(g.0, object, 1, 1) }, 0);
+    (g, source)
+}
+
+/// Where a launch goes.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Stream(usize),
+    PerThread(usize),
+    Null,
+    Capture { quirk: bool },
+}
+
+/// One launch: what the outputs must hold once it ran (the home of each fill allocation of `a`
+/// at launch time, or `None` for `b`), and where its copy of the outputs went (none for a
+/// launch whose work never ran: a capture without the quirk).
+struct Launched {
+    homes: Option<Vec<usize>>,
+    snapshot: Option<u64>,
+    target: Target,
+}
+
+/// Runs one case; returns its tally: launches, held ones, per-thread ones, capture ones,
+/// re-instantiations, replacements, refused replacements, blocked re-instantiations.
+fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, watchdog: &Watchdog) -> Result<[usize; 8], String> {
+    let rt = gpu.rt;
+    let mut rng = Rng(seed | 1);
+    let kinds = ["exec", "graph", "event", "user_object", "alloc", "stream"];
+    let before: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
+    let in_flight = sim.live_count("exec_destroyed_in_flight");
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    let mut tally = [0usize; 8];
+
+    // The outputs, one buffer: the fills' two homes per allocation, then `a`'s copy, then `b`'s.
+    let n = 2 + rng.below(2);
+    let fills = 2 * n * SLICE as usize;
+    let region = fills + 2 * SRC_BYTES as usize;
+    let out = rt.malloc(0, region).unwrap();
+    rt.direct().copy_to_device(out, &vec![0; region]).unwrap();
+    let home_at = |i: usize, home: usize| out + ((home * n + i) as u64) * SLICE;
+    let (out_a, out_b) = (out + fills as u64, out + fills as u64 + SRC_BYTES);
+    let budget = (1 + rng.below(3) as u64) * FILL_PUSH;
+    let mut sources: Vec<&'static Source> = Vec::new();
+
+    let a = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_set_exec_update_budget(a.0, budget) });
+    a.set_allocs(&(0..n).map(|i| (home_at(i, 0), SLICE)).collect::<Vec<_>>());
+    for i in 0..n {
+        a.kernel(&[], gpu.k.fill_u32, WORDS, &args::fill(home_at(i, 0), i as u32 + 1, WORDS));
+    }
+    let (g, source) = owning_source_graph(gpu, &hip, out_a);
+    sources.push(source);
+    let (mut group, mut report) = (0, rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] });
+    ok(unsafe { rcb_cmdbuf_add_flattened_child(a.0, null(), 0, null(), g.0, &mut group, &mut report) });
+    assert_eq!(report.flattened, 1);
+    a.finalize();
+    rt.graph_destroy(g).unwrap();
+    let mut homes = vec![0usize; n];
+
+    let b = Cb::primary();
+    ok(unsafe { rcb_cmdbuf_set_exec_update_budget(b.0, budget) });
+    let (g, source) = owning_source_graph(gpu, &hip, out_b);
+    sources.push(source);
+    let mut child = 0;
+    ok(unsafe { rcb_cmdbuf_add_child_graph(b.0, null(), 0, g.0, &mut child) });
+    b.finalize();
+    rt.graph_destroy(g).unwrap();
+
+    let streams: Vec<Stream> = (0..3).map(|_| rt.stream_create(0, 1, 0).unwrap()).collect();
+    let capture = rt.stream_create(0, 1, 0).unwrap();
+    // Gates not yet opened, with the target they hold.
+    let mut gates: Vec<(std::sync::Arc<Gate>, Target)> = Vec::new();
+    let held = |gates: &Vec<(std::sync::Arc<Gate>, Target)>, t: &dyn Fn(Target) -> bool| gates.iter().any(|(_, g)| t(*g));
+    let mut opened: Vec<std::sync::Arc<Gate>> = Vec::new();
+    let mut launches: Vec<Launched> = Vec::new();
+    let snapshots = rt.malloc(0, MAX_LAUNCHES * region).unwrap();
+    let reinstantiations = |cb: &Cb| counters(cb).reinstantiations;
+    let blocked = |cb: &Cb| counters(cb).fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize];
+
+    let steps = 24 + rng.below(120);
+    let gate_odds = [3, 8, 40][rng.below(3)];
+    for step in 0..steps {
+        // A gate opens one step in `gate_odds`: in some cases rarely.
+        let what = if rng.one_in(gate_odds) { 10 } else { rng.below(10) };
+        match what {
+            // A launch of a or b somewhere, perhaps behind a new gate.
+            0..=4 if launches.len() < MAX_LAUNCHES => {
+                let on_a = rng.below(3) != 0;
+                let cb = CbPtr(if on_a { a.0 } else { b.0 });
+                // The null stream runs once every blocking stream (the per-thread ones) drained.
+                let per_thread_held = held(&gates, &|t| matches!(t, Target::PerThread(_)));
+                let target = match rng.below(9) {
+                    0..=2 => Target::Stream(rng.below(streams.len())),
+                    3..=5 => Target::PerThread(rng.below(2)),
+                    6 if !per_thread_held => Target::Null,
+                    7 | 8 => Target::Capture { quirk: rng.one_in(2) },
+                    _ => Target::Stream(0),
+                };
+                // The first per-thread stream is held more often than the second, so that one
+                // thread's launches wait while the other's run.
+                let hold = match target {
+                    Target::Null => false,
+                    Target::PerThread(0) => !rng.one_in(3),
+                    Target::PerThread(_) => rng.one_in(6),
+                    _ => rng.one_in(2),
+                };
+                let gate = hold.then(|| std::sync::Arc::new(Gate::new(gpu)));
+                let snapshot = snapshots + (launches.len() * region) as u64;
+                let copy = gpu.k.copy_u8;
+                let snap = move |stream: Stream| -> Result<(), String> {
+                    common::run(common::runtime().unwrap(), copy, &args::copy(snapshot, out, region as u64), stream);
+                    Ok(())
+                };
+                let runs_work = !matches!(target, Target::Capture { quirk: false });
+                match target {
+                    Target::Stream(s) => {
+                        if let Some(g) = &gate {
+                            g.hold(streams[s]);
+                        }
+                        ok(unsafe { rcb_cmdbuf_launch(cb.get(), streams[s].0) });
+                        snap(streams[s])?;
+                    }
+                    Target::PerThread(_) | Target::Null => {
+                        let (stream, worker) = match target {
+                            Target::PerThread(w) => (PER_THREAD, w),
+                            _ => (Stream(std::ptr::null_mut()), 0),
+                        };
+                        let g = gate.clone();
+                        workers[worker].run("a launch", move || {
+                            if let Some(g) = g {
+                                g.hold(stream);
+                            }
+                            let s = unsafe { rcb_cmdbuf_launch(cb.get(), stream.0) };
+                            if s != RCB_OK {
+                                return Err(format!("launch: {s}: {}", common::last_error()));
+                            }
+                            snap(stream)
+                        });
+                        tally[2] += usize::from(matches!(target, Target::PerThread(_)));
+                    }
+                    Target::Capture { quirk } => {
+                        if let Some(g) = &gate {
+                            g.hold(capture);
+                        }
+                        sim.set_quirks(if quirk { "clr_graph_launch" } else { "" });
+                        rt.begin_capture(capture, rocm_cmdbuf::runtime::CaptureMode::ThreadLocal).unwrap();
+                        let s = unsafe { rcb_cmdbuf_launch(cb.get(), capture.0) };
+                        let captured = rt.end_capture(capture);
+                        sim.set_quirks("");
+                        ok(s);
+                        rt.graph_destroy(captured.map_err(|e| format!("ending the capture: {e}"))?).unwrap();
+                        if runs_work {
+                            snap(capture)?;
+                        }
+                        tally[3] += 1;
+                    }
+                }
+                if let Some(g) = gate {
+                    gates.push((g, target));
+                    tally[1] += 1;
+                }
+                tally[0] += 1;
+                launches.push(Launched { homes: on_a.then(|| homes.clone()), snapshot: runs_work.then_some(snapshot), target });
+            }
+            // Moves of a's allocations: the budget re-instantiates.
+            5 | 6 => {
+                let (r0, b0) = (reinstantiations(&a), blocked(&a));
+                for _ in 0..1 + rng.below(3) {
+                    let i = rng.below(n);
+                    homes[i] ^= 1;
+                    let r = a.move_allocs(&[(i as u64, home_at(i, homes[i]))]);
+                    if (r.moved_allocations, r.needs_rerecord) != (1, 0) {
+                        return Err(format!("step {step}: the move of {i} was not made in place"));
+                    }
+                }
+                tally[4] += (reinstantiations(&a) - r0) as usize;
+                tally[7] += (blocked(&a) - b0) as usize;
+            }
+            // A new source for a's flattened group or b's child node; the caller's graph goes
+            // at once.
+            7..=9 => {
+                let on_a = what != 9;
+                let (cb, target) = if on_a { (&a, out_a) } else { (&b, out_b) };
+                let (g, source) = owning_source_graph(gpu, &hip, target);
+                sources.push(source);
+                let r0 = reinstantiations(cb);
+                cb.begin_update();
+                let s = if on_a {
+                    let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+                    unsafe { rcb_cmdbuf_update_flattened_child(a.0, group, null(), g.0, &mut r) }
+                } else {
+                    unsafe { rcb_cmdbuf_update_child_graph(b.0, child, g.0) }
+                };
+                match s {
+                    RCB_OK => tally[5] += 1,
+                    // Too many generations of launches still running: refused, nothing changed.
+                    RCB_STATUS_UNSUPPORTED if common::last_error().contains("synchronize, or re-record") => tally[6] += 1,
+                    _ => return Err(format!("step {step}: replacing a source: {s}: {}", common::last_error())),
+                }
+                cb.finalize();
+                tally[4] += (reinstantiations(cb) - r0) as usize;
+                rt.graph_destroy(g).unwrap();
+            }
+            // A gate opens.
+            _ if !gates.is_empty() => {
+                let (g, _) = gates.swap_remove(rng.below(gates.len()));
+                g.open();
+                opened.push(g);
+            }
+            _ => {}
+        }
+        watchdog.beat();
+        if sim.live_count("exec_destroyed_in_flight") != in_flight {
+            return Err(format!("step {step}: an executable graph was destroyed while a launch of it was in flight"));
+        }
+    }
+
+    // Every gate opens, in random order; every stream drains (bounded).
+    while !gates.is_empty() {
+        let (g, _) = gates.swap_remove(rng.below(gates.len()));
+        g.open();
+        opened.push(g);
+    }
+    for w in workers {
+        w.run("draining a per-thread stream", || common::runtime().unwrap().stream_synchronize(PER_THREAD).map_err(|e| e.to_string()));
+    }
+    for &s in streams.iter().chain([&capture]) {
+        let s = Sent(s);
+        bounded("draining a stream", move || {
+            let s = s;
+            common::runtime().unwrap().stream_synchronize(s.0).unwrap()
+        });
+    }
+    if sim.live_count("exec_destroyed_in_flight") != in_flight {
+        return Err("an executable graph was destroyed while a launch of it was in flight".into());
+    }
+    // Each launch's copy of the outputs.
+    let want = source_pattern();
+    for (l, launch) in launches.iter().enumerate() {
+        let Some(snapshot) = launch.snapshot else { continue };
+        let got = gpu.read_bytes(snapshot, region);
+        let copied = if launch.homes.is_some() { &got[fills..fills + SRC_BYTES as usize] } else { &got[fills + SRC_BYTES as usize..] };
+        if copied != want.as_slice() {
+            return Err(format!("launch {l} ({:?}) read a destroyed source: {:?}", launch.target, &copied[..8]));
+        }
+        let words: Vec<u32> = got[..fills].chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect();
+        for i in 0..n {
+            for home in 0..2 {
+                let start = (home * n + i) * WORDS as usize;
+                let at = &words[start..start + WORDS as usize];
+                let wrote = launch.homes.as_ref().is_some_and(|h| h[i] == home);
+                if at.iter().any(|&w| w != i as u32 + 1 && (wrote || w != 0)) {
+                    return Err(format!("launch {l} ({:?}): allocation {i}, home {home}: {at:?}", launch.target));
+                }
+            }
+        }
+    }
+    // One more launch of each, checked whole: the current executables run the current state.
+    rt.direct().copy_to_device(out, &vec![0; region]).unwrap();
+    a.launch(gpu);
+    b.launch(gpu);
+    let got = gpu.read_bytes(out, region);
+    if got[fills..] != [want.clone(), want.clone()].concat()[..] {
+        return Err("the last launches copied a destroyed source".into());
+    }
+    for (i, &home) in homes.iter().enumerate() {
+        let word = |home: usize| common::download_u32(rt, home_at(i, home), 1)[0];
+        if (word(home), word(home ^ 1)) != (i as u32 + 1, 0) {
+            return Err(format!("the last launch of a wrote allocation {i} elsewhere than home {home}"));
+        }
+    }
+
+    // Freed, everything goes, each user object's destructor having run once.
+    drop(a);
+    drop(b);
+    for s in streams.into_iter().chain([capture]) {
+        rt.stream_destroy(s).unwrap();
+    }
+    for source in &sources {
+        let runs = source.runs.load(std::sync::atomic::Ordering::SeqCst);
+        if runs != 1 {
+            return Err(format!("a source's user object was destroyed {runs} times"));
+        }
+        rt.free(source.buffer).unwrap();
+    }
+    rt.free(out).unwrap();
+    rt.free(snapshots).unwrap();
+    // Freed only now: a free waits for every stream.
+    for g in opened {
+        rt.free(g.word).unwrap();
+    }
+    let after: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
+    if after != before {
+        return Err(format!("live {kinds:?}: {after:?} after the case, {before:?} before"));
+    }
+    Ok(tally)
 }

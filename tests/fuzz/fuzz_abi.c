@@ -18,7 +18,7 @@
  *     boundary) is a finding too;
  *   - a failed call leaves a non-empty last-error message, a successful one an empty message;
  *   - contracts that hold whatever the input: a live handle's free releases it (a second free is
- *     refused), a trace cache called from its own trace_fn refuses, a slot released at the end
+ *     refused, as is a second release of a stream or of a pool slot), a trace cache called from its own trace_fn refuses, a slot released at the end
  *     lets its pool be freed, NULL is a no-op for every _free;
  *   - after the input everything is freed, and the software GPU's live-object counters (graphs,
  *     executable graphs, streams, events, allocations, physical VMM handles, reservations,
@@ -925,6 +925,9 @@ static void released(void *s, rcb_status status) {
     if (status == RCB_STATUS_INVALID_HANDLE || status == RCB_STATUS_NULL_ARGUMENT) die("releasing a held stream returned %s", rcb_status_str(status));
     st.streams[i] = NULL;
     remember_stale(s);
+    /* Released twice, by either function: refused and left untouched. */
+    if (CALL(rcb_stream_release_idle(s)) != RCB_STATUS_INVALID_HANDLE) die("a second release (idle) of a stream was not refused");
+    if (CALL(rcb_stream_release(s)) != RCB_STATUS_INVALID_HANDLE) die("a second release of a stream was not refused");
 }
 
 static void op_stream_release(input *in) {
@@ -1263,6 +1266,131 @@ static void op_harness(input *in) {
     }
 }
 
+/* Checks that a second call on a consumed handle is refused as the header says. */
+static void refused_again(rcb_status s, rcb_status want, const char *what) {
+    if (s != want) die("%s returned %s, not %s", what, rcb_status_str(s), rcb_status_str(want));
+}
+
+/* Releases a stream this op acquired, twice (by the two functions in a chosen order): the
+ * first gives it back (never INVALID_HANDLE), the second is RCB_STATUS_INVALID_HANDLE. */
+static void release_twice(input *in, void *s) {
+    int idle_first = pick(in, 2), idle_second = pick(in, 2);
+    if (idle_first && hipStreamSynchronize((hipStream_t)s) != hipSuccess) idle_first = 0;
+    rcb_status first = idle_first ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s));
+    if (first == RCB_STATUS_INVALID_HANDLE || first == RCB_STATUS_NULL_ARGUMENT) die("releasing an acquired stream returned %s", rcb_status_str(first));
+    refused_again(idle_second ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s)), RCB_STATUS_INVALID_HANDLE,
+                  "a second release of a stream");
+    remember_stale(s);
+}
+
+/* Double frees of every kind of object, each made here and used first, in one op (the ops
+ * that free the input's own objects check a second free too: free_checked, free_pool,
+ * released): a stream released twice (either function, either order; a stream reacquired after
+ * a refused second release still works), a trace cache holding an entry, a primary command
+ * buffer that flattened that entry's graph, launched, then re-instantiated by its budget while
+ * the launch may run (an old executable and a kept graph waiting), a VMM pool whose slot was
+ * released twice, and a correlator holding events. Each second free, and a call on the freed
+ * handle, must return the header's status; the harness's live-object check at the end must
+ * still hold. */
+static void op_double_free(input *in) {
+    void *s = NULL;
+    uint32_t flags = pick(in, 2);
+    if (CALL(rcb_stream_acquire(0, flags, 0, &s)) != RCB_OK) return;
+    release_twice(in, s);
+    /* The same key again: maybe the very stream, which the refused release left working. */
+    void *work = NULL;
+    if (CALL(rcb_stream_acquire(0, flags, 0, &work)) != RCB_OK) return;
+    if (hipStreamQuery((hipStream_t)work) == hipErrorInvalidHandle) die("an acquired stream was destroyed (released twice before)");
+
+    /* A trace cache with one entry, its graph flattened into a command buffer. */
+    rcb_trace_cache *tc = NULL;
+    void *entry = NULL;
+    if (CALL(rcb_trace_cache_new(2, &tc)) == RCB_OK) {
+        rcb_allocation table = {gpu.arena[0], ARENA_BYTES};
+        trace_ctx t = {pick(in, 2), gpu.arena[0], tc};
+        uint32_t outcome = 0;
+        if (CALL(rcb_trace_cache_get_or_trace(tc, work, &table, 1, trace_fn, &t, &entry, &outcome)) != RCB_OK) entry = NULL;
+    }
+    rcb_cmdbuf *cb = NULL;
+    if (CALL(rcb_cmdbuf_new(0, &cb)) == RCB_OK) {
+        rcb_allocation table[2] = {{gpu.arena[0], ARENA_BYTES}, {gpu.arena[1], ARENA_BYTES}};
+        CALL(rcb_cmdbuf_set_exec_update_budget(cb, rarely(in, 2) ? 0 : 1)); /* 1 byte: every update re-instantiates */
+        CALL(rcb_cmdbuf_set_allocations(cb, table, 2));
+        uint64_t dst = gpu.arena[0], n = 16;
+        uint32_t v = 9;
+        rcb_kernel_arg fill[3] = {{&dst, 8, RCB_ARG_DEVICE_PTR}, {&v, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
+        rcb_kernel_launch l = {gpu.fill, {1, 1, 1}, {64, 1, 1}, 0, fill, 3};
+        rcb_node node = 0, group = 0;
+        CALL(rcb_cmdbuf_add_kernel(cb, NULL, 0, &l, &node));
+        rcb_flatten_report report;
+        if (entry != NULL && !rarely(in, 4)) CALL(rcb_cmdbuf_add_flattened_child(cb, NULL, 0, NULL, entry, &group, &report));
+        if (CALL(rcb_cmdbuf_finalize(cb)) == RCB_OK && CALL(rcb_cmdbuf_launch(cb, work)) == RCB_OK) {
+            rcb_allocation_move move = {0, gpu.arena[2]};
+            rcb_update_report r;
+            CALL(rcb_cmdbuf_move_allocations(cb, &move, 1, &r));
+        }
+    }
+    /* The cache first: the command buffer keeps what its flattened nodes may read. */
+    if (tc != NULL) {
+        rcb_status first = CALL(rcb_trace_cache_free(tc));
+        if (first == RCB_STATUS_INVALID_HANDLE || first == RCB_STATUS_INVALID_STATE) die("freeing a trace cache returned %s", rcb_status_str(first));
+        refused_again(CALL(rcb_trace_cache_free(tc)), RCB_STATUS_INVALID_HANDLE, "a second rcb_trace_cache_free");
+        void *g = NULL;
+        uint32_t outcome = 0;
+        refused_again(CALL(rcb_trace_cache_get_or_trace(tc, work, NULL, 0, trace_fn, NULL, &g, &outcome)), RCB_STATUS_INVALID_HANDLE,
+                      "get_or_trace on a freed trace cache");
+        remember_stale(tc);
+    }
+    if (cb != NULL) {
+        /* The free never waits: the launch's stream is synchronized first, as the header asks. */
+        hipStreamSynchronize((hipStream_t)work);
+        rcb_status first = CALL(rcb_cmdbuf_free(cb));
+        if (first == RCB_STATUS_INVALID_HANDLE) die("freeing a command buffer returned %s", rcb_status_str(first));
+        refused_again(CALL(rcb_cmdbuf_free(cb)), RCB_STATUS_INVALID_HANDLE, "a second rcb_cmdbuf_free");
+        refused_again(CALL(rcb_cmdbuf_launch(cb, work)), RCB_STATUS_INVALID_HANDLE, "a launch of a freed command buffer");
+        remember_stale(cb);
+    }
+
+    /* A pool whose slot is released twice, then freed twice. */
+    uint64_t size = 4096;
+    rcb_vmm_pool_config c;
+    memset(&c, 0, sizeof c);
+    c.backing = pick(in, 2) ? RCB_VMM_BACKING_DEVICE : RCB_VMM_BACKING_VMM;
+    c.num_slots = 2;
+    c.num_buffers = 1;
+    c.buffer_sizes = &size;
+    c.timeout_ms = 5;
+    rcb_vmm_pool *pool = NULL;
+    if (CALL(rcb_vmm_pool_new(&c, &pool)) == RCB_OK) {
+        rcb_vmm_slot slot;
+        if (CALL(rcb_vmm_pool_acquire(pool, &slot)) == RCB_OK) {
+            if (CALL(rcb_vmm_pool_release(pool, &slot, work)) != RCB_OK) die("releasing an acquired slot failed");
+            refused_again(CALL(rcb_vmm_pool_release(pool, &slot, work)), RCB_STATUS_INVALID_STATE, "a second release of a slot");
+        }
+        hipStreamSynchronize((hipStream_t)work);
+        rcb_status first = CALL(rcb_vmm_pool_free(pool));
+        if (first == RCB_STATUS_INVALID_HANDLE || first == RCB_STATUS_INVALID_STATE || first == RCB_STATUS_TIMEOUT)
+            die("freeing a pool with every slot released and its stream synchronized returned %s", rcb_status_str(first));
+        refused_again(CALL(rcb_vmm_pool_free(pool)), RCB_STATUS_INVALID_HANDLE, "a second rcb_vmm_pool_free");
+        remember_stale(pool);
+    }
+
+    /* A correlator holding events. */
+    rcb_correlator *cor = NULL;
+    rcb_correlator_config cc;
+    memset(&cc, 0, sizeof cc); /* the defaults */
+    if (CALL(rcb_correlator_new(&cc, &cor)) == RCB_OK) {
+        rcb_api_event e;
+        event_arg(in, &e);
+        CALL(rcb_correlator_add_api_event(cor, &e));
+        if (CALL(rcb_correlator_free(cor)) != RCB_OK) die("freeing a correlator failed");
+        refused_again(CALL(rcb_correlator_free(cor)), RCB_STATUS_INVALID_HANDLE, "a second rcb_correlator_free");
+        refused_again(CALL(rcb_correlator_add_api_event(cor, &e)), RCB_STATUS_INVALID_HANDLE, "an event added to a freed correlator");
+        remember_stale(cor);
+    }
+    release_twice(in, work);
+}
+
 typedef void (*op_fn)(input *);
 
 static const struct {
@@ -1318,6 +1446,7 @@ static const struct {
     {"counters", op_counters},                     /* 46 */
     {"stream_release_idle", op_stream_release_idle}, /* 47 */
     {"relocation_oracle", op_relocation_oracle},   /* 48 */
+    {"double_free", op_double_free},               /* 49 */
 };
 
 /* Waits for every stream of every device (a stream the input released may still run work). */

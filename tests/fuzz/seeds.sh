@@ -14,7 +14,8 @@ ops=(cmdbuf_new cmdbuf_free set_allocations add_kernel add_kernel_params add_mem
     update_allocations move_allocations trace_cache_new trace_cache_free get_or_trace stream_acquire
     stream_release stream_cache pool_new pool_acquire pool_release pool_copy pool_timeline pool_free
     correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness
-    update_child_graph update_flattened_child budget counters stream_release_idle relocation_oracle)
+    update_child_graph update_flattened_child budget counters stream_release_idle relocation_oracle
+    double_free)
 
 seed="" # the seed being written, as printf escapes
 op() { # name [argument bytes, hex]...
@@ -192,3 +193,11 @@ write kernel-params
 # (out, n)], out = a + a, then only allocation 1 moves (f(a, a), then f(a, b)).
 op relocation_oracle 02 00 00 03 00 00 00 01 00 01 00 02 00 01 00 00 01 01 00 01 04 00 01 00 00 00 00 00
 write relocation-aliased
+
+# 11. Double frees of every kind, each object used first (fuzz_abi.c op_double_free): streams
+# released twice by the plain then the plain release, then (second op) by the idle ones; a
+# command buffer re-instantiated by a one-byte budget while its launch may run, with and
+# without a flattened trace-cache entry; VMM pools of both backings.
+op double_free
+op double_free 01 01 01 01 01 03 01
+write double-free
