@@ -21,6 +21,7 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::rng::XorShift;
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::Function;
 
@@ -28,22 +29,6 @@ use rocm_cmdbuf::runtime::Function;
 const LEN: usize = 32;
 const SPAN: usize = 16;
 const BYTES: u64 = (LEN * 4) as u64;
-
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// An allocation of the table: `len` elements from element `start` of physical buffer `buffer`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,6 +20,7 @@ mod cmdbuf_helpers;
 mod common;
 
 use cmdbuf_helpers::*;
+use common::rng::XorShift;
 use common::{args, fails, ok};
 use rocm_cmdbuf::NODE_OVERHEAD_BYTES;
 use rocm_cmdbuf::ffi::*;
@@ -679,7 +680,7 @@ fn launches_never_outlive_what_they_run_over_random_sequences() {
     for w in &workers {
         w.run("making a per-thread stream", || common::runtime().unwrap().stream_synchronize(PER_THREAD).map_err(|e| e.to_string()));
     }
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut totals = [0usize; 8];
     for case in 0..cases {
         let case_seed = rng.next();
@@ -723,25 +724,6 @@ impl Watchdog {
 
     fn beat(&self) {
         let _ = self.0.send(());
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == 0
     }
 }
 
@@ -854,7 +836,7 @@ struct Launched {
 /// re-instantiations, replacements, refused replacements, blocked re-instantiations.
 fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, watchdog: &Watchdog) -> Result<[usize; 8], String> {
     let rt = gpu.rt;
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed | 1);
     let kinds = ["exec", "graph", "event", "user_object", "alloc", "stream"];
     let before: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
     let in_flight = sim.live_count("exec_destroyed_in_flight");

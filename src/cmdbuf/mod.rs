@@ -251,16 +251,7 @@ impl CmdBuf {
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
         let keeps = self.clone_all(child.kept_graphs())?;
-        match self.add_child_node(deps, graph, child.references(), child.graph_push_bytes()) {
-            Ok(id) => {
-                self.keep(id, keeps);
-                Ok(id)
-            }
-            Err(e) => {
-                self.destroy_all(keeps);
-                Err(e)
-            }
-        }
+        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes(), keeps)
     }
 
     /// Every graph this command buffer keeps for what its nodes may read (see `kept`), and the
@@ -344,25 +335,24 @@ impl CmdBuf {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
         let keeps = published::clone_kept(self.rt, graph)?;
-        match self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph)) {
-            Ok(id) => {
-                self.keep(id, keeps);
-                Ok(id)
-            }
-            Err(e) => {
-                self.destroy_all(keeps);
-                Err(e)
-            }
-        }
+        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)
     }
 
-    /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`).
-    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References, bytes: u64) -> Result<NodeId> {
-        self.state.allow(Op::Add)?;
-        let raw_deps = self.raw_deps(deps)?;
-        let raw = self.rt.add_child_node(self.graph, &raw_deps, graph)?;
+    /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`);
+    /// `keeps`: clones this call made of graphs the child's nodes may read, kept with the node,
+    /// or destroyed when it cannot be added.
+    fn add_child_node(&mut self, deps: &[NodeId], graph: Graph, refs: References, bytes: u64, keeps: Vec<Graph>) -> Result<NodeId> {
+        let added = self.state.allow(Op::Add).and_then(|()| self.raw_deps(deps));
+        let raw = match added.and_then(|raw_deps| self.rt.add_child_node(self.graph, &raw_deps, graph)) {
+            Ok(raw) => raw,
+            Err(e) => {
+                self.destroy_all(keeps);
+                return Err(e);
+            }
+        };
         let id = self.push_record(raw, Params::Child(refs));
         self.nodes[id as usize].child_bytes = bytes;
+        self.keep(id, keeps);
         Ok(id)
     }
 

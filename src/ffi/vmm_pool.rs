@@ -124,6 +124,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
     })
 }
 
+/// What an acquire writes for `lease`: its iteration, slot and the slot's buffers (borrowed from
+/// the pool).
+fn slot_of(pool: &VmmPool, lease: &Lease) -> crate::error::Result<rcb_vmm_slot> {
+    let buffers = pool.addresses(lease.slot)?;
+    Ok(rcb_vmm_slot { iteration: lease.iteration, index: lease.slot as u32, num_buffers: buffers.len() as u32, buffers: buffers.as_ptr() })
+}
+
 /// Takes the next iteration and waits until its slot's previous use has finished on the GPU
 /// (spinning briefly, then yielding), then fills `*out`.
 ///
@@ -143,13 +150,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
         let out = arg_out(out, "out")?;
         let pool = live(pool, "pool")?;
         let lease = pool.acquire()?;
-        let buffers = pool.addresses(lease.slot)?;
-        let value = rcb_vmm_slot {
-            iteration: lease.iteration,
-            index: lease.slot as u32,
-            num_buffers: buffers.len() as u32,
-            buffers: buffers.as_ptr(),
-        };
+        let value = slot_of(&pool, &lease)?;
         // SAFETY: checked by arg_out.
         unsafe { write_out(out, value) };
         Ok(())
@@ -184,13 +185,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
         let out = arg_out(out, "out")?;
         let pool = live(pool, "pool")?;
         let lease = pool.acquire_on_stream(Stream(stream))?;
-        let buffers = pool.addresses(lease.slot)?;
-        let value = rcb_vmm_slot {
-            iteration: lease.iteration,
-            index: lease.slot as u32,
-            num_buffers: buffers.len() as u32,
-            buffers: buffers.as_ptr(),
-        };
+        let value = slot_of(&pool, &lease)?;
         // SAFETY: checked by arg_out.
         unsafe { write_out(out, value) };
         Ok(())

@@ -148,12 +148,12 @@ impl VmmPool {
         Ok(self.slot(slot)?.timeline.value())
     }
 
-    /// Takes the next iteration and waits until its slot's previous use has finished on the GPU.
-    /// On timeout the iteration is spent and later iterations of the slot are not held up by it.
-    pub fn acquire(&self) -> Result<Lease> {
+    /// Takes the next iteration and waits (on the host) until the slot's earlier iterations have
+    /// had their turn: the iteration, its slot, when the wait started and its deadline. On
+    /// timeout the iteration is given up, so later iterations of the slot are not held up by it.
+    fn wait_for_turn(&self) -> Result<(u64, usize, Instant, Instant)> {
         let iteration = self.next.fetch_add(1, Ordering::Relaxed);
-        let count = self.slots.len() as u64;
-        let index = (iteration % count) as usize;
+        let index = (iteration % self.slots.len() as u64) as usize;
         let slot = &self.slots[index];
         let start = Instant::now();
         let deadline = start + self.timeout;
@@ -167,6 +167,15 @@ impl VmmPool {
                 return Err(timeline::timeout(index, iteration, start.elapsed(), format!("iteration {ahead} ahead of it on the slot")));
             }
         }
+        Ok((iteration, index, start, deadline))
+    }
+
+    /// Takes the next iteration and waits until its slot's previous use has finished on the GPU.
+    /// On timeout the iteration is spent and later iterations of the slot are not held up by it.
+    pub fn acquire(&self) -> Result<Lease> {
+        let (iteration, index, start, deadline) = self.wait_for_turn()?;
+        let count = self.slots.len() as u64;
+        let slot = &self.slots[index];
         let awaited = slot.turn().awaited();
         let waited = timeline::wait_at_least(|| slot.timeline.value(), awaited, deadline);
         let mut turn = slot.turn();
@@ -195,25 +204,10 @@ impl VmmPool {
     /// mix the two). When the wait cannot be enqueued the iteration is spent and the error
     /// returned: nothing was enqueued on `stream`.
     pub fn acquire_on_stream(&self, stream: Stream) -> Result<Lease> {
-        let iteration = self.next.fetch_add(1, Ordering::Relaxed);
+        let (iteration, index, _, _) = self.wait_for_turn()?;
         let count = self.slots.len() as u64;
-        let index = (iteration % count) as usize;
         let slot = &self.slots[index];
-        let start = Instant::now();
-        let deadline = start + self.timeout;
-        let turn_value = || slot.turn().ready(iteration).map_or(0, |_| 1);
-        let mut turn = match timeline::wait_at_least(turn_value, 1, deadline) {
-            Ok(()) => slot.turn(),
-            Err(_) => {
-                let mut turn = slot.turn();
-                if turn.ready(iteration).is_none() {
-                    turn.give_up(iteration);
-                    let ahead = turn.next();
-                    return Err(timeline::timeout(index, iteration, start.elapsed(), format!("iteration {ahead} ahead of it on the slot")));
-                }
-                turn
-            }
-        };
+        let mut turn = slot.turn();
         let awaited = turn.awaited();
         if slot.timeline.value() < awaited {
             let waited =

@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod args;
+pub mod rng;
 
 pub use args::{Arg, pack};
 use rocm_cmdbuf::error::{Error, ErrorKind};
