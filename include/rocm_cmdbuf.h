@@ -1405,10 +1405,18 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
 /**
  * Launches a finalized primary command buffer on `stream` (a `hipStream_t`, borrowed for the
  * call; NULL is the default stream). A nested or unfinalized one gives
- * `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update.
- * While the update budget is on, an event of the library's is recorded on `stream` right after
- * the launch (not when `stream` is capturing), so that an executable graph the budget replaces
- * is destroyed only once this launch has finished.
+ * `RCB_STATUS_INVALID_STATE`, as does one with nodes left stale by a failed address update, and
+ * a `stream` that is capturing (CUDA refuses such a launch and invalidates the capture; ROCm
+ * would run the executable graph's work on the stream, outside the capture).
+ *
+ * While the update budget is on, or the command buffer holds child or flattened nodes whose
+ * graphs may be replaced, an event of the library's is recorded on `stream` right after the
+ * launch (one per launch on the per-thread and default stream handles), so that what an update
+ * replaces is destroyed only once this launch has finished; those events are queried, never
+ * waited on, by later launches and updates. A query can invalidate a capture the caller has in
+ * progress (ROCm: on the stream the event was recorded on; CUDA: in global or thread-local mode
+ * on the calling thread), so do not begin a capture on a stream this command buffer was launched
+ * on, or capture in those modes on the calling thread, while launching or updating it.
  *
  * Thread-safety: one thread at a time per command buffer.
  *

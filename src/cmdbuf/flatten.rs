@@ -162,7 +162,6 @@ impl CmdBuf {
                 )));
             }
         }
-        self.room_to_replace(group)?;
         let keeps = self.keeps_for(&source)?;
         let mut sites = 0;
         for (k, entry) in plan.into_iter().enumerate() {

@@ -11,13 +11,23 @@
 //! object waits for the generation closed with it and every earlier one.
 //!
 //! A launch that no event can follow (the runtime refused one, too many streams at once, a
-//! launch into a capture on HIP) leaves its generation untracked: what waits for it is destroyed
-//! with the command buffer. Both the generations still running and the executables waiting
-//! are capped, so a long-running process holds a bounded number of each.
+//! capture query that failed) leaves its generation untracked: what waits for it is destroyed
+//! with the command buffer. Launches into a capturing stream are refused before they are made
+//! (`CmdBuf::launch`). The executables waiting are capped; past [`MAX_CLOSED`] generations a
+//! replacement joins the newest one instead of closing another (each stream keeps its latest
+//! event there, which completes after the earlier ones), so a replacement is never refused and a
+//! long-running process holds a bounded number of generations and events.
+//!
+//! The events are queried, never waited on, at a launch and at a replacement. A query can break
+//! a capture the caller has in progress: ROCm's clr invalidates a capture on the stream the
+//! queried event was last recorded on, and CUDA one in global or thread-local mode on the
+//! querying thread. A caller that launched a command buffer on a stream must not begin a capture
+//! there while it launches or updates that command buffer, nor capture in those modes on the
+//! thread that does (`rcb_cmdbuf_launch` says so).
 
 use crate::counters::{Counters, Event as Counted};
 use crate::error::Leaks;
-use crate::runtime::{Backend, Event, Exec, Graph, Runtime, Stream};
+use crate::runtime::{Event, Exec, Graph, Runtime, Stream};
 use std::collections::VecDeque;
 
 /// Streams (or launches into a per-thread or default stream handle) one generation follows at
@@ -25,8 +35,8 @@ use std::collections::VecDeque;
 /// generation is untracked.
 pub const MAX_FOLLOWED: usize = 64;
 
-/// Closed generations that may still be running. A replacement that would close one more is
-/// deferred (a re-instantiation) or refused (an update that replaces a kept graph).
+/// Closed generations that may still be running. A replacement that would close one more joins
+/// the newest instead.
 pub const MAX_CLOSED: usize = 16;
 
 /// A runtime object destroyed once the launches before its replacement have finished.
@@ -36,7 +46,9 @@ enum Doomed {
 }
 
 struct Generation {
-    events: Vec<Event>,
+    /// The latest event of each stream followed (one per launch for per-thread and default
+    /// stream handles).
+    events: Vec<(Stream, Event)>,
     untracked: bool,
 }
 
@@ -98,31 +110,19 @@ impl Launches {
         !self.waiting.is_empty()
     }
 
-    /// Whether a replacement now keeps the number of closed generations within [`MAX_CLOSED`]
-    /// (call [`Self::reap`] first).
-    pub fn can_close(&self) -> bool {
-        !self.open_has_launches() || self.closed.len() < MAX_CLOSED
-    }
-
     fn open_has_launches(&self) -> bool {
         !self.open.is_empty() || self.open_untracked
     }
 
-    /// Follows a launch just made on `stream`.
-    pub fn launched(&mut self, rt: &dyn Runtime, stream: Stream) {
+    /// Follows a launch just made on `stream`, which was not capturing (`capture_known`) or of
+    /// which the runtime could not say (an event recorded there might join a capture).
+    pub fn launched(&mut self, rt: &dyn Runtime, stream: Stream, capture_known: bool) {
         if !self.on {
             self.open_untracked = true;
             return;
         }
-        match rt.stream_is_capturing(stream) {
-            Ok(false) => {}
-            // CUDA adds a copy of the executable graph to the captured graph and runs nothing
-            // of the executable's own.
-            Ok(true) if rt.info().backend == Backend::Cuda => return,
-            // HIP (clr) enqueues the executable's own work even while the stream captures, and an
-            // event recorded now would join the caller's capture instead of following the launch.
-            Ok(true) => return self.lose_track("the stream is capturing (HIP runs such a launch's work outside the capture)"),
-            Err(e) => return self.lose_track(&format!("whether the stream is capturing is unknown: {e}")),
+        if !capture_known {
+            return self.lose_track("whether the stream is capturing is unknown");
         }
         // A per-thread or default stream handle names another stream on another thread or
         // device: each launch into one gets its own event.
@@ -153,8 +153,8 @@ impl Launches {
     /// Drops the open generation's entries whose launches have finished.
     fn drop_finished_open(&mut self, rt: &dyn Runtime) {
         let spare = &mut self.spare;
-        self.open.retain(|&(_, e)| {
-            let finished = rt.event_is_complete(e).unwrap_or(false);
+        self.open.retain(|&(s, e)| {
+            let finished = finished(rt, s, e);
             if finished {
                 spare.push(e);
             }
@@ -184,9 +184,38 @@ impl Launches {
 
     fn retire(&mut self, rt: &dyn Runtime, doomed: Doomed, counters: &mut Counters) {
         if self.open_has_launches() {
-            self.closed.push_back(Generation { events: self.open.drain(..).map(|(_, e)| e).collect(), untracked: self.open_untracked });
-            self.open_untracked = false;
-            self.closed_total += 1;
+            self.reap(rt, counters);
+            let untracked = std::mem::take(&mut self.open_untracked);
+            let full = self.closed.len() >= MAX_CLOSED;
+            match self.closed.back_mut().filter(|_| full) {
+                // Joined to the newest generation: what waited for it waits for these launches
+                // too, which only delays it.
+                Some(newest) => {
+                    newest.untracked |= untracked;
+                    for (s, e) in self.open.drain(..) {
+                        let same = (!s.is_per_thread_or_default()).then(|| newest.events.iter_mut().find(|(n, _)| *n == s)).flatten();
+                        match same {
+                            // A later event on a stream completes after the earlier one.
+                            Some(slot) => self.spare.push(std::mem::replace(&mut slot.1, e)),
+                            None => newest.events.push((s, e)),
+                        }
+                    }
+                    if newest.events.len() > MAX_FOLLOWED {
+                        let spare = &mut self.spare;
+                        newest.events.retain(|&(s, e)| {
+                            !finished(rt, s, e) || {
+                                spare.push(e);
+                                false
+                            }
+                        });
+                        newest.untracked |= newest.events.len() > MAX_FOLLOWED;
+                    }
+                }
+                None => {
+                    self.closed.push_back(Generation { events: self.open.drain(..).collect(), untracked });
+                    self.closed_total += 1;
+                }
+            }
         }
         self.waiting.push_back((self.closed_total, doomed));
         self.reap(rt, counters);
@@ -195,11 +224,11 @@ impl Launches {
     /// Destroys what waits for generations that have all finished.
     pub fn reap(&mut self, rt: &dyn Runtime, counters: &mut Counters) {
         while let Some(front) = self.closed.front() {
-            if front.untracked || !front.events.iter().all(|&e| rt.event_is_complete(e).unwrap_or(false)) {
+            if front.untracked || !front.events.iter().all(|&(s, e)| finished(rt, s, e)) {
                 break;
             }
-            let finished = self.closed.pop_front().expect("front checked");
-            self.spare.extend(finished.events);
+            let done = self.closed.pop_front().expect("front checked");
+            self.spare.extend(done.events.into_iter().map(|(_, e)| e));
         }
         let finished_through = self.closed_total - self.closed.len() as u64;
         while self.waiting.front().is_some_and(|&(n, _)| n <= finished_through) {
@@ -233,9 +262,20 @@ impl Launches {
             });
         }
         self.waiting_execs = 0;
-        let events = self.open.drain(..).map(|(_, e)| e).chain(self.closed.drain(..).flat_map(|g| g.events)).chain(self.spare.drain(..));
+        let events = self
+            .open
+            .drain(..)
+            .map(|(_, e)| e)
+            .chain(self.closed.drain(..).flat_map(|g| g.events).map(|(_, e)| e))
+            .chain(self.spare.drain(..));
         for e in events.collect::<Vec<_>>() {
             leaks.note(rt.event_destroy(e));
         }
     }
+}
+
+/// Whether the launch `event` follows on `_stream` has finished. (The stream itself is never
+/// asked anything: the caller may have destroyed it since.)
+fn finished(rt: &dyn Runtime, _stream: Stream, event: Event) -> bool {
+    rt.event_is_complete(event).unwrap_or(false)
 }

@@ -310,23 +310,6 @@ impl CmdBuf {
         }
     }
 
-    /// Refuses an update that would replace kept graphs while [`launches::MAX_CLOSED`]
-    /// generations of launches that may use older ones are still running.
-    fn room_to_replace(&mut self, node: NodeId) -> Result<()> {
-        let replaces = self.kept.contains_key(&node) || self.nodes[node as usize].child_clone.is_some();
-        if !replaces {
-            return Ok(());
-        }
-        self.launches.reap(self.rt, &mut self.counters);
-        if self.launches.can_close() {
-            return Ok(());
-        }
-        Err(Error::unsupported(format!(
-            "node {node} keeps graphs that launches still running may use, and {} generations of such launches are already waiting: synchronize, or re-record",
-            launches::MAX_CLOSED
-        )))
-    }
-
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
     /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
     /// When `graph` is a template another command buffer handed out, clones of the graphs that
@@ -463,7 +446,6 @@ impl CmdBuf {
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         }
-        self.room_to_replace(node)?;
         // The template cannot take the new graph; a clone of it is what a re-instantiation gives
         // the next executable graph, and it carries the graph's user objects for as long as an
         // executable graph may read them (the caller may destroy `graph` after this call).
@@ -565,8 +547,10 @@ impl CmdBuf {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
                 self.counters.record(Event::Instantiation);
                 // Launches are followed where something they use may be replaced later: an
-                // executable graph (the budget) or a graph kept for a child or flattened node.
-                if self.budget.limit() != 0 || !self.kept.is_empty() || self.nodes.iter().any(|r| matches!(r.params, Params::Child(_))) {
+                // executable graph (the budget) or a graph kept for a child or flattened node,
+                // now or after an update gives a flattened group a source that owns objects.
+                let may_keep = !self.kept.is_empty() || !self.flattened.is_empty();
+                if self.budget.limit() != 0 || may_keep || self.nodes.iter().any(|r| matches!(r.params, Params::Child(_))) {
                     self.launches.follow();
                 }
             }
@@ -596,11 +580,19 @@ impl CmdBuf {
                 self.unpushed.len()
             )));
         }
+        // CUDA refuses a launch into a capturing stream and invalidates the capture; ROCm runs the
+        // executable graph's work on the stream, outside the capture, where nothing follows it.
+        let capturing = self.rt.stream_is_capturing(stream);
+        if let Ok(true) = capturing {
+            return Err(Error::invalid_state(
+                "the stream is capturing: a command buffer is launched on a stream that is not (CUDA refuses such a launch and ROCm would run it outside the capture)",
+            ));
+        }
         if self.launches.any_waiting() {
             self.launches.reap(self.rt, &mut self.counters);
         }
         self.rt.graph_launch(exec, stream)?;
-        self.launches.launched(self.rt, stream);
+        self.launches.launched(self.rt, stream, capturing.is_ok());
         Ok(())
     }
 
@@ -615,13 +607,10 @@ impl CmdBuf {
         self.allow_read()?;
         self.refresh_template()?;
         // Whoever gets the template as a raw graph may embed or flatten it: what this command
-        // buffer keeps for its nodes goes with it.
+        // buffer keeps for its nodes goes with it, now and whenever that changes.
         if !self.published {
-            let kept = self.kept_graphs();
-            if !kept.is_empty() {
-                published::publish(self.graph, kept);
-                self.published = true;
-            }
+            published::publish(self.graph, self.kept_graphs());
+            self.published = true;
         }
         Ok(self.graph)
     }
@@ -668,7 +657,7 @@ impl CmdBuf {
         // The host never waits for a launch here: with as many old executables as are kept
         // still running, the update goes to the live one in place.
         self.launches.reap(self.rt, &mut self.counters);
-        if self.launches.waiting_execs() >= budget::MAX_RETIRED || !self.launches.can_close() {
+        if self.launches.waiting_execs() >= budget::MAX_RETIRED {
             self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
             self.budget.note_blocked(&format!("{} old executable graph(s) still wait for their launches", self.launches.waiting_execs()));
             return false;
