@@ -618,15 +618,34 @@ fn a_flattened_graph_keeps_its_sources_user_objects_until_the_free() {
     gpu.sync();
     assert_eq!(gpu.read(y, N), iota(1.0));
     assert_eq!(runs_after(&gpu, &first, 0), 0, "the source's user object died with the caller's graph");
-    // Another source of the same shape: the old clone waits for the launch already queued.
+    // Another source of the same shape: the old clone waits for the launch already queued. On
+    // the software GPU that launch is held behind a device word until after the update, so a
+    // clone destroyed too early shows (its destructor runs at once and poisons the buffer).
     let g2 = owning_graph(&gpu, &api, y, x2, &second);
-    cb.launch(&gpu);
+    let word = gpu.rt.malloc(0, 8).unwrap();
+    gpu.rt.direct().copy_to_device(word, &0u64.to_ne_bytes()).unwrap();
+    if hip {
+        type WaitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, u64, u32, u64) -> i32;
+        let wait: WaitFn = api.sym("hipStreamWaitValue64", "");
+        assert_eq!(unsafe { wait(gpu.stream.0, word as *mut c_void, 1, 0, u64::MAX) }, 0);
+    }
+    ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
     cb.begin_update();
     let mut r = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
     ok(unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, null(), g2.0, &mut r) });
     cb.finalize();
     gpu.rt.graph_destroy(g2).unwrap();
+    if hip {
+        let held = first.runs.load(std::sync::atomic::Ordering::SeqCst);
+        // Opened from a stream of its own: a copy now would wait for the held stream.
+        let opener = gpu.rt.stream_create(0, 1, 0).unwrap();
+        gpu.rt.stream_memory().unwrap().stream_write_u64(opener, word, 1).unwrap();
+        gpu.rt.stream_synchronize(opener).unwrap();
+        gpu.rt.stream_destroy(opener).unwrap();
+        assert_eq!(held, 0, "the replaced source's object went while a launch that reads it was held");
+    }
     gpu.sync();
+    gpu.rt.free(word).unwrap();
     assert_eq!(gpu.read(y, N), iota(1.0), "the launch before the update read the first source's buffer intact");
     // The next launch finds that launch finished and gives the old clone up.
     cb.launch(&gpu);
