@@ -32,38 +32,22 @@ inline int FailureStatus() {
   return contract_failures != 0 ? kContractBreach : 1;
 }
 
-#define CHECK(cond, ...)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      ++failures;                                                                 \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                          \
-      std::fputc('\n', stderr);                                                   \
-    }                                                                             \
+// One failed check, reported under its macro's `name` and counted in `failures` and, for a
+// result or contract check, in `kind` (null for a plain check).
+#define XLA_FLOW_CHECK_(kind, name, cond, ...)                                          \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      ++failures;                                                                       \
+      if (int* kind_ = (kind)) ++*kind_;                                                \
+      std::fprintf(stderr, "%s:%d: " name "(%s) failed: ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                \
+      std::fputc('\n', stderr);                                                         \
+    }                                                                                   \
   } while (0)
 
-#define CHECK_RESULT(cond, ...)                                                           \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      ++failures;                                                                         \
-      ++result_failures;                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK_RESULT(%s) failed: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                  \
-      std::fputc('\n', stderr);                                                           \
-    }                                                                                     \
-  } while (0)
-
-#define CHECK_CONTRACT(cond, ...)                                                            \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      ++failures;                                                                            \
-      ++contract_failures;                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK_CONTRACT(%s) failed: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                     \
-      std::fputc('\n', stderr);                                                              \
-    }                                                                                        \
-                                                                                             \
-} while (0)
+#define CHECK(cond, ...) XLA_FLOW_CHECK_(nullptr, "CHECK", cond, __VA_ARGS__)
+#define CHECK_RESULT(cond, ...) XLA_FLOW_CHECK_(&result_failures, "CHECK_RESULT", cond, __VA_ARGS__)
+#define CHECK_CONTRACT(cond, ...) XLA_FLOW_CHECK_(&contract_failures, "CHECK_CONTRACT", cond, __VA_ARGS__)
 
 // A library call the flow needs: stop on failure.
 #define OK(expr)                                                                           \
