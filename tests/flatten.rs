@@ -1,5 +1,6 @@
 //! Flattening children into a command buffer through the C ABI: a command buffer child, captured
-//! graphs (both kernel argument styles, memcpy, memset), nested child graphs, the whole-child
+//! graphs (both kernel argument styles, memcpy, memset), launch attributes carried over (through
+//! each runtime's own attribute calls), nested child graphs, the whole-child
 //! fallback (host node, opaque `extra`, `kernelParams` on HIP) with dependencies kept, and the
 //! error paths. Runs on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`; only the
 //! `opaque_extra` quirk is hipsim's alone.
@@ -61,6 +62,11 @@ struct HostNodeParams {
     user_data: *mut c_void,
 }
 type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const HostNodeParams) -> i32;
+/// `hipGraphKernelNodeSetAttribute` / `cuGraphKernelNodeSetAttribute` (and the getters): node,
+/// attribute id, value (a union whose `int` members start at offset 0; 64 bytes at most).
+type NodeAttributeFn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
+/// The cooperative launch attribute: 2 in HIP and in CUDA.
+const ATTRIBUTE_COOPERATIVE: i32 = 2;
 
 impl DriverApi {
     fn of(gpu: &Gpu) -> DriverApi {
@@ -86,6 +92,20 @@ impl DriverApi {
     fn memset_d32_async(&self, dst: u64, value: u32, count: usize, stream: *mut c_void) {
         let f: MemsetD32Fn = self.sym("hipMemsetD32Async", "cuMemsetD32Async");
         assert_eq!(unsafe { f(dst, value, count, stream) }, 0);
+    }
+
+    fn set_cooperative(&self, node: Node, value: i32) {
+        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeSetAttribute", "cuGraphKernelNodeSetAttribute");
+        let mut v = [0i32; 16];
+        v[0] = value;
+        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+    }
+
+    fn cooperative(&self, node: Node) -> i32 {
+        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeGetAttribute", "cuGraphKernelNodeGetAttribute");
+        let mut v = [-1i32; 16];
+        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+        v[0]
     }
 
     fn add_host_node(&self, graph: Graph, deps: &[Node]) -> Node {
@@ -296,6 +316,36 @@ fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
     sim.set_quirks("opaque_extra");
     assert_fallback_keeps_dependencies(&gpu, g, x, "opaque", || sim.set_quirks(""));
     gpu.rt.graph_destroy(g).unwrap();
+}
+
+#[test]
+fn a_flattened_kernel_node_keeps_its_launch_attributes() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let rt = gpu.rt;
+    let (x, y) = (zeroed(&gpu), zeroed(&gpu));
+    // fill(x = 7) → fill(y = 9); the first is cooperative.
+    let g = rt.graph_create().unwrap();
+    let cooperative = rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    rt.add_kernel_node(g, &[cooperative], &common::launch(gpu.k.fill_u32, &fill_args(y, 9))).unwrap();
+    api.set_cooperative(cooperative, 1);
+
+    let parent = Cb::primary();
+    // HIP copies attributes source first (CUDA destination first): called in CUDA's order, the
+    // runtime sees the new node as the source and fails on the old one's attribute.
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap_or_else(|s| panic!("{s}: {}", last_error()));
+    assert_eq!((report.flattened, report.nodes), (1, 2), "{}", reason(&report));
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(parent.0, &mut template) });
+    let copies = rt.graph_nodes(Graph(template)).unwrap();
+    assert_eq!(copies.len(), 2);
+    assert_eq!((api.cooperative(copies[0]), api.cooperative(copies[1])), (1, 0), "the attribute reached its own node's copy only");
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    assert_eq!((u32s(&gpu, x), u32s(&gpu, y)), (vec![7; N], vec![9; N]));
 }
 
 #[test]

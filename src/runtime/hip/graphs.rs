@@ -165,8 +165,11 @@ impl Graphs for HipRuntime {
 
     fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()> {
         match &self.attributes {
+            // HIP takes the source first, the reverse of CUDA's `cuGraphKernelNodeCopyAttributes`
+            // (clr runs `hDst->CopyAttr(hSrc)`); swapped, a source with an attribute set fails
+            // with hipErrorInvalidContext and the new node gets nothing.
             // SAFETY: the caller keeps both kernel nodes live.
-            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(dst.0, src.0) }),
+            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(src.0, dst.0) }),
             // Runtimes before 5.5 have no kernel-node attributes to lose.
             None => Ok(()),
         }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::abi::{Dim3, KernelNodeParams, MemsetParams};
+use crate::abi::{AccessPolicyWindow, Dim3, KernelNodeParams, MemsetParams};
 use crate::error::{HipResult, INVALID_HANDLE, INVALID_VALUE};
 use crate::event::Event;
 use crate::handles::next_handle;
@@ -105,10 +105,24 @@ struct ParamView {
 // SAFETY: the raw pointers only point into the view's own boxes.
 unsafe impl Send for ParamView {}
 
+/// A kernel node's launch attributes as clr keeps them: one value per attribute and the one set
+/// last (`kernelAttrInUse_`), the only one that Get and Copy look at. They change nothing in
+/// how hipsim runs the kernel.
+#[derive(Clone, Copy, Default)]
+pub struct KernelAttrs {
+    /// The hipKernelNodeAttrID set last; 0 before any.
+    pub in_use: i32,
+    pub window: AccessPolicyWindow,
+    pub cooperative: i32,
+    pub priority: i32,
+}
+
 pub struct Node {
     pub handle: usize,
     pub op: Op,
     pub deps: Vec<usize>,
+    /// Kept by a clone of the node, like clr's copy constructor (`CopyAttr`).
+    pub attrs: KernelAttrs,
     views: Vec<ParamView>,
 }
 
@@ -239,7 +253,7 @@ impl Graphs {
         let h = next_handle();
         let nodes = &mut self.graphs.get_mut(&g).expect("checked").nodes;
         self.owner.insert(h, (g, nodes.len()));
-        nodes.push(Node { handle: h, op, deps: deps.to_vec(), views: Vec::new() });
+        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), views: Vec::new() });
         Ok(h)
     }
 
@@ -258,7 +272,8 @@ impl Graphs {
     /// Deep copy with fresh node handles; child graphs are cloned too. The copy owns one
     /// reference to each user object of the source (clr's `Graph::clone`).
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
-        let plan: Vec<(usize, Op, Vec<usize>)> = self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
+        let plan: Vec<(usize, Op, Vec<usize>, KernelAttrs)> =
+            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs)).collect();
         let objects: Vec<usize> = self.graph(src)?.user_objects.keys().copied().collect();
         let dst = self.create(embedded, true);
         for o in objects {
@@ -267,7 +282,7 @@ impl Graphs {
             }
         }
         let mut map = HashMap::new();
-        for (old, op, deps) in plan {
+        for (old, op, deps, attrs) in plan {
             let op = match op {
                 Op::Child(c) => Op::Child(self.clone_graph(c, true)?),
                 other => other,
@@ -276,7 +291,7 @@ impl Graphs {
             let h = next_handle();
             let nodes = &mut self.graphs.get_mut(&dst).expect("created").nodes;
             self.owner.insert(h, (dst, nodes.len()));
-            nodes.push(Node { handle: h, op, deps, views: Vec::new() });
+            nodes.push(Node { handle: h, op, deps, attrs, views: Vec::new() });
             map.insert(old, h);
         }
         Ok(dst)
