@@ -1,9 +1,8 @@
 //! Flattening children into a command buffer through the C ABI: a command buffer child, captured
 //! graphs (both kernel argument styles, memcpy, memset), launch attributes carried over (through
 //! each runtime's own attribute calls), nested child graphs, the whole-child
-//! fallback (host node, opaque `extra`, `kernelParams` on HIP) with dependencies kept, and the
-//! error paths. Runs on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`; only the
-//! `opaque_extra` quirk is hipsim's alone.
+//! fallback (host node, `kernelParams` on HIP) with dependencies kept, and the error paths. Runs
+//! on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`.
 
 #![allow(
     clippy::undocumented_unsafe_blocks,
@@ -255,23 +254,22 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
     }
 }
 
-/// child = sleep(20 ms) → fill(x = 7) with `extra` node `odd` beside them; the parent copies x
+/// child = sleep(20 ms) → fill(x = 7) with whatever `odd` adds beside them; the parent copies x
 /// after the group, so it sees 7 only if it waited for the whole child.
-fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph, Node)) -> Graph {
+fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph)) -> Graph {
     let rt = gpu.rt;
     let g = rt.graph_create().unwrap();
     let s = rt.add_kernel_node(g, &[], &common::launch(gpu.k.sleep, &pack(&args::sleep(20_000)))).unwrap();
-    let f = rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
-    odd(g, f);
+    rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    odd(g);
     g
 }
 
-fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason: &str, before_launch: impl FnOnce()) {
+fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason: &str) {
     let d = zeroed(gpu);
     let parent = Cb::primary();
     parent.set_allocs(&[(x, BYTES), (d, BYTES)]);
     let (group, report) = flatten(&parent, &[], null(), g).unwrap();
-    before_launch();
     assert_eq!((report.flattened, report.sites), (0, 0));
     assert!(reason(&report).contains(expect_reason), "{}", reason(&report));
     parent.memcpy(&[group], d, x, BYTES);
@@ -298,23 +296,10 @@ fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g, _| {
+    let g = sleeping_child(&gpu, x, |g| {
         api.add_host_node(g, &[]);
     });
-    assert_fallback_keeps_dependencies(&gpu, g, x, "Host", || {});
-    gpu.rt.graph_destroy(g).unwrap();
-}
-
-#[test]
-fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
-    // hipsim's counters and quirks are process-wide.
-    let _serial = common::serial();
-    let Some(sim) = common::hipsim_or_skip() else { return };
-    let Some(gpu) = gpu() else { return };
-    let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |_, _| {});
-    sim.set_quirks("opaque_extra");
-    assert_fallback_keeps_dependencies(&gpu, g, x, "opaque", || sim.set_quirks(""));
+    assert_fallback_keeps_dependencies(&gpu, g, x, "Host");
     gpu.rt.graph_destroy(g).unwrap();
 }
 
@@ -565,7 +550,7 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g, _| {
+    let g = sleeping_child(&gpu, x, |g| {
         api.add_host_node(g, &[]);
     });
     let parent = Cb::primary();
@@ -573,7 +558,7 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     assert_eq!(report.flattened, 0);
     parent.finalize();
     let x2 = zeroed(&gpu);
-    let g2 = sleeping_child(&gpu, x2, |g, _| {
+    let g2 = sleeping_child(&gpu, x2, |g| {
         api.add_host_node(g, &[]);
     });
     parent.begin_update();

@@ -1221,10 +1221,10 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// array) is not found. List only the allocations that move; a child of your own command buffer
 /// has no such risk.
 ///
-/// Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
-/// `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
-/// flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
-/// (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
+/// Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
+/// that is not a launch-parameter list, a host, event or memory-operation node, any other type)
+/// nothing is flattened: the whole child becomes ONE cloned child node after `deps`, the reason
+/// is logged (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
 /// dependency lost either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
 /// (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
 /// reference are refused with `needs_rerecord`, never applied silently.

@@ -162,7 +162,8 @@ pub struct KernelNodeRead {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
-    /// The packed arguments, or why they cannot be known (no parameter layout, opaque `extra`).
+    /// The packed arguments, or why they cannot be known (no parameter layout, an `extra` that is
+    /// not a launch-parameter list).
     pub args: Result<Vec<u8>, String>,
 }
 

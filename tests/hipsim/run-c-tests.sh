@@ -39,7 +39,7 @@ for t in "${tests[@]}"; do build "$t" ""; done
 
 for t in "${tests[@]}"; do run "$t" "$t"; done
 run "knobs env-fail" knobs HIPSIM_FAIL=hipMalloc:3,hipStreamCreate:2:801 -- env-fail
-run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138,opaque_extra -- env-quirks
+run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138 -- env-quirks
 run "knobs env-kernarg" knobs HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 -- env-kernarg
 run "knobs env-latency" knobs HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us -- env-latency
 run "knobs no-devices" knobs HIPSIM_DEVICES=0 -- no-devices

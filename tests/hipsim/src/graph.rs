@@ -92,14 +92,13 @@ impl Op {
 
 /// Arrays returned by hipGraphKernelNodeGetParams; they live as long as the node's parameters.
 struct ParamView {
-    quirks: (bool, bool),
+    clr138: bool,
     #[expect(dead_code, reason = "owns the argument bytes that `params`, `extra` and `blob` point into")]
     values: Box<[u8]>,
     params: Box<[*mut c_void]>,
     #[expect(dead_code, reason = "owns the size word that `extra` points to")]
     size: Box<usize>,
     extra: Box<[*mut c_void; 5]>,
-    blob: Box<[u64; 4]>,
 }
 
 // SAFETY: the raw pointers only point into the view's own boxes.
@@ -134,18 +133,13 @@ impl Node {
 
     pub fn kernel_params(&mut self) -> HipResult<KernelNodeParams> {
         let Op::Kernel(k) = &self.op else { return Err(INVALID_VALUE) };
-        let quirks = (knobs::get().clr138(), knobs::get().opaque_extra());
-        if !self.views.iter().any(|v| v.quirks == quirks) {
-            self.views.push(ParamView::new(k, quirks));
+        let clr138 = knobs::get().clr138();
+        if !self.views.iter().any(|v| v.clr138 == clr138) {
+            self.views.push(ParamView::new(k, clr138));
         }
-        let v = self.views.iter_mut().find(|v| v.quirks == quirks).expect("just ensured");
-        let (kernel_params, extra) = if quirks.1 {
-            (std::ptr::null_mut(), v.blob.as_mut_ptr().cast())
-        } else if k.extra_style {
-            (std::ptr::null_mut(), v.extra.as_mut_ptr())
-        } else {
-            (v.params.as_mut_ptr(), std::ptr::null_mut())
-        };
+        let v = self.views.iter_mut().find(|v| v.clr138 == clr138).expect("just ensured");
+        let (kernel_params, extra) =
+            if k.extra_style { (std::ptr::null_mut(), v.extra.as_mut_ptr()) } else { (v.params.as_mut_ptr(), std::ptr::null_mut()) };
         Ok(KernelNodeParams {
             block_dim: k.block,
             extra,
@@ -158,8 +152,7 @@ impl Node {
 }
 
 impl ParamView {
-    fn new(k: &KernelOp, quirks: (bool, bool)) -> Self {
-        let (clr138, _) = quirks;
+    fn new(k: &KernelOp, clr138: bool) -> Self {
         let mut values: Box<[u8]> = k.args.clone().into_boxed_slice();
         let base = values.as_mut_ptr();
         let (offs, _) = k.kernel.layout();
@@ -173,9 +166,7 @@ impl ParamView {
         // HIP_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END are small integers, not addresses.
         let key = std::ptr::without_provenance_mut::<c_void>;
         let extra = Box::new([key(1), base.cast(), key(2), (&mut *size as *mut usize).cast(), key(3)]);
-        // ROCm 7.2 hands out its internal kernarg blob instead of a HIP_LAUNCH_PARAM list.
-        let blob = Box::new([0x4b41_5247_424c_4f42, values.len() as u64, base as u64, 0]);
-        ParamView { quirks, values, params, size, extra, blob }
+        ParamView { clr138, values, params, size, extra }
     }
 }
 

@@ -43,7 +43,6 @@ pub struct Knobs {
     pub kernarg_pool: u64,
     stats: bool,
     clr138: AtomicBool,
-    opaque_extra: AtomicBool,
     clr_graph_launch: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
@@ -77,7 +76,6 @@ fn init() -> Knobs {
         kernarg_pool,
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
-        opaque_extra: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
@@ -169,12 +167,11 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque, mut leak, mut flag_bits, mut clr_launch) = (false, false, KernargLeak::Off, false, false);
+        let (mut clr138, mut leak, mut flag_bits, mut clr_launch) = (false, KernargLeak::Off, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "clr_graph_launch" => clr_launch = true,
-                "opaque_extra" => opaque = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
                 "kernarg_leak_silent" => leak = KernargLeak::Silent,
@@ -183,7 +180,6 @@ impl Knobs {
             }
         }
         self.clr138.store(clr138, Ordering::Relaxed);
-        self.opaque_extra.store(opaque, Ordering::Relaxed);
         self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
@@ -202,10 +198,6 @@ impl Knobs {
 
     pub fn clr138(&self) -> bool {
         self.clr138.load(Ordering::Relaxed)
-    }
-
-    pub fn opaque_extra(&self) -> bool {
-        self.opaque_extra.load(Ordering::Relaxed)
     }
 
     /// Bits `hipStreamGetFlags` reports beyond those the stream was created with (the
