@@ -34,7 +34,7 @@ run() { # label binary [env...] -- [args...]
     fi
 }
 
-tests=(memory streams kernels graphs capture vmm signal knobs attributes)
+tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops)
 for t in "${tests[@]}"; do build "$t" ""; done
 
 for t in "${tests[@]}"; do run "$t" "$t"; done

@@ -44,6 +44,7 @@ pub struct Knobs {
     stats: bool,
     clr138: AtomicBool,
     clr_graph_launch: AtomicBool,
+    clr_stream_memops: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
 }
@@ -77,6 +78,7 @@ fn init() -> Knobs {
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),
+        clr_stream_memops: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
     };
@@ -167,11 +169,12 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut leak, mut flag_bits, mut clr_launch) = (false, KernargLeak::Off, false, false);
+        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops) = (false, KernargLeak::Off, false, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "clr_graph_launch" => clr_launch = true,
+                "clr_stream_memops" => clr_memops = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
                 "kernarg_leak_silent" => leak = KernargLeak::Silent,
@@ -181,6 +184,7 @@ impl Knobs {
         }
         self.clr138.store(clr138, Ordering::Relaxed);
         self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
+        self.clr_stream_memops.store(clr_memops, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
         Ok(())
@@ -211,6 +215,13 @@ impl Knobs {
     /// (its hipGraphLaunch has no capture branch).
     pub fn clr_graph_launch(&self) -> bool {
         self.clr_graph_launch.load(Ordering::Relaxed)
+    }
+
+    /// `clr_stream_memops`: hipStreamWriteValue64 and hipStreamWaitValue64 on a capturing stream
+    /// run on the stream at once instead of joining the capture, as ROCm's clr does (its
+    /// ihipStreamOperation enqueues them with no capture branch).
+    pub fn clr_stream_memops(&self) -> bool {
+        self.clr_stream_memops.load(Ordering::Relaxed)
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {
