@@ -117,6 +117,10 @@ pub trait StreamMemory: Send + Sync {
     fn stream_write_u64(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
     /// Makes later work on `stream` wait until the 64-bit word at `ptr` is at least `value`.
     fn stream_wait_u64_at_least(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
+    /// Whether a write or wait enqueued on a capturing stream becomes a node of the capture, run
+    /// each time the graph runs (CUDA), rather than running on the stream at once, outside the
+    /// capture (HIP).
+    fn memory_ops_captured(&self) -> bool;
 }
 
 /// Calls outside graphs that the library itself never makes: tests, benchmarks and the demo use
