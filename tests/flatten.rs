@@ -333,6 +333,100 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     assert_eq!((u32s(&gpu, x), u32s(&gpu, y)), (vec![7; N], vec![9; N]));
 }
 
+/// The first HIP whose 1-D memcpy nodes report their parameters (as they were created).
+const HIP_7_2: i32 = 70_200_000;
+
+fn fallbacks(cb: &Cb) -> [u64; RCB_FALLBACK_REASON_SLOTS] {
+    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
+    c.struct_size = size_of::<rcb_counters>() as u32;
+    ok(unsafe { rcb_counters_get(cb.0, &mut c) });
+    c.fallbacks
+}
+
+/// Flattens `source` (a raw graph or a command buffer) into a new primary and asserts that it was
+/// flattened when `trusted`, else that it fell back for its memcpy node with a reason naming the
+/// runtime's version; then runs it (`d` must then hold 1.0 everywhere) either way.
+fn flatten_memcpy_source(gpu: &Gpu, child: *const rcb_cmdbuf, graph: Graph, trusted: bool, d: u64, why: &str) {
+    let parent = Cb::primary();
+    let (_, report) = flatten(&parent, &[], child, graph).unwrap();
+    let counted = fallbacks(&parent);
+    if trusted {
+        assert_eq!(report.flattened, 1, "{why}: {}", reason(&report));
+        assert_eq!(counted.iter().sum::<u64>(), 0);
+    } else {
+        let version = gpu.rt.info().version;
+        let hip = format!("HIP {}.{}.{}", version / 10_000_000, version / 100_000 % 100, version % 100_000);
+        assert_eq!(report.flattened, 0, "{why}");
+        assert!(reason(&report).contains("memcpy") && reason(&report).contains(&hip), "{why}: {}", reason(&report));
+        assert_eq!(
+            (counted[RCB_FALLBACK_MEMCPY_UNREADABLE as usize], counted[RCB_FALLBACK_FLATTENED_AS_CHILD as usize]),
+            (1, 0),
+            "{why}: counted as its own reason"
+        );
+    }
+    parent.finalize();
+    parent.launch(gpu);
+    assert_eq!(gpu.read(d, N), vec![1.0; N], "{why}: the copy ran where its node was last set to");
+}
+
+/// A memcpy node is re-created from what the runtime reports of it only where that report can be
+/// trusted: CUDA always; HIP from 7.2 for a node no command buffer changed; HIP before 7.2 never
+/// (it does not fill a 1-D node's parameters: the software GPU then reports zeros, a 0-byte copy
+/// that a blind read-back would flatten and the launch would skip). Run at the software GPU's
+/// default version (7.2.4) here and at 5.7.1 and 6.4.3 by
+/// `memcpy_read_back_follows_the_rocm_version`.
+#[test]
+fn memcpy_nodes_are_read_back_only_where_the_runtime_reports_them() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let fresh_ok = api.cuda || gpu.rt.info().version >= HIP_7_2;
+    // A fresh capture: y = 1 → d.
+    let (x, y, d, z) = mixed_buffers(&gpu, 0.0);
+    let g = capture_mixed(&gpu, &api, x, y, d, z);
+    flatten_memcpy_source(&gpu, null(), g, fresh_ok, d, "a captured memcpy");
+    gpu.rt.graph_destroy(g).unwrap();
+
+    // A command buffer's memcpy node, moved by an update of its template: it copies into d2 now,
+    // while HIP 7.2 still reports d. Flattened from the template, and from a command buffer
+    // that embeds it.
+    let (src, d, d2) = (gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let child = Cb::nested();
+    child.set_allocs(&[(src, BYTES), (d, BYTES)]);
+    child.memcpy(&[], d, src, BYTES);
+    child.finalize();
+    assert_eq!(child.update_allocs(&[(src, BYTES), (d2, BYTES)]).patched_sites, 1);
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(child.0, &mut template) });
+    flatten_memcpy_source(&gpu, null(), Graph(template), api.cuda, d2, "the changed template");
+    let holder = Cb::nested();
+    let mut c = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(holder.0, null(), 0, child.0, &mut c) });
+    holder.finalize();
+    gpu.write(d2, &[0.0; N]);
+    flatten_memcpy_source(&gpu, holder.0, Graph(null_mut()), api.cuda, d2, "a command buffer embedding it");
+    assert_eq!(gpu.read(d, N), vec![0.0; N], "nothing copied where the node no longer points");
+}
+
+/// Runs `memcpy_nodes_are_read_back_only_where_the_runtime_reports_them` again on the software
+/// GPU modelling ROCm 5.7.1 and 6.4.3, each in a process of its own (the runtime's version is
+/// read once, when it is loaded).
+#[test]
+fn memcpy_read_back_follows_the_rocm_version() {
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    for version in ["50731921", "60443484"] {
+        let test = "memcpy_nodes_are_read_back_only_where_the_runtime_reports_them";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--test-threads", "1"])
+            .env("HIPSIM_VERSION", version)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "HIPSIM_VERSION={version}:\n{text}");
+    }
+}
+
 #[test]
 fn nested_child_graphs_are_flattened_recursively_keeping_their_order() {
     // hipsim's counters and quirks are process-wide.

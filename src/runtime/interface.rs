@@ -77,6 +77,10 @@ pub trait Graphs {
     /// Copies launch attributes (clusters, priorities, ...) from `src` to `dst`; a runtime that
     /// has no node attributes has nothing to copy.
     fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()>;
+    /// How far [`Self::memcpy_node_read`] can be trusted.
+    fn memcpy_read_back(&self) -> MemcpyReadBack;
+    /// A memcpy node's parameters as the runtime reports them; refused where they are never to
+    /// be trusted ([`MemcpyReadBack::Never`]).
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams>;
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams>;
     /// The graph embedded in a child node (owned by the node).

@@ -175,7 +175,14 @@ impl Graphs for HipRuntime {
         }
     }
 
+    fn memcpy_read_back(&self) -> MemcpyReadBack {
+        self.layout.memcpy_read_back()
+    }
+
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams> {
+        if let MemcpyReadBack::Never(why) = self.layout.memcpy_read_back() {
+            return Err(Error::unsupported(why));
+        }
         // SAFETY: the struct holds only integers and raw pointers, for which all-zero is valid.
         let mut p: Memcpy3DParms = unsafe { std::mem::zeroed() };
         // SAFETY: a valid out-pointer; the caller keeps the node live.

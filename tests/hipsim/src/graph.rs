@@ -122,6 +122,10 @@ pub struct Node {
     pub deps: Vec<usize>,
     /// Kept by a clone of the node, like clr's copy constructor (`CopyAttr`).
     pub attrs: KernelAttrs,
+    /// A memcpy node's parameters as it was created: what ROCm 7.2's
+    /// `hipGraphMemcpyNodeGetParams` reports, since `hipGraphMemcpyNodeSetParams1D` leaves them
+    /// (clr keeps them apart from the ones it runs). A clone copies them, as clr's does.
+    pub memcpy_as_created: Option<Op>,
     views: Vec<ParamView>,
 }
 
@@ -244,7 +248,8 @@ impl Graphs {
         let h = next_handle();
         let nodes = &mut self.graphs.get_mut(&g).expect("checked").nodes;
         self.owner.insert(h, (g, nodes.len()));
-        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), views: Vec::new() });
+        let memcpy_as_created = matches!(op, Op::Memcpy { .. }).then(|| op.clone());
+        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), memcpy_as_created, views: Vec::new() });
         Ok(h)
     }
 
@@ -263,8 +268,9 @@ impl Graphs {
     /// Deep copy with fresh node handles; child graphs are cloned too. The copy owns one
     /// reference to each user object of the source (clr's `Graph::clone`).
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
-        let plan: Vec<(usize, Op, Vec<usize>, KernelAttrs)> =
-            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs)).collect();
+        type Planned = (usize, Op, Vec<usize>, KernelAttrs, Option<Op>);
+        let plan: Vec<Planned> =
+            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs, n.memcpy_as_created.clone())).collect();
         let objects: Vec<usize> = self.graph(src)?.user_objects.keys().copied().collect();
         let dst = self.create(embedded, true);
         for o in objects {
@@ -273,7 +279,7 @@ impl Graphs {
             }
         }
         let mut map = HashMap::new();
-        for (old, op, deps, attrs) in plan {
+        for (old, op, deps, attrs, memcpy_as_created) in plan {
             let op = match op {
                 Op::Child(c) => Op::Child(self.clone_graph(c, true)?),
                 other => other,
@@ -282,7 +288,7 @@ impl Graphs {
             let h = next_handle();
             let nodes = &mut self.graphs.get_mut(&dst).expect("created").nodes;
             self.owner.insert(h, (dst, nodes.len()));
-            nodes.push(Node { handle: h, op, deps, attrs, views: Vec::new() });
+            nodes.push(Node { handle: h, op, deps, attrs, memcpy_as_created, views: Vec::new() });
             map.insert(old, h);
         }
         Ok(dst)

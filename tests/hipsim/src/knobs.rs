@@ -36,9 +36,20 @@ pub enum KernargLeak {
     Silent,
 }
 
+/// What `hipRuntimeGetVersion` reports by default: ROCm 7.2.4 as Debian ships it
+/// (`libamdhip64.so.7.2.53211`; major * 10^7 + minor * 10^5 + patch).
+pub const DEFAULT_VERSION: i32 = 70_253_211;
+/// The oldest version hipsim can report: it keeps the 5.3+ node-type numbers and structs.
+const OLDEST_VERSION: i32 = 50_300_000;
+/// The first version whose 1-D memcpy nodes report their parameters (see `rocm_7_2_memcpy`).
+const ROCM_7_2: i32 = 70_200_000;
+
 pub struct Knobs {
     state: Mutex<State>,
     pub devices: i32,
+    /// `HIPSIM_VERSION`: the ROCm version reported and whose behaviour is modelled where
+    /// versions differ.
+    pub version: i32,
     /// `HIPSIM_KERNARG_POOL`: bytes of kernel-argument staging per device.
     pub kernarg_pool: u64,
     stats: bool,
@@ -71,9 +82,20 @@ fn init() -> Knobs {
             u64::MAX
         }),
     };
+    let version = match env("HIPSIM_VERSION").trim() {
+        "" => DEFAULT_VERSION,
+        s => match s.parse::<i32>() {
+            Ok(v) if v >= OLDEST_VERSION => v,
+            _ => {
+                eprintln!("hipsim: ignoring malformed HIPSIM_VERSION (an integer, {OLDEST_VERSION} or later)");
+                DEFAULT_VERSION
+            }
+        },
+    };
     let k = Knobs {
         state: Mutex::new(State::default()),
         devices,
+        version,
         kernarg_pool,
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
@@ -198,6 +220,13 @@ impl Knobs {
         }
         self.state.lock().unwrap().latency = map;
         Ok(())
+    }
+
+    /// Whether `hipGraphMemcpyNodeGetParams` of a 1-D memcpy node reports the parameters the node
+    /// was created with (ROCm 7.2: clr fills them in the constructor and never refreshes them);
+    /// before, clr never fills them and the call returns memory it never wrote.
+    pub fn rocm_7_2_memcpy(&self) -> bool {
+        self.version >= ROCM_7_2
     }
 
     pub fn clr138(&self) -> bool {
