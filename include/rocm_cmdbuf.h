@@ -150,7 +150,8 @@
 
 /**
  * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) could not
- * flatten a child and added it as one cloned child node.
+ * flatten a child and added it as one cloned child node (for a reason without a number of its
+ * own).
  */
 #define RCB_FALLBACK_FLATTENED_AS_CHILD 3
 
@@ -181,6 +182,16 @@
  * (`needs_rerecord`). Naming the allocation (`RCB_ARG_ALLOCATION`) avoids it.
  */
 #define RCB_FALLBACK_OVERLAPPING_ALLOCATIONS 7
+
+/**
+ * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) added a child
+ * as one cloned child node because the parameters of one of its memcpy nodes, as the runtime
+ * reports them, cannot be trusted: HIP before 7.2 never fills those of a 1-D memcpy node
+ * (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); from 7.2 they are the ones the node
+ * was created with, stale once a command buffer has changed it (its template handed out by
+ * `rcb_cmdbuf_graph`, or embedded as a child). The reason names the runtime's version.
+ */
+#define RCB_FALLBACK_MEMCPY_UNREADABLE 8
 
 /**
  * The HIP runtime (`libamdhip64`) backs the library.
@@ -874,9 +885,11 @@ typedef struct rcb_vmm_pool_config {
    */
   uint32_t num_slots;
   /**
-   * Number of buffers per slot (1 to 4096) and their sizes in bytes. A zero size gives that
-   * buffer address 0. In the VMM backing the buffers of a slot share one chunk, each starting
-   * on a 256-byte boundary, the chunk rounded up to the allocation granularity.
+   * Number of buffers per slot (1 to 4096) and their sizes in bytes, each at most 2^46. A zero
+   * size gives that buffer address 0. In the VMM backing the buffers of a slot share one
+   * chunk, each starting on a 256-byte boundary, the chunk rounded up to the allocation
+   * granularity; that chunk may not pass 2^46 bytes either, so {2^46, 0, 4096} is refused
+   * there (2^46 + 256 + 4096 bytes per slot) while each size alone is accepted.
    */
   uint32_t num_buffers;
   const uint64_t *buffer_sizes;
@@ -1601,11 +1614,23 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  * array) is not found. List only the allocations that move; a child of your own command buffer
  * has no such risk.
  *
- * Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
- * `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
- * flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
- * (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
- * dependency lost either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
+ * Memcpy nodes of a raw graph are read back only where the runtime reports them reliably. CUDA
+ * does. HIP before 7.2 never fills the parameters of a 1-D memcpy node
+ * (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`), so a child holding any memcpy node
+ * falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version).
+ * HIP from 7.2 reports the parameters a node was created with, not those that
+ * `hipGraphMemcpyNodeSetParams1D` gave it since: the library falls back for graphs whose memcpy
+ * nodes it changed itself (the template of a command buffer whose memcpy nodes an update moved,
+ * handed out by `rcb_cmdbuf_graph`, and whatever embeds it), but cannot see a change you made:
+ * do not pass a raw graph whose memcpy nodes you changed with
+ * `hipGraphMemcpyNodeSetParams1D` (or a clone of one) on HIP.
+ *
+ * Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
+ * that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,
+ * event or memory-operation node, any other type) nothing is flattened: the whole child becomes
+ * ONE cloned child node after `deps`, the reason is logged (warn) and written to
+ * `report->reason`, and the call still succeeds. No node is dropped and no dependency lost
+ * either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
  * (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
  * reference are refused with `needs_rerecord`, never applied silently.
  *
@@ -2079,7 +2104,9 @@ rcb_status rcb_trace_cache_get_or_trace(struct rcb_trace_cache *tc,
  * `rcb_vmm_pool_free`. On failure everything made so far is given back and `*out` is untouched.
  *
  * Returns `RCB_STATUS_INVALID_ARGUMENT` for zero or too many slots/buffers, a size over 2^46
- * bytes, an unknown backing or a bad peer (the message names the field),
+ * bytes, in the VMM backing a slot whose buffers together pass 2^46 bytes (see
+ * `rcb_vmm_pool_config.num_buffers`), an unknown backing or a bad peer (the message names the
+ * field),
  * `RCB_STATUS_UNSUPPORTED` when the runtime lacks VMM or stream memory operations, and the
  * runtime's error (naming the call and the slot) when an allocation fails.
  * The caller owns the new handle in `*out` and frees it with `rcb_vmm_pool_free`.
@@ -2124,6 +2151,11 @@ rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *
  * turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
  * cases that iteration is spent, nothing was enqueued and `*out` is untouched.
  *
+ * On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
+ * the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
+ * of capturing it, so this returns `RCB_STATUS_INVALID_STATE` there, before any iteration is
+ * taken.
+ *
  * Thread-safety: any thread; concurrent calls get distinct iterations.
  *
  * # Safety
@@ -2144,6 +2176,13 @@ rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
  * (logged), so the slot's next use is never left waiting; only when that synchronize fails too
  * is the runtime's error returned, with the slot still held.
  *
+ * On a capturing stream: with CUDA the write becomes a node of the capture, so the slot is
+ * freed each time the graph runs and not before its first launch (an acquire of the slot waits
+ * for that); HIP runs `hipStreamWriteValue64` on the stream at once instead of capturing it,
+ * which would free the slot while the captured work has not run, so this returns
+ * `RCB_STATUS_INVALID_STATE` there and the slot stays held: release it on a stream that is not
+ * capturing, after the graph's launch.
+ *
  * Thread-safety: any thread.
  *
  * # Safety
@@ -2157,7 +2196,9 @@ rcb_status rcb_vmm_pool_release(struct rcb_vmm_pool *pool,
  * Enqueues `n` device-to-device copies on `stream` (inputs into a slot, live-outs back to the
  * caller's addresses). Each copy must read or write inside one buffer of the pool without
  * running past its end; all are checked before any is enqueued (the message names the bad
- * `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call.
+ * `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call. On a capturing
+ * stream the copies become nodes of the capture on both runtimes (checked now, run each time the
+ * graph runs).
  *
  * Thread-safety: any thread.
  *
@@ -2185,12 +2226,13 @@ rcb_status rcb_vmm_pool_timeline(struct rcb_vmm_pool *pool, uint32_t slot, uint6
  * Waits (bounded by the pool's timeout) until the GPU has finished every slot, then unmaps,
  * releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
  *
- * Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
- * `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases nothing is freed and
- * the pool stays live, to be freed later. Otherwise `pool` is consumed whatever the status: when
- * an unmap, release or free underneath fails, the rest is still given back and the status is
- * `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the same and the message names each
- * failed call (that memory is leaked). A second free returns `RCB_STATUS_INVALID_HANDLE`.
+ * Returns `RCB_STATUS_INVALID_STATE` at once while a slot is acquired and not released (checked
+ * before waiting for any slot), and `RCB_STATUS_TIMEOUT` when the GPU does not finish in time;
+ * in both cases nothing is freed and the pool stays live, to be freed later. Otherwise `pool` is
+ * consumed whatever the status: when an unmap, release or free underneath fails, the rest is
+ * still given back and the status is `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the
+ * same and the message names each failed call (that memory is leaked). A second free returns
+ * `RCB_STATUS_INVALID_HANDLE`.
  *
  * Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
  *

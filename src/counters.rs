@@ -24,7 +24,8 @@ pub enum Fallback {
     OpaqueReference = 1,
     /// A runtime call failed part-way through an address update: re-record.
     PushFailed = 2,
-    /// A child could not be flattened and became one cloned child node.
+    /// A child could not be flattened and became one cloned child node (for a reason without a
+    /// number of its own).
     FlattenedAsChild = 3,
     /// A trace-cache relocation failed part-way; the command was captured again.
     RelocationFailed = 4,
@@ -38,13 +39,17 @@ pub enum Fallback {
     /// (aliased, nested or overlapping entries) that did not all move by the same delta, so
     /// which one it came from is unknown: re-record.
     OverlappingAllocations = 7,
+    /// A child became one cloned child node because a memcpy node's parameters, read back from
+    /// the runtime, could not be trusted (HIP before 7.2 never fills a 1-D node's; from 7.2
+    /// they are those it was created with, stale once a command buffer has changed the node).
+    MemcpyUnreadable = 8,
 }
 
 /// Slots reserved for fallback reasons (room for reasons added later without a new layout).
 pub const FALLBACK_SLOTS: usize = 16;
 
 impl Fallback {
-    pub const ALL: [Fallback; 8] = [
+    pub const ALL: [Fallback; 9] = [
         Fallback::ShapeChanged,
         Fallback::OpaqueReference,
         Fallback::PushFailed,
@@ -53,6 +58,7 @@ impl Fallback {
         Fallback::ReinstantiateBlocked,
         Fallback::ReinstantiateFailed,
         Fallback::OverlappingAllocations,
+        Fallback::MemcpyUnreadable,
     ];
 
     /// A short stable name (what `rcb_fallback_reason_name` returns).
@@ -66,6 +72,7 @@ impl Fallback {
             Fallback::ReinstantiateBlocked => c"reinstantiate_blocked",
             Fallback::ReinstantiateFailed => c"reinstantiate_failed",
             Fallback::OverlappingAllocations => c"overlapping_allocations",
+            Fallback::MemcpyUnreadable => c"memcpy_unreadable",
         }
     }
 

@@ -1,8 +1,8 @@
 //! Flattening children into a command buffer through the C ABI: a command buffer child, captured
-//! graphs (both kernel argument styles, memcpy, memset), nested child graphs, the whole-child
-//! fallback (host node, opaque `extra`, `kernelParams` on HIP) with dependencies kept, and the
-//! error paths. Runs on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`; only the
-//! `opaque_extra` quirk is hipsim's alone.
+//! graphs (both kernel argument styles, memcpy, memset), launch attributes carried over (through
+//! each runtime's own attribute calls), nested child graphs, the whole-child
+//! fallback (host node, `kernelParams` on HIP) with dependencies kept, and the error paths. Runs
+//! on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`.
 
 #![allow(
     clippy::undocumented_unsafe_blocks,
@@ -61,6 +61,11 @@ struct HostNodeParams {
     user_data: *mut c_void,
 }
 type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const HostNodeParams) -> i32;
+/// `hipGraphKernelNodeSetAttribute` / `cuGraphKernelNodeSetAttribute` (and the getters): node,
+/// attribute id, value (a union whose `int` members start at offset 0; 64 bytes at most).
+type NodeAttributeFn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
+/// The cooperative launch attribute: 2 in HIP and in CUDA.
+const ATTRIBUTE_COOPERATIVE: i32 = 2;
 
 impl DriverApi {
     fn of(gpu: &Gpu) -> DriverApi {
@@ -86,6 +91,20 @@ impl DriverApi {
     fn memset_d32_async(&self, dst: u64, value: u32, count: usize, stream: *mut c_void) {
         let f: MemsetD32Fn = self.sym("hipMemsetD32Async", "cuMemsetD32Async");
         assert_eq!(unsafe { f(dst, value, count, stream) }, 0);
+    }
+
+    fn set_cooperative(&self, node: Node, value: i32) {
+        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeSetAttribute", "cuGraphKernelNodeSetAttribute");
+        let mut v = [0i32; 16];
+        v[0] = value;
+        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+    }
+
+    fn cooperative(&self, node: Node) -> i32 {
+        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeGetAttribute", "cuGraphKernelNodeGetAttribute");
+        let mut v = [-1i32; 16];
+        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+        v[0]
     }
 
     fn add_host_node(&self, graph: Graph, deps: &[Node]) -> Node {
@@ -235,23 +254,22 @@ fn kernel_params_launches_are_flattened_with_a_known_layout_and_fall_back_on_hip
     }
 }
 
-/// child = sleep(20 ms) → fill(x = 7) with `extra` node `odd` beside them; the parent copies x
+/// child = sleep(20 ms) → fill(x = 7) with whatever `odd` adds beside them; the parent copies x
 /// after the group, so it sees 7 only if it waited for the whole child.
-fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph, Node)) -> Graph {
+fn sleeping_child(gpu: &Gpu, x: u64, odd: impl FnOnce(Graph)) -> Graph {
     let rt = gpu.rt;
     let g = rt.graph_create().unwrap();
     let s = rt.add_kernel_node(g, &[], &common::launch(gpu.k.sleep, &pack(&args::sleep(20_000)))).unwrap();
-    let f = rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
-    odd(g, f);
+    rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    odd(g);
     g
 }
 
-fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason: &str, before_launch: impl FnOnce()) {
+fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason: &str) {
     let d = zeroed(gpu);
     let parent = Cb::primary();
     parent.set_allocs(&[(x, BYTES), (d, BYTES)]);
     let (group, report) = flatten(&parent, &[], null(), g).unwrap();
-    before_launch();
     assert_eq!((report.flattened, report.sites), (0, 0));
     assert!(reason(&report).contains(expect_reason), "{}", reason(&report));
     parent.memcpy(&[group], d, x, BYTES);
@@ -278,24 +296,135 @@ fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g, _| {
+    let g = sleeping_child(&gpu, x, |g| {
         api.add_host_node(g, &[]);
     });
-    assert_fallback_keeps_dependencies(&gpu, g, x, "Host", || {});
+    assert_fallback_keeps_dependencies(&gpu, g, x, "Host");
     gpu.rt.graph_destroy(g).unwrap();
 }
 
 #[test]
-fn an_opaque_extra_falls_back_whole_with_dependencies_intact() {
+fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
-    let Some(sim) = common::hipsim_or_skip() else { return };
     let Some(gpu) = gpu() else { return };
-    let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |_, _| {});
-    sim.set_quirks("opaque_extra");
-    assert_fallback_keeps_dependencies(&gpu, g, x, "opaque", || sim.set_quirks(""));
+    let api = DriverApi::of(&gpu);
+    let rt = gpu.rt;
+    let (x, y) = (zeroed(&gpu), zeroed(&gpu));
+    // fill(x = 7) → fill(y = 9); the first is cooperative.
+    let g = rt.graph_create().unwrap();
+    let cooperative = rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    rt.add_kernel_node(g, &[cooperative], &common::launch(gpu.k.fill_u32, &fill_args(y, 9))).unwrap();
+    api.set_cooperative(cooperative, 1);
+
+    let parent = Cb::primary();
+    // HIP copies attributes source first (CUDA destination first): called in CUDA's order, the
+    // runtime sees the new node as the source and fails on the old one's attribute.
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap_or_else(|s| panic!("{s}: {}", last_error()));
+    assert_eq!((report.flattened, report.nodes), (1, 2), "{}", reason(&report));
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(parent.0, &mut template) });
+    let copies = rt.graph_nodes(Graph(template)).unwrap();
+    assert_eq!(copies.len(), 2);
+    assert_eq!((api.cooperative(copies[0]), api.cooperative(copies[1])), (1, 0), "the attribute reached its own node's copy only");
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    assert_eq!((u32s(&gpu, x), u32s(&gpu, y)), (vec![7; N], vec![9; N]));
+}
+
+/// The first HIP whose 1-D memcpy nodes report their parameters (as they were created).
+const HIP_7_2: i32 = 70_200_000;
+
+fn fallbacks(cb: &Cb) -> [u64; RCB_FALLBACK_REASON_SLOTS] {
+    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
+    c.struct_size = size_of::<rcb_counters>() as u32;
+    ok(unsafe { rcb_counters_get(cb.0, &mut c) });
+    c.fallbacks
+}
+
+/// Flattens `source` (a raw graph or a command buffer) into a new primary and asserts that it was
+/// flattened when `trusted`, else that it fell back for its memcpy node with a reason naming the
+/// runtime's version; then runs it (`d` must then hold 1.0 everywhere) either way.
+fn flatten_memcpy_source(gpu: &Gpu, child: *const rcb_cmdbuf, graph: Graph, trusted: bool, d: u64, why: &str) {
+    let parent = Cb::primary();
+    let (_, report) = flatten(&parent, &[], child, graph).unwrap();
+    let counted = fallbacks(&parent);
+    if trusted {
+        assert_eq!(report.flattened, 1, "{why}: {}", reason(&report));
+        assert_eq!(counted.iter().sum::<u64>(), 0);
+    } else {
+        let version = gpu.rt.info().version;
+        let hip = format!("HIP {}.{}.{}", version / 10_000_000, version / 100_000 % 100, version % 100_000);
+        assert_eq!(report.flattened, 0, "{why}");
+        assert!(reason(&report).contains("memcpy") && reason(&report).contains(&hip), "{why}: {}", reason(&report));
+        assert_eq!(
+            (counted[RCB_FALLBACK_MEMCPY_UNREADABLE as usize], counted[RCB_FALLBACK_FLATTENED_AS_CHILD as usize]),
+            (1, 0),
+            "{why}: counted as its own reason"
+        );
+    }
+    parent.finalize();
+    parent.launch(gpu);
+    assert_eq!(gpu.read(d, N), vec![1.0; N], "{why}: the copy ran where its node was last set to");
+}
+
+/// A memcpy node is re-created from what the runtime reports of it only where that report can be
+/// trusted: CUDA always; HIP from 7.2 for a node no command buffer changed; HIP before 7.2 never
+/// (it does not fill a 1-D node's parameters: the software GPU then reports zeros, a 0-byte copy
+/// that a blind read-back would flatten and the launch would skip). Run at the software GPU's
+/// default version (7.2.4) here and at 5.7.1 and 6.4.3 by
+/// `memcpy_read_back_follows_the_rocm_version`.
+#[test]
+fn memcpy_nodes_are_read_back_only_where_the_runtime_reports_them() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let fresh_ok = api.cuda || gpu.rt.info().version >= HIP_7_2;
+    // A fresh capture: y = 1 → d.
+    let (x, y, d, z) = mixed_buffers(&gpu, 0.0);
+    let g = capture_mixed(&gpu, &api, x, y, d, z);
+    flatten_memcpy_source(&gpu, null(), g, fresh_ok, d, "a captured memcpy");
     gpu.rt.graph_destroy(g).unwrap();
+
+    // A command buffer's memcpy node, moved by an update of its template: it copies into d2 now,
+    // while HIP 7.2 still reports d. Flattened from the template, and from a command buffer
+    // that embeds it.
+    let (src, d, d2) = (gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    let child = Cb::nested();
+    child.set_allocs(&[(src, BYTES), (d, BYTES)]);
+    child.memcpy(&[], d, src, BYTES);
+    child.finalize();
+    assert_eq!(child.update_allocs(&[(src, BYTES), (d2, BYTES)]).patched_sites, 1);
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(child.0, &mut template) });
+    flatten_memcpy_source(&gpu, null(), Graph(template), api.cuda, d2, "the changed template");
+    let holder = Cb::nested();
+    let mut c = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(holder.0, null(), 0, child.0, &mut c) });
+    holder.finalize();
+    gpu.write(d2, &[0.0; N]);
+    flatten_memcpy_source(&gpu, holder.0, Graph(null_mut()), api.cuda, d2, "a command buffer embedding it");
+    assert_eq!(gpu.read(d, N), vec![0.0; N], "nothing copied where the node no longer points");
+}
+
+/// Runs `memcpy_nodes_are_read_back_only_where_the_runtime_reports_them` again on the software
+/// GPU modelling ROCm 5.7.1 and 6.4.3, each in a process of its own (the runtime's version is
+/// read once, when it is loaded).
+#[test]
+fn memcpy_read_back_follows_the_rocm_version() {
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    for version in ["50731921", "60443484"] {
+        let test = "memcpy_nodes_are_read_back_only_where_the_runtime_reports_them";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--test-threads", "1"])
+            .env("HIPSIM_VERSION", version)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "HIPSIM_VERSION={version}:\n{text}");
+    }
 }
 
 #[test]
@@ -515,7 +644,7 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g, _| {
+    let g = sleeping_child(&gpu, x, |g| {
         api.add_host_node(g, &[]);
     });
     let parent = Cb::primary();
@@ -523,7 +652,7 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     assert_eq!(report.flattened, 0);
     parent.finalize();
     let x2 = zeroed(&gpu);
-    let g2 = sleeping_child(&gpu, x2, |g, _| {
+    let g2 = sleeping_child(&gpu, x2, |g| {
         api.add_host_node(g, &[]);
     });
     parent.begin_update();

@@ -11,7 +11,7 @@ mod common;
 
 use common::{args, last_error, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{DevicePtr, Exec, Graph, Stream};
+use rocm_cmdbuf::runtime::{Backend, CaptureMode, DevicePtr, Exec, Graph, Stream};
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant};
 
@@ -208,6 +208,28 @@ fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
     rt.stream_destroy(stream).unwrap();
 }
 
+/// A held slot makes free refuse at once, even when an earlier slot is still busy on the GPU
+/// for longer than the pool's timeout: the holder is the caller's to release, no wait helps.
+#[test]
+fn free_refuses_a_held_slot_at_once_behind_a_busy_one() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 2, &SIZES, 100));
+    let busy = acquire(pool);
+    common::run(rt, k.sleep, &args::sleep(500_000), stream);
+    release(pool, &busy, stream);
+    let held = acquire(pool);
+    assert_eq!(held.index, 1);
+    assert_eq!(unsafe { rcb_vmm_pool_free(pool) }, RCB_STATUS_INVALID_STATE, "{}", last_error());
+    assert!(last_error().contains("slot 1 is still held by iteration 1"), "{}", last_error());
+    release(pool, &held, stream);
+    rt.stream_synchronize(stream).unwrap();
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}
+
 /// Fails the n-th call of each creation call in turn; nothing may be left behind.
 #[test]
 fn creation_fails_cleanly_at_every_step() {
@@ -396,6 +418,8 @@ fn bad_input_gets_a_distinct_status_naming_the_argument() {
         (config(RCB_VMM_BACKING_VMM, 0, &SIZES, 0), "num_slots"),
         (config(RCB_VMM_BACKING_VMM, 1, &[], 0), "num_buffers"),
         (config(RCB_VMM_BACKING_DEVICE, 1, &[8, u64::MAX], 0), "buffer_sizes[1]"),
+        // Each size is within the limit, the slot's chunk (2^46 + 256 + 4096 bytes) is not.
+        (config(RCB_VMM_BACKING_VMM, 1, &[1 << 46, 0, 4096], 0), "buffer_sizes: "),
         (config(0, 1, &SIZES, 0), "backing"),
         (rcb_vmm_pool_config { device: 99, ..config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0) }, "device"),
         (rcb_vmm_pool_config { num_peers: 1, peers: &0, ..config(RCB_VMM_BACKING_VMM, 1, &SIZES, 0) }, "peers[0]"),
@@ -569,4 +593,57 @@ fn stream_ordered_acquire_and_release_survive_failed_stream_memory_operations() 
     assert_eq!(timeline(pool, 0), 4);
     free(pool);
     rt.stream_destroy(stream).unwrap();
+}
+
+/// A release and a stream-ordered acquire on a capturing stream. CUDA captures the timeline write
+/// and the wait, so they take effect when the graph runs. HIP runs them on the stream at once,
+/// outside the capture (the software GPU does so under its `clr_stream_memops` quirk): a release
+/// there would free the slot before the captured work ran, so both are refused and change
+/// nothing.
+#[test]
+fn a_capturing_stream_gets_the_timeline_only_where_the_runtime_captures_it() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let sim = common::hipsim("the software GPU's model of clr's stream memory operations");
+    if let Some(sim) = &sim {
+        sim.set_quirks("clr_stream_memops");
+    }
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 1, &SIZES, 1000));
+    let first = acquire(pool);
+    rt.begin_capture(stream, CaptureMode::ThreadLocal).unwrap();
+    let released = unsafe { rcb_vmm_pool_release(pool, &first, stream.0) };
+    let release_error = last_error();
+    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let acquired = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut second) };
+    let acquire_error = last_error();
+    let graph = rt.end_capture(stream).unwrap();
+    let captured = rt.graph_nodes(graph).unwrap().len();
+    if rt.info().backend == Backend::Hip {
+        assert_eq!(released, RCB_STATUS_INVALID_STATE, "{release_error}");
+        assert!(release_error.contains("capturing") && release_error.contains("still held"), "{release_error}");
+        assert_eq!(acquired, RCB_STATUS_INVALID_STATE, "{acquire_error}");
+        assert!(acquire_error.contains("no iteration was taken"), "{acquire_error}");
+        assert_eq!((second.iteration, captured, timeline(pool, 0)), (77, 0, 0), "nothing written, waited for or captured");
+        rt.graph_destroy(graph).unwrap();
+        release(pool, &first, stream);
+        second = acquire_on_stream(pool, stream);
+    } else {
+        assert_eq!((released, acquired), (RCB_OK, RCB_OK), "{release_error} / {acquire_error}");
+        assert_eq!((captured, timeline(pool, 0)), (2, 0), "the write and the wait wait for the graph");
+        let exec = rt.instantiate(graph).unwrap();
+        rt.graph_launch(exec, stream).unwrap();
+        rt.stream_synchronize(stream).unwrap();
+        rt.exec_destroy(exec).unwrap();
+        rt.graph_destroy(graph).unwrap();
+    }
+    assert_eq!(second.iteration, 1, "the refused acquire took no iteration");
+    release(pool, &second, stream);
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!(timeline(pool, 0), 2);
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+    if let Some(sim) = &sim {
+        sim.set_quirks("");
+    }
 }

@@ -12,6 +12,12 @@
 //! value equal to such an address would be patched too; that is the price of not knowing the
 //! layout).
 //!
+//! A memcpy node of a raw graph is re-created from the runtime's report of its parameters only
+//! where that report can be trusted (`Runtime::memcpy_read_back`): never on HIP before 7.2, which
+//! does not fill a 1-D node's, and on HIP from 7.2 only in a graph whose memcpy nodes no command
+//! buffer has changed (the runtime reports them as they were made: `CmdBuf::memcpy_set`, carried
+//! to embedding command buffers and published templates). Otherwise the child falls back.
+//!
 //! A flattened node may read what its source graph owns and no parameter shows: a captured
 //! graph holds user objects (NCCL attaches its persistent work buffers to the graph it was
 //! captured into and frees them when that graph is destroyed), and no runtime lists them. A
@@ -27,7 +33,7 @@ use super::state::Op;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
 use crate::error::{Error, ErrorKind, Result};
-use crate::runtime::{Edge, EdgeData, Graph, Node, NodeType, Runtime};
+use crate::runtime::{Edge, EdgeData, Graph, MemcpyReadBack, Node, NodeType, Runtime};
 use std::collections::HashMap;
 
 /// What to flatten.
@@ -65,13 +71,19 @@ struct Planned {
     attributes_from: Option<Node>,
 }
 
-/// Why a child cannot be flattened (becomes the fallback reason).
-struct Refusal(String);
+/// Why a child cannot be flattened (becomes the fallback reason) and how it is counted.
+struct Refusal {
+    reason: String,
+    counted_as: Fallback,
+}
 
 struct Planner<'a> {
     rt: &'a dyn Runtime,
     /// Parameters of the nodes the library recorded itself, by raw node.
     known: HashMap<Node, &'a Params>,
+    /// The graph's memcpy nodes may have been changed by the library since they were made (see
+    /// `CmdBuf::memcpy_set`).
+    memcpy_set: bool,
     plan: Vec<Planned>,
 }
 
@@ -105,9 +117,9 @@ impl CmdBuf {
                 }
                 added
             }
-            Err(Refusal(reason)) => {
+            Err(Refusal { reason, counted_as }) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
-                self.counters.record(Event::Fallback(Fallback::FlattenedAsChild));
+                self.counters.record(Event::Fallback(counted_as));
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
                 // The fallback node follows the rules of any child node (see `opaque.rs`).
                 let group = match source {
@@ -140,7 +152,7 @@ impl CmdBuf {
             return Ok(FlattenReport { fallback: Some(reason), nodes: 1, sites: 0 });
         };
         let (graph, mut planner) = Planner::of(self.rt, &source)?;
-        if let Err(Refusal(reason)) = planner.graph(graph, &[])? {
+        if let Err(Refusal { reason, .. }) = planner.graph(graph, &[])? {
             return Err(Error::unsupported(format!(
                 "the new child cannot be flattened ({reason}), the one node {group} stands for was: re-record"
             )));
@@ -267,7 +279,7 @@ impl Planner<'_> {
     }
 
     fn node(&mut self, node: Node, deps: Vec<(Dep, EdgeData)>) -> Result<Result<Vec<usize>, Refusal>> {
-        let refuse = |what: String| Ok(Err(Refusal(what)));
+        let refuse = |reason: String| Ok(Err(Refusal { reason, counted_as: Fallback::FlattenedAsChild }));
         if let Some(&params) = self.known.get(&node) {
             if let Params::KernelByPointers = params {
                 return refuse(String::from("a kernel node added with kernelParams: the library never saw its arguments"));
@@ -303,10 +315,23 @@ impl Planner<'_> {
                 },
                 Err(e) => return refuse(format!("reading a kernel node: {e}")),
             },
-            NodeType::Memcpy => match self.rt.memcpy_node_read(node) {
-                Ok(c) => Params::Memcpy(c),
-                Err(e) => return refuse(format!("reading a memcpy node: {e}")),
-            },
+            NodeType::Memcpy => {
+                let untrusted = match self.rt.memcpy_read_back() {
+                    MemcpyReadBack::Reliable => None,
+                    MemcpyReadBack::AsCreated(why) => {
+                        self.memcpy_set.then(|| format!("{why}, and the library changed this graph's memcpy nodes"))
+                    }
+                    MemcpyReadBack::Never(why) => Some(why),
+                };
+                if let Some(why) = untrusted {
+                    let reason = format!("a memcpy node's parameters cannot be read back: {why}");
+                    return Ok(Err(Refusal { reason, counted_as: Fallback::MemcpyUnreadable }));
+                }
+                match self.rt.memcpy_node_read(node) {
+                    Ok(c) => Params::Memcpy(c),
+                    Err(e) => return refuse(format!("reading a memcpy node: {e}")),
+                }
+            }
             NodeType::Memset => match self.rt.memset_node_read(node) {
                 Ok(s) => Params::Memset(s),
                 Err(e) => return refuse(format!("reading a memset node: {e}")),
@@ -338,14 +363,14 @@ impl<'a> Planner<'a> {
     /// The graph `source` holds, and a planner that knows the parameters of the nodes a
     /// command buffer recorded itself.
     fn of(rt: &'a dyn Runtime, source: &'a Source<'_>) -> Result<(Graph, Self)> {
-        let (graph, known) = match source {
+        let (graph, known, memcpy_set) = match source {
             Source::CmdBuf(child) => {
                 child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
-                (child.graph, known_params(child))
+                (child.graph, known_params(child), child.memcpy_set)
             }
-            Source::Graph(g) => (*g, HashMap::new()),
+            Source::Graph(g) => (*g, HashMap::new(), super::published::memcpy_set(*g)),
         };
-        Ok((graph, Planner { rt, known, plan: Vec::new() }))
+        Ok((graph, Planner { rt, known, memcpy_set, plan: Vec::new() }))
     }
 }
 

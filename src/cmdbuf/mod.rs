@@ -107,6 +107,11 @@ pub struct CmdBuf {
     /// The template was handed out as a raw graph while this command buffer kept graphs, so
     /// they are published with it (see `published.rs`) for as long as they are kept.
     published: bool,
+    /// A memcpy node of the template, or of a graph cloned into it as a child node, may have
+    /// been changed through the runtime's 1-D setter since it was made: on HIP from 7.2 it then
+    /// reports the parameters it was made with, so none is read back from this graph (see
+    /// `Runtime::memcpy_read_back`). Only set, never cleared.
+    memcpy_set: bool,
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
     orphans: Vec<Graph>,
@@ -142,6 +147,7 @@ impl CmdBuf {
             launches: Launches::new(device),
             kept: std::collections::HashMap::new(),
             published: false,
+            memcpy_set: false,
             orphans: Vec::new(),
         })
     }
@@ -251,7 +257,9 @@ impl CmdBuf {
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
         let keeps = self.clone_all(child.kept_graphs())?;
-        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes(), keeps)
+        let id = self.add_child_node(deps, graph, child.references(), child.graph_push_bytes(), keeps)?;
+        self.note_memcpy_set(child.memcpy_set);
+        Ok(id)
     }
 
     /// Every graph this command buffer keeps for what its nodes may read (see `kept`), and the
@@ -306,7 +314,16 @@ impl CmdBuf {
     /// Brings what is published with the template up to date after the kept graphs changed.
     fn republish(&mut self) {
         if self.published {
-            published::publish(self.graph, self.kept_graphs());
+            published::publish(self.graph, self.kept_graphs(), self.memcpy_set);
+        }
+    }
+
+    /// Notes that a memcpy node of the template (or of a graph cloned into it) may now report
+    /// stale parameters (see `memcpy_set`); `set` false changes nothing.
+    fn note_memcpy_set(&mut self, set: bool) {
+        if set && !self.memcpy_set {
+            self.memcpy_set = true;
+            self.republish();
         }
     }
 
@@ -318,7 +335,9 @@ impl CmdBuf {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
         let keeps = published::clone_kept(self.rt, graph)?;
-        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)
+        let id = self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)?;
+        self.note_memcpy_set(published::memcpy_set(graph));
+        Ok(id)
     }
 
     /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`);
@@ -418,7 +437,9 @@ impl CmdBuf {
         let refs = child.references();
         let bytes = child.graph_push_bytes();
         let kept = child.kept_graphs();
-        self.set_child(node, graph, refs, bytes, |cb| cb.clone_all(kept))
+        self.set_child(node, graph, refs, bytes, |cb| cb.clone_all(kept))?;
+        self.note_memcpy_set(child.memcpy_set);
+        Ok(())
     }
 
     /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
@@ -426,7 +447,9 @@ impl CmdBuf {
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
         let bytes = budget::listed_graph_bytes(self.rt, graph);
-        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))
+        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))?;
+        self.note_memcpy_set(published::memcpy_set(graph));
+        Ok(())
     }
 
     /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `keeps`: clones
@@ -609,7 +632,7 @@ impl CmdBuf {
         // Whoever gets the template as a raw graph may embed or flatten it: what this command
         // buffer keeps for its nodes goes with it, now and whenever that changes.
         if !self.published {
-            published::publish(self.graph, self.kept_graphs());
+            published::publish(self.graph, self.kept_graphs(), self.memcpy_set);
             self.published = true;
         }
         Ok(self.graph)
@@ -622,6 +645,8 @@ impl CmdBuf {
             let record = &mut self.nodes[node as usize];
             record.params.push(self.rt, None, record.raw)?;
             record.template_dirty = false;
+            let memcpy = matches!(record.params, Params::Memcpy(_));
+            self.note_memcpy_set(memcpy);
             self.template_dirty.pop();
         }
         Ok(())
@@ -750,6 +775,8 @@ impl CmdBuf {
         if exec.is_some() {
             self.pushed(1, bytes);
             self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
+        } else {
+            self.note_memcpy_set(matches!(params, Params::Memcpy(_)));
         }
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
@@ -844,8 +871,11 @@ impl CmdBuf {
                 let record = &mut self.nodes[node as usize];
                 record.params.push(self.rt, exec, record.raw)?;
                 record.unpushed = false;
+                let memcpy = matches!(record.params, Params::Memcpy(_));
                 if exec.is_some() {
                     self.pushed(1, bytes);
+                } else {
+                    self.note_memcpy_set(memcpy);
                 }
             }
             self.unpushed.pop();

@@ -5,6 +5,7 @@
 
 use super::allocations::{self, Allocation};
 use super::budget;
+use super::nodes::Params;
 use super::patch::Slot;
 use super::state::Op;
 use super::{CmdBuf, NodeId};
@@ -225,6 +226,8 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         let mut bytes = 0;
+        // A nested command buffer's pushes go to its template (see `CmdBuf::memcpy_set`).
+        let mut memcpy_pushed = false;
         for (k, &node) in scratch.touched.iter().enumerate() {
             if let Some(&next) = scratch.touched.get(k + 1) {
                 let next = &self.nodes[next as usize];
@@ -237,6 +240,7 @@ impl CmdBuf {
                     record.unpushed = false;
                     report.updated_nodes += 1;
                     bytes += budget::push_bytes(&record.params);
+                    memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
                 }
                 Err(e) => {
                     log::warn!(
@@ -256,6 +260,7 @@ impl CmdBuf {
         if primary && report.updated_nodes > 0 {
             self.pushed(report.updated_nodes, bytes);
         }
+        self.note_memcpy_set(!primary && memcpy_pushed);
         if report.moved_allocations > 0 && !report.needs_rerecord {
             self.counters.record(Event::AddressUpdate);
         }

@@ -1221,11 +1221,23 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// array) is not found. List only the allocations that move; a child of your own command buffer
 /// has no such risk.
 ///
-/// Fallback: when any node cannot be re-created (a kernel with no readable layout, the opaque
-/// `extra` of ROCm 7.2, a host, event or memory-operation node, any other type) nothing is
-/// flattened: the whole child becomes ONE cloned child node after `deps`, the reason is logged
-/// (warn) and written to `report->reason`, and the call still succeeds. No node is dropped and no
-/// dependency lost either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
+/// Memcpy nodes of a raw graph are read back only where the runtime reports them reliably. CUDA
+/// does. HIP before 7.2 never fills the parameters of a 1-D memcpy node
+/// (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`), so a child holding any memcpy node
+/// falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version).
+/// HIP from 7.2 reports the parameters a node was created with, not those that
+/// `hipGraphMemcpyNodeSetParams1D` gave it since: the library falls back for graphs whose memcpy
+/// nodes it changed itself (the template of a command buffer whose memcpy nodes an update moved,
+/// handed out by `rcb_cmdbuf_graph`, and whatever embeds it), but cannot see a change you made:
+/// do not pass a raw graph whose memcpy nodes you changed with
+/// `hipGraphMemcpyNodeSetParams1D` (or a clone of one) on HIP.
+///
+/// Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
+/// that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,
+/// event or memory-operation node, any other type) nothing is flattened: the whole child becomes
+/// ONE cloned child node after `deps`, the reason is logged (warn) and written to
+/// `report->reason`, and the call still succeeds. No node is dropped and no dependency lost
+/// either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
 /// (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
 /// reference are refused with `needs_rerecord`, never applied silently.
 ///

@@ -30,7 +30,8 @@ pub const RCB_FALLBACK_OPAQUE_REFERENCE: u32 = 1;
 /// Fallback reason: a runtime call failed part-way through an address update (`needs_rerecord`).
 pub const RCB_FALLBACK_PUSH_FAILED: u32 = 2;
 /// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) could not
-/// flatten a child and added it as one cloned child node.
+/// flatten a child and added it as one cloned child node (for a reason without a number of its
+/// own).
 pub const RCB_FALLBACK_FLATTENED_AS_CHILD: u32 = 3;
 /// Fallback reason: a trace-cache relocation failed part-way; the command was captured again.
 pub const RCB_FALLBACK_RELOCATION_FAILED: u32 = 4;
@@ -48,6 +49,13 @@ pub const RCB_FALLBACK_REINSTANTIATE_FAILED: u32 = 6;
 /// all move by the same amount, so which one the address came from is unknown
 /// (`needs_rerecord`). Naming the allocation (`RCB_ARG_ALLOCATION`) avoids it.
 pub const RCB_FALLBACK_OVERLAPPING_ALLOCATIONS: u32 = 7;
+/// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) added a child
+/// as one cloned child node because the parameters of one of its memcpy nodes, as the runtime
+/// reports them, cannot be trusted: HIP before 7.2 never fills those of a 1-D memcpy node
+/// (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); from 7.2 they are the ones the node
+/// was created with, stale once a command buffer has changed it (its template handed out by
+/// `rcb_cmdbuf_graph`, or embedded as a child). The reason names the runtime's version.
+pub const RCB_FALLBACK_MEMCPY_UNREADABLE: u32 = 8;
 
 const _: () = {
     assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
@@ -59,6 +67,7 @@ const _: () = {
     assert!(RCB_FALLBACK_REINSTANTIATE_BLOCKED == Fallback::ReinstantiateBlocked as u32);
     assert!(RCB_FALLBACK_REINSTANTIATE_FAILED == Fallback::ReinstantiateFailed as u32);
     assert!(RCB_FALLBACK_OVERLAPPING_ALLOCATIONS == Fallback::OverlappingAllocations as u32);
+    assert!(RCB_FALLBACK_MEMCPY_UNREADABLE == Fallback::MemcpyUnreadable as u32);
     assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
 };
 

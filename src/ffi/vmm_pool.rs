@@ -37,9 +37,11 @@ pub struct rcb_vmm_pool_config {
     pub backing: u32,
     /// Number of slots, at least 1. Iteration `i` uses slot `i % num_slots`.
     pub num_slots: u32,
-    /// Number of buffers per slot (1 to 4096) and their sizes in bytes. A zero size gives that
-    /// buffer address 0. In the VMM backing the buffers of a slot share one chunk, each starting
-    /// on a 256-byte boundary, the chunk rounded up to the allocation granularity.
+    /// Number of buffers per slot (1 to 4096) and their sizes in bytes, each at most 2^46. A zero
+    /// size gives that buffer address 0. In the VMM backing the buffers of a slot share one
+    /// chunk, each starting on a 256-byte boundary, the chunk rounded up to the allocation
+    /// granularity; that chunk may not pass 2^46 bytes either, so {2^46, 0, 4096} is refused
+    /// there (2^46 + 256 + 4096 bytes per slot) while each size alone is accepted.
     pub num_buffers: u32,
     pub buffer_sizes: *const u64,
     /// Devices (other than `device`, no repeats, at most 64) to grant read-write access to the
@@ -77,7 +79,9 @@ pub struct rcb_vmm_copy {
 /// `rcb_vmm_pool_free`. On failure everything made so far is given back and `*out` is untouched.
 ///
 /// Returns `RCB_STATUS_INVALID_ARGUMENT` for zero or too many slots/buffers, a size over 2^46
-/// bytes, an unknown backing or a bad peer (the message names the field),
+/// bytes, in the VMM backing a slot whose buffers together pass 2^46 bytes (see
+/// `rcb_vmm_pool_config.num_buffers`), an unknown backing or a bad peer (the message names the
+/// field),
 /// `RCB_STATUS_UNSUPPORTED` when the runtime lacks VMM or stream memory operations, and the
 /// runtime's error (naming the call and the slot) when an allocation fails.
 /// The caller owns the new handle in `*out` and frees it with `rcb_vmm_pool_free`.
@@ -171,6 +175,11 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
 /// turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
 /// cases that iteration is spent, nothing was enqueued and `*out` is untouched.
 ///
+/// On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
+/// the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
+/// of capturing it, so this returns `RCB_STATUS_INVALID_STATE` there, before any iteration is
+/// taken.
+///
 /// Thread-safety: any thread; concurrent calls get distinct iterations.
 ///
 /// # Safety
@@ -202,6 +211,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
 /// (logged), so the slot's next use is never left waiting; only when that synchronize fails too
 /// is the runtime's error returned, with the slot still held.
 ///
+/// On a capturing stream: with CUDA the write becomes a node of the capture, so the slot is
+/// freed each time the graph runs and not before its first launch (an acquire of the slot waits
+/// for that); HIP runs `hipStreamWriteValue64` on the stream at once instead of capturing it,
+/// which would free the slot while the captured work has not run, so this returns
+/// `RCB_STATUS_INVALID_STATE` there and the slot stays held: release it on a stream that is not
+/// capturing, after the graph's launch.
+///
 /// Thread-safety: any thread.
 ///
 /// # Safety
@@ -218,7 +234,9 @@ pub unsafe extern "C" fn rcb_vmm_pool_release(pool: *mut rcb_vmm_pool, slot: *co
 /// Enqueues `n` device-to-device copies on `stream` (inputs into a slot, live-outs back to the
 /// caller's addresses). Each copy must read or write inside one buffer of the pool without
 /// running past its end; all are checked before any is enqueued (the message names the bad
-/// `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call.
+/// `copies[i]`). Empty copies are skipped. `copies` is borrowed for the call. On a capturing
+/// stream the copies become nodes of the capture on both runtimes (checked now, run each time the
+/// graph runs).
 ///
 /// Thread-safety: any thread.
 ///
@@ -261,12 +279,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_timeline(pool: *mut rcb_vmm_pool, slot: u3
 /// Waits (bounded by the pool's timeout) until the GPU has finished every slot, then unmaps,
 /// releases and frees everything the pool holds. `pool` may be NULL (nothing happens).
 ///
-/// Returns `RCB_STATUS_INVALID_STATE` while a slot is acquired and not released, and
-/// `RCB_STATUS_TIMEOUT` when the GPU does not finish in time; in both cases nothing is freed and
-/// the pool stays live, to be freed later. Otherwise `pool` is consumed whatever the status: when
-/// an unmap, release or free underneath fails, the rest is still given back and the status is
-/// `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the same and the message names each
-/// failed call (that memory is leaked). A second free returns `RCB_STATUS_INVALID_HANDLE`.
+/// Returns `RCB_STATUS_INVALID_STATE` at once while a slot is acquired and not released (checked
+/// before waiting for any slot), and `RCB_STATUS_TIMEOUT` when the GPU does not finish in time;
+/// in both cases nothing is freed and the pool stays live, to be freed later. Otherwise `pool` is
+/// consumed whatever the status: when an unmap, release or free underneath fails, the rest is
+/// still given back and the status is `RCB_STATUS_RUNTIME_ERROR`; the pool is released all the
+/// same and the message names each failed call (that memory is leaked). A second free returns
+/// `RCB_STATUS_INVALID_HANDLE`.
 ///
 /// Thread-safety: any thread, but no other call may use the pool concurrently or afterwards.
 ///

@@ -36,7 +36,7 @@ pub fn with_list<R>(args: &[u8], keys: &Keys, f: impl FnOnce(*mut *mut c_void) -
 const MAX_PAIRS: usize = 2;
 
 /// Copies the argument buffer out of a launch-parameter list. The list ends at `keys.end` or at
-/// a null key; an unknown key means the list is something else (ROCm 7.2 returns an opaque blob)
+/// a null key; an unknown key means the list is something else (a blob no runtime documents)
 /// and the arguments are unknown.
 ///
 /// Each entry is read only once the entries before it say it exists: a key before its value,
@@ -171,7 +171,7 @@ mod tests {
         // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         let e = unsafe { parse(extra, &CUDA) }.unwrap_err();
         assert!(e.contains("opaque") && e.contains("0x3"), "{e}");
-        // ROCm 7.2's opaque blob: the first word is no key.
+        // A blob whose first word is no key.
         let extra = guard.place(&[0x9 as P]);
         // SAFETY: the guard placed a well-formed list (or one the parser must stop in); a read past it faults.
         assert!(unsafe { parse(extra, &HIP) }.unwrap_err().contains("0x9"));

@@ -77,6 +77,10 @@ pub trait Graphs {
     /// Copies launch attributes (clusters, priorities, ...) from `src` to `dst`; a runtime that
     /// has no node attributes has nothing to copy.
     fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()>;
+    /// How far [`Self::memcpy_node_read`] can be trusted.
+    fn memcpy_read_back(&self) -> MemcpyReadBack;
+    /// A memcpy node's parameters as the runtime reports them; refused where they are never to
+    /// be trusted ([`MemcpyReadBack::Never`]).
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams>;
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams>;
     /// The graph embedded in a child node (owned by the node).
@@ -117,6 +121,10 @@ pub trait StreamMemory: Send + Sync {
     fn stream_write_u64(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
     /// Makes later work on `stream` wait until the 64-bit word at `ptr` is at least `value`.
     fn stream_wait_u64_at_least(&self, stream: Stream, ptr: DevicePtr, value: u64) -> Result<()>;
+    /// Whether a write or wait enqueued on a capturing stream becomes a node of the capture, run
+    /// each time the graph runs (CUDA), rather than running on the stream at once, outside the
+    /// capture (HIP).
+    fn memory_ops_captured(&self) -> bool;
 }
 
 /// Calls outside graphs that the library itself never makes: tests, benchmarks and the demo use

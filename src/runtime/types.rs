@@ -127,6 +127,19 @@ pub struct MemcpyParams {
     pub bytes: usize,
 }
 
+/// How far a memcpy node's parameters read back from the runtime (`memcpy_node_read`) can be
+/// trusted. The texts say why, naming the runtime and its version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemcpyReadBack {
+    /// Always the node's current parameters (CUDA).
+    Reliable,
+    /// The parameters the node was created with: right unless the node (or the one it was
+    /// cloned from) was changed since through the runtime's 1-D setter (HIP from 7.2).
+    AsCreated(String),
+    /// Never to be trusted: the runtime may not have filled them at all (HIP before 7.2).
+    Never(String),
+}
+
 /// Graph node types, normalised across runtime versions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeType {
@@ -162,7 +175,8 @@ pub struct KernelNodeRead {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
-    /// The packed arguments, or why they cannot be known (no parameter layout, opaque `extra`).
+    /// The packed arguments, or why they cannot be known (no parameter layout, an `extra` that is
+    /// not a launch-parameter list).
     pub args: Result<Vec<u8>, String>,
 }
 

@@ -202,8 +202,13 @@ impl VmmPool {
     /// among the slot's earlier iterations, which the other acquires give at once when they are
     /// stream-ordered too (a host-waiting `acquire` of the same pool may hold it up, so do not
     /// mix the two). When the wait cannot be enqueued the iteration is spent and the error
-    /// returned: nothing was enqueued on `stream`.
+    /// returned: nothing was enqueued on `stream`. A capturing `stream` is refused before any
+    /// iteration is taken where the runtime would wait at once instead of capturing the wait.
     pub fn acquire_on_stream(&self, stream: Stream) -> Result<Lease> {
+        self.refuse_uncaptured(
+            stream,
+            "hipStreamWaitValue64 makes the stream wait now instead of adding the wait to the capture, so the captured work would not wait for the slot when the graph runs: acquire on the host (acquire) or on a stream that is not capturing; no iteration was taken",
+        )?;
         let (iteration, index, _, _) = self.wait_for_turn()?;
         let count = self.slots.len() as u64;
         let slot = &self.slots[index];
@@ -224,12 +229,18 @@ impl VmmPool {
     /// Enqueues the timeline write for `lease` on `stream`, after the work already there. When
     /// the write cannot be enqueued, the host waits for `stream` and writes the value itself, so
     /// that the slot's next use is never left waiting for a value no one writes; when that wait
-    /// fails too, the slot stays held and the error is returned.
+    /// fails too, the slot stays held and the error is returned. A capturing `stream` is refused,
+    /// the slot still held, where the runtime would write at once instead of capturing the write.
     pub fn release(&self, lease: Lease, stream: Stream) -> Result<()> {
         let slot = self.slot(lease.slot)?;
         let mut turn = slot.turn();
         turn.check_holder(lease.slot, lease.iteration)?;
         let context = || format!("releasing slot {} (iteration {})", lease.slot, lease.iteration);
+        self.refuse_uncaptured(
+            stream,
+            "hipStreamWriteValue64 writes the timeline now instead of adding the write to the capture, so the slot would be free before the captured work has run and never freed when the graph runs: release on a stream that is not capturing, after the graph's launch; the slot is still held",
+        )
+        .map_err(|e| e.context(context()))?;
         let written =
             self.rt.stream_memory().and_then(|memory| memory.stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1));
         if let Err(e) = written {
@@ -254,17 +265,18 @@ impl VmmPool {
         Ok(())
     }
 
-    /// Waits until the GPU has finished every slot's last use. Fails with `InvalidState` while a
-    /// slot is held and with `Timeout` when the GPU does not finish in time.
+    /// Waits until the GPU has finished every slot's last use. Fails at once with `InvalidState`
+    /// while a slot is held (before waiting for any slot, so an earlier busy slot does not turn
+    /// it into a timeout) and with `Timeout` when the GPU does not finish in time.
     pub fn wait_idle(&self) -> Result<()> {
-        let deadline = Instant::now() + self.timeout;
         for (index, slot) in self.slots.iter().enumerate() {
-            let turn = slot.turn();
-            if let Some(h) = turn.holder() {
+            if let Some(h) = slot.turn().holder() {
                 return Err(Error::invalid_state(format!("slot {index} is still held by iteration {h}: release it first")));
             }
-            let awaited = turn.awaited();
-            drop(turn);
+        }
+        let deadline = Instant::now() + self.timeout;
+        for (index, slot) in self.slots.iter().enumerate() {
+            let awaited = slot.turn().awaited();
             if let Err(observed) = timeline::wait_at_least(|| slot.timeline.value(), awaited, deadline) {
                 return Err(timeline::timeout(
                     index,
@@ -275,6 +287,19 @@ impl VmmPool {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a capturing `stream` when the runtime runs stream writes and waits at once instead
+    /// of capturing them (HIP); `why` says what that would do. A stream whose capture state
+    /// cannot be queried is taken as not capturing.
+    fn refuse_uncaptured(&self, stream: Stream, why: &str) -> Result<()> {
+        if self.rt.stream_memory()?.memory_ops_captured() {
+            return Ok(());
+        }
+        match self.rt.stream_is_capturing(stream) {
+            Ok(true) => Err(Error::invalid_state(format!("the stream is capturing, and HIP's {why}"))),
+            _ => Ok(()),
+        }
     }
 
     fn slot(&self, index: usize) -> Result<&Slot> {

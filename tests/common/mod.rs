@@ -275,7 +275,7 @@ impl Hipsim {
         self.set("hipsimSetFaults", spec)
     }
 
-    /// `clr138`, `opaque_extra`; "" clears.
+    /// `HIPSIM_QUIRKS` syntax (`clr138`, `kernarg_leak`, ...); "" clears.
     pub fn set_quirks(&self, spec: &str) {
         self.set("hipsimSetQuirks", spec)
     }

@@ -34,12 +34,19 @@ run() { # label binary [env...] -- [args...]
     fi
 }
 
-tests=(memory streams kernels graphs capture vmm signal knobs)
+tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops)
 for t in "${tests[@]}"; do build "$t" ""; done
+build memcpy_params ""
 
 for t in "${tests[@]}"; do run "$t" "$t"; done
+# The versions whose releases were read (Debian's trixie, sid and experimental binaries), and an
+# unparsable one, which keeps the default (7.2.4).
+run "memcpy_params 5.7.1" memcpy_params HIPSIM_VERSION=50731921 -- 50731921
+run "memcpy_params 6.4.3" memcpy_params HIPSIM_VERSION=60443484 -- 60443484
+run "memcpy_params 7.2.4" memcpy_params -- 70253211
+run "memcpy_params malformed" memcpy_params HIPSIM_VERSION=6.4.3 -- 70253211
 run "knobs env-fail" knobs HIPSIM_FAIL=hipMalloc:3,hipStreamCreate:2:801 -- env-fail
-run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138,opaque_extra -- env-quirks
+run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138 -- env-quirks
 run "knobs env-kernarg" knobs HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 -- env-kernarg
 run "knobs env-latency" knobs HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us -- env-latency
 run "knobs no-devices" knobs HIPSIM_DEVICES=0 -- no-devices

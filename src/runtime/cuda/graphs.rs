@@ -162,6 +162,11 @@ impl Graphs for CudaRuntime {
         }
     }
 
+    fn memcpy_read_back(&self) -> MemcpyReadBack {
+        // The driver keeps one set of parameters per node, the one it runs and reports.
+        MemcpyReadBack::Reliable
+    }
+
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams> {
         let mut p = Memcpy3D::zeroed();
         // SAFETY: a valid out-pointer; the caller keeps the handle live.

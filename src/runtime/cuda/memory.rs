@@ -76,4 +76,9 @@ impl StreamMemory for CudaRuntime {
         // CU_STREAM_WAIT_VALUE_GEQ (0).
         self.call("cuStreamWaitValue64_v2", || unsafe { (memops.cuStreamWaitValue64_v2)(stream.0, p, value, 0) })
     }
+
+    fn memory_ops_captured(&self) -> bool {
+        // Stream memory operations are capturable: they become memory-operation nodes.
+        true
+    }
 }

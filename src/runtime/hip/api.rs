@@ -103,6 +103,7 @@ symbol_table! {
 symbol_table! {
     /// Kernel-node launch attributes (ROCm 5.5+).
     pub struct NodeAttributes {
+        // (hSrc, hDst): source first, unlike CUDA.
         hipGraphKernelNodeCopyAttributes: fn(P, P) -> E;
     }
 }

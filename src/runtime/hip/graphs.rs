@@ -165,14 +165,24 @@ impl Graphs for HipRuntime {
 
     fn copy_kernel_node_attributes(&self, dst: Node, src: Node) -> Result<()> {
         match &self.attributes {
+            // HIP takes the source first, the reverse of CUDA's `cuGraphKernelNodeCopyAttributes`
+            // (clr runs `hDst->CopyAttr(hSrc)`); swapped, a source with an attribute set fails
+            // with hipErrorInvalidContext and the new node gets nothing.
             // SAFETY: the caller keeps both kernel nodes live.
-            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(dst.0, src.0) }),
+            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(src.0, dst.0) }),
             // Runtimes before 5.5 have no kernel-node attributes to lose.
             None => Ok(()),
         }
     }
 
+    fn memcpy_read_back(&self) -> MemcpyReadBack {
+        self.layout.memcpy_read_back()
+    }
+
     fn memcpy_node_read(&self, node: Node) -> Result<MemcpyParams> {
+        if let MemcpyReadBack::Never(why) = self.layout.memcpy_read_back() {
+            return Err(Error::unsupported(why));
+        }
         // SAFETY: the struct holds only integers and raw pointers, for which all-zero is valid.
         let mut p: Memcpy3DParms = unsafe { std::mem::zeroed() };
         // SAFETY: a valid out-pointer; the caller keeps the node live.

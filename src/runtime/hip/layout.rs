@@ -2,12 +2,15 @@
 //! `hipRuntimeGetVersion` (see the project reference on GPU APIs, §3).
 
 use crate::runtime::common;
-use crate::runtime::{MemcpyParams, MemsetParams, NodeType};
+use crate::runtime::{MemcpyParams, MemcpyReadBack, MemsetParams, NodeType};
 use hip_runtime_sys::{hipExtent, hipMemAllocationProp, hipMemLocation, hipMemsetParams, hipPitchedPtr, hipPos};
 use std::ffi::{c_int, c_void};
 
 /// First runtime with real VMM, the 5.3+ `hipMemAllocationProp` and the 5.3+ node-type numbers.
 const ROCM_5_3: i32 = 50_300_000;
+/// First runtime known to fill a 1-D memcpy node's 3-D parameters (read in the 7.2.4 binary; the
+/// 6.4.3 one does not, 7.0 and 7.1 were not read).
+const ROCM_7_2: i32 = 70_200_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -131,6 +134,25 @@ impl Layout {
         }
     }
 
+    /// What `hipGraphMemcpyNodeGetParams` tells of a 1-D memcpy node (`hipGraphAddMemcpyNode1D`,
+    /// a captured `hipMemcpyAsync`: clr's `GraphMemcpyNode1D`, which runs its own copy of the
+    /// parameters). Before 7.2 clr never fills the 3-D parameters of such a node (5.x: the node
+    /// is not a memcpy node at all and the call reads its other fields; 6.x: they are left
+    /// uninitialised), and no call tells such a node from a 3-D one whose parameters are right.
+    /// From 7.2 they are filled when the node is made and never refreshed.
+    pub fn memcpy_read_back(self) -> MemcpyReadBack {
+        let v = super::version_text(self.version);
+        if self.version >= ROCM_7_2 {
+            MemcpyReadBack::AsCreated(format!(
+                "HIP {v} reports a 1-D memcpy node's parameters as it was created: hipGraphMemcpyNodeSetParams1D does not refresh them"
+            ))
+        } else {
+            MemcpyReadBack::Never(format!(
+                "HIP {v} does not fill a 1-D memcpy node's parameters (hipGraphMemcpyNodeGetParams returns memory it never wrote), and no call tells such a node from a filled one"
+            ))
+        }
+    }
+
     /// A 1-D copy read back as 3-D parameters; `None` when it is not a plain 1-D copy.
     pub fn memcpy_read(self, raw: &Memcpy3DParms) -> Option<MemcpyParams> {
         let one_d = raw.src_array.is_null()
@@ -157,6 +179,16 @@ mod tests {
         assert_eq!(new.node_type(0), NodeType::Kernel);
         assert_eq!(new.node_type(4), NodeType::Child);
         assert_eq!(new.node_type(14), NodeType::MemOp);
+    }
+
+    #[test]
+    fn memcpy_parameters_are_trusted_from_7_2_and_only_as_created() {
+        for v in [50_221_153, 50_731_921, 60_443_484, 70_153_000] {
+            let MemcpyReadBack::Never(why) = Layout::for_version(v).memcpy_read_back() else { panic!("{v}: trusted") };
+            assert!(why.starts_with(&format!("HIP {}", super::super::version_text(v))), "{why}");
+        }
+        let MemcpyReadBack::AsCreated(why) = Layout::for_version(70_253_211).memcpy_read_back() else { panic!("7.2.4") };
+        assert!(why.contains("HIP 7.2.53211") && why.contains("SetParams1D"), "{why}");
     }
 
     #[test]

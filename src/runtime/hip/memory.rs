@@ -64,4 +64,10 @@ impl StreamMemory for HipRuntime {
         // hipStreamWaitValueGte (0) with a full mask.
         self.check("hipStreamWaitValue64", unsafe { (memops.hipStreamWaitValue64)(stream.0, ptr(p), value, 0, u64::MAX) })
     }
+
+    fn memory_ops_captured(&self) -> bool {
+        // clr's hipStreamWriteValue64 and hipStreamWaitValue64 enqueue on the stream with no
+        // capture branch (hip_stream_ops.cpp, 5.7.1 to 7.x).
+        false
+    }
 }

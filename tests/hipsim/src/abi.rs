@@ -93,6 +93,19 @@ pub struct MemAccessDesc {
     pub flags: i32,
 }
 
+/// hipAccessPolicyWindow, 32 bytes: the first member of hipKernelNodeAttrValue, whose other
+/// members (cooperative, priority) are an `int` at offset 0. The base pointer is kept as an
+/// address: the window is stored, never dereferenced.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+pub struct AccessPolicyWindow {
+    pub base_ptr: u64,
+    pub hit_prop: i32,
+    pub hit_ratio: f32,
+    pub miss_prop: i32,
+    pub num_bytes: usize,
+}
+
 pub const MEM_LOCATION_DEVICE: i32 = 1;
 pub const MEM_ALLOCATION_PINNED: i32 = 1;
 
@@ -105,4 +118,5 @@ const _: () = {
     assert!(std::mem::offset_of!(Memcpy3DParms, kind) == 152);
     assert!(size_of::<MemAllocationProp>() == 32);
     assert!(size_of::<MemAccessDesc>() == 12);
+    assert!(size_of::<AccessPolicyWindow>() == 32);
 };

@@ -41,6 +41,12 @@ pub fn submit(t: &Target, op: Op) -> HipResult {
     t.submit(Box::new(move || run_op(&op, dev)))
 }
 
+/// Runs `op` in stream order even when the stream captures (clr's stream memory operations).
+pub fn submit_uncaptured(t: &Target, op: Op) -> HipResult {
+    let dev = t.device();
+    t.submit(Box::new(move || run_op(&op, dev)))
+}
+
 /// Marks the stream's capture (if any) invalidated, e.g. after a forbidden synchronization.
 pub fn invalidate(t: &Target) {
     if let Target::Stream(s) = t

@@ -9,6 +9,7 @@ pub const INVALID_DEVICE_FUNCTION: i32 = 98;
 pub const NO_DEVICE: i32 = 100;
 pub const INVALID_DEVICE: i32 = 101;
 pub const INVALID_IMAGE: i32 = 200;
+pub const INVALID_CONTEXT: i32 = 201;
 pub const INVALID_HANDLE: i32 = 400;
 pub const ILLEGAL_STATE: i32 = 401;
 pub const NOT_FOUND: i32 = 500;
@@ -32,6 +33,7 @@ const TABLE: &[(i32, &str, &str)] = &[
     (NO_DEVICE, "hipErrorNoDevice\0", "no ROCm-capable device is detected\0"),
     (INVALID_DEVICE, "hipErrorInvalidDevice\0", "invalid device ordinal\0"),
     (INVALID_IMAGE, "hipErrorInvalidImage\0", "device kernel image is invalid\0"),
+    (INVALID_CONTEXT, "hipErrorInvalidContext\0", "invalid device context\0"),
     (INVALID_HANDLE, "hipErrorInvalidHandle\0", "invalid resource handle\0"),
     (ILLEGAL_STATE, "hipErrorIllegalState\0", "the operation cannot be performed in the present state\0"),
     (NOT_FOUND, "hipErrorNotFound\0", "named symbol not found\0"),

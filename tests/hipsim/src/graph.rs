@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::abi::{Dim3, KernelNodeParams, MemsetParams};
+use crate::abi::{AccessPolicyWindow, Dim3, KernelNodeParams, MemsetParams};
 use crate::error::{HipResult, INVALID_HANDLE, INVALID_VALUE};
 use crate::event::Event;
 use crate::handles::next_handle;
@@ -92,23 +92,40 @@ impl Op {
 
 /// Arrays returned by hipGraphKernelNodeGetParams; they live as long as the node's parameters.
 struct ParamView {
-    quirks: (bool, bool),
+    clr138: bool,
     #[expect(dead_code, reason = "owns the argument bytes that `params`, `extra` and `blob` point into")]
     values: Box<[u8]>,
     params: Box<[*mut c_void]>,
     #[expect(dead_code, reason = "owns the size word that `extra` points to")]
     size: Box<usize>,
     extra: Box<[*mut c_void; 5]>,
-    blob: Box<[u64; 4]>,
 }
 
 // SAFETY: the raw pointers only point into the view's own boxes.
 unsafe impl Send for ParamView {}
 
+/// A kernel node's launch attributes as clr keeps them: one value per attribute and the one set
+/// last (`kernelAttrInUse_`), the only one that Get and Copy look at. They change nothing in
+/// how hipsim runs the kernel.
+#[derive(Clone, Copy, Default)]
+pub struct KernelAttrs {
+    /// The hipKernelNodeAttrID set last; 0 before any.
+    pub in_use: i32,
+    pub window: AccessPolicyWindow,
+    pub cooperative: i32,
+    pub priority: i32,
+}
+
 pub struct Node {
     pub handle: usize,
     pub op: Op,
     pub deps: Vec<usize>,
+    /// Kept by a clone of the node, like clr's copy constructor (`CopyAttr`).
+    pub attrs: KernelAttrs,
+    /// A memcpy node's parameters as it was created: what ROCm 7.2's
+    /// `hipGraphMemcpyNodeGetParams` reports, since `hipGraphMemcpyNodeSetParams1D` leaves them
+    /// (clr keeps them apart from the ones it runs). A clone copies them, as clr's does.
+    pub memcpy_as_created: Option<Op>,
     views: Vec<ParamView>,
 }
 
@@ -120,18 +137,13 @@ impl Node {
 
     pub fn kernel_params(&mut self) -> HipResult<KernelNodeParams> {
         let Op::Kernel(k) = &self.op else { return Err(INVALID_VALUE) };
-        let quirks = (knobs::get().clr138(), knobs::get().opaque_extra());
-        if !self.views.iter().any(|v| v.quirks == quirks) {
-            self.views.push(ParamView::new(k, quirks));
+        let clr138 = knobs::get().clr138();
+        if !self.views.iter().any(|v| v.clr138 == clr138) {
+            self.views.push(ParamView::new(k, clr138));
         }
-        let v = self.views.iter_mut().find(|v| v.quirks == quirks).expect("just ensured");
-        let (kernel_params, extra) = if quirks.1 {
-            (std::ptr::null_mut(), v.blob.as_mut_ptr().cast())
-        } else if k.extra_style {
-            (std::ptr::null_mut(), v.extra.as_mut_ptr())
-        } else {
-            (v.params.as_mut_ptr(), std::ptr::null_mut())
-        };
+        let v = self.views.iter_mut().find(|v| v.clr138 == clr138).expect("just ensured");
+        let (kernel_params, extra) =
+            if k.extra_style { (std::ptr::null_mut(), v.extra.as_mut_ptr()) } else { (v.params.as_mut_ptr(), std::ptr::null_mut()) };
         Ok(KernelNodeParams {
             block_dim: k.block,
             extra,
@@ -144,8 +156,7 @@ impl Node {
 }
 
 impl ParamView {
-    fn new(k: &KernelOp, quirks: (bool, bool)) -> Self {
-        let (clr138, _) = quirks;
+    fn new(k: &KernelOp, clr138: bool) -> Self {
         let mut values: Box<[u8]> = k.args.clone().into_boxed_slice();
         let base = values.as_mut_ptr();
         let (offs, _) = k.kernel.layout();
@@ -159,9 +170,7 @@ impl ParamView {
         // HIP_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END are small integers, not addresses.
         let key = std::ptr::without_provenance_mut::<c_void>;
         let extra = Box::new([key(1), base.cast(), key(2), (&mut *size as *mut usize).cast(), key(3)]);
-        // ROCm 7.2 hands out its internal kernarg blob instead of a HIP_LAUNCH_PARAM list.
-        let blob = Box::new([0x4b41_5247_424c_4f42, values.len() as u64, base as u64, 0]);
-        ParamView { quirks, values, params, size, extra, blob }
+        ParamView { clr138, values, params, size, extra }
     }
 }
 
@@ -239,7 +248,8 @@ impl Graphs {
         let h = next_handle();
         let nodes = &mut self.graphs.get_mut(&g).expect("checked").nodes;
         self.owner.insert(h, (g, nodes.len()));
-        nodes.push(Node { handle: h, op, deps: deps.to_vec(), views: Vec::new() });
+        let memcpy_as_created = matches!(op, Op::Memcpy { .. }).then(|| op.clone());
+        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), memcpy_as_created, views: Vec::new() });
         Ok(h)
     }
 
@@ -258,7 +268,9 @@ impl Graphs {
     /// Deep copy with fresh node handles; child graphs are cloned too. The copy owns one
     /// reference to each user object of the source (clr's `Graph::clone`).
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
-        let plan: Vec<(usize, Op, Vec<usize>)> = self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone())).collect();
+        type Planned = (usize, Op, Vec<usize>, KernelAttrs, Option<Op>);
+        let plan: Vec<Planned> =
+            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs, n.memcpy_as_created.clone())).collect();
         let objects: Vec<usize> = self.graph(src)?.user_objects.keys().copied().collect();
         let dst = self.create(embedded, true);
         for o in objects {
@@ -267,7 +279,7 @@ impl Graphs {
             }
         }
         let mut map = HashMap::new();
-        for (old, op, deps) in plan {
+        for (old, op, deps, attrs, memcpy_as_created) in plan {
             let op = match op {
                 Op::Child(c) => Op::Child(self.clone_graph(c, true)?),
                 other => other,
@@ -276,7 +288,7 @@ impl Graphs {
             let h = next_handle();
             let nodes = &mut self.graphs.get_mut(&dst).expect("created").nodes;
             self.owner.insert(h, (dst, nodes.len()));
-            nodes.push(Node { handle: h, op, deps, views: Vec::new() });
+            nodes.push(Node { handle: h, op, deps, attrs, memcpy_as_created, views: Vec::new() });
             map.insert(old, h);
         }
         Ok(dst)

@@ -36,15 +36,26 @@ pub enum KernargLeak {
     Silent,
 }
 
+/// What `hipRuntimeGetVersion` reports by default: ROCm 7.2.4 as Debian ships it
+/// (`libamdhip64.so.7.2.53211`; major * 10^7 + minor * 10^5 + patch).
+pub const DEFAULT_VERSION: i32 = 70_253_211;
+/// The oldest version hipsim can report: it keeps the 5.3+ node-type numbers and structs.
+const OLDEST_VERSION: i32 = 50_300_000;
+/// The first version whose 1-D memcpy nodes report their parameters (see `rocm_7_2_memcpy`).
+const ROCM_7_2: i32 = 70_200_000;
+
 pub struct Knobs {
     state: Mutex<State>,
     pub devices: i32,
+    /// `HIPSIM_VERSION`: the ROCm version reported and whose behaviour is modelled where
+    /// versions differ.
+    pub version: i32,
     /// `HIPSIM_KERNARG_POOL`: bytes of kernel-argument staging per device.
     pub kernarg_pool: u64,
     stats: bool,
     clr138: AtomicBool,
-    opaque_extra: AtomicBool,
     clr_graph_launch: AtomicBool,
+    clr_stream_memops: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
 }
@@ -71,14 +82,25 @@ fn init() -> Knobs {
             u64::MAX
         }),
     };
+    let version = match env("HIPSIM_VERSION").trim() {
+        "" => DEFAULT_VERSION,
+        s => match s.parse::<i32>() {
+            Ok(v) if v >= OLDEST_VERSION => v,
+            _ => {
+                eprintln!("hipsim: ignoring malformed HIPSIM_VERSION (an integer, {OLDEST_VERSION} or later)");
+                DEFAULT_VERSION
+            }
+        },
+    };
     let k = Knobs {
         state: Mutex::new(State::default()),
         devices,
+        version,
         kernarg_pool,
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
-        opaque_extra: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),
+        clr_stream_memops: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
     };
@@ -169,12 +191,12 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut opaque, mut leak, mut flag_bits, mut clr_launch) = (false, false, KernargLeak::Off, false, false);
+        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops) = (false, KernargLeak::Off, false, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "clr_graph_launch" => clr_launch = true,
-                "opaque_extra" => opaque = true,
+                "clr_stream_memops" => clr_memops = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
                 "kernarg_leak_silent" => leak = KernargLeak::Silent,
@@ -183,8 +205,8 @@ impl Knobs {
             }
         }
         self.clr138.store(clr138, Ordering::Relaxed);
-        self.opaque_extra.store(opaque, Ordering::Relaxed);
         self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
+        self.clr_stream_memops.store(clr_memops, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
         Ok(())
@@ -200,12 +222,15 @@ impl Knobs {
         Ok(())
     }
 
-    pub fn clr138(&self) -> bool {
-        self.clr138.load(Ordering::Relaxed)
+    /// Whether `hipGraphMemcpyNodeGetParams` of a 1-D memcpy node reports the parameters the node
+    /// was created with (ROCm 7.2: clr fills them in the constructor and never refreshes them);
+    /// before, clr never fills them and the call returns memory it never wrote.
+    pub fn rocm_7_2_memcpy(&self) -> bool {
+        self.version >= ROCM_7_2
     }
 
-    pub fn opaque_extra(&self) -> bool {
-        self.opaque_extra.load(Ordering::Relaxed)
+    pub fn clr138(&self) -> bool {
+        self.clr138.load(Ordering::Relaxed)
     }
 
     /// Bits `hipStreamGetFlags` reports beyond those the stream was created with (the
@@ -219,6 +244,13 @@ impl Knobs {
     /// (its hipGraphLaunch has no capture branch).
     pub fn clr_graph_launch(&self) -> bool {
         self.clr_graph_launch.load(Ordering::Relaxed)
+    }
+
+    /// `clr_stream_memops`: hipStreamWriteValue64 and hipStreamWaitValue64 on a capturing stream
+    /// run on the stream at once instead of joining the capture, as ROCm's clr does (its
+    /// ihipStreamOperation enqueues them with no capture branch).
+    pub fn clr_stream_memops(&self) -> bool {
+        self.clr_stream_memops.load(Ordering::Relaxed)
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {

@@ -1,4 +1,4 @@
-//! hipsim: a software model of an AMD GPU behind the HIP C API (ROCm 6.x ABI).
+//! hipsim: a software model of an AMD GPU behind the HIP C API (the ABI of ROCm 5.3 to 7.2).
 //!
 //! Built as `libamdhip64.so` so that the project's HIP backend can be exercised in CI
 //! without a GPU: what the real device would compute, this library computes.

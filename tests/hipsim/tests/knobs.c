@@ -25,8 +25,8 @@ static hipGraphNode_t kernel_node(hipGraph_t g, hipFunction_t fill, int extra_st
     return node;
 }
 
-/* clr138: kernelParams point at garbage; opaque_extra: extra is not a HIP_LAUNCH_PARAM list. */
-static void check_quirks(int clr138, int opaque) {
+/* clr138: kernelParams point at garbage. */
+static void check_quirks(int clr138) {
     hipModule_t m = load_module();
     hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
     void *d;
@@ -36,12 +36,7 @@ static void check_quirks(int clr138, int opaque) {
     hipGraphNode_t kp = kernel_node(g, fill, 0, d), ex = kernel_node(g, fill, 1, d);
     hipKernelNodeParams p;
     CHECK(hipGraphKernelNodeGetParams(kp, &p));
-    if (opaque) {
-        EXPECT(p.kernelParams == NULL && p.extra != NULL);
-        EXPECT(p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_POINTER && p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_SIZE);
-        CHECK(hipGraphKernelNodeGetParams(ex, &p));
-        EXPECT(p.kernelParams == NULL && p.extra != NULL && p.extra[0] != HIP_LAUNCH_PARAM_BUFFER_POINTER);
-    } else if (clr138) {
+    if (clr138) {
         EXPECT(p.kernelParams != NULL && p.extra == NULL);
         EXPECT(*(void **)p.kernelParams[0] != d && *(uint32_t *)p.kernelParams[1] != 0x1234);
         CHECK(hipGraphKernelNodeGetParams(ex, &p)); /* extra-style nodes are unaffected */
@@ -213,14 +208,12 @@ static void api(void) {
     CHECK(hipGetDevice(&d));
 
     /* Quirks. */
-    check_quirks(0, 0);
+    check_quirks(0);
     EXPECT(hipsimSetQuirks("clr138") == 0);
-    check_quirks(1, 0);
-    EXPECT(hipsimSetQuirks("opaque_extra") == 0);
-    check_quirks(0, 1);
+    check_quirks(1);
     EXPECT(hipsimSetQuirks("nonsense") == -1);
     EXPECT(hipsimSetQuirks("") == 0);
-    check_quirks(0, 0);
+    check_quirks(0);
     check_kernarg();
 
     /* Latency. */
@@ -249,10 +242,10 @@ int main(int argc, char **argv) {
         hipStream_t s;
         CHECK(hipStreamCreate(&s));
         EXPECT_ERR(hipStreamCreate(&s), hipErrorNotSupported);
-    } else if (!strcmp(mode, "env-quirks")) { /* HIPSIM_QUIRKS=clr138,opaque_extra */
-        check_quirks(1, 1);
-        EXPECT(hipsimSetQuirks("clr138") == 0);
-        check_quirks(1, 0);
+    } else if (!strcmp(mode, "env-quirks")) { /* HIPSIM_QUIRKS=clr138 */
+        check_quirks(1);
+        EXPECT(hipsimSetQuirks("") == 0);
+        check_quirks(0);
     } else if (!strcmp(mode, "env-kernarg")) { /* HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 */
         hipModule_t m = load_module();
         hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");

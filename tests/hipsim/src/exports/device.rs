@@ -3,10 +3,8 @@ use std::ffi::c_char;
 use crate::device;
 use crate::error::{self, INVALID_VALUE, NO_DEVICE};
 use crate::ffi::{counted, hip_export, out, out_opt};
+use crate::knobs;
 use crate::stream;
-
-/// ROCm 6.2 (major * 10^7 + minor * 10^5 + patch).
-const VERSION: i32 = 60241134;
 
 hip_export! {
     fn hipInit(_flags: u32) {
@@ -15,12 +13,12 @@ hip_export! {
 
     fn hipRuntimeGetVersion(v: *mut i32) {
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(v, VERSION) }
+        unsafe { out(v, knobs::get().version) }
     }
 
     fn hipDriverGetVersion(v: *mut i32) {
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(v, VERSION) }
+        unsafe { out(v, knobs::get().version) }
     }
 
     fn hipGetDeviceCount(count: *mut i32) {

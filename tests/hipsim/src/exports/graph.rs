@@ -5,6 +5,7 @@ use crate::error::{HipResult, INVALID_VALUE};
 use crate::event::EVENTS;
 use crate::ffi::{hip_export, out, slice};
 use crate::graph::{self, KernelOp, MemsetOp, Op};
+use crate::knobs;
 use crate::module::kernel_op;
 
 /// # Safety
@@ -223,22 +224,41 @@ hip_export! {
     }
 
     fn hipGraphMemcpyNodeGetParams(node: usize, p: *mut Memcpy3DParms) {
-        let Op::Memcpy { dst, src, count, kind } = graph::lock().node(node)?.op else {
+        let gs = graph::lock();
+        let n = gs.node(node)?;
+        if !matches!(n.op, Op::Memcpy { .. }) {
             return Err(INVALID_VALUE);
-        };
+        }
         let zero = Pos { x: 0, y: 0, z: 0 };
-        let pitched = |ptr: u64| PitchedPtr { ptr: ptr as *mut c_void, pitch: count, xsize: count, ysize: 1 };
+        let pitched = |ptr: u64| PitchedPtr { ptr: ptr as *mut c_void, pitch: 0, xsize: 0, ysize: 0 };
+        // Every node hipsim makes is a 1-D one (hipGraphAddMemcpyNode1D, a captured copy). From
+        // ROCm 7.2 clr zero-fills its 3-D parameters and sets pointers, extent and kind when the
+        // node is created; before, it never writes them (modelled as zeros: a 0-byte copy
+        // between null pointers, which reads as a valid 1-D copy).
+        let params = match &n.memcpy_as_created {
+            Some(Op::Memcpy { dst, src, count, kind }) if knobs::get().rocm_7_2_memcpy() => Memcpy3DParms {
+                src_array: std::ptr::null_mut(),
+                src_pos: zero,
+                src_ptr: pitched(*src),
+                dst_array: std::ptr::null_mut(),
+                dst_pos: zero,
+                dst_ptr: pitched(*dst),
+                extent: Pos { x: *count, y: 1, z: 1 },
+                kind: *kind,
+            },
+            _ => Memcpy3DParms {
+                src_array: std::ptr::null_mut(),
+                src_pos: zero,
+                src_ptr: pitched(0),
+                dst_array: std::ptr::null_mut(),
+                dst_pos: zero,
+                dst_ptr: pitched(0),
+                extent: zero,
+                kind: 0,
+            },
+        };
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(p, Memcpy3DParms {
-            src_array: std::ptr::null_mut(),
-            src_pos: zero,
-            src_ptr: pitched(src),
-            dst_array: std::ptr::null_mut(),
-            dst_pos: zero,
-            dst_ptr: pitched(dst),
-            extent: Pos { x: count, y: 1, z: 1 },
-            kind,
-        }) }
+        unsafe { out(p, params) }
     }
 
     fn hipGraphMemcpyNodeSetParams1D(node: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: i32) {

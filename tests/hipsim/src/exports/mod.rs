@@ -1,5 +1,6 @@
 //! The exported C API, grouped like the HIP reference manual.
 
+mod attributes;
 mod capture;
 mod device;
 mod exec;

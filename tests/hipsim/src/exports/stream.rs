@@ -5,6 +5,7 @@ use crate::error::{CAPTURE_UNSUPPORTED, HipResult, INVALID_HANDLE, INVALID_VALUE
 use crate::event::{DISABLE_TIMING, EVENTS, Event};
 use crate::ffi::{hip_export, out};
 use crate::graph::Op;
+use crate::knobs;
 use crate::memory;
 use crate::stream::{self, STREAMS, Target, resolve};
 
@@ -123,7 +124,12 @@ hip_export! {
     }
 
     fn hipStreamWriteValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, _flags: u32) {
-        capture::submit(&resolve(h)?, Op::WriteValue64 { ptr: ptr as u64, value })
+        let t = resolve(h)?;
+        let op = Op::WriteValue64 { ptr: ptr as u64, value };
+        if knobs::get().clr_stream_memops() {
+            return capture::submit_uncaptured(&t, op);
+        }
+        capture::submit(&t, op)
     }
 
     fn hipStreamWaitValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, flags: u32, mask: u64) {
@@ -131,7 +137,7 @@ hip_export! {
         if flags > 3 {
             return Err(INVALID_VALUE);
         }
-        if capture::is_capturing(&t) {
+        if capture::is_capturing(&t) && !knobs::get().clr_stream_memops() {
             return Err(CAPTURE_UNSUPPORTED);
         }
         let dev = t.device();
