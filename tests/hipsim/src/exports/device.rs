@@ -8,6 +8,13 @@ use crate::stream;
 /// ROCm 6.2 (major * 10^7 + minor * 10^5 + patch).
 const VERSION: i32 = 60241134;
 
+/// `sizeof(hipDeviceProp_tR0600)` and the offsets of `name` and `gcnArchName` in it.
+const PROPS_R0600_SIZE: usize = 1472;
+const PROPS_NAME: usize = 0;
+const PROPS_ARCH_NAME: usize = 1160;
+/// The device and architecture name.
+const ARCH: &[u8] = b"hipsim";
+
 hip_export! {
     fn hipInit(_flags: u32) {
         Ok(())
@@ -43,6 +50,23 @@ hip_export! {
         device::check(d)?;
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
         unsafe { out(value, device::attribute(attr).ok_or(INVALID_VALUE)?) }
+    }
+
+    // The ROCm 6.x properties (`hipDeviceProp_tR0600`, 1472 bytes): only `name` (offset 0) and
+    // `gcnArchName` (offset 1160) are modelled, both "hipsim", the rest is zero. The architecture
+    // name tells the tests and tools to load hipsim's image rather than an AMD code object.
+    fn hipGetDevicePropertiesR0600(prop: *mut u8, d: i32) {
+        device::check(d)?;
+        if prop.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let mut bytes = [0u8; PROPS_R0600_SIZE];
+        for offset in [PROPS_NAME, PROPS_ARCH_NAME] {
+            bytes[offset..offset + ARCH.len()].copy_from_slice(ARCH);
+        }
+        // SAFETY: non-null, and a writable hipDeviceProp_tR0600 per the contract.
+        unsafe { prop.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len()) };
+        Ok(())
     }
 
     fn hipDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) {
