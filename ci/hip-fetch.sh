@@ -78,8 +78,8 @@ for suite in "${suites[@]}"; do
 done
 
 if [ $need_update = 1 ]; then
-    if ! apt-get "${apt_opts[@]}" -q update >"$apt_dir/update.log" 2>&1; then
-        sed 's/^/    /' "$apt_dir/update.log" >&2
+    if ! apt-get "${apt_opts[@]}" -q --error-on=any update >"$apt_dir/update.log" 2>&1; then
+        grep -E '^(E|Err):' "$apt_dir/update.log" | sed 's/^/    /' >&2
         die "apt-get update against $mirror failed (is the Debian mirror reachable?)"
     fi
     for suite in "${suites[@]}"; do
