@@ -8,12 +8,27 @@ use crate::stream;
 /// ROCm 6.2 (major * 10^7 + minor * 10^5 + patch).
 const VERSION: i32 = 60241134;
 
-/// `sizeof(hipDeviceProp_tR0600)` and the offsets of `name` and `gcnArchName` in it.
-const PROPS_R0600_SIZE: usize = 1472;
-const PROPS_NAME: usize = 0;
-const PROPS_ARCH_NAME: usize = 1160;
+/// `sizeof(hipDeviceProp_tR0600)` and the offset of `gcnArchName` in it (`name` is at 0).
+const PROPS_R0600: (usize, usize) = (1472, 1160);
+/// The same of the struct before ROCm 6.0, which `hipGetDeviceProperties` keeps in every version.
+const PROPS_R0000: (usize, usize) = (792, 396);
 /// The device and architecture name.
 const ARCH: &[u8] = b"hipsim";
+
+/// Writes properties of `size` bytes, zero but for `name` and `gcnArchName` ("hipsim").
+fn device_props(prop: *mut u8, d: i32, (size, arch_offset): (usize, usize)) -> crate::error::HipResult {
+    device::check(d)?;
+    if prop.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let mut bytes = vec![0u8; size];
+    for offset in [0, arch_offset] {
+        bytes[offset..offset + ARCH.len()].copy_from_slice(ARCH);
+    }
+    // SAFETY: non-null, and a writable struct of this layout per the caller's contract.
+    unsafe { prop.copy_from_nonoverlapping(bytes.as_ptr(), size) };
+    Ok(())
+}
 
 hip_export! {
     fn hipInit(_flags: u32) {
@@ -52,21 +67,17 @@ hip_export! {
         unsafe { out(value, device::attribute(attr).ok_or(INVALID_VALUE)?) }
     }
 
-    // The ROCm 6.x properties (`hipDeviceProp_tR0600`, 1472 bytes): only `name` (offset 0) and
-    // `gcnArchName` (offset 1160) are modelled, both "hipsim", the rest is zero. The architecture
-    // name tells the tests and tools to load hipsim's image rather than an AMD code object.
+    // Only `name` and `gcnArchName` are modelled, both "hipsim", the rest is zero: the
+    // architecture name tells the tests and tools to load hipsim's image rather than an AMD code
+    // object. The ROCm 6.0+ call and struct (`hipDeviceProp_tR0600`)...
     fn hipGetDevicePropertiesR0600(prop: *mut u8, d: i32) {
-        device::check(d)?;
-        if prop.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        let mut bytes = [0u8; PROPS_R0600_SIZE];
-        for offset in [PROPS_NAME, PROPS_ARCH_NAME] {
-            bytes[offset..offset + ARCH.len()].copy_from_slice(ARCH);
-        }
-        // SAFETY: non-null, and a writable hipDeviceProp_tR0600 per the contract.
-        unsafe { prop.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len()) };
-        Ok(())
+        device_props(prop, d, PROPS_R0600)
+    }
+
+    // ... and the older one, which every runtime still exports (the library calls it on a
+    // runtime reporting a version before 6.0).
+    fn hipGetDeviceProperties(prop: *mut u8, d: i32) {
+        device_props(prop, d, PROPS_R0000)
     }
 
     fn hipDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) {
