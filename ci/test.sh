@@ -3,7 +3,8 @@
 # header drift and export checks, Rust tests of the whole workspace, the release-built soak of the
 # update budget (tests/exec_budget.rs), the C/C++ ABI tests, the fault matrix (tests/faults), a
 # short soak (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software
-# GPU's own C suite, the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
+# GPU's own C suite, the checks against the real HIP of each ROCm version (ci/hip-versions.sh),
+# the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
 # installed library's pkg-config and CMake consumers (tests/install/run.sh).
 # GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
@@ -50,6 +51,8 @@ echo "== fuzzing the C ABI for two minutes (ci/fuzz.sh; longer runs: ci/fuzz.sh 
 bash ci/fuzz.sh 120
 echo "== the software GPU's own C suite"
 bash tests/hipsim/run-c-tests.sh target/debug/libamdhip64.so
+echo "== Debian's real HIP of ROCm 5.2, 5.7, 6.4 and 7.2: the ABI the library assumes, no device without a GPU, the C suites on each header set (ci/hip-versions.sh)"
+bash ci/hip-versions.sh target/debug
 echo "== the LD_PRELOAD stream cache"
 bash tests/preload/run.sh target/debug
 echo "== Bazel: the installed library as @rocm_cmdbuf (tests/bazel)"

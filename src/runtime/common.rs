@@ -21,13 +21,17 @@ pub fn edge_ends(edges: &[Edge]) -> (Vec<P>, Vec<P>) {
     edges.iter().map(|e| (e.from.0, e.to.0)).unzip()
 }
 
-/// The error for a failed call. Both runtimes number these kinds alike (HIP copied CUDA's
-/// codes): 2 out of memory, 100 no device, 801 not supported.
+/// The error codes told apart. Both runtimes number them alike (HIP copied CUDA's codes).
+pub const ERROR_OUT_OF_MEMORY: c_int = 2;
+pub const ERROR_NO_DEVICE: c_int = 100;
+pub const ERROR_NOT_SUPPORTED: c_int = 801;
+
+/// The error for a failed call.
 pub fn error(call: &'static str, rc: c_int, name: &str, description: &str) -> Error {
     let kind = match rc {
-        2 => ErrorKind::OutOfMemory,
-        100 => ErrorKind::NoDevice,
-        801 => ErrorKind::Unsupported,
+        ERROR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+        ERROR_NO_DEVICE => ErrorKind::NoDevice,
+        ERROR_NOT_SUPPORTED => ErrorKind::Unsupported,
         _ => ErrorKind::Runtime,
     };
     Error::new(kind, format!("{call} failed: {name} ({rc}): {description}"))

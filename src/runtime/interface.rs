@@ -142,4 +142,7 @@ pub trait Direct: Send + Sync {
     fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()>;
     /// `(free, total)` bytes of `device`'s memory, as the runtime reports them.
     fn device_memory(&self, device: i32) -> Result<(usize, usize)>;
+    /// The architecture name HIP reports for `device` (`gcnArchName`: `gfx942:sramecc+:xnack-`,
+    /// the software GPU's `hipsim`), which picks the code object to load; `Unsupported` on CUDA.
+    fn device_arch(&self, device: i32) -> Result<String>;
 }

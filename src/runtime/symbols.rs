@@ -6,7 +6,30 @@ use crate::error::{Error, Result};
 
 /// Declares a struct of `unsafe extern "C"` function pointers named after their symbols, with a
 /// `resolve` that looks each one up in a `libloading::Library`.
+///
+/// Where each parameter is named (`fn(stream: hipStream_t) -> hipError_t`), the names and types
+/// are those of the C header, and tests also get `PROTOTYPES`: every prototype as text, which the
+/// HIP ABI probe compares with the real headers (`src/runtime/hip/abi.rs`).
 macro_rules! symbol_table {
+    ($(#[$meta:meta])* $vis:vis struct $table:ident {
+        $( $sym:ident : fn($($param:ident : $arg:ty),* $(,)?) -> $ret:ty; )*
+    }) => {
+        $crate::runtime::symbols::symbol_table! {
+            $(#[$meta])* $vis struct $table { $( $sym: fn($($arg),*) -> $ret; )* }
+        }
+
+        #[cfg(test)]
+        impl $table {
+            /// Each symbol with its return type and its named parameters, as written above.
+            pub const PROTOTYPES: &[$crate::runtime::symbols::Prototype] = &[$(
+                $crate::runtime::symbols::Prototype {
+                    name: stringify!($sym),
+                    ret: stringify!($ret),
+                    params: &[$((stringify!($param), stringify!($arg))),*],
+                },
+            )*];
+        }
+    };
     ($(#[$meta:meta])* $vis:vis struct $table:ident {
         $( $sym:ident : fn($($arg:ty),* $(,)?) -> $ret:ty; )*
     }) => {
@@ -46,6 +69,15 @@ macro_rules! symbol_table {
 }
 
 pub(crate) use symbol_table;
+
+/// A prototype of a symbol table with named parameters: Rust types as written, in the C
+/// header's names (`*const hipGraphNode_t`).
+#[cfg(test)]
+pub struct Prototype {
+    pub name: &'static str,
+    pub ret: &'static str,
+    pub params: &'static [(&'static str, &'static str)],
+}
 
 /// An optional table: present, or the reason its feature is off (a missing symbol, an old
 /// runtime, a device without support).

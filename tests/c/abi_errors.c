@@ -1,8 +1,9 @@
 /* Error paths of the C ABI, compiled as C11 (this file) and as C++17 (abi_errors.cpp includes it).
- * Usage: abi_errors MODE, where MODE is the situation the environment sets up:
+ * Usage: abi_errors MODE [TEXT], where MODE is the situation the environment sets up:
  *   basic       any environment: status strings, version, NULL arguments, last-error buffer rules
  *   unloadable  RCB_BACKEND=hip RCB_HIP_LIBRARY=<missing file>: the runtime cannot load
- *   no-device   RCB_BACKEND=hip RCB_HIP_LIBRARY=<real libamdhip64 on a machine without GPU>
+ *   no-device   RCB_BACKEND=hip RCB_HIP_LIBRARY=<real libamdhip64 on a machine without GPU>; the
+ *               message also holds TEXT when given (ci/hip-versions.sh: the runtime's version)
  *   bad-config  RCB_BACKEND=<garbage>
  *   loads       RCB_HIP_LIBRARY=<the software GPU>: the runtime loads and reports devices
  * Exits 0 when every check holds, 1 otherwise (each failed check is printed). */
@@ -82,7 +83,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "unloadable") == 0) {
         expect_load_failure(RCB_STATUS_RUNTIME_UNAVAILABLE, "cannot be loaded");
     } else if (strcmp(mode, "no-device") == 0) {
-        expect_load_failure(RCB_STATUS_NO_DEVICE, "sees no device");
+        /* argv[2], when given, must be in the message too: the runtime's version, say. */
+        expect_load_failure(RCB_STATUS_NO_DEVICE, argc > 2 ? argv[2] : "sees no device");
+        CHECK(strstr(last_error(), "sees no device") != NULL, "message lacks 'sees no device': %s", last_error());
     } else if (strcmp(mode, "bad-config") == 0) {
         expect_load_failure(RCB_STATUS_CONFIG, "RCB_BACKEND");
     } else if (strcmp(mode, "loads") == 0) {

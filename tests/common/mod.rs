@@ -1,5 +1,6 @@
 //! The integration tests' kit: picks the backend the same test bodies run on, loads the five
-//! test kernels on it and launches them ([`args`], [`launch`], [`run`]), reads the C ABI's
+//! test kernels on it (the code object for the device's architecture, [`code_objects`]) and
+//! launches them ([`args`], [`launch`], [`run`]), reads the C ABI's
 //! statuses and last error ([`last_error`], [`ok`], [`fails`]), says which checks of a test body are skipped
 //! and why ([`skip`], [`supported`], [`hipsim`], [`hipsim_or_skip`]), and reaches hipsim's test knobs when the
 //! software GPU is in use.
@@ -11,6 +12,9 @@
 #![allow(dead_code)]
 
 pub mod args;
+/// The image of the test kernels for a device: shared with the command-line tools.
+#[path = "../../src/bin/rcb-bench/kernels.rs"]
+pub mod code_objects;
 pub mod rng;
 
 pub use args::{Arg, pack};
@@ -179,7 +183,8 @@ pub fn run(rt: &dyn Runtime, function: Function, args: &[Arg], stream: Stream) {
     rt.direct().launch_kernel(&launch(function, &pack(args)), stream).expect("launch");
 }
 
-/// The five test kernels (same C signatures in hipsim and in `tests/gpu/kernels.cu`).
+/// The five test kernels (same C signatures in hipsim, `tests/gpu/kernels.cu` and
+/// `tests/gpu/kernels.hip`).
 pub struct TestKernels {
     pub module: Module,
     pub fill_u32: Function,
@@ -190,15 +195,7 @@ pub struct TestKernels {
 }
 
 pub fn kernels(rt: &dyn Runtime, device: i32) -> TestKernels {
-    let image: Vec<u8> = match rt.info().backend {
-        Backend::Hip => b"hipsim\0".to_vec(),
-        Backend::Cuda => {
-            let path = std::env::var_os("RCB_TEST_PTX").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("tests/gpu/kernels.ptx"));
-            let mut ptx = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-            ptx.push(0);
-            ptx
-        }
-    };
+    let image = code_objects::image(rt, device).unwrap_or_else(|e| panic!("the test kernels: {e}"));
     let module = rt.direct().module_load(device, &image).expect("load the test kernels");
     let f = |name: &str| rt.direct().module_function(module, name).expect(name);
     TestKernels {

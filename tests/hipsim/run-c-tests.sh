@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds and runs the hipsim C suite against a built libamdhip64.so.
-# Usage: run-c-tests.sh path/to/libamdhip64.so
+# Builds and runs the hipsim C suite against a built libamdhip64.so, with the HIP headers of
+# /usr/include (Debian's ROCm 5.2) or of INCLUDE_DIR (ci/hip-versions.sh passes each real ROCm's).
+# Usage: run-c-tests.sh path/to/libamdhip64.so [INCLUDE_DIR]
 set -euo pipefail
 
-lib=$(realpath "${1:?usage: $0 path/to/libamdhip64.so}")
+lib=$(realpath "${1:?usage: $0 path/to/libamdhip64.so [INCLUDE_DIR]}")
+include=${2:-/usr/include}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -13,7 +15,11 @@ mkdir -p "$work/lib"
 cp "$lib" "$work/lib/libamdhip64.so"
 ln -s libamdhip64.so "$work/lib/libamdhip64.so.6"
 
-cflags=(-std=c11 -Wall -Wextra -Werror -D__HIP_PLATFORM_AMD__ -I/usr/include -I"$here/tests" -g)
+# Other headers than the system's as system headers too (as an installed ROCm's are): the tests
+# are held to -Werror, AMD's headers are not.
+hip_dir=(-I/usr/include)
+[ "$include" = /usr/include ] || hip_dir=(-isystem "$include")
+cflags=(-std=c11 -Wall -Wextra -Werror -D__HIP_PLATFORM_AMD__ "${hip_dir[@]}" -I"$here/tests" -g)
 ldflags=(-L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib" -lpthread)
 
 failed=0

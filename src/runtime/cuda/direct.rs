@@ -79,4 +79,9 @@ impl Direct for CudaRuntime {
             Ok((free, total))
         })
     }
+
+    fn device_arch(&self, _device: i32) -> Result<String> {
+        // CUDA loads PTX, which the driver compiles for whatever device runs it.
+        Err(Error::unsupported("CUDA devices have no HIP architecture name"))
+    }
 }

@@ -7,8 +7,8 @@ use crate::runtime::{DevicePtr, Direct, Exec, Function, Graph, KernelParams, Mod
 use std::ffi::{CString, c_int, c_void};
 use std::ptr::null_mut;
 
-const MEMCPY_HOST_TO_DEVICE: c_int = 1;
-const MEMCPY_DEVICE_TO_HOST: c_int = 2;
+pub(super) const MEMCPY_HOST_TO_DEVICE: c_int = 1;
+pub(super) const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 
 impl Direct for HipRuntime {
     fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
@@ -83,5 +83,20 @@ impl Direct for HipRuntime {
             self.check("hipMemGetInfo", unsafe { (self.core.hipMemGetInfo)(&mut free, &mut total) })?;
             Ok((free, total))
         })
+    }
+
+    fn device_arch(&self, device: i32) -> Result<String> {
+        let get = self.device_props.ok_or_else(|| Error::unsupported("the HIP runtime lacks the device-properties call of its version"))?;
+        let layout = self.layout.device_props();
+        let call = if layout.r0600 { "hipGetDevicePropertiesR0600" } else { "hipGetDeviceProperties" };
+        // Words, not bytes: the struct holds 8-byte fields that the runtime writes in place.
+        let mut props = vec![0u64; layout.size.div_ceil(8)];
+        // SAFETY: a writable buffer at least as large as the struct of this runtime's version.
+        self.check(call, unsafe { get(props.as_mut_ptr().cast::<c_void>(), device) })?;
+        // SAFETY: the buffer's own bytes, `props.len() * 8` of them, all initialised.
+        let bytes = unsafe { std::slice::from_raw_parts(props.as_ptr().cast::<u8>(), props.len() * 8) };
+        let name = &bytes[layout.arch_offset..layout.arch_offset + layout.arch_len];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        Ok(String::from_utf8_lossy(&name[..end]).into_owned())
     }
 }

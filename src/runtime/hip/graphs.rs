@@ -10,7 +10,7 @@ use hip_runtime_sys::{hipKernelNodeParams, hipMemsetParams};
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
+pub(super) const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
 
 impl HipRuntime {
     fn nodes_of(&self, call: &'static str, f: impl Fn(*mut P, &mut usize) -> c_int) -> Result<Vec<Node>> {

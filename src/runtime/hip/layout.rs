@@ -11,6 +11,9 @@ const ROCM_5_3: i32 = 50_300_000;
 /// First runtime known to fill a 1-D memcpy node's 3-D parameters (read in the 7.2.4 binary; the
 /// 6.4.3 one does not, 7.0 and 7.1 were not read).
 const ROCM_7_2: i32 = 70_200_000;
+/// First runtime whose header calls `hipGetDeviceProperties` `hipGetDevicePropertiesR0600`, with
+/// a `hipDeviceProp_t` (`hipDeviceProp_tR0600`) of its own; the old symbol keeps the old layout.
+const ROCM_6_0: i32 = 60_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -59,6 +62,17 @@ impl AllocProp {
     }
 }
 
+/// Where the device properties keep the architecture name (`gcnArchName`, `char[256]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceProps {
+    /// `hipGetDevicePropertiesR0600` with `hipDeviceProp_tR0600`, else `hipGetDeviceProperties`
+    /// with the pre-6.0 `hipDeviceProp_t`.
+    pub r0600: bool,
+    pub size: usize,
+    pub arch_offset: usize,
+    pub arch_len: usize,
+}
+
 impl Layout {
     pub fn for_version(version: i32) -> Layout {
         Layout { version }
@@ -83,6 +97,15 @@ impl Layout {
             }
         } else {
             common::node_type(raw, 14)
+        }
+    }
+
+    /// The device-properties call and struct of this version.
+    pub fn device_props(self) -> DeviceProps {
+        if self.version >= ROCM_6_0 {
+            DeviceProps { r0600: true, size: 1472, arch_offset: 1160, arch_len: 256 }
+        } else {
+            DeviceProps { r0600: false, size: 792, arch_offset: 396, arch_len: 256 }
         }
     }
 

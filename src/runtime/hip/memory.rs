@@ -6,7 +6,10 @@ use crate::runtime::common::P;
 use crate::runtime::{DevicePtr, Memory, Signal, Stream, StreamMemory};
 use std::ptr::null_mut;
 
-const MALLOC_SIGNAL_MEMORY: u32 = 2;
+/// `hipMallocSignalMemory`.
+pub(super) const MALLOC_SIGNAL_MEMORY: u32 = 2;
+/// `hipStreamWaitValueGte`.
+pub(super) const WAIT_VALUE_GTE: u32 = 0;
 
 impl Memory for HipRuntime {
     fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool> {
@@ -61,8 +64,8 @@ impl StreamMemory for HipRuntime {
     fn stream_wait_u64_at_least(&self, stream: Stream, p: DevicePtr, value: u64) -> Result<()> {
         let memops = self.memops.get()?;
         // SAFETY: the caller keeps the stream and the 8 bytes at `p` live until the wait has run;
-        // hipStreamWaitValueGte (0) with a full mask.
-        self.check("hipStreamWaitValue64", unsafe { (memops.hipStreamWaitValue64)(stream.0, ptr(p), value, 0, u64::MAX) })
+        // a full mask.
+        self.check("hipStreamWaitValue64", unsafe { (memops.hipStreamWaitValue64)(stream.0, ptr(p), value, WAIT_VALUE_GTE, u64::MAX) })
     }
 
     fn memory_ops_captured(&self) -> bool {

@@ -2,6 +2,8 @@
 //! One file per subject: `memory.rs` (with the timeline), `streams.rs`, `graphs.rs`, `vmm.rs`
 //! and `direct.rs`.
 
+#[cfg(test)]
+mod abi;
 mod api;
 mod direct;
 mod graphs;
@@ -17,12 +19,19 @@ use crate::runtime::common::{self, P};
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, MemOps, NodeAttributes};
+use api::{CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, MemOps, NodeAttributes};
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
 use libloading::Library;
 use std::ffi::c_int;
 use std::ptr::null_mut;
+
+/// `hipSuccess`.
+const SUCCESS: c_int = 0;
+
+/// `hipGetDevicePropertiesR0600` or `hipGetDeviceProperties`, whichever `Layout::device_props`
+/// names (their prototypes differ only in the struct's layout).
+type DevicePropsFn = unsafe extern "C" fn(*mut api::hipDeviceProp_t, c_int) -> api::hipError_t;
 
 /// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `_BUFFER_SIZE` and `_END`.
 const EXTRA_KEYS: extra::Keys = extra::Keys { buffer_pointer: 0x1, buffer_size: 0x2, end: 0x3 };
@@ -33,6 +42,8 @@ pub struct HipRuntime {
     memops: Feature<MemOps>,
     attributes: Option<NodeAttributes>,
     capture_query: Option<CaptureQuery>,
+    /// For the device's architecture name (tests and tools only).
+    device_props: Option<DevicePropsFn>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -68,6 +79,13 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     let attributes = unsafe { NodeAttributes::resolve(&library) }.ok();
     // SAFETY: as for `Core`.
     let capture_query = unsafe { CaptureQuery::resolve(&library) }.ok();
+    let device_props = if layout.device_props().r0600 {
+        // SAFETY: as for `Core`.
+        unsafe { DevicePropsR0600::resolve(&library) }.ok().map(|t| t.hipGetDevicePropertiesR0600)
+    } else {
+        // SAFETY: as for `Core`.
+        unsafe { DevicePropsR0000::resolve(&library) }.ok().map(|t| t.hipGetDeviceProperties)
+    };
     let disabled = [vmm.disabled(), memops.disabled()].into_iter().flatten().collect();
 
     let mut count = 0;
@@ -80,7 +98,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         ));
     }
     let info = RuntimeInfo { backend: Backend::Hip, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, layout, info, _library: library }))
+    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, device_props, layout, info, _library: library }))
 }
 
 fn version_text(v: i32) -> String {
@@ -108,7 +126,7 @@ fn with_extra<R>(args: &[u8], f: impl FnOnce(*mut P, *mut P) -> R) -> R {
 
 impl HipRuntime {
     fn check(&self, call: &'static str, rc: c_int) -> Result<()> {
-        if rc == 0 {
+        if rc == SUCCESS {
             return Ok(());
         }
         // SAFETY: both take any code and return a static string (or null, which `text` allows).

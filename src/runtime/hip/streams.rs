@@ -6,11 +6,11 @@ use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams};
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
-const ERROR_NOT_READY: c_int = 600;
+pub(super) const ERROR_NOT_READY: c_int = 600;
 /// `hipStreamCaptureStatusNone`; active and invalidated captures both still need their end.
-const CAPTURE_STATUS_NONE: c_int = 0;
+pub(super) const CAPTURE_STATUS_NONE: c_int = 0;
 /// `hipEventDisableTiming`.
-const EVENT_DISABLE_TIMING: u32 = 0x2;
+pub(super) const EVENT_DISABLE_TIMING: u32 = 0x2;
 
 impl Streams for HipRuntime {
     fn stream_priority_range(&self, device: i32) -> Result<(i32, i32)> {

@@ -6,14 +6,18 @@ use crate::runtime::{DevicePtr, PhysicalMem, Vmm};
 use hip_runtime_sys::{hipMemAccessDesc, hipMemAccessFlags, hipMemLocation, hipMemLocationType};
 use std::ptr::null_mut;
 
+/// `hipMemAllocationGranularityMinimum`.
+pub(super) const GRANULARITY_MINIMUM: i32 = 0;
+
 impl Vmm for HipRuntime {
     fn granularity(&self, device: i32) -> Result<usize> {
         let vmm = self.vmm.get()?;
         let prop = self.layout.alloc_prop(device);
         let mut g = 0usize;
-        // SAFETY: `prop` is in the runtime's layout and lives until the call returns; flag 0 is
-        // "minimum".
-        self.check("hipMemGetAllocationGranularity", unsafe { (vmm.hipMemGetAllocationGranularity)(&mut g, prop.as_ptr(), 0) })?;
+        // SAFETY: `prop` is in the runtime's layout and lives until the call returns.
+        self.check("hipMemGetAllocationGranularity", unsafe {
+            (vmm.hipMemGetAllocationGranularity)(&mut g, prop.as_ptr(), GRANULARITY_MINIMUM)
+        })?;
         Ok(g)
     }
 

@@ -26,6 +26,33 @@ int main(void) {
     EXPECT(v == 64);
     EXPECT_ERR(hipDeviceGetAttribute(&v, (hipDeviceAttribute_t)5555, 0), hipErrorInvalidValue);
     EXPECT_ERR(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, 7), hipErrorInvalidDevice);
+    {
+        /* The ROCm 6.x properties: the 6.x headers call them by these names; older ones know
+         * neither, so the layout is spelled out (name at 0, gcnArchName at 1160, 1472 bytes).
+         * The older call and struct are checked with the older headers, which declare them. */
+#if HIP_VERSION_MAJOR >= 6
+        hipDeviceProp_tR0600 props;
+        memset(&props, 0xAB, sizeof props);
+        CHECK(hipGetDevicePropertiesR0600(&props, 1));
+        EXPECT(strcmp(props.name, "hipsim") == 0 && strcmp(props.gcnArchName, "hipsim") == 0 && props.warpSize == 0);
+        EXPECT_ERR(hipGetDevicePropertiesR0600(&props, 7), hipErrorInvalidDevice);
+        EXPECT_ERR(hipGetDevicePropertiesR0600(NULL, 0), hipErrorInvalidValue);
+#else
+        extern hipError_t hipGetDevicePropertiesR0600(void *prop, int device);
+        static unsigned char props[1472 + 8];
+        memset(props, 0xAB, sizeof props);
+        CHECK(hipGetDevicePropertiesR0600(props, 1));
+        EXPECT(strcmp((const char *)props, "hipsim") == 0 && strcmp((const char *)props + 1160, "hipsim") == 0);
+        EXPECT(props[1471] == 0 && props[1472] == 0xAB);
+        EXPECT_ERR(hipGetDevicePropertiesR0600(props, 7), hipErrorInvalidDevice);
+        EXPECT_ERR(hipGetDevicePropertiesR0600(NULL, 0), hipErrorInvalidValue);
+        hipDeviceProp_t old;
+        memset(&old, 0xAB, sizeof old);
+        CHECK(hipGetDeviceProperties(&old, 0));
+        EXPECT(strcmp(old.name, "hipsim") == 0 && strcmp(old.gcnArchName, "hipsim") == 0 && old.warpSize == 0);
+        EXPECT_ERR(hipGetDeviceProperties(&old, 7), hipErrorInvalidDevice);
+#endif
+    }
     CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
     EXPECT(least == 1 && greatest == -1);
     CHECK(hipDeviceCanAccessPeer(&v, 0, 1));

@@ -6,6 +6,28 @@ use crate::ffi::{counted, hip_export, out, out_opt};
 use crate::knobs;
 use crate::stream;
 
+/// `sizeof(hipDeviceProp_tR0600)` and the offset of `gcnArchName` in it (`name` is at 0).
+const PROPS_R0600: (usize, usize) = (1472, 1160);
+/// The same of the struct before ROCm 6.0, which `hipGetDeviceProperties` keeps in every version.
+const PROPS_R0000: (usize, usize) = (792, 396);
+/// The device and architecture name.
+const ARCH: &[u8] = b"hipsim";
+
+/// Writes properties of `size` bytes, zero but for `name` and `gcnArchName` ("hipsim").
+fn device_props(prop: *mut u8, d: i32, (size, arch_offset): (usize, usize)) -> crate::error::HipResult {
+    device::check(d)?;
+    if prop.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let mut bytes = vec![0u8; size];
+    for offset in [0, arch_offset] {
+        bytes[offset..offset + ARCH.len()].copy_from_slice(ARCH);
+    }
+    // SAFETY: non-null, and a writable struct of this layout per the caller's contract.
+    unsafe { prop.copy_from_nonoverlapping(bytes.as_ptr(), size) };
+    Ok(())
+}
+
 hip_export! {
     fn hipInit(_flags: u32) {
         Ok(())
@@ -41,6 +63,19 @@ hip_export! {
         device::check(d)?;
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
         unsafe { out(value, device::attribute(attr).ok_or(INVALID_VALUE)?) }
+    }
+
+    // Only `name` and `gcnArchName` are modelled, both "hipsim", the rest is zero: the
+    // architecture name tells the tests and tools to load hipsim's image rather than an AMD code
+    // object. The ROCm 6.0+ call and struct (`hipDeviceProp_tR0600`)...
+    fn hipGetDevicePropertiesR0600(prop: *mut u8, d: i32) {
+        device_props(prop, d, PROPS_R0600)
+    }
+
+    // ... and the older one, which every runtime still exports (the library calls it on a
+    // runtime reporting a version before 6.0).
+    fn hipGetDeviceProperties(prop: *mut u8, d: i32) {
+        device_props(prop, d, PROPS_R0000)
     }
 
     fn hipDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) {
