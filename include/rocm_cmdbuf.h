@@ -1430,10 +1430,15 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * waited on, by later launches and updates. A launch no event can follow (its record fails,
  * `stream` belongs to another device, more than 64 streams hold launches still running, or the
  * runtime cannot say whether `stream` is capturing) is made all the same, and what is replaced
- * after it waits for `rcb_cmdbuf_free` (see `rcb_cmdbuf_update_child`). A query can invalidate
- * a capture the caller has in progress (ROCm: on the stream the event was recorded on; CUDA: in
- * global or thread-local mode on the calling thread), so do not begin a capture on a stream this
- * command buffer was launched on, or capture in those modes on the calling thread, while
+ * after it waits for `rcb_cmdbuf_free` (see `rcb_cmdbuf_update_child`).
+ *
+ * The library records and queries its events with the calling thread in relaxed capture mode
+ * (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
+ * a capture in progress on another thread, or on the calling thread on another stream, is left
+ * alone; a runtime without that call would fail the query and invalidate every global-mode
+ * capture in the process and the calling thread's own captures. One case remains: on ROCm a
+ * query of an event whose last record was into a stream that is now capturing invalidates that
+ * capture, so do not begin a capture on a stream this command buffer was launched on while
  * launching or updating it.
  *
  * Thread-safety: one thread at a time per command buffer.

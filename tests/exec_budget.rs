@@ -1244,3 +1244,84 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
 
 /// The library's limit of graphs waiting behind a launch it could not follow (the header's 64).
 const STUCK_LIMIT: usize = 64;
+
+/// Second review of issue 29: the library's own event calls (after a launch, and the queries at
+/// later launches and updates) run in relaxed capture mode, so that a capture in progress
+/// elsewhere is not invalidated. On the software GPU an event query in the default (global)
+/// mode fails and invalidates every global capture in the process, as on CUDA and clr; the test
+/// shows that first, then launches and re-instantiates through the library during another
+/// thread's global capture and during a thread-local capture of its own, and both captures end
+/// whole.
+#[test]
+fn the_librarys_event_calls_leave_a_capture_in_progress_alone() {
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    type QueryFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
+    let query: QueryFn = unsafe { *hip.get(b"hipEventQuery\0").unwrap() };
+    let capturer = Worker::new();
+    let capture = Sent(rt.stream_create(0, 1, 0).unwrap());
+    let scratch = rt.malloc(0, SLICE as usize).unwrap();
+    let fill = gpu.k.fill_u32;
+    let begin = move |mode: rocm_cmdbuf::runtime::CaptureMode| {
+        let c = Sent(capture.0);
+        move || -> Result<(), String> {
+            let rt = common::runtime().unwrap();
+            let c = c;
+            rt.begin_capture(c.0, mode).map_err(|e| e.to_string())?;
+            common::run(rt, fill, &args::fill(scratch, 1, WORDS), c.0);
+            Ok(())
+        }
+    };
+    let end = move || {
+        let c = Sent(capture.0);
+        move || -> Result<(), String> {
+            let rt = common::runtime().unwrap();
+            let c = c;
+            let g = rt.end_capture(c.0).map_err(|e| e.to_string())?;
+            let nodes = rt.graph_nodes(g).map_err(|e| e.to_string())?.len();
+            rt.graph_destroy(g).map_err(|e| e.to_string())?;
+            if nodes == 1 { Ok(()) } else { Err(format!("the capture holds {nodes} node(s), not 1")) }
+        }
+    };
+    // The model bites: a plain query during another thread's global capture invalidates it.
+    let event = rt.event_create(0).unwrap();
+    capturer.run("beginning a global capture", begin(rocm_cmdbuf::runtime::CaptureMode::Global));
+    assert_ne!(unsafe { query(event.0) }, 0, "a query in the global mode during a global capture must fail");
+    let ended = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let e2 = ended.clone();
+    let finish = end();
+    capturer.run("ending the invalidated capture", move || {
+        *e2.lock().unwrap() = Some(finish());
+        Ok(())
+    });
+    assert!(ended.lock().unwrap().take().unwrap().is_err(), "the capture survived a plain query");
+    rt.event_destroy(event).unwrap();
+
+    // Through the library: launches, a re-instantiation, the old executable found finished.
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let exercise = |f: &mut Fleet| {
+        for round in 0..3 {
+            ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+            gpu.sync();
+            f.flip(0);
+            assert_eq!(f.flip(1).reinstantiated, 1, "round {round}");
+        }
+        ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+        gpu.sync();
+    };
+    capturer.run("beginning a global capture", begin(rocm_cmdbuf::runtime::CaptureMode::Global));
+    exercise(&mut f);
+    capturer.run("ending the global capture", end());
+    assert!(counters(&f.cb).retired_execs >= 2, "the library's queries found no launch finished");
+    // A thread-local capture of the launching thread's own.
+    let (b, e) = (begin(rocm_cmdbuf::runtime::CaptureMode::ThreadLocal), end());
+    b().unwrap();
+    exercise(&mut f);
+    e().unwrap();
+    f.launch_and_check(&gpu).unwrap();
+    rt.stream_destroy(capture.0).unwrap();
+    rt.free(scratch).unwrap();
+}

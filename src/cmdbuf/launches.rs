@@ -24,12 +24,11 @@
 //! replacement behind tracked launches is never refused and a long-running process holds a
 //! bounded number of generations and events.
 //!
-//! The events are queried, never waited on, at a launch and at a replacement. A query can break
-//! a capture the caller has in progress: ROCm's clr invalidates a capture on the stream the
-//! queried event was last recorded on, and CUDA one in global or thread-local mode on the
-//! querying thread. A caller that launched a command buffer on a stream must not begin a capture
-//! there while it launches or updates that command buffer, nor capture in those modes on the
-//! thread that does (`rcb_cmdbuf_launch` says so).
+//! The events are queried, never waited on, at a launch and at a replacement. The runtime makes
+//! those calls with the thread in relaxed capture mode (`Runtime::event_is_complete`), so that
+//! they break no capture in progress elsewhere; a capture begun on a stream where one of the
+//! events was recorded is still broken on ROCm (clr checks the event's stream), which
+//! `rcb_cmdbuf_launch` tells the caller not to do.
 
 use crate::counters::{Counters, Event as Counted};
 use crate::error::{Error, Leaks, Result};

@@ -101,6 +101,14 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// The calling thread's capture mode, relaxed around the library's own event calls so that a
+    /// capture of the caller's never counts them as unsafe (ROCm 5.0+, symbol version hip_5.0).
+    pub struct ThreadCaptureMode {
+        hipThreadExchangeStreamCaptureMode: fn(*mut c_int) -> E;
+    }
+}
+
+symbol_table! {
     /// Kernel-node launch attributes (ROCm 5.5+).
     pub struct NodeAttributes {
         hipGraphKernelNodeCopyAttributes: fn(P, P) -> E;

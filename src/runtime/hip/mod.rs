@@ -17,7 +17,7 @@ use crate::runtime::common::{self, P};
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, MemOps, NodeAttributes};
+use api::{CaptureQuery, Core, MemOps, NodeAttributes, ThreadCaptureMode};
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
 use libloading::Library;
@@ -33,6 +33,7 @@ pub struct HipRuntime {
     memops: Feature<MemOps>,
     attributes: Option<NodeAttributes>,
     capture_query: Option<CaptureQuery>,
+    thread_mode: Option<ThreadCaptureMode>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -68,6 +69,8 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     let attributes = unsafe { NodeAttributes::resolve(&library) }.ok();
     // SAFETY: as for `Core`.
     let capture_query = unsafe { CaptureQuery::resolve(&library) }.ok();
+    // SAFETY: as for `Core`.
+    let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
     let disabled = [vmm.disabled(), memops.disabled()].into_iter().flatten().collect();
 
     let mut count = 0;
@@ -80,7 +83,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         ));
     }
     let info = RuntimeInfo { backend: Backend::Hip, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, layout, info, _library: library }))
+    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, thread_mode, layout, info, _library: library }))
 }
 
 fn version_text(v: i32) -> String {
