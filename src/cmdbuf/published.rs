@@ -7,28 +7,38 @@
 //! a capture; the capture, which owns the collective library's work buffers, is kept beside it).
 //! So whatever embeds or flattens a raw graph also keeps clones of what is published for it.
 //!
-//! Every access is under one lock, and a command buffer withdraws or replaces what it published
-//! before it destroys or retires a kept graph, so a graph is never cloned after its destruction.
+//! Each template's list has a lock of its own, held while its graphs are cloned; a command buffer
+//! replaces or withdraws its list under that lock before it destroys or retires a kept graph, so
+//! a graph is never cloned after its destruction, even by another thread embedding the template
+//! while its command buffer is updated. The table of lists is locked only to find or change a
+//! list, never during a clone, so clones of different templates (every device's trace caches)
+//! run at once.
 
 use crate::error::Result;
 use crate::runtime::{Graph, Runtime};
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-static PUBLISHED: Mutex<Option<HashMap<Graph, Vec<Graph>>>> = Mutex::new(None);
+type List = Arc<Mutex<Vec<Graph>>>;
 
-/// The table; a panic while it was held left it whole (every change is one insert or remove).
-fn table() -> MutexGuard<'static, Option<HashMap<Graph, Vec<Graph>>>> {
-    PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner)
+static PUBLISHED: Mutex<Option<HashMap<Graph, List>>> = Mutex::new(None);
+
+/// A panic while a lock was held left what it guards whole (every change is one insert, remove
+/// or assignment).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Records that `template` goes with `kept` (nothing when `kept` is empty).
+/// Records that `template` goes with `kept` (nothing when `kept` is empty), replacing what it
+/// went with: once this returns, no clone of the old list is in progress or will start.
 pub fn publish(template: Graph, kept: Vec<Graph>) {
-    let mut table = table();
-    if !kept.is_empty() {
-        table.get_or_insert_with(HashMap::new).insert(template, kept);
-    } else if let Some(t) = table.as_mut() {
-        t.remove(&template);
+    let list = {
+        let mut table = lock(&PUBLISHED);
+        let table = table.get_or_insert_with(HashMap::new);
+        if kept.is_empty() { table.remove(&template) } else { Some(table.entry(template).or_default().clone()) }
+    };
+    if let Some(list) = list {
+        *lock(&list) = kept;
     }
 }
 
@@ -40,10 +50,11 @@ pub fn withdraw(template: Graph) {
 /// Clones of the graphs published with `graph` (none when it is not a published template); on a
 /// failure the clones made so far are destroyed and the error returned.
 pub fn clone_kept(rt: &dyn Runtime, graph: Graph) -> Result<Vec<Graph>> {
-    let table = table();
-    let Some(kept) = table.as_ref().and_then(|t| t.get(&graph)) else { return Ok(Vec::new()) };
+    let Some(list) = lock(&PUBLISHED).as_ref().and_then(|t| t.get(&graph).cloned()) else { return Ok(Vec::new()) };
+    // Withdrawn since (emptied under this lock): nothing to clone.
+    let kept = lock(&list);
     let mut clones = Vec::with_capacity(kept.len());
-    for &g in kept {
+    for &g in kept.iter() {
         match rt.graph_clone(g) {
             Ok(clone) => clones.push(clone),
             Err(e) => {
