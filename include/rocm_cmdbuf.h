@@ -1329,6 +1329,13 @@ rcb_status rcb_cmdbuf_update_memset(struct rcb_cmdbuf *cb,
  * `child`'s. The template of `cb` keeps the old clone, so a clone of `cb` itself (as a child of
  * another command buffer) has unknown references from then on.
  *
+ * What the update replaces (the node's previous clone and the graphs kept for what it reads) is
+ * destroyed once every launch made before it has finished. After a launch the library could not
+ * follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+ * then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+ * more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+ * command buffer was launched on, free it and record it again.
+ *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
  *
@@ -1346,6 +1353,13 @@ rcb_status rcb_cmdbuf_update_child(struct rcb_cmdbuf *cb,
  * `rcb_cmdbuf_add_child_graph` for the updating state; the node's references stay unknown
  * (moves are refused while it exists). A child node of a nested command buffer cannot be
  * updated in place (`RCB_STATUS_UNSUPPORTED`). On failure the node keeps its graph.
+ *
+ * What the update replaces (the node's previous clone and the graphs kept for what it reads) is
+ * destroyed once every launch made before it has finished. After a launch the library could not
+ * follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+ * then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+ * more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+ * command buffer was launched on, free it and record it again.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1426,10 +1440,19 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * graphs may be replaced, an event of the library's is recorded on `stream` right after the
  * launch (one per launch on the per-thread and default stream handles), so that what an update
  * replaces is destroyed only once this launch has finished; those events are queried, never
- * waited on, by later launches and updates. A query can invalidate a capture the caller has in
- * progress (ROCm: on the stream the event was recorded on; CUDA: in global or thread-local mode
- * on the calling thread), so do not begin a capture on a stream this command buffer was launched
- * on, or capture in those modes on the calling thread, while launching or updating it.
+ * waited on, by later launches and updates. A launch no event can follow (its record fails,
+ * `stream` belongs to another device, more than 64 streams hold launches still running, or the
+ * runtime cannot say whether `stream` is capturing) is made all the same, and what is replaced
+ * after it waits for `rcb_cmdbuf_free` (see `rcb_cmdbuf_update_child`).
+ *
+ * The library records and queries its events with the calling thread in relaxed capture mode
+ * (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
+ * a capture in progress on another thread, or on the calling thread on another stream, is left
+ * alone; a runtime without that call would fail the query and invalidate every global-mode
+ * capture in the process and the calling thread's own captures. One case remains: on ROCm a
+ * query of an event whose last record was into a stream that is now capturing invalidates that
+ * capture, so do not begin a capture on a stream this command buffer was launched on while
+ * launching or updating it.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1668,8 +1691,17 @@ rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
  * replaced, found as when flattening (exact for `child`'s own nodes, by scanning for raw
  * kernels). When the child had fallen back to one cloned child node, that node gets the new
  * child's graph (`rcb_cmdbuf_update_child` / `rcb_cmdbuf_update_child_graph`) and
- * `report->flattened` is 0 with the reason. A runtime failure part-way returns its status and
- * leaves the nodes before it updated (re-record). `*report` (NULL allowed) is written on success.
+ * `report->flattened` is 0 with the reason. A runtime failure part-way returns its status; every
+ * node of the group then has the new child's parameters, and the ones from the failed push on
+ * are pushed again by `rcb_cmdbuf_finalize` (launches are refused until a push succeeds), so
+ * the group never reads two children at once. `*report` (NULL allowed) is written on success.
+ *
+ * What the update replaces (the clones kept for what the group's nodes read) is
+ * destroyed once every launch made before it has finished. After a launch the library could not
+ * follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+ * then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+ * more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+ * command buffer was launched on, free it and record it again.
  *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
@@ -1977,8 +2009,9 @@ rcb_status rcb_stream_acquire(int32_t device,
  * otherwise (work still queued on a destroyed stream completes). A caller that has just
  * synchronized the stream can skip the query with `rcb_stream_release_idle`.
  *
- * A stream that is not held from the cache (never acquired, or already released) is
- * `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
+ * A stream that is not held from the cache (never acquired, already released, or acquired
+ * before `rcb_stream_cache_reset`) is `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
+ * `RCB_STATUS_NULL_ARGUMENT`. When
  * the stream had to be destroyed and that failed, the status is the runtime's error and the
  * stream counts as released.
  *
@@ -2007,12 +2040,33 @@ rcb_status rcb_stream_release_idle(void *stream);
 
 /**
  * Destroys the idle cached streams of `device`, or of every device when `device` is -1.
- * Streams currently acquired are not affected. Call it before resetting a device or unloading
- * the runtime.
+ * Streams currently acquired are not affected. Call it before unloading the runtime; before a
+ * device reset call `rcb_stream_cache_reset` instead.
  *
  * Thread-safety: any thread.
  */
 rcb_status rcb_stream_cache_trim(int32_t device);
+
+/**
+ * Prepares the cache for a reset of `device` (`hipDeviceReset`, or
+ * `cuDevicePrimaryCtxReset` on the CUDA backend), or of every device when `device` is -1, which
+ * destroys every stream of the device. Call it right before the reset. The idle cached streams
+ * of the device are destroyed, as by `rcb_stream_cache_trim`, and the ones acquired and not yet
+ * released are forgotten: the reset destroys them, and the library never touches them again.
+ * Their owners stop using them; a release of one afterwards is `RCB_STATUS_INVALID_HANDLE`, as
+ * `hipStreamDestroy` of a stream a reset destroyed is `hipErrorInvalidHandle`, and touches
+ * nothing. Streams acquired after this call are the new device's. Without this call, a stream
+ * acquired before a reset and released after it would be queried (a use after free in the
+ * runtime) or, released idle, kept and handed out dead.
+ *
+ * When a destroy fails, the rest are still destroyed and every handed-out stream is still
+ * forgotten; the status is the first failure.
+ *
+ * Thread-safety: any thread; acquires made on another thread during the call get streams that
+ * the reset may destroy, so the caller quiesces stream use around a reset, as the runtime
+ * requires anyway.
+ */
+rcb_status rcb_stream_cache_reset(int32_t device);
 
 /**
  * Copies the cache's counters for `device` (summed over every device when `device` is -1) into

@@ -227,6 +227,9 @@ inline Status StreamReleaseIdle(void* stream) { return internal::Wrap(rcb_stream
 // rcb_stream_cache_trim(device); -1 for every device.
 inline Status StreamCacheTrim(int32_t device) { return internal::Wrap(rcb_stream_cache_trim(device)); }
 
+// rcb_stream_cache_reset(device), right before a reset of the device; -1 for every device.
+inline Status StreamCacheReset(int32_t device) { return internal::Wrap(rcb_stream_cache_reset(device)); }
+
 // rcb_stream_cache_stats(device, stats); -1 sums every device.
 inline Status StreamCacheStats(int32_t device, rcb_stream_stats* stats) {
   return internal::Wrap(rcb_stream_cache_stats(device, stats));

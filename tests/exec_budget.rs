@@ -1131,3 +1131,197 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
     }
     Ok(tally)
 }
+
+/// Second review of issue 29: a launch the library cannot follow with an event (here its event
+/// record fails) may run for as long as its stream holds it, and nothing the library can observe
+/// later proves it finished (a tracked launch after it on another stream does not). What is
+/// replaced behind it waits for the free, at most `MAX_STUCK_GRAPHS` (64) graphs; one more
+/// replacement is refused with nothing changed. The held launch reads its source intact: had a
+/// replaced clone been destroyed, its user object's destructor would have poisoned the source.
+/// Both ways a kept graph is replaced: a child node's graph, a flattened group's source.
+#[test]
+fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_what_it_runs() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    let rt = gpu.rt;
+    let in_flight = sim.live_count("exec_destroyed_in_flight");
+    let want = source_pattern();
+    for flattened in [false, true] {
+        let out = rt.malloc(0, SRC_BYTES as usize).unwrap();
+        let snapshot = rt.malloc(0, SRC_BYTES as usize).unwrap();
+        let cb = Cb::primary();
+        ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, 0) });
+        let (g, first) = owning_source_graph(&gpu, &hip, out);
+        let mut sources = vec![first];
+        let mut node = 0;
+        if flattened {
+            let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+            ok(unsafe { rcb_cmdbuf_add_flattened_child(cb.0, null(), 0, null(), g.0, &mut node, &mut r) });
+            assert_eq!(r.flattened, 1);
+        } else {
+            ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, g.0, &mut node) });
+        }
+        cb.finalize();
+        rt.graph_destroy(g).unwrap();
+        // The update's status, and its message when it failed.
+        let replace = |g: rocm_cmdbuf::runtime::Graph| -> (rcb_status, String) {
+            cb.begin_update();
+            let s = if flattened {
+                let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+                unsafe { rcb_cmdbuf_update_flattened_child(cb.0, node, null(), g.0, &mut r) }
+            } else {
+                unsafe { rcb_cmdbuf_update_child_graph(cb.0, node, g.0) }
+            };
+            let message = common::last_error();
+            cb.finalize();
+            (s, message)
+        };
+        let refused_for_a_launch_no_event_follows = |(s, message): (rcb_status, String)| {
+            assert_eq!(s, RCB_STATUS_INVALID_STATE, "{message}");
+            assert!(message.contains("could not follow") && message.contains("64"), "{message}");
+        };
+
+        // The launch no event follows, held at a gate; the same stream then copies the output
+        // aside.
+        let stream = rt.stream_create(0, 1, 0).unwrap();
+        let gate = Gate::new(&gpu);
+        gate.hold(stream);
+        sim.set_faults("hipEventRecord:1");
+        let launched = unsafe { rcb_cmdbuf_launch(cb.0, stream.0) };
+        sim.set_faults("");
+        assert_eq!(launched, RCB_OK, "{}", common::last_error());
+        common::run(rt, gpu.k.copy_u8, &args::copy(snapshot, out, SRC_BYTES), stream);
+
+        // 64 replaced graphs wait behind it, tracked launches on another stream in between (a
+        // child node's first replacement replaces no clone: its graph lives in the template).
+        for i in 0..STUCK_LIMIT + usize::from(!flattened) {
+            let (g, source) = owning_source_graph(&gpu, &hip, out);
+            sources.push(source);
+            let (s, message) = replace(g);
+            assert_eq!(s, RCB_OK, "replacement {i}: {message}");
+            rt.graph_destroy(g).unwrap();
+            if i % 16 == 0 {
+                cb.launch(&gpu);
+            }
+        }
+        let ran = |s: &&Source| s.runs.load(std::sync::atomic::Ordering::SeqCst);
+        let destroyed: Vec<u32> = sources.iter().map(ran).collect();
+        assert!(destroyed.iter().all(|&n| n == 0), "flattened {flattened}: a replaced source went while a launch may run: {destroyed:?}");
+        assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+        // One more is refused, changing nothing: the library made no clone of it.
+        let graphs = sim.live_count("graph");
+        let (g, refused) = owning_source_graph(&gpu, &hip, out);
+        refused_for_a_launch_no_event_follows(replace(g));
+        rt.graph_destroy(g).unwrap();
+        assert_eq!(sim.live_count("graph"), graphs, "the refused update left a graph behind");
+        assert_eq!(refused.runs.load(std::sync::atomic::Ordering::SeqCst), 1, "the refused source was kept");
+        cb.launch(&gpu);
+
+        // The held launch runs now and read its source intact.
+        gate.open();
+        rt.stream_synchronize(stream).unwrap();
+        assert_eq!(gpu.read_bytes(snapshot, SRC_BYTES as usize), want, "flattened {flattened}: the held launch read a destroyed source");
+        // The library still cannot know that it finished: only the free gives them up.
+        let (g, late) = owning_source_graph(&gpu, &hip, out);
+        refused_for_a_launch_no_event_follows(replace(g));
+        rt.graph_destroy(g).unwrap();
+        assert_eq!(late.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        drop(cb);
+        let runs: Vec<u32> = sources.iter().map(ran).collect();
+        assert!(runs.iter().all(|&n| n == 1), "flattened {flattened}: after the free each source goes once: {runs:?}");
+        assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+        rt.stream_destroy(stream).unwrap();
+        for s in sources.iter().chain([&refused, &late]) {
+            rt.free(s.buffer).unwrap();
+        }
+        rt.free(out).unwrap();
+        rt.free(snapshot).unwrap();
+        rt.free(gate.word).unwrap();
+    }
+}
+
+/// The library's limit of graphs waiting behind a launch it could not follow (the header's 64).
+const STUCK_LIMIT: usize = 64;
+
+/// Second review of issue 29: the library's own event calls (after a launch, and the queries at
+/// later launches and updates) run in relaxed capture mode, so that a capture in progress
+/// elsewhere is not invalidated. On the software GPU an event query in the default (global)
+/// mode fails and invalidates every global capture in the process, as on CUDA and clr; the test
+/// shows that first, then launches and re-instantiates through the library during another
+/// thread's global capture and during a thread-local capture of its own, and both captures end
+/// whole.
+#[test]
+fn the_librarys_event_calls_leave_a_capture_in_progress_alone() {
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    type QueryFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
+    let query: QueryFn = unsafe { *hip.get(b"hipEventQuery\0").unwrap() };
+    let capturer = Worker::new();
+    let capture = Sent(rt.stream_create(0, 1, 0).unwrap());
+    let scratch = rt.malloc(0, SLICE as usize).unwrap();
+    let fill = gpu.k.fill_u32;
+    let begin = move |mode: rocm_cmdbuf::runtime::CaptureMode| {
+        let c = Sent(capture.0);
+        move || -> Result<(), String> {
+            let rt = common::runtime().unwrap();
+            let c = c;
+            rt.begin_capture(c.0, mode).map_err(|e| e.to_string())?;
+            common::run(rt, fill, &args::fill(scratch, 1, WORDS), c.0);
+            Ok(())
+        }
+    };
+    let end = move || {
+        let c = Sent(capture.0);
+        move || -> Result<(), String> {
+            let rt = common::runtime().unwrap();
+            let c = c;
+            let g = rt.end_capture(c.0).map_err(|e| e.to_string())?;
+            let nodes = rt.graph_nodes(g).map_err(|e| e.to_string())?.len();
+            rt.graph_destroy(g).map_err(|e| e.to_string())?;
+            if nodes == 1 { Ok(()) } else { Err(format!("the capture holds {nodes} node(s), not 1")) }
+        }
+    };
+    // The model bites: a plain query during another thread's global capture invalidates it.
+    let event = rt.event_create(0).unwrap();
+    capturer.run("beginning a global capture", begin(rocm_cmdbuf::runtime::CaptureMode::Global));
+    assert_ne!(unsafe { query(event.0) }, 0, "a query in the global mode during a global capture must fail");
+    let ended = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let e2 = ended.clone();
+    let finish = end();
+    capturer.run("ending the invalidated capture", move || {
+        *e2.lock().unwrap() = Some(finish());
+        Ok(())
+    });
+    assert!(ended.lock().unwrap().take().unwrap().is_err(), "the capture survived a plain query");
+    rt.event_destroy(event).unwrap();
+
+    // Through the library: launches, a re-instantiation, the old executable found finished.
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let exercise = |f: &mut Fleet| {
+        for round in 0..3 {
+            ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+            gpu.sync();
+            f.flip(0);
+            assert_eq!(f.flip(1).reinstantiated, 1, "round {round}");
+        }
+        ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+        gpu.sync();
+    };
+    capturer.run("beginning a global capture", begin(rocm_cmdbuf::runtime::CaptureMode::Global));
+    exercise(&mut f);
+    capturer.run("ending the global capture", end());
+    assert!(counters(&f.cb).retired_execs >= 2, "the library's queries found no launch finished");
+    // A thread-local capture of the launching thread's own.
+    let (b, e) = (begin(rocm_cmdbuf::runtime::CaptureMode::ThreadLocal), end());
+    b().unwrap();
+    exercise(&mut f);
+    e().unwrap();
+    f.launch_and_check(&gpu).unwrap();
+    rt.stream_destroy(capture.0).unwrap();
+    rt.free(scratch).unwrap();
+}

@@ -850,3 +850,60 @@ fn a_raw_template_brings_what_its_command_buffer_keeps() {
         assert_eq!(runs_after(&gpu, &owned, 1), 1, "{how}: freeing the command buffer gives the object up once");
     }
 }
+
+/// A graph of `copy(y1 ← x)` and `copy(y2 ← x)` owning a user object whose destructor poisons
+/// `x`.
+fn owning_two_copies(gpu: &Gpu, api: &DriverApi, y1: u64, y2: u64, x: u64, owned: &Owned) -> Graph {
+    let g = gpu.rt.graph_create().unwrap();
+    for y in [y1, y2] {
+        gpu.rt.add_kernel_node(g, &[], &common::launch(gpu.k.copy_u8, &pack(&args::copy(y, x, (N * 4) as u64)))).unwrap();
+    }
+    api.attach_user_object(g, owned);
+    g
+}
+
+/// Second review of issue 29: a push that failed part-way through an update of a flattened
+/// group left the nodes before it on the new source and the rest on the old one, and the group
+/// kept clones of both (one source more at every such failure). Now every node of the group
+/// takes the new source's parameters, the ones not pushed yet are pushed by the finalize, and
+/// the old source is given up once the launches before the update have finished: one source
+/// kept, whatever failed.
+#[test]
+fn a_push_failing_part_way_through_a_flattened_update_leaves_one_source() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let (x1, x2, y1, y2) = (gpu.upload(&iota(1.0)), gpu.upload(&iota(500.0)), zeroed(&gpu), zeroed(&gpu));
+    let first = Owned { runs: 0.into(), poison: Some(x1) };
+    let second = Owned { runs: 0.into(), poison: Some(x2) };
+    let g1 = owning_two_copies(&gpu, &api, y1, y2, x1, &first);
+    let cb = Cb::primary();
+    let (group, report) = flatten(&cb, &[], null(), g1).unwrap();
+    assert_eq!((report.flattened, report.nodes), (1, 2), "{}", reason(&report));
+    cb.finalize();
+    gpu.rt.graph_destroy(g1).unwrap();
+    cb.launch(&gpu);
+    assert_eq!((gpu.read(y1, N), gpu.read(y2, N)), (iota(1.0), iota(1.0)));
+
+    // The second node's push fails.
+    let g2 = owning_two_copies(&gpu, &api, y1, y2, x2, &second);
+    cb.begin_update();
+    sim.set_faults("hipGraphExecKernelNodeSetParams:2");
+    let updated = update_flattened(&cb, group, null(), g2);
+    let message = last_error();
+    sim.set_faults("");
+    assert_eq!(updated.err(), Some(RCB_STATUS_RUNTIME_ERROR), "{message}");
+    assert!(message.contains("node 1 of 2") && message.contains("finalize pushes them again"), "{message}");
+    gpu.rt.graph_destroy(g2).unwrap();
+    // The finalize pushes the second node: both read the new source.
+    cb.finalize();
+    cb.launch(&gpu);
+    assert_eq!((gpu.read(y1, N), gpu.read(y2, N)), (iota(500.0), iota(500.0)), "a node of the group still reads the old source");
+    // A launch after the ones before the update finished gives the old source up.
+    cb.launch(&gpu);
+    assert_eq!(runs_after(&gpu, &first, 1), 1, "the old source is still kept beside the new one");
+    assert_eq!(runs_after(&gpu, &second, 0), 0);
+    drop(cb);
+    assert_eq!(runs_after(&gpu, &second, 1), 1);
+}

@@ -409,3 +409,57 @@ fn sixteen_threads_never_share_a_stream() {
         assert_eq!(created, after.misses - before.misses);
     }
 }
+
+/// Issue 29, second review: a device reset destroys every stream of the device, the ones the
+/// cache keeps idle and the ones it handed out. `rcb_stream_cache_reset` before the reset
+/// destroys the former and forgets the latter: a stream handed out before the reset and released
+/// after it is refused without being queried or destroyed (on real HIP either is a use after
+/// free), never kept, and the next acquire gets a live stream; another device keeps its streams.
+#[test]
+fn streams_from_before_a_device_reset_are_never_touched_or_handed_out_again() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let rt = common::runtime().unwrap();
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    let set_device: unsafe extern "C" fn(i32) -> i32 = unsafe { *hip.get(b"hipSetDevice\0").unwrap() };
+    let device_reset: unsafe extern "C" fn() -> i32 = unsafe { *hip.get(b"hipDeviceReset\0").unwrap() };
+    empty_cache();
+    let two = common::has_devices(rt, 2);
+    let (held, held_synchronized, idle) = (acquire(0, 0, 0), acquire(0, 0, 0), acquire(0, 0, 0));
+    release(idle);
+    let elsewhere = two.then(|| acquire(1, 0, 0));
+    elsewhere.into_iter().for_each(release);
+    let before = (stats(0), two.then(|| stats(1)));
+
+    assert_eq!(rcb_stream_cache_reset(0), RCB_OK, "{}", last_error());
+    assert_eq!((stats(0).kept, stats(0).in_use), (0, 0), "device 0's streams are still in the cache");
+    assert_eq!(stats(0).destroyed - before.0.destroyed, 1, "the idle stream was not destroyed");
+    assert_eq!(unsafe { set_device(0) }, 0);
+    assert_eq!(unsafe { device_reset() }, 0);
+
+    let touched = || (sim.call_count("hipStreamQuery"), sim.call_count("hipStreamDestroy"));
+    let untouched = touched();
+    assert_eq!(rcb_stream_release(held.0), RCB_STATUS_INVALID_HANDLE);
+    assert!(last_error().contains("rcb_stream_cache_reset"), "{}", last_error());
+    // Its owner synchronized it before the reset: released idle, it must still not be kept.
+    assert_eq!(rcb_stream_release_idle(held_synchronized.0), RCB_STATUS_INVALID_HANDLE);
+    assert_eq!(touched(), untouched, "a stream the reset destroyed was queried or destroyed");
+    assert_eq!(stats(0).kept, 0);
+    let fresh = acquire(0, 0, 0);
+    assert!(![held, held_synchronized, idle].contains(&fresh), "a stream from before the reset was handed out");
+    assert!(rt.stream_is_idle(fresh).unwrap(), "the stream acquired after the reset is not live");
+    release(fresh);
+    if let Some(other) = elsewhere {
+        assert_eq!(Some(stats(1).kept), before.1.map(|s| s.kept), "device 1's idle stream went with device 0's reset");
+        assert_eq!(acquire(1, 0, 0), other, "device 1's cached stream was not kept");
+        release(other);
+    }
+    // Every device at once: nothing kept, nothing handed out is remembered.
+    let last = acquire(0, 0, 0);
+    assert_eq!(rcb_stream_cache_reset(-1), RCB_OK, "{}", last_error());
+    assert_eq!((stats(-1).kept, stats(-1).in_use), (0, 0));
+    rt.stream_destroy(last).unwrap();
+    for bad in [-2, rt.info().device_count] {
+        assert_eq!(rcb_stream_cache_reset(bad), RCB_STATUS_INVALID_ARGUMENT);
+    }
+}

@@ -7,11 +7,15 @@
 //! priority) when `hipStreamQuery` says it is idle; a create takes one from there when it can.
 //! Streams this library did not hand out are destroyed for real; a second destroy of a cached
 //! one gets `hipErrorInvalidHandle`, as from plain HIP. `hipDeviceReset` empties the device's
-//! part of the cache before the real reset, and a forked child starts with an empty cache. One
-//! runtime's streams are cached (the first one to create through the cache); another runtime
-//! in the same process gets the real calls. `RCB_STREAM_CACHE=0` forwards every call
-//! untouched; `RCB_STREAM_CACHE_MAX_PER_KEY` bounds what is kept (default 64); a malformed value
-//! turns the cache off, with a line on stderr.
+//! part of the cache before the real reset, and a forked child starts with an empty cache (the
+//! fork handler is registered when the library is loaded). One runtime's streams are cached (the
+//! first one to create through the cache), and only while it is the only one in use: once a
+//! caller's real functions are another runtime's (a framework's bundled `libamdhip64` beside the
+//! system's, under any name), the cache stands aside for good and every call goes to the caller's
+//! real function, so the cache never has to keep two runtimes' streams apart; the streams it
+//! keeps idle then stay unused (at most `RCB_STREAM_CACHE_MAX_PER_KEY` per key).
+//! `RCB_STREAM_CACHE=0` forwards every call untouched; `RCB_STREAM_CACHE_MAX_PER_KEY` bounds what
+//! is kept (default 64); a malformed value turns the cache off, with a line on stderr.
 //!
 //! Kept apart from `librocm_cmdbuf.so` on purpose: linking that library must never interpose
 //! HIP symbols. The cache logic and the parsing of those variables are the library's own, from
@@ -29,8 +33,7 @@ use rocm_cmdbuf_stream_pool::{Idleness, Pool, ReleaseError, Settings};
 use std::cell::Cell;
 use std::ffi::{c_int, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Once;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// hipStreamCreate and hipStreamCreateWithFlags create streams of normal priority.
 const DEFAULT_PRIORITY: c_int = 0;
@@ -48,14 +51,25 @@ static POOL: AtomicPtr<Option<Pool<usize>>> = AtomicPtr::new(std::ptr::null_mut(
 /// The runtime whose streams the cache holds ([`Real::id`]; 0: none yet). Streams of another
 /// runtime in the same process are never cached: their calls go straight through.
 static OWNER: AtomicUsize = AtomicUsize::new(0);
-static AT_FORK: Once = Once::new();
+/// Set for good once a caller's real functions were not [`OWNER`]'s: two runtimes are in use.
+/// Only a flag is read, never the loader's state, whose locks a fork could leave held.
+static SEVERAL: AtomicBool = AtomicBool::new(false);
+
+/// Registers [`forget_in_child`] when the library is loaded, before the program can have made a
+/// stream call or a thread: registered lazily, a fork in the window between a first call and the
+/// registration (or during a `Once` another thread is running, which the child would wait on for
+/// ever) would leave the child the parent's cache.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_AT_FORK: extern "C" fn() = register_at_fork;
+
+extern "C" fn register_at_fork() {
+    // SAFETY: registers a handler that only stores to atomics.
+    unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
+}
 
 /// The cache, created on first use.
 fn pool() -> &'static Option<Pool<usize>> {
-    AT_FORK.call_once(|| {
-        // SAFETY: registers a handler that only stores to atomics.
-        unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
-    });
     let current = POOL.load(Ordering::Acquire);
     // SAFETY: a non-null value is a leaked pool, never freed.
     if let Some(pool) = unsafe { current.as_ref() } {
@@ -107,11 +121,20 @@ fn route(direct: impl Fn(&Real) -> HipError, cached: impl FnOnce(&Real, &'static
     }
 }
 
-/// True when the cache holds `real`'s streams, claiming it for `real` when it holds none yet.
+/// True when the cache may serve `real`: it serves one runtime, claimed by the first to create
+/// through it, and only until a caller's real functions turn out to be another runtime's. From
+/// then on the cache stands aside for every caller ([`SEVERAL`]).
 fn owns(real: &Real) -> bool {
+    if SEVERAL.load(Ordering::Acquire) {
+        return false;
+    }
     match OWNER.compare_exchange(0, real.id(), Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => true,
-        Err(owner) => owner == real.id(),
+        Err(owner) if owner == real.id() => true,
+        Err(_) => {
+            SEVERAL.store(true, Ordering::Release);
+            false
+        }
     }
 }
 

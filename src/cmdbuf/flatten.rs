@@ -138,7 +138,11 @@ impl CmdBuf {
     /// ([`Self::update_child`] / [`Self::update_child_graph`]), and the report says so.
     ///
     /// A `source` of another shape, or one that cannot be flattened, is refused before anything
-    /// changes; a runtime failure part-way leaves the nodes before it updated (re-record).
+    /// changes, and so is a replacement that would leave too many graphs waiting for a launch the
+    /// library could not follow (`launches.rs`). A runtime failure part-way leaves every node of
+    /// the group with the new source's parameters, those from the failed one on unpushed (the
+    /// next finalize or address update pushes them; launches are refused until then), so that
+    /// the group keeps one source's clones, never two.
     pub fn update_flattened_child(&mut self, group: NodeId, source: Source<'_>) -> Result<FlattenReport> {
         self.state.allow(Op::Update)?;
         let Some(range) = self.flattened.get(&group).cloned() else {
@@ -174,23 +178,39 @@ impl CmdBuf {
                 )));
             }
         }
+        let replaced = self.kept.get(&group).map_or(0, Vec::len);
+        self.launches.room_for_graphs(self.rt, replaced, &mut self.counters)?;
         let keeps = self.keeps_for(&source)?;
         let mut sites = 0;
+        let mut failed = None;
         for (k, entry) in plan.into_iter().enumerate() {
             let node = range.start + k as NodeId;
             if matches!(entry.params, Params::Empty) {
                 continue;
             }
-            if let Err(e) = self.rerecord(node, entry.params) {
-                // The group's nodes now read from the old source and the new one: both stay.
-                self.keep(group, keeps);
-                return Err(
-                    e.context(format!("updating flattened node {k} of {}; the ones before it were updated: re-record", range.len()))
-                );
+            match failed {
+                // After a failed push the rest are recorded unpushed too, so that every node
+                // holds the new source's parameters and nothing reads the old source again.
+                Some(_) => self.replace_unpushed(node, entry.params),
+                None => {
+                    if let Err(failed_push) = self.try_rerecord(node, entry.params) {
+                        let (e, params) = *failed_push;
+                        self.replace_unpushed(node, params);
+                        failed = Some((k, e));
+                    }
+                }
             }
             sites += self.nodes[node as usize].sites.len() as u32;
         }
+        // The old source waits for the launches made so far; no later launch reads it: the
+        // executable graph holds it only in nodes still unpushed, which refuse launches.
         self.replace_kept(group, keeps);
+        if let Some((k, e)) = failed {
+            return Err(e.context(format!(
+                "updating flattened node {k} of {}: it and the ones after it have the new parameters but the runtime does not; finalize pushes them again, and launches are refused until a push succeeds",
+                range.len()
+            )));
+        }
         Ok(FlattenReport { fallback: None, nodes: range.len() as u32, sites })
     }
 

@@ -11,22 +11,27 @@
 //! object waits for the generation closed with it and every earlier one.
 //!
 //! A launch that no event can follow (the runtime refused one, too many streams at once, a
-//! capture query that failed) leaves its generation untracked: what waits for it is destroyed
-//! with the command buffer. Launches into a capturing stream are refused before they are made
-//! (`CmdBuf::launch`). The executables waiting are capped; past [`MAX_CLOSED`] generations a
-//! replacement joins the newest one instead of closing another (each stream keeps its latest
-//! event there, which completes after the earlier ones), so a replacement is never refused and a
-//! long-running process holds a bounded number of generations and events.
+//! capture query that failed, another device's stream) leaves its generation untracked: nothing
+//! the library can observe ever proves that it finished (a later event on the same handle does
+//! not: the caller may have destroyed that stream and made another at the same address), so what
+//! waits for it is destroyed only with the command buffer. That is bounded: at most
+//! `budget::MAX_RETIRED` executables wait at all (past it the budget pushes in place), and at
+//! most [`MAX_STUCK_GRAPHS`] graphs wait behind an untracked generation; a replacement that would
+//! make more wait there is refused before anything changes ([`Launches::room_for_graphs`]).
+//! Launches into a capturing stream are refused before they are made (`CmdBuf::launch`). Past
+//! [`MAX_CLOSED`] generations a replacement joins the newest one instead of closing another
+//! (each stream keeps its latest event there, which completes after the earlier ones), so a
+//! replacement behind tracked launches is never refused and a long-running process holds a
+//! bounded number of generations and events.
 //!
-//! The events are queried, never waited on, at a launch and at a replacement. A query can break
-//! a capture the caller has in progress: ROCm's clr invalidates a capture on the stream the
-//! queried event was last recorded on, and CUDA one in global or thread-local mode on the
-//! querying thread. A caller that launched a command buffer on a stream must not begin a capture
-//! there while it launches or updates that command buffer, nor capture in those modes on the
-//! thread that does (`rcb_cmdbuf_launch` says so).
+//! The events are queried, never waited on, at a launch and at a replacement. The runtime makes
+//! those calls with the thread in relaxed capture mode (`Runtime::event_is_complete`), so that
+//! they break no capture in progress elsewhere; a capture begun on a stream where one of the
+//! events was recorded is still broken on ROCm (clr checks the event's stream), which
+//! `rcb_cmdbuf_launch` tells the caller not to do.
 
 use crate::counters::{Counters, Event as Counted};
-use crate::error::Leaks;
+use crate::error::{Error, Leaks, Result};
 use crate::runtime::{Event, Exec, Graph, Runtime, Stream};
 use std::collections::VecDeque;
 
@@ -38,6 +43,10 @@ pub const MAX_FOLLOWED: usize = 64;
 /// Closed generations that may still be running. A replacement that would close one more joins
 /// the newest instead.
 pub const MAX_CLOSED: usize = 16;
+
+/// Graphs that may wait behind an untracked generation. A replacement that would make more wait
+/// there is refused: they can only go with the command buffer.
+pub const MAX_STUCK_GRAPHS: usize = 64;
 
 /// A runtime object destroyed once the launches before its replacement have finished.
 enum Doomed {
@@ -166,9 +175,42 @@ impl Launches {
         if std::mem::replace(&mut self.warned, true) {
             log::debug!("cannot follow a launch of the executable graph: {why}");
         } else {
-            log::warn!("cannot follow a launch of the executable graph ({why}); what it may use is destroyed only with its command buffer");
+            log::warn!(
+                "cannot follow a launch of the executable graph ({why}); what it may use is destroyed only with its command buffer, and at most {MAX_STUCK_GRAPHS} replaced graphs may wait for it"
+            );
         }
         self.open_untracked = true;
+    }
+
+    /// Refuses, before anything changes, a replacement that would retire `graphs` graphs behind
+    /// an untracked generation already holding [`MAX_STUCK_GRAPHS`] (or that would fill it past
+    /// that). Destroys first what has finished.
+    pub fn room_for_graphs(&mut self, rt: &dyn Runtime, graphs: usize, counters: &mut Counters) -> Result<()> {
+        if graphs == 0 {
+            return Ok(());
+        }
+        self.reap(rt, counters);
+        // The number of the first generation nothing will ever find finished, once the
+        // replacement has closed (or joined) the open one.
+        let oldest = self.closed_total + 1 - self.closed.len() as u64;
+        let first_untracked = match self.closed.iter().position(|g| g.untracked) {
+            Some(i) => oldest + i as u64,
+            None if self.open_untracked => {
+                if self.closed.len() >= MAX_CLOSED {
+                    self.closed_total
+                } else {
+                    self.closed_total + 1
+                }
+            }
+            None => return Ok(()),
+        };
+        let stuck = self.waiting.iter().filter(|(n, d)| *n >= first_untracked && matches!(d, Doomed::Graph(_))).count();
+        if stuck + graphs > MAX_STUCK_GRAPHS {
+            return Err(Error::invalid_state(format!(
+                "{stuck} replaced graph(s) already wait for a launch the library could not follow (it may still run, and only freeing the command buffer destroys them); replacing {graphs} more would pass the limit of {MAX_STUCK_GRAPHS}: synchronize the streams this command buffer was launched on, free it and record it again"
+            )));
+        }
+        Ok(())
     }
 
     /// Takes `exec` out of service: destroyed once the launches made so far have finished.

@@ -469,6 +469,10 @@ impl CmdBuf {
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         }
+        // What this replaces waits for the launches made so far; refused here, before anything
+        // changes, when too much waits behind one the library could not follow.
+        let replaced = usize::from(self.nodes[node as usize].child_clone.is_some()) + self.kept.get(&node).map_or(0, Vec::len);
+        self.launches.room_for_graphs(self.rt, replaced, &mut self.counters)?;
         // The template cannot take the new graph; a clone of it is what a re-instantiation gives
         // the next executable graph, and it carries the graph's user objects for as long as an
         // executable graph may read them (the caller may destroy `graph` after this call).
@@ -767,11 +771,20 @@ impl CmdBuf {
 
     /// Replaces a node's parameters: pushed first, so a failure leaves everything as it was.
     fn rerecord(&mut self, node: NodeId, params: Params) -> Result<()> {
-        self.state.allow(Op::Update)?;
-        let raw = self.node_of_kind(node, params.kind_name())?.raw;
+        self.try_rerecord(node, params).map_err(|failed| failed.0)
+    }
+
+    /// [`Self::rerecord`], giving `params` back with the error.
+    fn try_rerecord(&mut self, node: NodeId, params: Params) -> std::result::Result<(), Box<(Error, Params)>> {
+        let raw = match self.state.allow(Op::Update).and_then(|()| self.node_of_kind(node, params.kind_name())) {
+            Ok(record) => record.raw,
+            Err(e) => return Err(Box::new((e, params))),
+        };
         let bytes = budget::push_bytes(&params);
         let exec = self.exec.map(|_| self.exec_for_push(bytes));
-        params.push(self.rt, exec, raw)?;
+        if let Err(e) = params.push(self.rt, exec, raw) {
+            return Err(Box::new((e, params)));
+        }
         if exec.is_some() {
             self.pushed(1, bytes);
             self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
@@ -787,6 +800,24 @@ impl CmdBuf {
         }
         self.attach_sites(node);
         Ok(())
+    }
+
+    /// Gives `node` parameters the runtime does not hold yet (their push failed or was not
+    /// tried): pushed by the next finalize or address update, launches refused until then.
+    fn replace_unpushed(&mut self, node: NodeId, params: Params) {
+        if self.exec.is_some() {
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
+        }
+        self.detach_pins(node);
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
+        for site in record.sites.drain(..) {
+            self.patches.remove(site);
+        }
+        if !std::mem::replace(&mut record.unpushed, true) {
+            self.unpushed.push(node);
+        }
+        self.attach_sites(node);
     }
 
     /// Makes the node's addresses patch sites, or pins what an opaque node may reference. A

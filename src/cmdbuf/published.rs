@@ -11,35 +11,55 @@
 //! too: on HIP from 7.2 such a node reports the parameters it was created with, so flattening the
 //! template must not read them back, and a graph that embeds it inherits the mark.
 //!
-//! Every access is under one lock, and a command buffer withdraws or replaces what it published
-//! before it destroys or retires a kept graph, so a graph is never cloned after its destruction.
+//! Each template's entry has a lock of its own, held while its graphs are cloned; a command buffer
+//! replaces or withdraws its entry under that lock before it destroys or retires a kept graph, so
+//! a graph is never cloned after its destruction, even by another thread embedding the template
+//! while its command buffer is updated. The table of entries is locked only to find or change an
+//! entry, never during a clone, so clones of different templates (every device's trace caches)
+//! run at once.
 
 use crate::error::Result;
 use crate::runtime::{Graph, Runtime};
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// What goes with a published template.
+#[derive(Default)]
 struct Published {
     kept: Vec<Graph>,
     memcpy_set: bool,
 }
 
-static PUBLISHED: Mutex<Option<HashMap<Graph, Published>>> = Mutex::new(None);
+type Entry = Arc<Mutex<Published>>;
 
-/// The table; a panic while it was held left it whole (every change is one insert or remove).
-fn table() -> MutexGuard<'static, Option<HashMap<Graph, Published>>> {
-    PUBLISHED.lock().unwrap_or_else(PoisonError::into_inner)
+static PUBLISHED: Mutex<Option<HashMap<Graph, Entry>>> = Mutex::new(None);
+
+/// A panic while a lock was held left what it guards whole (every change is one insert, remove
+/// or assignment).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The entry of `graph`, if it is a published template.
+fn entry(graph: Graph) -> Option<Entry> {
+    lock(&PUBLISHED).as_ref().and_then(|t| t.get(&graph).cloned())
 }
 
 /// Records that `template` goes with `kept` and whether a memcpy node in it was changed since it
-/// was made (nothing is kept when neither says anything).
+/// was made (nothing is kept when neither says anything), replacing what it went with: once this
+/// returns, no clone of the old list is in progress or will start.
 pub fn publish(template: Graph, kept: Vec<Graph>, memcpy_set: bool) {
-    let mut table = table();
-    if !kept.is_empty() || memcpy_set {
-        table.get_or_insert_with(HashMap::new).insert(template, Published { kept, memcpy_set });
-    } else if let Some(t) = table.as_mut() {
-        t.remove(&template);
+    let entry = {
+        let mut table = lock(&PUBLISHED);
+        let table = table.get_or_insert_with(HashMap::new);
+        if kept.is_empty() && !memcpy_set {
+            table.remove(&template)
+        } else {
+            Some(table.entry(template).or_default().clone())
+        }
+    };
+    if let Some(entry) = entry {
+        *lock(&entry) = Published { kept, memcpy_set };
     }
 }
 
@@ -50,16 +70,17 @@ pub fn withdraw(template: Graph) {
 
 /// Whether `graph` is a published template a memcpy node of which was changed since it was made.
 pub fn memcpy_set(graph: Graph) -> bool {
-    table().as_ref().and_then(|t| t.get(&graph)).is_some_and(|p| p.memcpy_set)
+    entry(graph).is_some_and(|e| lock(&e).memcpy_set)
 }
 
 /// Clones of the graphs published with `graph` (none when it is not a published template); on a
 /// failure the clones made so far are destroyed and the error returned.
 pub fn clone_kept(rt: &dyn Runtime, graph: Graph) -> Result<Vec<Graph>> {
-    let table = table();
-    let Some(Published { kept, .. }) = table.as_ref().and_then(|t| t.get(&graph)) else { return Ok(Vec::new()) };
-    let mut clones = Vec::with_capacity(kept.len());
-    for &g in kept {
+    let Some(entry) = entry(graph) else { return Ok(Vec::new()) };
+    // Withdrawn since (emptied under this lock): nothing to clone.
+    let published = lock(&entry);
+    let mut clones = Vec::with_capacity(published.kept.len());
+    for &g in published.kept.iter() {
         match rt.graph_clone(g) {
             Ok(clone) => clones.push(clone),
             Err(e) => {

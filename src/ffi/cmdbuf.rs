@@ -819,6 +819,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_memset(
 /// `child`'s. The template of `cb` keeps the old clone, so a clone of `cb` itself (as a child of
 /// another command buffer) has unknown references from then on.
 ///
+/// What the update replaces (the node's previous clone and the graphs kept for what it reads) is
+/// destroyed once every launch made before it has finished. After a launch the library could not
+/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+/// command buffer was launched on, free it and record it again.
+///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.
 ///
@@ -840,6 +847,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
 /// `rcb_cmdbuf_add_child_graph` for the updating state; the node's references stay unknown
 /// (moves are refused while it exists). A child node of a nested command buffer cannot be
 /// updated in place (`RCB_STATUS_UNSUPPORTED`). On failure the node keeps its graph.
+///
+/// What the update replaces (the node's previous clone and the graphs kept for what it reads) is
+/// destroyed once every launch made before it has finished. After a launch the library could not
+/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+/// command buffer was launched on, free it and record it again.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -933,10 +947,19 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// graphs may be replaced, an event of the library's is recorded on `stream` right after the
 /// launch (one per launch on the per-thread and default stream handles), so that what an update
 /// replaces is destroyed only once this launch has finished; those events are queried, never
-/// waited on, by later launches and updates. A query can invalidate a capture the caller has in
-/// progress (ROCm: on the stream the event was recorded on; CUDA: in global or thread-local mode
-/// on the calling thread), so do not begin a capture on a stream this command buffer was launched
-/// on, or capture in those modes on the calling thread, while launching or updating it.
+/// waited on, by later launches and updates. A launch no event can follow (its record fails,
+/// `stream` belongs to another device, more than 64 streams hold launches still running, or the
+/// runtime cannot say whether `stream` is capturing) is made all the same, and what is replaced
+/// after it waits for `rcb_cmdbuf_free` (see `rcb_cmdbuf_update_child`).
+///
+/// The library records and queries its events with the calling thread in relaxed capture mode
+/// (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
+/// a capture in progress on another thread, or on the calling thread on another stream, is left
+/// alone; a runtime without that call would fail the query and invalidate every global-mode
+/// capture in the process and the calling thread's own captures. One case remains: on ROCm a
+/// query of an event whose last record was into a stream that is now capturing invalidates that
+/// capture, so do not begin a capture on a stream this command buffer was launched on while
+/// launching or updating it.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -1304,8 +1327,17 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
 /// replaced, found as when flattening (exact for `child`'s own nodes, by scanning for raw
 /// kernels). When the child had fallen back to one cloned child node, that node gets the new
 /// child's graph (`rcb_cmdbuf_update_child` / `rcb_cmdbuf_update_child_graph`) and
-/// `report->flattened` is 0 with the reason. A runtime failure part-way returns its status and
-/// leaves the nodes before it updated (re-record). `*report` (NULL allowed) is written on success.
+/// `report->flattened` is 0 with the reason. A runtime failure part-way returns its status; every
+/// node of the group then has the new child's parameters, and the ones from the failed push on
+/// are pushed again by `rcb_cmdbuf_finalize` (launches are refused until a push succeeds), so
+/// the group never reads two children at once. `*report` (NULL allowed) is written on success.
+///
+/// What the update replaces (the clones kept for what the group's nodes read) is
+/// destroyed once every launch made before it has finished. After a launch the library could not
+/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
+/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
+/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
+/// command buffer was launched on, free it and record it again.
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.

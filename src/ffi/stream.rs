@@ -55,8 +55,9 @@ pub unsafe extern "C" fn rcb_stream_acquire(device: i32, flags: u32, priority: i
 /// otherwise (work still queued on a destroyed stream completes). A caller that has just
 /// synchronized the stream can skip the query with `rcb_stream_release_idle`.
 ///
-/// A stream that is not held from the cache (never acquired, or already released) is
-/// `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is `RCB_STATUS_NULL_ARGUMENT`. When
+/// A stream that is not held from the cache (never acquired, already released, or acquired
+/// before `rcb_stream_cache_reset`) is `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
+/// `RCB_STATUS_NULL_ARGUMENT`. When
 /// the stream had to be destroyed and that failed, the status is the runtime's error and the
 /// stream counts as released.
 ///
@@ -87,13 +88,35 @@ pub extern "C" fn rcb_stream_release_idle(stream: *mut c_void) -> rcb_status {
 }
 
 /// Destroys the idle cached streams of `device`, or of every device when `device` is -1.
-/// Streams currently acquired are not affected. Call it before resetting a device or unloading
-/// the runtime.
+/// Streams currently acquired are not affected. Call it before unloading the runtime; before a
+/// device reset call `rcb_stream_cache_reset` instead.
 ///
 /// Thread-safety: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn rcb_stream_cache_trim(device: i32) -> rcb_status {
     boundary(|| stream_cache::trim(device_filter(device)?).map(drop))
+}
+
+/// Prepares the cache for a reset of `device` (`hipDeviceReset`, or
+/// `cuDevicePrimaryCtxReset` on the CUDA backend), or of every device when `device` is -1, which
+/// destroys every stream of the device. Call it right before the reset. The idle cached streams
+/// of the device are destroyed, as by `rcb_stream_cache_trim`, and the ones acquired and not yet
+/// released are forgotten: the reset destroys them, and the library never touches them again.
+/// Their owners stop using them; a release of one afterwards is `RCB_STATUS_INVALID_HANDLE`, as
+/// `hipStreamDestroy` of a stream a reset destroyed is `hipErrorInvalidHandle`, and touches
+/// nothing. Streams acquired after this call are the new device's. Without this call, a stream
+/// acquired before a reset and released after it would be queried (a use after free in the
+/// runtime) or, released idle, kept and handed out dead.
+///
+/// When a destroy fails, the rest are still destroyed and every handed-out stream is still
+/// forgotten; the status is the first failure.
+///
+/// Thread-safety: any thread; acquires made on another thread during the call get streams that
+/// the reset may destroy, so the caller quiesces stream use around a reset, as the runtime
+/// requires anyway.
+#[unsafe(no_mangle)]
+pub extern "C" fn rcb_stream_cache_reset(device: i32) -> rcb_status {
+    boundary(|| stream_cache::reset(device_filter(device)?).map(drop))
 }
 
 /// Copies the cache's counters for `device` (summed over every device when `device` is -1) into

@@ -46,10 +46,13 @@ pub trait Streams {
     /// An event on `device` that records no timing.
     fn event_create(&self, device: i32) -> Result<Event>;
     fn event_destroy(&self, event: Event) -> Result<()>;
-    /// Marks the point after all work enqueued on `stream` so far.
+    /// Marks the point after all work enqueued on `stream` so far. Made in relaxed capture mode
+    /// (where the runtime has the call), as is the next one: they are the library's own events,
+    /// never part of a caller's capture.
     fn event_record(&self, event: Event, stream: Stream) -> Result<()>;
     /// `Ok(true)` when the work before the event's last record has finished (or it was never
-    /// recorded), `Ok(false)` while some is pending.
+    /// recorded), `Ok(false)` while some is pending. A query in the thread's default capture mode
+    /// would fail and invalidate every global-mode capture in progress, which relaxed mode avoids.
     fn event_is_complete(&self, event: Event) -> Result<bool>;
     fn event_synchronize(&self, event: Event) -> Result<()>;
 }

@@ -64,7 +64,10 @@ pub fn release(stream: Stream, idleness: Idleness) -> Result<Released> {
     pool.release(&rt, stream, idleness).map_err(|e| match e {
         ReleaseError::NotHeld => Error::new(
             ErrorKind::InvalidHandle,
-            format!("stream {:p} is not held from the stream cache: never acquired, or already released", stream.0),
+            format!(
+                "stream {:p} is not held from the stream cache: never acquired, already released, or acquired before rcb_stream_cache_reset (its device reset destroyed it)",
+                stream.0
+            ),
         ),
         ReleaseError::AlreadyReleased => Error::new(
             ErrorKind::InvalidHandle,
@@ -81,6 +84,37 @@ pub fn trim(device: Option<i32>) -> Result<usize> {
     pool.trim(&rt, device).map_err(|(n, e)| {
         e.context(format!("trimming the stream cache ({n} idle stream(s) taken out and each destroy attempted; first failure)"))
     })
+}
+
+/// Before a reset of `device` (every device when `None`), which destroys all of its streams:
+/// destroys its idle streams and forgets the ones handed out, so that none of them is handed out,
+/// queried or destroyed through the cache again (their release is an [`ErrorKind::InvalidHandle`]
+/// error that touches nothing). Returns how many idle streams were destroyed.
+pub fn reset(device: Option<i32>) -> Result<usize> {
+    let (pool, rt) = pool()?;
+    check_device(&rt, device)?;
+    let devices = match device {
+        Some(d) => d..d + 1,
+        None => 0..rt.0.info().device_count,
+    };
+    let mut destroyed = 0;
+    let mut first_error = None;
+    // Every device's handles are forgotten even when a destroy fails on an earlier one.
+    for d in devices {
+        match pool.reset(&rt, d) {
+            Ok(n) => destroyed += n,
+            Err((n, e)) => {
+                destroyed += n;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        None => Ok(destroyed),
+        Some(e) => Err(e.context(format!(
+            "resetting the stream cache ({destroyed} idle stream(s) taken out and each destroy attempted, the handed-out ones forgotten; first failure)"
+        ))),
+    }
 }
 
 /// The cache's counters for `device` (summed over every device when `None`).

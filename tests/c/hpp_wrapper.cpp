@@ -752,6 +752,14 @@ void streams() {
         (unsigned long long)(s1.destroyed - s0.destroyed));
   EXPECT_STATUS(rcb::StreamCacheTrim(-2), RCB_STATUS_INVALID_ARGUMENT, "RCB_STATUS_INVALID_ARGUMENT",
                 "device -2");
+  // Before a device reset: a stream acquired earlier is forgotten, its release refused untouched.
+  void* forgotten = nullptr;
+  MUST(rcb::StreamAcquire(0, 0, 0, &forgotten));
+  MUST(rcb::StreamCacheReset(0));
+  EXPECT_STATUS(rcb::StreamRelease(forgotten), RCB_STATUS_INVALID_HANDLE, "RCB_STATUS_INVALID_HANDLE",
+                "rcb_stream_cache_reset");
+  CHECK(hipStreamDestroy(static_cast<hipStream_t>(forgotten)) == hipSuccess,
+        "the release after rcb_stream_cache_reset destroyed the stream");
 }
 
 // long-message mode: RCB_BACKEND set (before the library reads it) to a value of 6000 bytes with

@@ -5,7 +5,8 @@
 # the work on the streams still checks out; RCB_STREAM_CACHE=0, or a malformed value, turns the
 # cache off. lifecycle.c gets plain HIP's answers with the preload too: a second destroy of a
 # stream, a destroy after hipDeviceReset, a fork while another thread creates and destroys
-# streams, a runtime that reports flag bits of its own.
+# streams, a runtime that reports flag bits of its own. two_runtimes.c loads two copies of hipsim
+# under different sonames behind RTLD_LOCAL objects: no stream of one reaches the other.
 # Usage: tests/preload/run.sh [target/debug]   (after `cargo build -p hipsim -p rocm_cmdbuf_preload`)
 set -euo pipefail
 
@@ -29,6 +30,17 @@ gcc "${cflags[@]}" -shared -fPIC "$here/workload.c" -o "$work/libworkload.so" \
 gcc "${cflags[@]}" "$here/driver.c" -o "$work/linked" -L"$work" -lworkload -Wl,-rpath,"$work:$work/lib"
 gcc "${cflags[@]}" -DLATE "$here/driver.c" -o "$work/late" -ldl
 gcc "${cflags[@]}" "$here/lifecycle.c" -o "$work/lifecycle" -pthread -L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib"
+# Two HIP runtimes: hipsim copied under two sonames of the same length (the string is patched in
+# place), each linked by a user object of its own, both dlopen'ed RTLD_LOCAL by two_runtimes.
+for which in a b; do
+    mkdir -p "$work/$which"
+    perl -0777 -pe "s/libamdhip64\.so\.6\0/libhipsim_$which.so.6\0/g" "$target/libamdhip64.so" >"$work/$which/libhipsim_$which.so.6"
+    readelf -d "$work/$which/libhipsim_$which.so.6" | grep -q "soname: \[libhipsim_$which.so.6\]" ||
+        { echo "could not give the copy of hipsim the soname libhipsim_$which.so.6" >&2; exit 2; }
+    gcc "${cflags[@]}" -shared -fPIC "$here/runtime_user.c" -o "$work/$which/libuser_$which.so" \
+        -L"$work/$which" -l:"libhipsim_$which.so.6" -Wl,-rpath,"$work/$which"
+done
+gcc "${cflags[@]}" "$here/two_runtimes.c" -o "$work/two_runtimes" -ldl
 
 failed=0
 # expect LABEL MIN MAX [ENV...] -- COMMAND...: the run succeeds and counts MIN..MAX creations.
@@ -57,6 +69,21 @@ expect "no preload, HIP dlopen'ed late" 5600 5600 -- "$work/late" "$work/libwork
 # A runtime that reports flag bits of its own: streams are filed under the flags asked for.
 expect "no preload, extra flag bits" 10 10 HIPSIM_QUIRKS=stream_flag_bits -- "$work/lifecycle" flag-bits
 expect "preload, extra flag bits" 1 1 HIPSIM_QUIRKS=stream_flag_bits LD_PRELOAD="$preload" -- "$work/lifecycle" flag-bits
+
+# Two runtimes in one process: every stream is live in the runtime of the object that asked for
+# it, and every call succeeds; the preload caches while one runtime is loaded (phase 1) and makes
+# every stream anew once there are two (phase 2), as plain HIP does.
+for env in "" "LD_PRELOAD=$preload"; do
+    label="two runtimes${env:+, preload}"
+    if out=$(env $env timeout 120 "$work/two_runtimes" "$work/a/libuser_a.so" "$work/b/libuser_b.so" 2>&1) &&
+        p1=$(sed -n 's/^phase 1 creations: //p' <<<"$out") && p2=$(sed -n 's/^phase 2 creations: //p' <<<"$out") &&
+        [[ -n $p1 && -n $p2 ]] && ((p2 == 80)) && if [[ -n $env ]]; then ((p1 >= 1 && p1 <= 4)); else ((p1 == 40)); fi; then
+        echo "PASS $label: $p1 then $p2 stream creations"
+    else
+        echo "FAIL $label (expected $([[ -n $env ]] && echo 1..4 || echo 40) then 80 creations)"; sed 's/^/    /' <<<"$out"
+        failed=1
+    fi
+done
 
 # Plain HIP's answers, with and without the preload: a second destroy, a device reset, a fork.
 for mode in double-destroy reset fork; do

@@ -123,6 +123,14 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// The calling thread's capture mode, relaxed around the library's own event calls so that a
+    /// capture of the caller's never counts them as unsafe (CUDA 10.1+).
+    pub struct ThreadCaptureMode {
+        cuThreadExchangeStreamCaptureMode: fn(*mut c_int) -> R;
+    }
+}
+
+symbol_table! {
     /// Kernel-node launch attributes (CUDA 11.7+).
     pub struct NodeAttributes {
         cuGraphKernelNodeCopyAttributes: fn(P, P) -> R;

@@ -19,7 +19,7 @@ use crate::runtime::common::P;
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, MemOps, NodeAttributes, ParamInfo};
+use api::{CaptureQuery, Core, MemOps, NodeAttributes, ParamInfo, ThreadCaptureMode};
 use context::Contexts;
 use layout::KernelNodeParams;
 use libloading::Library;
@@ -36,6 +36,7 @@ pub struct CudaRuntime {
     param_info: Feature<ParamInfo>,
     attributes: Option<NodeAttributes>,
     capture_query: Option<CaptureQuery>,
+    thread_mode: Option<ThreadCaptureMode>,
     contexts: Contexts,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -95,6 +96,8 @@ impl CudaRuntime {
         let attributes = unsafe { NodeAttributes::resolve(&library) }.ok();
         // SAFETY: as for `Core`.
         let capture_query = unsafe { CaptureQuery::resolve(&library) }.ok();
+        // SAFETY: as for `Core`.
+        let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
         let disabled = [vmm.disabled(), memops.disabled(), param_info.disabled()].into_iter().flatten().collect();
         let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
         Ok(CudaRuntime {
@@ -104,6 +107,7 @@ impl CudaRuntime {
             param_info,
             attributes,
             capture_query,
+            thread_mode,
             contexts: Contexts::new(count),
             info,
             _library: library,

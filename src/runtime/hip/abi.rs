@@ -53,6 +53,7 @@ fn tables(layout: Layout) -> Vec<(&'static str, bool, &'static [Prototype])> {
         ("MemOps", false, api::MemOps::PROTOTYPES),
         ("CaptureQuery", false, api::CaptureQuery::PROTOTYPES),
         ("NodeAttributes", false, api::NodeAttributes::PROTOTYPES),
+        ("ThreadCaptureMode", false, api::ThreadCaptureMode::PROTOTYPES),
     ];
     if layout.has_real_vmm() {
         t.push(("Vmm", false, api::Vmm::PROTOTYPES));

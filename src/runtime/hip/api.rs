@@ -185,6 +185,14 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// The calling thread's capture mode, relaxed around the library's own event calls so that a
+    /// capture of the caller's never counts them as unsafe (ROCm 5.0+, symbol version hip_5.0).
+    pub struct ThreadCaptureMode {
+        hipThreadExchangeStreamCaptureMode: fn(mode: *mut hipStreamCaptureMode) -> hipError_t;
+    }
+}
+
+symbol_table! {
     /// Kernel-node launch attributes (ROCm 5.5+), the parameters in the order `graphs.rs` passes
     /// them.
     pub struct NodeAttributes {

@@ -101,12 +101,12 @@ impl Streams for HipRuntime {
 
     fn event_record(&self, event: Event, stream: Stream) -> Result<()> {
         // SAFETY: the caller keeps the event and the stream live.
-        self.check("hipEventRecord", unsafe { (self.core.hipEventRecord)(event.0, stream.0) })
+        self.check("hipEventRecord", self.relaxed(|| unsafe { (self.core.hipEventRecord)(event.0, stream.0) }))
     }
 
     fn event_is_complete(&self, event: Event) -> Result<bool> {
         // SAFETY: the caller keeps the event live.
-        match unsafe { (self.core.hipEventQuery)(event.0) } {
+        match self.relaxed(|| unsafe { (self.core.hipEventQuery)(event.0) }) {
             ERROR_NOT_READY => Ok(false),
             rc => self.check("hipEventQuery", rc).map(|()| true),
         }
@@ -115,5 +115,27 @@ impl Streams for HipRuntime {
     fn event_synchronize(&self, event: Event) -> Result<()> {
         // SAFETY: the caller keeps the event live.
         self.check("hipEventSynchronize", unsafe { (self.core.hipEventSynchronize)(event.0) })
+    }
+}
+
+impl HipRuntime {
+    /// Runs `call` (one of the library's event calls) with the calling thread in relaxed capture
+    /// mode, then gives the thread its mode back. In the global (default) or thread-local mode an
+    /// event query counts as unsafe while a capture is in progress: the runtime fails it and
+    /// invalidates every global-mode capture in the process or the thread's own. Relaxed, the
+    /// library's events (never recorded into a capture) leave the caller's captures alone. A
+    /// runtime without `hipThreadExchangeStreamCaptureMode` runs `call` as it is.
+    fn relaxed(&self, call: impl FnOnce() -> c_int) -> c_int {
+        let Some(table) = &self.thread_mode else { return call() };
+        let mut mode = CaptureMode::Relaxed as c_int;
+        // SAFETY: a valid in/out pointer holding a valid mode.
+        if unsafe { (table.hipThreadExchangeStreamCaptureMode)(&mut mode) } != 0 {
+            return call();
+        }
+        let rc = call();
+        // The thread's own mode back (a failure leaves it relaxed, which only allows more).
+        // SAFETY: as above; `mode` holds the mode the runtime gave back.
+        unsafe { (table.hipThreadExchangeStreamCaptureMode)(&mut mode) };
+        rc
     }
 }

@@ -8,6 +8,18 @@ use crate::stream::{STREAMS, Target};
 
 pub const MODE_GLOBAL: i32 = 0;
 pub const MODE_THREAD_LOCAL: i32 = 1;
+pub const MODE_RELAXED: i32 = 2;
+
+thread_local! {
+    // Const-initialised without a destructor: usable at a thread's exit too.
+    /// The calling thread's mode for unsafe calls (`hipThreadExchangeStreamCaptureMode`).
+    static THREAD_MODE: std::cell::Cell<i32> = const { std::cell::Cell::new(MODE_GLOBAL) };
+}
+
+/// Sets the calling thread's mode and returns the previous one.
+pub fn exchange_thread_mode(mode: i32) -> i32 {
+    THREAD_MODE.with(|m| m.replace(mode))
+}
 
 pub struct Capture {
     pub mode: i32,
@@ -60,14 +72,20 @@ pub fn is_capturing(t: &Target) -> bool {
     matches!(t, Target::Stream(s) if s.capture.lock().unwrap().is_some())
 }
 
-/// Calls that are unsafe during capture (e.g. hipMalloc) fail while a global capture is
-/// active anywhere, or a thread-local one on this thread; relaxed captures allow them.
+/// Calls that are unsafe during capture (e.g. hipMalloc, hipEventQuery) fail, and invalidate
+/// the captures they conflict with, as CUDA's and clr's modes say: on a thread in the global
+/// mode (the default) a global capture anywhere or a non-relaxed one of this thread's; in the
+/// thread-local mode only this thread's non-relaxed ones; in the relaxed mode none.
 pub fn check_unsafe_call() -> HipResult {
     let me = this_thread();
+    let mode = THREAD_MODE.with(std::cell::Cell::get);
+    if mode == MODE_RELAXED {
+        return Ok(());
+    }
     let mut hit = false;
     for s in STREAMS.values() {
         if let Some(c) = s.capture.lock().unwrap().as_mut()
-            && (c.mode == MODE_GLOBAL || (c.mode == MODE_THREAD_LOCAL && c.thread == me))
+            && ((c.thread == me && c.mode != MODE_RELAXED) || (mode == MODE_GLOBAL && c.mode == MODE_GLOBAL))
         {
             c.invalidated = true;
             hit = true;

@@ -59,6 +59,20 @@ hip_export! {
         Ok(())
     }
 
+    fn hipThreadExchangeStreamCaptureMode(mode: *mut i32) {
+        if mode.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the C caller's pointer, checked for null above, is readable and writable.
+        let asked = unsafe { *mode };
+        if !(0..=2).contains(&asked) {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: as above.
+        unsafe { *mode = crate::capture::exchange_thread_mode(asked) };
+        Ok(())
+    }
+
     fn hipStreamIsCapturing(h: usize, st: *mut i32) {
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
         unsafe { out(st, status(&resolve(h)?).0) }

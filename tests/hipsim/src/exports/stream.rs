@@ -192,7 +192,9 @@ hip_export! {
     }
 
     fn hipEventQuery(e: usize) {
-        if EVENTS.get(e)?.is_done() { Ok(()) } else { Err(NOT_READY) }
+        let event = EVENTS.get(e)?;
+        crate::capture::check_unsafe_call()?;
+        if event.is_done() { Ok(()) } else { Err(NOT_READY) }
     }
 
     fn hipEventElapsedTime(ms: *mut f32, start: usize, stop: usize) {
