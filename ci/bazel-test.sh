@@ -2,9 +2,11 @@
 # Builds and runs tests/bazel against an installed library, the way XLA consumes it: installs
 # Debian's Bazel (bazel-bootstrap) with its rules_cc and rules_java, installs the library into a
 # temporary PREFIX with ci/install.sh, and runs `bazel test` offline, @rocm_cmdbuf being made from
-# ROCM_CMDBUF_PATH=PREFIX and the installed bazel/rocm_cmdbuf.BUILD. Options after the script's
-# name go to ci/install.sh (--debug). Bazel's output root, the PREFIX and every generated file
-# live in one temporary directory, removed at the end; nothing is written in the repository.
+# ROCM_CMDBUF_PATH=PREFIX and the installed bazel/rocm_cmdbuf.BUILD; the headers-only test opens
+# the library at run time, as the patched XLA does, from the loader's path (LD_LIBRARY_PATH).
+# Options after the script's name go to ci/install.sh (--debug). Bazel's output root, the PREFIX
+# and every generated file live in one temporary directory, removed at the end; nothing is
+# written in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/apt-install.sh bazel-bootstrap bazel-rules-cc bazel-rules-java
@@ -47,4 +49,5 @@ cd tests/bazel
     --override_repository=remote_coverage_tools="$tmp/coverage_tools" \
     --repo_env=ROCM_CMDBUF_PATH="$tmp/prefix" \
     --test_env=RCB_EXPECTED_VERSION="$version" \
+    --test_env=LD_LIBRARY_PATH="$tmp/prefix/lib" \
     --test_output=all

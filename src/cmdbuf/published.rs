@@ -52,11 +52,7 @@ pub fn publish(template: Graph, kept: Vec<Graph>, memcpy_set: bool) {
     let entry = {
         let mut table = lock(&PUBLISHED);
         let table = table.get_or_insert_with(HashMap::new);
-        if kept.is_empty() && !memcpy_set {
-            table.remove(&template)
-        } else {
-            Some(table.entry(template).or_default().clone())
-        }
+        if kept.is_empty() && !memcpy_set { table.remove(&template) } else { Some(table.entry(template).or_default().clone()) }
     };
     if let Some(entry) = entry {
         *lock(&entry) = Published { kept, memcpy_set };

@@ -139,19 +139,20 @@ sweep="every call"
 [ "$stride" -eq 1 ] || sweep="every ${stride}th call"
 echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | contract breaches | crashes | faults replaced by the program's own |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-# profiler.cpp compiles 0006's own files, as tests/xla_flow/run.sh extracts them, against the
-# stand-ins of the XLA headers they include.
+# Some programs compile the series' own files, as tests/xla_flow/run.sh extracts them
+# (patched.sh), against the stand-ins of the XLA headers they include; those open the library
+# through the series' loader instead of linking it (from the program's RPATH: ASan's dlopen
+# interceptor does not see a RUNPATH).
 patched=$out/patched
-mkdir -p "$patched"
-(cd "$patched" && git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation.*' \
-    "$root/xla-patches/0006-rocm_cmdbuf-profiler.patch")
+bash "$root/tests/xla_flow/patched.sh" "$patched"
 for src in "$root"/tests/xla_flow/*.cpp; do
     name=$(basename "$src" .cpp)
     exe=$out/xla_flow-$name
     g++ -std=c++17 -O1 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$root/tests/xla_flow" \
         -I"$patched" -I"$root/tests/xla_flow/stubs" \
         -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-        -o "$exe" "$src" -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -ldl -lpthread
+        -o "$exe" "$src" -L"$out/lib" -Wl,-rpath,"$out/lib" -Wl,--disable-new-dtags -Wl,--as-needed \
+        -lrocm_cmdbuf -ldl -lpthread
     # The calls of one run without faults (the software GPU prints them at exit).
     HIPSIM_STATS=1 "$exe" >/dev/null 2>"$out/stats" || { cat "$out/stats"; exit 1; }
     own_fired=$(sed -n 's/^hipsim faults fired: //p' "$out/stats")

@@ -1,7 +1,26 @@
 // Replays, through include/rocm_cmdbuf.hpp, the fallbacks of the patch series (issue: every
 // library failure in a hook falls back to XLA's own path for that call), with the software GPU's
 // fault injection making the library's call fail, and checks that XLA's path then gives exact
-// results and leaves nothing behind:
+// results and leaves nothing behind. The program does not link the library: it opens it through
+// 0003's loader (rocm_cmdbuf_library.cc, compiled here), as the patched XLA does, and it runs
+// 0003's own decision and accounting (rocm_cmdbuf_fallback.cc, compiled here twice: each copy has
+// its own process-wide state).
+//   0003 CreateRocmCmdbufCommandBuffer (DecideRocmCmdbufOwner): the library fails to create the
+//        process's first command buffer: every command buffer is XLA's own (a graph the runtime
+//        builds alone) and exact, the library is never asked again, one error logged, one
+//        fallback counted; where the first create succeeds, eight threads asking at once create
+//        exactly one command buffer through it and all get the library;
+//   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
+//        setter fails part-way) is refused, launches stay refused, and XLA's recording path
+//        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
+//   0004 GiveTable: a table the library refuses (an entry past the end of the address space;
+//        no runtime call is made, so no fault can be injected there) turns moves off for that
+//        command buffer, and every move goes down XLA's recording path, exact;
+//   0005 UpdateClonedChildNode: a flattened traced command that cannot be updated during a
+//        recording (an exec setter fails part-way; or the traced graph, captured again, has
+//        another shape) leaves the command buffer refusing launches, and CommandBufferThunk
+//        (RecordAgainAfterFailedUpdate) forgets it and records a new one from scratch: exact,
+//        and nothing of the old one left behind;
 //   0005 rocm_stream.cc: a failed rcb::StreamAcquire makes XLA create the stream itself
 //        (hipStreamCreateWithPriority); giving that stream back to the cache is
 //        RCB_STATUS_INVALID_HANDLE with the stream untouched, so XLA destroys it (no double
@@ -12,13 +31,34 @@
 //   0005 CreateClonedChildNode: a failed flatten becomes one cloned child node (AddChildGraph);
 //   0007 RocmCmdbufVmmPool::Execute: a slot whose stream-ordered acquire fails runs that
 //        execution without the pool; a copy the pool cannot enqueue is made by the stream.
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/log/log.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "check.h"
 #include "gpu.h"
 #include "rocm_cmdbuf.hpp"
+
+#define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+
+namespace failed_first {
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+}  // namespace failed_first
+
+#undef XLA_STREAM_EXECUTOR_ROCM_ROCM_CMDBUF_FALLBACK_H_
+
+namespace created_first {
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+}  // namespace created_first
 
 namespace {
 
@@ -193,9 +233,372 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
   gpu.Free(out);
 }
 
+int ErrorLines() {
+  int n = 0;
+  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+std::string LastError() {
+  for (auto line = xla_flow_log::lines.rbegin(); line != xla_flow_log::lines.rend(); ++line) {
+    if (line->rfind("ERROR: ", 0) == 0) return *line;
+  }
+  return "";
+}
+
+// The copy kernel's arguments as the bridge gives them: two device addresses and a size.
+struct CopyKernel {
+  uint64_t dst, src, bytes;
+  rcb_kernel_arg args[3];
+  CopyKernel(uint64_t d, uint64_t s) : dst(d), src(s), bytes(kBytes) {
+    args[0] = {&dst, 8, RCB_ARG_DEVICE_PTR};
+    args[1] = {&src, 8, RCB_ARG_DEVICE_PTR};
+    args[2] = {&bytes, 8, RCB_ARG_VALUE};
+  }
+  CopyKernel(const CopyKernel&) = delete;
+  CopyKernel& operator=(const CopyKernel&) = delete;
+  rcb_kernel_launch Launch(void* copy) const { return rcb_kernel_launch{copy, {1, 1, 1}, {256, 1, 1}, 0, args, 3}; }
+};
+
+// CreateRocmCmdbufCommandBuffer's create, as the first decision runs it: the library's create,
+// its failure as the hook words it (ToStatus).
+std::string CreateThroughLibrary(rcb::CmdBuf* cb) {
+  rcb::Status created = rcb::CmdBuf::Create(0, cb);
+  return created.ok() ? "" : "Failed to create command buffer: rocm_cmdbuf: " + created.ToString();
+}
+
+void CreateOnce(Gpu& gpu, void* copy) {
+  {
+    namespace se = failed_first::stream_executor::gpu;
+    const int errors = ErrorLines();
+    std::atomic<int> tried{0};
+    rcb::CmdBuf first;
+    CHECK(gpu.SetFaults("hipGraphCreate:1"), "fault injection");
+    se::RocmCmdbufOwner owner = se::DecideRocmCmdbufOwner([&] {
+      ++tried;
+      return CreateThroughLibrary(&first);
+    });
+    gpu.SetFaults("");
+    CHECK(owner == se::RocmCmdbufOwner::kXla && first.get() == nullptr, "a failed first create leaves XLA's path");
+    // Every later command buffer, from any thread: XLA's, the library never asked again.
+    std::vector<std::thread> threads;
+    std::atomic<int> library{0};
+    for (int i = 0; i < 8; ++i) {
+      threads.emplace_back([&] {
+        rcb::CmdBuf cb;
+        se::RocmCmdbufOwner later = se::DecideRocmCmdbufOwner([&] {
+          ++tried;
+          return CreateThroughLibrary(&cb);
+        });
+        library += later == se::RocmCmdbufOwner::kLibrary ? 1 : 0;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    CHECK(tried == 1 && library == 0, "the library asked %d times, %d later command buffers its", tried.load(),
+          library.load());
+    CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer) == 1, "%lld fallbacks counted",
+          static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer)));
+    const std::string error = LastError();
+    CHECK(ErrorLines() == errors + 1 && error.find("Failed to create command buffer") != std::string::npos &&
+              error.find("recorded without rocm_cmdbuf") != std::string::npos,
+          "one error saying why and what happens: %s", error.c_str());
+    // XLA's own command buffer, made without the library, computes exactly.
+    uint64_t src = gpu.Malloc(kBytes), dst = gpu.Malloc(kBytes);
+    gpu.Write(src, Pattern(5).data(), kBytes);
+    gpu.Write(dst, Pattern(0).data(), kBytes);
+    gpu.LaunchCaptured([&](void* stream) {
+      CopyArgs args{dst, src, kBytes};
+      gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, stream);
+    });
+    CHECK_RESULT(Holds(gpu, dst, 5), "XLA's own command buffer");
+    gpu.Free(src);
+    gpu.Free(dst);
+  }
+  {
+    namespace se = created_first::stream_executor::gpu;
+    const int errors = ErrorLines();
+    std::atomic<int> tried{0};
+    std::vector<rcb::CmdBuf> made(8);
+    std::vector<std::thread> threads;
+    std::atomic<int> library{0};
+    for (size_t i = 0; i < made.size(); ++i) {
+      threads.emplace_back([&, i] {
+        se::RocmCmdbufOwner owner = se::DecideRocmCmdbufOwner([&] {
+          ++tried;
+          return CreateThroughLibrary(&made[i]);
+        });
+        library += owner == se::RocmCmdbufOwner::kLibrary ? 1 : 0;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    int created = 0;
+    for (const rcb::CmdBuf& cb : made) created += cb.get() != nullptr ? 1 : 0;
+    CHECK(tried == 1 && created == 1 && library == 8, "first create on 8 threads: %d tries, %d made, %d the library's",
+          tried.load(), created, library.load());
+    CHECK(ErrorLines() == errors && se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer) == 0,
+          "a successful first create logs and counts nothing");
+  }
+  std::printf("create once: a failed first create gives XLA's command buffers for good; a successful one the "
+              "library's\n");
+}
+
+// Three copies in → a → b → out through one command buffer, the allocation table {in, a, b, out}.
+class Chain {
+ public:
+  Chain(Gpu& gpu, void* copy) : gpu_(gpu), copy_(copy) {
+    for (uint64_t& p : addr_) p = gpu_.Malloc(kBytes);
+  }
+  ~Chain() {
+    for (uint64_t p : addr_) gpu_.Free(p);
+    for (uint64_t p : retired_) gpu_.Free(p);
+  }
+  std::vector<rcb_allocation> Table() const {
+    std::vector<rcb_allocation> t;
+    for (uint64_t p : addr_) t.push_back({p, kBytes});
+    return t;
+  }
+  // RecordCreate (update false) or RecordUpdate of the three kernels.
+  void Record(rcb::CmdBuf& cb, bool update) {
+    for (int i = 0; i < 3; ++i) {
+      CopyKernel k(addr_[i + 1], addr_[i]);
+      if (update) {
+        OK(cb.UpdateKernel(nodes_[i], k.Launch(copy_)));
+      } else if (i == 0) {
+        OK(cb.AddKernel({}, k.Launch(copy_), &nodes_[i]));
+      } else {
+        OK(cb.AddKernel({&nodes_[i - 1], 1}, k.Launch(copy_), &nodes_[i]));
+      }
+    }
+  }
+  // A BFC-like allocator moved every allocation.
+  std::vector<rcb_allocation_move> MoveAll() {
+    std::vector<rcb_allocation_move> moves;
+    for (size_t i = 0; i < addr_.size(); ++i) {
+      retired_.push_back(addr_[i]);
+      addr_[i] = gpu_.Malloc(kBytes);
+      moves.push_back({i, addr_[i]});
+    }
+    return moves;
+  }
+  // Fresh input, garbage elsewhere; launches `cb` and checks that the output is the input.
+  bool Run(rcb::CmdBuf& cb, uint32_t seed) {
+    gpu_.Write(addr_[0], Pattern(seed).data(), kBytes);
+    for (size_t i = 1; i < addr_.size(); ++i) gpu_.Write(addr_[i], Pattern(0).data(), kBytes);
+    OK(cb.Launch(gpu_.stream()));
+    gpu_.Sync();
+    return Holds(gpu_, addr_[3], seed);
+  }
+
+ private:
+  Gpu& gpu_;
+  void* copy_;
+  std::vector<uint64_t> addr_ = std::vector<uint64_t>(4);
+  std::vector<uint64_t> retired_;
+  rcb_node nodes_[3] = {};
+};
+
+void FailedMove(Gpu& gpu, void* copy) {
+  Chain chain(gpu, copy);
+  rcb::CmdBuf cb;
+  OK(rcb::CmdBuf::Create(0, &cb));
+  OK(cb.SetAllocations(chain.Table()));  // CommandBufferThunk::Initialize, then the first record
+  chain.Record(cb, false);
+  OK(cb.Finalize());
+  CHECK_RESULT(chain.Run(cb, 1), "first execution");
+  // MoveCommandBufferAllocations: the second exec setter fails, after the first node was patched.
+  std::vector<rcb_allocation_move> moves = chain.MoveAll();
+  CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
+  rcb_update_report report{};
+  rcb::Status moved = cb.MoveAllocations(moves, &report);
+  gpu.SetFaults("");
+  CHECK(!moved.ok() || report.needs_rerecord == 1, "the injected fault left the move in place: %s",
+        moved.ToString().c_str());
+  CHECK_CONTRACT(!cb.Launch(gpu.stream()).ok(), "a launch of half-moved nodes allowed");
+  // MoveAllocations returned false: SetAllocations on the finalized buffer (pending), then the
+  // recording: BeginUpdate and the pending table (CheckCanBeUpdated), every command, Finalize.
+  OK(cb.BeginUpdate());
+  OK(cb.SetAllocations(chain.Table()));
+  chain.Record(cb, true);
+  OK(cb.Finalize());
+  CHECK_RESULT(chain.Run(cb, 2), "after the failed move, recorded again");
+  // The next move is in place again.
+  moves = chain.MoveAll();
+  OK(cb.MoveAllocations(moves, &report));
+  CHECK(report.needs_rerecord == 0 && report.moved_allocations == 4, "the next move in place");
+  CHECK_RESULT(chain.Run(cb, 3), "moved in place after the fallback");
+  std::printf("failed move: recorded again, exact; the next move in place\n");
+}
+
+void RefusedTable(Gpu& gpu, void* copy) {
+  Chain chain(gpu, copy);
+  rcb::CmdBuf cb;
+  OK(rcb::CmdBuf::Create(0, &cb));
+  std::vector<rcb_allocation> table = chain.Table();
+  table.push_back({UINT64_MAX - 16, 64});  // runs past the end of the address space
+  rcb::Status given = cb.SetAllocations(table);
+  CHECK(!given.ok(), "the table was taken");
+  // GiveTable: moves off for this command buffer; the recording goes on.
+  chain.Record(cb, false);
+  OK(cb.Finalize());
+  CHECK_RESULT(chain.Run(cb, 1), "first execution");
+  for (uint32_t step = 2; step <= 4; ++step) {
+    // SupportsAllocationMoves() is false: XLA's recording path for every move.
+    chain.MoveAll();
+    OK(cb.BeginUpdate());
+    chain.Record(cb, true);
+    OK(cb.Finalize());
+    CHECK_RESULT(chain.Run(cb, step), "step %u: recorded again after the refused table", step);
+  }
+  std::printf("refused table: every move recorded again, exact\n");
+}
+
+// The flattened traced command of FailedFlattenedUpdate: a → b, b → c (and b → c again when
+// `third`) on the capturing stream.
+struct TracedCopies {
+  Gpu* gpu;
+  void* copy;
+  const std::vector<uint64_t>* addr;
+  bool third = false;
+};
+
+int32_t TraceCopies(void* user_data, void* stream) {
+  auto* t = static_cast<TracedCopies*>(user_data);
+  const std::vector<uint64_t>& a = *t->addr;
+  CopyArgs ab{a[2], a[1], kBytes}, bc{a[3], a[2], kBytes};
+  t->gpu->LaunchPacked(t->copy, 1, 256, &ab, sizeof ab, stream);
+  t->gpu->LaunchPacked(t->copy, 1, 256, &bc, sizeof bc, stream);
+  if (t->third) t->gpu->LaunchPacked(t->copy, 1, 256, &bc, sizeof bc, stream);
+  return 0;
+}
+
+// One command buffer of the thunk: in → a, the traced command (a → b → c) flattened, c → out;
+// allocations {in, a, b, c, out, hidden}. The traced command's key also holds `hidden`, which
+// none of its nodes names (as a collective's work queue holds its buffers): new addresses
+// capture it again instead of relocating it. --xla_gpu_rocm_cmdbuf_update_in_place is off, so
+// every move is recorded again.
+class Flattened {
+ public:
+  Flattened(Gpu& gpu, void* copy, std::vector<uint64_t>& addr, TracedCopies& traced)
+      : gpu_(gpu), copy_(copy), addr_(addr), traced_(traced) {
+    OK(rcb::TraceCache::Create(16, &cache_));  // a new command buffer has new trace caches
+    OK(rcb::CmdBuf::Create(0, &cb_));
+    OK(cb_.SetAllocations(Table()));
+    OK(Record(false));
+    OK(cb_.Finalize());
+  }
+  rcb::CmdBuf& cb() { return cb_; }
+  // The thunk's RecordUpdate; the flattened update's failure is returned, as the hook returns it.
+  rcb::Status Update() {
+    OK(cb_.BeginUpdate());
+    rcb::Status updated = Record(true);
+    if (updated.ok()) OK(cb_.Finalize());
+    return updated;
+  }
+
+ private:
+  std::vector<rcb_allocation> Table() const {
+    std::vector<rcb_allocation> t;
+    for (uint64_t p : addr_) t.push_back({p, kBytes});
+    return t;
+  }
+  rcb::Status Record(bool update) {
+    CopyKernel first(addr_[1], addr_[0]), last(addr_[4], addr_[3]);
+    if (update) {
+      OK(cb_.UpdateKernel(first_, first.Launch(copy_)));
+    } else {
+      OK(cb_.AddKernel({}, first.Launch(copy_), &first_));
+    }
+    // PlatformTraceCache::GetOrTrace over the command's allocations, then the flattened child.
+    std::vector<rcb_allocation> key = {{addr_[1], kBytes}, {addr_[2], kBytes}, {addr_[3], kBytes},
+                                       {addr_[5], kBytes}};
+    void* graph = nullptr;
+    uint32_t outcome = 0;
+    OK(cache_.GetOrTrace(gpu_.stream(), key, TraceCopies, &traced_, &graph, &outcome));
+    rcb_flatten_report report{};
+    if (update) {
+      if (fault_ != nullptr) CHECK(gpu_.SetFaults(fault_), "fault injection");
+      rcb::Status updated = cb_.UpdateFlattenedChild(group_, nullptr, graph, &report);
+      gpu_.SetFaults("");
+      if (!updated.ok()) return updated;
+      OK(cb_.UpdateKernel(last_, last.Launch(copy_)));
+    } else {
+      OK(cb_.AddFlattenedChild({&first_, 1}, nullptr, graph, &group_, &report));
+      CHECK(report.flattened == 1, "not flattened: %s", report.reason);
+      OK(cb_.AddKernel({&group_, 1}, last.Launch(copy_), &last_));
+    }
+    return rcb::Status();
+  }
+
+ public:
+  const char* fault_ = nullptr;  // injected just before the flattened update
+
+ private:
+  Gpu& gpu_;
+  void* copy_;
+  std::vector<uint64_t>& addr_;
+  TracedCopies& traced_;
+  rcb::TraceCache cache_;
+  rcb::CmdBuf cb_;
+  rcb_node first_ = 0, group_ = 0, last_ = 0;
+};
+
+void FailedFlattenedUpdate(Gpu& gpu, void* copy, const char* fault, const char* what) {
+  const uint64_t graphs = gpu.LiveCount("graph"), execs = gpu.LiveCount("exec");
+  std::vector<uint64_t> addr(6);
+  for (uint64_t& p : addr) p = gpu.Malloc(kBytes);
+  std::vector<uint64_t> retired;
+  TracedCopies traced{&gpu, copy, &addr};
+  auto run = [&](rcb::CmdBuf& cb, uint32_t seed) {
+    gpu.Write(addr[0], Pattern(seed).data(), kBytes);
+    for (size_t i = 1; i < addr.size(); ++i) gpu.Write(addr[i], Pattern(0).data(), kBytes);
+    OK(cb.Launch(gpu.stream()));
+    gpu.Sync();
+    return Holds(gpu, addr[4], seed);
+  };
+  auto move_all = [&] {
+    for (uint64_t& p : addr) {
+      retired.push_back(p);
+      p = gpu.Malloc(kBytes);
+    }
+  };
+  {
+    Flattened old(gpu, copy, addr, traced);
+    CHECK_RESULT(run(old.cb(), 1), "%s: first execution", what);
+    move_all();
+    old.fault_ = fault;
+    traced.third = fault == nullptr;  // captured again with another shape
+    rcb::Status updated = old.Update();
+    CHECK(fault != nullptr ? !updated.ok() : updated.code() == RCB_STATUS_INVALID_ARGUMENT,
+          "%s: the flattened update: %s", what, updated.ToString().c_str());
+    // The hook: SetRecordAgainAfterFailedUpdate, the error returned; its command buffer refuses
+    // launches while it is half recorded.
+    CHECK_CONTRACT(!old.cb().Launch(gpu.stream()).ok(), "%s: a launch of a half-updated command buffer allowed",
+                   what);
+    // CommandBufferThunk: ForgetCommandBuffer, then this execution again with a new command
+    // buffer, recorded from scratch (the old one is freed with the thunk's state entry).
+    Flattened fresh(gpu, copy, addr, traced);
+    CHECK_RESULT(run(fresh.cb(), 2), "%s: recorded again in a new command buffer", what);
+    // The next move, recorded as usual in the new command buffer.
+    move_all();
+    OK(fresh.Update());
+    CHECK_RESULT(run(fresh.cb(), 3), "%s: the new command buffer updated", what);
+  }
+  CHECK(gpu.LiveCount("graph") == graphs && gpu.LiveCount("exec") == execs,
+        "%s: graphs %llu (%llu before), execs %llu (%llu before)", what,
+        static_cast<unsigned long long>(gpu.LiveCount("graph")), static_cast<unsigned long long>(graphs),
+        static_cast<unsigned long long>(gpu.LiveCount("exec")), static_cast<unsigned long long>(execs));
+  for (uint64_t p : addr) gpu.Free(p);
+  for (uint64_t p : retired) gpu.Free(p);
+  std::printf("failed flattened update (%s): recorded again in a new command buffer, exact\n", what);
+}
+
 }  // namespace
 
 int main() {
+  if (!stream_executor::gpu::LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf")) {
+    std::fprintf(stderr, "xla_flow fallbacks: %s\n", LastError().c_str());
+    return FailureStatus();
+  }
   Gpu gpu;
   Announce("xla_flow fallbacks");
   if (!gpu.SetFaults("")) {
@@ -205,6 +608,11 @@ int main() {
   void* copy = gpu.Function("rcb_test_copy_u8");
   void* sleep = gpu.Function("rcb_test_sleep");
   void* stream = gpu.NewStream();
+  CreateOnce(gpu, copy);
+  FailedMove(gpu, copy);
+  RefusedTable(gpu, copy);
+  FailedFlattenedUpdate(gpu, copy, "hipGraphExecKernelNodeSetParams:2", "an exec setter fails part-way");
+  FailedFlattenedUpdate(gpu, copy, nullptr, "captured again with another shape");
   Streams(gpu, copy);
   TraceCacheAndFlatten(gpu, copy, stream);
   VmmPool(gpu, copy, sleep, stream);

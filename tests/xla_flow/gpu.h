@@ -128,6 +128,26 @@ class Gpu {
           "kernel launch (packed arguments)");
   }
 
+  // What `issue` launches on the stream, captured into a graph, instantiated, launched once on
+  // the stream and destroyed, all by the runtime alone: a command buffer made without the
+  // library, as XLA's own RocmCommandBuffer makes one. HIP only (the flows that need it run on
+  // the software GPU).
+  template <class Issue>
+  void LaunchCaptured(Issue issue) {
+    if (cuda_) Fail("LaunchCaptured is HIP only");
+    void* graph = nullptr;
+    void* exec = nullptr;
+    Check(Sym<int (*)(void*, int)>("hipStreamBeginCapture")(stream_, 0), "hipStreamBeginCapture");
+    issue(stream_);
+    Check(Sym<int (*)(void*, void**)>("hipStreamEndCapture")(stream_, &graph), "hipStreamEndCapture");
+    Check(Sym<int (*)(void**, void*, void*, char*, size_t)>("hipGraphInstantiate")(&exec, graph, nullptr, nullptr, 0),
+          "hipGraphInstantiate");
+    Check(Sym<int (*)(void*, void*)>("hipGraphLaunch")(exec, stream_), "hipGraphLaunch");
+    Sync();
+    Check(Sym<int (*)(void*)>("hipGraphExecDestroy")(exec), "hipGraphExecDestroy");
+    Check(Sym<int (*)(void*)>("hipGraphDestroy")(graph), "hipGraphDestroy");
+  }
+
   // The software GPU's test hooks (tests/hipsim/README.md); null on CUDA.
   uint64_t CallCount(const char* name) {
     return cuda_ ? 0 : Sym<uint64_t (*)(const char*)>("hipsimGetCallCount")(name);

@@ -38,7 +38,9 @@
 // with others. Also checked: the documented order, the same output from maps filled by four
 // threads in another order and iterated in another order, and the fallback (nullopt, XLA's
 // loops) when the maps hold more than the collector's limits, to which the correlator is bound.
-// Host only: the correlator needs no GPU. Exits 0 when every check holds.
+// Host only: the correlator needs no GPU. The program does not link the library: the hook opens
+// it through 0003's loader (rocm_cmdbuf_library.cc, compiled here), as the patched XLA does.
+// Exits 0 when every check holds.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +71,7 @@
 // ---- The patch's files, once per target ----
 
 #define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
 
 namespace main_target {
 #define XLA_FLOW_CORRELATION_ID uint64_t
@@ -79,6 +82,7 @@ namespace main_target {
 }  // namespace main_target
 
 #undef XLA_FLOW_STUB_DEBUG_OPTIONS_FLAGS_H_
+#undef XLA_FLOW_STUB_XLA_PB_H_
 #undef XLA_FLOW_STUB_ROCM_TRACER_UTILS_H_
 #undef XLA_BACKENDS_PROFILER_GPU_ROCM_CMDBUF_CORRELATION_H_
 

@@ -1,15 +1,25 @@
-// Test stand-in for XLA's flag access (see ../README.md): --xla_gpu_rocm_cmdbuf_profiler is set.
-// Included once per target namespace; the test undefines the guard between them.
+// Test stand-in for XLA's flag access (see ../README.md): the process's flags (XLA_FLAGS) are
+// `xla::process_flags_for_test`, --xla_gpu_rocm_cmdbuf_profiler on unless a test changes them,
+// and `xla::flag_reads_for_test` counts the reads. Included once per target namespace by
+// profiler.cpp; it undefines the guard between them.
 #ifndef XLA_FLOW_STUB_DEBUG_OPTIONS_FLAGS_H_
 #define XLA_FLOW_STUB_DEBUG_OPTIONS_FLAGS_H_
 
+#include "xla/xla.pb.h"
+
 namespace xla {
 
-struct DebugOptions {
-  bool xla_gpu_rocm_cmdbuf_profiler() const { return true; }
-};
+inline DebugOptions process_flags_for_test = [] {
+  DebugOptions flags;
+  flags.rocm_cmdbuf_profiler = true;
+  return flags;
+}();
+inline int flag_reads_for_test = 0;
 
-inline DebugOptions GetDebugOptionsFromFlags() { return DebugOptions{}; }
+inline DebugOptions GetDebugOptionsFromFlags() {
+  ++flag_reads_for_test;
+  return process_flags_for_test;
+}
 
 }  // namespace xla
 

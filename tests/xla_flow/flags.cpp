@@ -1,0 +1,181 @@
+// What the flags cost and load, with xla-patches/0003's own files (extracted by patched.sh and
+// compiled here against the stand-ins of stubs/):
+//
+//   * rocm_cmdbuf_library.cc: XLA links no rocm_cmdbuf library. This program does not either
+//     (the library is not loaded when main starts), and it calls the C ABI through
+//     rocm_cmdbuf.hpp as the series does: the calls reach the loader's forwarders, which fail
+//     with RCB_STATUS_RUNTIME_UNAVAILABLE until the first flag asks for the library
+//     (LoadRocmCmdbuf); then librocm_cmdbuf.so.0 is opened once, from the loader's path, and a
+//     command buffer recorded, launched and checked through it. Run by run.sh also where the file
+//     is not on the loader's path (`missing`) and where the file found lacks the library's
+//     functions (`partial`): one error naming the flag that asked and why, the same answer for
+//     every later flag, and every call still refused.
+//   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
+//     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
+//     process's (XLA_FLAGS, read once); scopes nest and are per thread.
+//
+// Exits 0 when every check holds.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/log/log.h"
+#include "check.h"
+#include "gpu.h"
+#include "rocm_cmdbuf.hpp"
+
+#define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+#include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
+
+namespace {
+
+using stream_executor::gpu::CurrentRocmCmdbufOptions;
+using stream_executor::gpu::kRocmCmdbufLibrary;
+using stream_executor::gpu::LoadRocmCmdbuf;
+using stream_executor::gpu::RocmCmdbufOptions;
+using stream_executor::gpu::ScopedRocmCmdbufOptions;
+
+bool LibraryLoaded() {
+  void* handle = dlopen(kRocmCmdbufLibrary, RTLD_NOW | RTLD_NOLOAD);
+  if (handle != nullptr) dlclose(handle);
+  return handle != nullptr;
+}
+
+int ErrorLines() {
+  int n = 0;
+  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+bool Same(const RocmCmdbufOptions& a, const RocmCmdbufOptions& b) {
+  return a.command_buffers == b.command_buffers && a.update_in_place == b.update_in_place &&
+         a.trace_cache == b.trace_cache && a.flatten_traced == b.flatten_traced;
+}
+
+// Every call through the wrapper is refused while nothing is loaded.
+void CallsRefused(const char* when) {
+  rcb::CmdBuf cb;
+  rcb::Status created = rcb::CmdBuf::Create(0, &cb);
+  CHECK(created.code() == RCB_STATUS_RUNTIME_UNAVAILABLE && cb.get() == nullptr, "%s: create: %s", when,
+        created.ToString().c_str());
+  rcb_runtime_info info{};
+  CHECK(rcb::LoadRuntime(&info).code() == RCB_STATUS_RUNTIME_UNAVAILABLE, "%s: runtime load", when);
+}
+
+// A flag asked, the file cannot be used (`why` in the one error): every flag gets the same answer.
+void Unusable(const char* why) {
+  CallsRefused("before any flag asked");
+  CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf"), "the library loaded");
+  CHECK(ErrorLines() == 1, "%d errors logged", ErrorLines());
+  const std::string& error = xla_flow_log::lines.empty() ? std::string() : xla_flow_log::lines.back();
+  CHECK(error.find("--xla_gpu_rocm_cmdbuf is set") != std::string::npos && error.find(why) != std::string::npos &&
+            error.find("as if it were off") != std::string::npos,
+        "the error names the flag, %s and what happens: %s", why, error.c_str());
+  CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf_profiler"), "another flag loaded it");
+  CHECK(ErrorLines() == 1, "another flag logged again (%d errors)", ErrorLines());
+  CallsRefused("after the load failed");
+  std::printf("%s\n", error.c_str());
+}
+
+void Options() {
+  xla::DebugOptions process;
+  process.rocm_cmdbuf = true;
+  process.rocm_cmdbuf_trace_cache = true;
+  xla::process_flags_for_test = process;
+  const RocmCmdbufOptions from_flags = RocmCmdbufOptions::FromDebugOptions(process);
+  CHECK(from_flags.command_buffers && from_flags.trace_cache && !from_flags.update_in_place &&
+            !from_flags.flatten_traced,
+        "the options are the flags' fields");
+  const int reads = xla::flag_reads_for_test;
+  CHECK(Same(CurrentRocmCmdbufOptions(), from_flags), "without a module: the process's flags");
+  // XLA_FLAGS are read once.
+  xla::process_flags_for_test = xla::DebugOptions();
+  CHECK(Same(CurrentRocmCmdbufOptions(), from_flags), "the process's flags read again");
+  CHECK(xla::flag_reads_for_test == reads + 1, "XLA_FLAGS read %d times", xla::flag_reads_for_test - reads);
+
+  // A module whose compile options turn command buffers off, then one that turns everything on.
+  xla::DebugOptions off_module;
+  xla::DebugOptions on_module;
+  on_module.rocm_cmdbuf = on_module.rocm_cmdbuf_update_in_place = on_module.rocm_cmdbuf_trace_cache =
+      on_module.rocm_cmdbuf_flatten_traced = true;
+  const RocmCmdbufOptions off = RocmCmdbufOptions::FromDebugOptions(off_module);
+  const RocmCmdbufOptions on = RocmCmdbufOptions::FromDebugOptions(on_module);
+  {
+    ScopedRocmCmdbufOptions module(off);
+    CHECK(Same(CurrentRocmCmdbufOptions(), off) && !CurrentRocmCmdbufOptions().command_buffers,
+          "a module's options override XLA_FLAGS");
+    {
+      ScopedRocmCmdbufOptions nested(on);
+      CHECK(Same(CurrentRocmCmdbufOptions(), on), "the inner module's options");
+      RocmCmdbufOptions other_thread;
+      std::thread([&] { other_thread = CurrentRocmCmdbufOptions(); }).join();
+      CHECK(Same(other_thread, from_flags), "another thread runs no module: the process's flags");
+    }
+    CHECK(Same(CurrentRocmCmdbufOptions(), off), "the outer module's options come back");
+  }
+  CHECK(Same(CurrentRocmCmdbufOptions(), from_flags), "after the module: the process's flags");
+}
+
+// The library through the loader: a command buffer that fills a buffer, launched and read back.
+void Usable(Gpu& gpu) {
+  CHECK(!LibraryLoaded(), "%s is loaded before any flag asked for it: the program links it", kRocmCmdbufLibrary);
+  CallsRefused("before any flag asked");
+  const size_t lines = xla_flow_log::lines.size();
+  CHECK(LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf"), "the library did not load: %s",
+        xla_flow_log::lines.empty() ? "" : xla_flow_log::lines.back().c_str());
+  CHECK(LibraryLoaded(), "LoadRocmCmdbuf did not open %s", kRocmCmdbufLibrary);
+  CHECK(LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf_profiler"), "a second flag");
+  CHECK(ErrorLines() == 0 && xla_flow_log::lines.size() == lines + 1, "one line logged (%zu), no error (%d)",
+        xla_flow_log::lines.size() - lines, ErrorLines());
+  // The forwarders return the library's own results.
+  void* handle = dlopen(kRocmCmdbufLibrary, RTLD_NOW | RTLD_NOLOAD);
+  auto version = handle != nullptr ? reinterpret_cast<const char* (*)()>(dlsym(handle, "rcb_version")) : nullptr;
+  CHECK(version != nullptr && rcb::Version() == version(), "rcb_version through the loader");
+  if (handle != nullptr) dlclose(handle);
+
+  Announce("xla_flow flags");
+  constexpr uint64_t kN = 256;
+  uint64_t out = gpu.Malloc(kN * 4);
+  std::vector<uint32_t> garbage(kN, 0xdeadbeef);
+  gpu.Write(out, garbage.data(), kN * 4);
+  uint32_t value = 0x5eed;
+  uint64_t n = kN;
+  rcb_kernel_arg args[] = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&value, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
+  rcb::CmdBuf cb;
+  OK(rcb::CmdBuf::Create(0, &cb));
+  rcb_allocation table[] = {{out, kN * 4}};
+  OK(cb.SetAllocations(table));
+  rcb_node node = 0;
+  OK(cb.AddKernel({}, rcb_kernel_launch{gpu.Function("rcb_test_fill_u32"), {1, 1, 1}, {256, 1, 1}, 0, args, 3},
+                  &node));
+  OK(cb.Finalize());
+  OK(cb.Launch(gpu.stream()));
+  gpu.Sync();
+  std::vector<uint32_t> got(kN);
+  gpu.Read(got.data(), out, kN * 4);
+  CHECK_RESULT(got == std::vector<uint32_t>(kN, value), "the command buffer recorded through the loader");
+  OK(cb.Free());
+  gpu.Free(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "missing") {
+    Unusable("cannot be opened");
+  } else if (mode == "partial") {
+    Unusable("has no rcb_cmdbuf_new");
+  } else {
+    Options();
+    Gpu gpu;
+    Usable(gpu);
+  }
+  return Finish(mode.empty() ? "xla_flow flags" : ("xla_flow flags (" + mode + ")").c_str());
+}

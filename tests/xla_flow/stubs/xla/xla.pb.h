@@ -1,0 +1,25 @@
+// Test stand-in for the generated xla::DebugOptions (see ../README.md): the fields that the
+// patch's compiled files read, as plain members a test sets. Included once per target
+// namespace by profiler.cpp; it undefines the guard between them.
+#ifndef XLA_FLOW_STUB_XLA_PB_H_
+#define XLA_FLOW_STUB_XLA_PB_H_
+
+namespace xla {
+
+struct DebugOptions {
+  bool rocm_cmdbuf = false;
+  bool rocm_cmdbuf_update_in_place = false;
+  bool rocm_cmdbuf_trace_cache = false;
+  bool rocm_cmdbuf_flatten_traced = false;
+  bool rocm_cmdbuf_profiler = false;
+
+  bool xla_gpu_rocm_cmdbuf() const { return rocm_cmdbuf; }
+  bool xla_gpu_rocm_cmdbuf_update_in_place() const { return rocm_cmdbuf_update_in_place; }
+  bool xla_gpu_rocm_cmdbuf_trace_cache() const { return rocm_cmdbuf_trace_cache; }
+  bool xla_gpu_rocm_cmdbuf_flatten_traced() const { return rocm_cmdbuf_flatten_traced; }
+  bool xla_gpu_rocm_cmdbuf_profiler() const { return rocm_cmdbuf_profiler; }
+};
+
+}  // namespace xla
+
+#endif  // XLA_FLOW_STUB_XLA_PB_H_
