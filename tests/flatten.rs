@@ -64,8 +64,11 @@ type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut
 /// `hipGraphKernelNodeSetAttribute` / `cuGraphKernelNodeSetAttribute` (and the getters): node,
 /// attribute id, value (a union whose `int` members start at offset 0; 64 bytes at most).
 type NodeAttributeFn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
-/// The cooperative launch attribute: 2 in HIP and in CUDA.
+/// The launch attribute the attribute test sets, and the value it sets: on HIP the cooperative
+/// one (2; clr refuses every priority), on CUDA the priority (8; on the H200, CUDA answered
+/// `CUDA_ERROR_INVALID_VALUE` to the cooperative attribute on this test's kernel node).
 const ATTRIBUTE_COOPERATIVE: i32 = 2;
+const ATTRIBUTE_PRIORITY: i32 = 8;
 
 impl DriverApi {
     fn of(gpu: &Gpu) -> DriverApi {
@@ -93,17 +96,23 @@ impl DriverApi {
         assert_eq!(unsafe { f(dst, value, count, stream) }, 0);
     }
 
-    fn set_cooperative(&self, node: Node, value: i32) {
-        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeSetAttribute", "cuGraphKernelNodeSetAttribute");
-        let mut v = [0i32; 16];
-        v[0] = value;
-        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+    /// The attribute the test sets, and a value for it other than its default (0 for both).
+    fn test_attribute(&self) -> (i32, i32) {
+        if self.cuda { (ATTRIBUTE_PRIORITY, -1) } else { (ATTRIBUTE_COOPERATIVE, 1) }
     }
 
-    fn cooperative(&self, node: Node) -> i32 {
+    fn set_attribute(&self, node: Node) {
+        let f: NodeAttributeFn = self.sym("hipGraphKernelNodeSetAttribute", "cuGraphKernelNodeSetAttribute");
+        let (id, value) = self.test_attribute();
+        let mut v = [0i32; 16];
+        v[0] = value;
+        assert_eq!(unsafe { f(node.0, id, v.as_mut_ptr().cast()) }, 0);
+    }
+
+    fn attribute(&self, node: Node) -> i32 {
         let f: NodeAttributeFn = self.sym("hipGraphKernelNodeGetAttribute", "cuGraphKernelNodeGetAttribute");
-        let mut v = [-1i32; 16];
-        assert_eq!(unsafe { f(node.0, ATTRIBUTE_COOPERATIVE, v.as_mut_ptr().cast()) }, 0);
+        let mut v = [-7i32; 16];
+        assert_eq!(unsafe { f(node.0, self.test_attribute().0, v.as_mut_ptr().cast()) }, 0);
         v[0]
     }
 
@@ -311,11 +320,13 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     let api = DriverApi::of(&gpu);
     let rt = gpu.rt;
     let (x, y) = (zeroed(&gpu), zeroed(&gpu));
-    // fill(x = 7) → fill(y = 9); the first is cooperative.
+    // fill(x = 7) → fill(y = 9); the first has the attribute set.
     let g = rt.graph_create().unwrap();
-    let cooperative = rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
-    rt.add_kernel_node(g, &[cooperative], &common::launch(gpu.k.fill_u32, &fill_args(y, 9))).unwrap();
-    api.set_cooperative(cooperative, 1);
+    let marked = rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+    rt.add_kernel_node(g, &[marked], &common::launch(gpu.k.fill_u32, &fill_args(y, 9))).unwrap();
+    api.set_attribute(marked);
+    let set = api.test_attribute().1;
+    assert_eq!(api.attribute(marked), set, "the runtime keeps the attribute on the source");
 
     let parent = Cb::primary();
     // HIP copies attributes source first (CUDA destination first): called in CUDA's order, the
@@ -326,7 +337,7 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     ok(unsafe { rcb_cmdbuf_graph(parent.0, &mut template) });
     let copies = rt.graph_nodes(Graph(template)).unwrap();
     assert_eq!(copies.len(), 2);
-    assert_eq!((api.cooperative(copies[0]), api.cooperative(copies[1])), (1, 0), "the attribute reached its own node's copy only");
+    assert_eq!((api.attribute(copies[0]), api.attribute(copies[1])), (set, 0), "the attribute reached its own node's copy only");
     parent.finalize();
     rt.graph_destroy(g).unwrap();
     parent.launch(&gpu);
