@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Prepares a GPU run: builds the release test binaries of this crate, rcb-bench and the library HERE (the GPU
 # machine has no Rust toolchain), stages them with the test kernels and ci/gpu-run.sh into
-# .gpu/ of the repository root that the device tool sends, and prints the one command to run.
+# .gpu/ of the repository root (copy the repository with .gpu/ to the GPU machine), and prints the
+# one command to run there.
 #
 #   ci/gpu.sh [--before REV] [REPO_ROOT]
-#     REPO_ROOT: the checkout the device tool carries (default: this one)
+#     REPO_ROOT: the checkout that is copied to the GPU machine (default: this one)
 #     --before REV: also stages rcb-bench and the library built at commit REV in .gpu/before/, so
 #       that ci/gpu-run.sh measures a change before and after in the same run
 #
@@ -61,7 +62,7 @@ cp tests/expected-skips/gpu.txt "$stage/expected-skips-gpu.txt"
 # The timing loops of tests/gpu/real_graphs.py (no CUDA header needed: it is given the functions).
 cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_graphs_timer.c
 # The replay of the patched XLA's calls, built here against the staged library, which it loads
-# under its SONAME from its own directory (a copy: the device tool carries plain files).
+# under its SONAME from its own directory (a copy, not a link: plain files travel best).
 cp "$stage/librocm_cmdbuf.so" "$stage/librocm_cmdbuf.so.0"
 bash tests/xla_flow/run.sh --build-only "$stage" "$stage"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
@@ -83,5 +84,5 @@ fi
 echo "staged in $stage ($(du -sh "$stage" | cut -f1)):"
 ls -1 "$stage" "$stage/tests" | sed 's/^/  /'
 echo
-echo "run on the GPU machine (device tool, repository root $dest_root):"
-echo "  command: bash .gpu/gpu-run.sh    carry: [\".gpu\"]"
+echo "copy the repository with .gpu/ to a machine with a GPU and run, from its root:"
+echo "  bash .gpu/gpu-run.sh"

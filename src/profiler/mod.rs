@@ -1,5 +1,5 @@
 //! The profiler correlator: HIP API events and device activities joined by their 64-bit
-//! correlation id (DESIGN.md capability 7).
+//! correlation id.
 //!
 //! XLA's ROCm collector (`rocm_collector.cc`) keeps a hash map of API events and a hash map of
 //! activity vectors under one mutex, then walks both in `ApiActivityInfoExchange`. Here the

@@ -1,7 +1,7 @@
 //! A least-significant-digit radix sort of entries by a 64-bit key (a start time), stable.
 //!
 //! An exchange sorts millions of entries per device by start time. Comparison sorts took most of
-//! the exchange (about 40 % of it at the seed's scale); the keys of one profile span a few
+//! the exchange (about 40 % of it at the scale of a MaxText llama2-7b profile, `rcb-bench correlator`); the keys of one profile span a few
 //! seconds to minutes of nanoseconds, so after subtracting the smallest key three or four passes
 //! of 11 bits sort them.
 

@@ -1,5 +1,5 @@
-//! Scenario `correlator`: the profiler correlator at the scale of the seed's MaxText llama2-7b
-//! profile (3.78 M kernel activities over 1.27 M correlation ids, 4.7 M HIP API events) against
+//! Scenario `correlator`: the profiler correlator at the scale of a MaxText llama2-7b
+//! profile (ROCm/xla PR 859) (3.78 M kernel activities over 1.27 M correlation ids, 4.7 M HIP API events) against
 //! what XLA's `rocm_collector.cc` does with the same events, measured in the same run.
 //!
 //! The workload is a simulated profile: 8 host threads issue API calls, one device each, with
@@ -15,7 +15,7 @@ use std::ffi::{CString, c_void};
 use std::ptr::null_mut;
 use std::time::Instant;
 
-/// The seed's scale.
+/// The profile's scale.
 const ACT_IDS: usize = 1_270_000;
 const ACTIVITIES: usize = 3_780_000;
 const API_EVENTS: usize = 4_700_000;
