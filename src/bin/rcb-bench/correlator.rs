@@ -1,6 +1,6 @@
 //! Scenario `correlator`: the profiler correlator at the scale of a MaxText llama2-7b
-//! profile (ROCm/xla PR 859) (3.78 M kernel activities over 1.27 M correlation ids, 4.7 M HIP API events) against
-//! what XLA's `rocm_collector.cc` does with the same events, measured in the same run.
+//! profile as ROCm/xla PR 859 describes it (3.78 M kernel activities over 1.27 M correlation
+//! ids), with 4.7 M HIP API events (a chosen value), against what XLA's `rocm_collector.cc` does with the same events, measured in the same run.
 //!
 //! The workload is a simulated profile: 8 host threads issue API calls, one device each, with
 //! correlation ids from one counter; most ids that reach a device carry one kernel, graph
