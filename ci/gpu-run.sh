@@ -18,7 +18,8 @@
 # its check. RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
 # into a skip instead (for a partial run; a skip is listed by name in the verdict).
 # SKIPPED lines of the test programs (checks of the software GPU's knobs, a second device) are
-# listed by name and must be exactly those of tests/expected-skips/gpu.txt (the `skips` check);
+# listed by name and must be exactly those of tests/expected-skips/gpu.txt, each as many times as
+# it is listed (the `skips` check);
 # a test skipped for lack of a GPU is a failure.
 # The last line is the verdict: how many checks ran, passed, failed and were skipped, by name.
 # Exits 1 when any check failed.
@@ -50,10 +51,11 @@ missing() { # check dependency why
         fail "$1" "$3 (set RCB_GPU_ALLOW_MISSING=$2 to skip it)"
     fi
 }
-# The SKIPPED lines of a log (`SKIPPED <name>: <what> (<why>)`), listed in the verdict.
+# The SKIPPED lines of a log (`SKIPPED <name>: <what> (<why>)`), every one, listed in the verdict
+# and counted by the `skips` check.
 inner() { # log
     local line
-    while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1" | sort -u)
+    while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1")
     grep -o 'SKIPPED .*' "$1" >>"$logs/skipped.log" || true
 }
 # Whether a log says a test or program skipped for lack of a GPU or of the CUDA runtime (shown).
@@ -223,7 +225,8 @@ if [ -d "$stage/before" ]; then
 fi
 
 # The checks skipped inside the programs are exactly those a GPU machine is expected to skip
-# (the software GPU's knobs, a second device): one more, or one fewer, fails the run.
+# (the software GPU's knobs, a second device), each as many times as listed: a skip more or less,
+# or a test skipping one check more or less than listed, fails the run.
 if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/skips.sh" ]; then
     touch "$logs/skipped.log"
     if bash "$stage/skips.sh" "$stage/expected-skips-gpu.txt" "$logs/skipped.log"; then
