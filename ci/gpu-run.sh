@@ -14,11 +14,14 @@
 #                  machine has it); its `budget` scenario measures device memory over 100 000
 #                  in-place updates;
 #   before         rcb-bench and real_graphs.py with the library of REV (ci/gpu.sh --before REV).
-# Anything missing (the CUDA runtime, a GPU, python3, torch, torchvision, a staged program) FAILS
-# its check. RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
+# Anything missing (the CUDA runtime, a GPU, python3, torch able to use CUDA, torchvision, a staged
+# program) FAILS its check, named for what is missing (tests/gpu/gpu_deps.py: torch not importable
+# or built without CUDA is `torch`, a CUDA build of torch that sees no device is `cuda`).
+# RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
 # into a skip instead (for a partial run; a skip is listed by name in the verdict).
 # SKIPPED lines of the test programs (checks of the software GPU's knobs, a second device) are
-# listed by name and must be exactly those of tests/expected-skips/gpu.txt (the `skips` check);
+# listed by name and must be exactly those of tests/expected-skips/gpu.txt, each as many times as
+# it is listed (the `skips` check);
 # a test skipped for lack of a GPU is a failure.
 # The last line is the verdict: how many checks ran, passed, failed and were skipped, by name.
 # Exits 1 when any check failed.
@@ -50,10 +53,11 @@ missing() { # check dependency why
         fail "$1" "$3 (set RCB_GPU_ALLOW_MISSING=$2 to skip it)"
     fi
 }
-# The SKIPPED lines of a log (`SKIPPED <name>: <what> (<why>)`), listed in the verdict.
+# The SKIPPED lines of a log (`SKIPPED <name>: <what> (<why>)`), every one, listed in the verdict
+# and counted by the `skips` check.
 inner() { # log
     local line
-    while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1" | sort -u)
+    while IFS= read -r line; do inner_skips+=("${line#SKIPPED }"); done < <(grep -o 'SKIPPED .*' "$1")
     grep -o 'SKIPPED .*' "$1" >>"$logs/skipped.log" || true
 }
 # Whether a log says a test or program skipped for lack of a GPU or of the CUDA runtime (shown).
@@ -159,18 +163,25 @@ for flow in "${flows[@]}"; do
     [ -e "$flow" ] && program "$(basename "$flow")" "$flow" checks
 done
 
-# python3 with torch (and torchvision, for ResNet-18): required unless allowed missing.
-torch_why=
+# python3 with a torch that can use CUDA (and torchvision, for ResNet-18): required unless allowed
+# missing. gpu_deps.py names what is missing: torch (not importable, or built without CUDA) or cuda
+# (a CUDA build of torch that sees no device).
+torch_dep=torch torch_why=
 if ! command -v python3 >/dev/null; then
     torch_why="no python3"
-elif ! torch_err=$(python3 -c 'import torch; assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>&1); then
-    torch_why="no usable torch: $(tail -n 1 <<<"$torch_err")"
+else
+    torch_probe=$(python3 "$stage/gpu_deps.py" 2>&1 | tail -n 1)
+    case $torch_probe in
+        ok) ;;
+        torch:* | cuda:*) torch_dep=${torch_probe%%:*} torch_why=${torch_probe#*: } ;;
+        *) torch_why="the torch probe (gpu_deps.py) failed: $torch_probe" ;;
+    esac
 fi
 export RCB_GPU_ALLOW_MISSING=${RCB_GPU_ALLOW_MISSING:-}
 python_check() { # name script [output]
     local name=$1 script=$2 output=${3:-$logs/$1.log} rc
     if [ -n "$torch_why" ]; then
-        missing "$name" torch "$torch_why"
+        missing "$name" "$torch_dep" "$torch_why"
         return
     fi
     [ -f "$script" ] || { fail "$name" "not staged ($script)"; return; }
@@ -223,7 +234,8 @@ if [ -d "$stage/before" ]; then
 fi
 
 # The checks skipped inside the programs are exactly those a GPU machine is expected to skip
-# (the software GPU's knobs, a second device): one more, or one fewer, fails the run.
+# (the software GPU's knobs, a second device), each as many times as listed: a skip more or less,
+# or a test skipping one check more or less than listed, fails the run.
 if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/skips.sh" ]; then
     touch "$logs/skipped.log"
     if bash "$stage/skips.sh" "$stage/expected-skips-gpu.txt" "$logs/skipped.log"; then

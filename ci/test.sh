@@ -20,7 +20,7 @@ bash ci/header.sh --verify
 bash ci/check-library.sh target/debug
 echo "== Rust tests (software GPU)"
 # Every check runs on the software GPU: the tests that skip are exactly those of
-# tests/expected-skips/software-gpu.txt (ci/skips.sh compares the SKIPPED lines by name).
+# tests/expected-skips/software-gpu.txt (ci/skips.sh compares the SKIPPED lines by name and count).
 sw_log=$(mktemp)
 trap 'rm -f "$sw_log" "${gpu_log:-}"' EXIT
 cargo test --workspace --quiet -- --nocapture >"$sw_log" 2>&1 || { cat "$sw_log"; echo "Rust tests failed"; exit 1; }
@@ -31,8 +31,9 @@ cargo build --release -p hipsim --quiet
 cargo test --release --quiet -p rocm_cmdbuf --test exec_budget -- --ignored --nocapture 2>&1 | grep -E '^soak:|test result|panicked|FAILED'
 echo "== GPU tests (RCB_BACKEND=cuda)"
 # The same test bodies run on a real GPU through ci/gpu.sh; here they must skip, and say so.
-# The skipped tests are exactly those of tests/expected-skips/no-gpu.txt: a GPU test body missing
-# from the list, or listed and no longer skipping, fails here (ci/skips.sh prints the difference).
+# The skipped tests are exactly those of tests/expected-skips/no-gpu.txt, each as many times as it
+# is listed: a GPU test body missing from the list, listed and no longer skipping, or skipping more
+# or fewer checks than listed, fails here (ci/skips.sh prints the difference).
 gpu_log=$(mktemp)
 RCB_BACKEND=cuda cargo test --quiet -p rocm_cmdbuf --tests -- --nocapture >"$gpu_log" 2>&1 ||
     { cat "$gpu_log"; echo "GPU tests failed instead of skipping"; exit 1; }

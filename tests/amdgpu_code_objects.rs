@@ -31,7 +31,7 @@ fn mach(arch: &str) -> u32 {
     }
 }
 
-/// The five kernels and their arguments as the tests pack them.
+/// The six kernels and their arguments as the tests pack them.
 fn kernels() -> Vec<(&'static str, Vec<Arg>)> {
     vec![
         ("rcb_test_fill_u32", args::fill(0, 0, 0).to_vec()),
@@ -39,6 +39,7 @@ fn kernels() -> Vec<(&'static str, Vec<Arg>)> {
         ("rcb_test_add_f32", args::add(0, 0, 0, 0).to_vec()),
         ("rcb_test_copy_u8", args::copy(0, 0, 0).to_vec()),
         ("rcb_test_sleep", args::sleep(0).to_vec()),
+        ("rcb_test_distance_u64", args::distance(0, 0, 0).to_vec()),
     ]
 }
 

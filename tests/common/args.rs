@@ -58,3 +58,8 @@ pub fn copy(dst: u64, src: u64, n: u64) -> [Arg; 3] {
 pub fn sleep(microseconds: u64) -> [Arg; 1] {
     [Arg::U64(microseconds)]
 }
+
+/// `rcb_test_distance_u64(out, begin, end)`: `*out = end - begin`, neither pointer read.
+pub fn distance(out: u64, begin: u64, end: u64) -> [Arg; 3] {
+    [Arg::Ptr(out), Arg::Ptr(begin), Arg::Ptr(end)]
+}

@@ -1,4 +1,4 @@
-//! The integration tests' kit: picks the backend the same test bodies run on, loads the five
+//! The integration tests' kit: picks the backend the same test bodies run on, loads five of the
 //! test kernels on it (the code object for the device's architecture, [`code_objects`]) and
 //! launches them ([`args`], [`launch`], [`run`]), reads the C ABI's
 //! statuses and last error ([`last_error`], [`ok`], [`fails`]), says which checks of a test body are skipped
@@ -183,7 +183,7 @@ pub fn run(rt: &dyn Runtime, function: Function, args: &[Arg], stream: Stream) {
     rt.direct().launch_kernel(&launch(function, &pack(args)), stream).expect("launch");
 }
 
-/// The five test kernels (same C signatures in hipsim, `tests/gpu/kernels.cu` and
+/// The test kernels the Rust tests use (same C signatures in hipsim, `tests/gpu/kernels.cu` and
 /// `tests/gpu/kernels.hip`).
 pub struct TestKernels {
     pub module: Module,

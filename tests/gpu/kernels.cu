@@ -1,4 +1,4 @@
-// The five test kernels of the GPU test suite, in CUDA C, with exactly the parameter lists of
+// The six test kernels of the GPU test suite, in CUDA C, with exactly the parameter lists of
 // hipsim's built-in kernels (tests/hipsim/src/kernels.rs), so the same packed argument blobs
 // drive both. extern "C" keeps the names unmangled for cuModuleGetFunction.
 //
@@ -45,5 +45,14 @@ extern "C" __global__ void rcb_test_sleep(uint64_t microseconds) {
     uint64_t start = global_timer_ns();
     while (global_timer_ns() - start < microseconds * 1000) {
         __nanosleep(1000);
+    }
+}
+
+// *out = end - begin (wrapping): a range given as two pointers, neither dereferenced, so that a
+// pointer's value shows in the results even where nothing may be read (the end of a range one past
+// its allocation). One thread writes it.
+extern "C" __global__ void rcb_test_distance_u64(uint64_t* out, const uint8_t* begin, const uint8_t* end) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        *out = (uint64_t)(uintptr_t)end - (uint64_t)(uintptr_t)begin;
     }
 }

@@ -1,4 +1,4 @@
-// The five test kernels for AMD GPUs, with exactly the parameter lists of kernels.cu and of hipsim's
+// The six test kernels for AMD GPUs, with exactly the parameter lists of kernels.cu and of hipsim's
 // built-in kernels (tests/hipsim/src/kernels.rs), so the same packed argument blobs drive all three.
 //
 // build.rs compiles this file with Debian's clang (clang-19, lld-19) into one code object per
@@ -60,5 +60,14 @@ extern "C" __global__ void rcb_test_sleep(uint64_t microseconds) {
     uint64_t start = __builtin_readsteadycounter();
     while (__builtin_readsteadycounter() - start < microseconds * 100) {
         __builtin_amdgcn_s_sleep(10);
+    }
+}
+
+// *out = end - begin (wrapping): a range given as two pointers, neither dereferenced, so that a
+// pointer's value shows in the results even where nothing may be read (the end of a range one past
+// its allocation). One work-item writes it.
+extern "C" __global__ void rcb_test_distance_u64(uint64_t* out, const uint8_t* begin, const uint8_t* end) {
+    if (first_index() == 0) {
+        *out = (uint64_t)(uintptr_t)end - (uint64_t)(uintptr_t)begin;
     }
 }

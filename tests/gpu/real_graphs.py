@@ -22,8 +22,8 @@ pass of the exec setters over the same nodes on a fresh executable graph of the 
 with and without a launch before it; and both again in steady state with the CPU caches flushed
 before each call (cold), as an update that follows a step of other host work finds them.
 
-Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with torch is missing unless
-RCB_GPU_ALLOW_MISSING=torch):
+Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
+is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
     RCB_LIBRARY=/path/librocm_cmdbuf.so RCB_TIMER=/path/libreal_graphs_timer.so python3 real_graphs.py
 Prints markdown tables; asserts no timing. Exits 1 when a relocated replay differs from eager
 execution, writes to a moved-away buffer, or a call fails."""
@@ -36,7 +36,11 @@ import sys
 import time
 
 os.environ.setdefault("RCB_BACKEND", "cuda")
-import torch  # noqa: E402
+from gpu_deps import torch_with_cuda  # noqa: E402
+
+# torch able to use CUDA; without it the script ends here (a SKIPPED line when RCB_GPU_ALLOW_MISSING
+# names what is missing, else a failure).
+torch = torch_with_cuda("real_graphs")
 from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, moves, table  # noqa: E402
 from torch_graphs import warmed  # noqa: E402
 

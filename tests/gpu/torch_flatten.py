@@ -9,8 +9,9 @@ Every model in MUST_FLATTEN must flatten (all three did on the H200) and follow 
 exactly, writing nothing to its old output. A model that falls back to a cloned child is still
 relocated: the library must either refuse the move (needs_rerecord, and the next launch still
 writes the old output, the new one untouched) or follow it exactly.
-A missing torch or torchvision fails the run unless RCB_GPU_ALLOW_MISSING names it (torch,
-torchvision: comma-separated), which prints a SKIPPED line instead.
+A missing dependency fails the run unless RCB_GPU_ALLOW_MISSING names it (comma-separated), which
+prints a SKIPPED line instead: torch that cannot be imported or was built without CUDA (torch), a
+CUDA build of torch that sees no device (cuda; gpu_deps.py says which), torchvision (torchvision).
 Exits 1 when any model fails."""
 
 import ctypes as C
@@ -18,23 +19,11 @@ import os
 import sys
 
 os.environ.setdefault("RCB_BACKEND", "cuda")
-ALLOWED_MISSING = set(filter(None, os.environ.get("RCB_GPU_ALLOW_MISSING", "").split(",")))
 MUST_FLATTEN = {"mlp", "transformer", "resnet18"}
 
+from gpu_deps import missing, torch_with_cuda  # noqa: E402
 
-def missing(dependency, what, error):
-    """A missing dependency: a SKIPPED line when allowed, else a failure."""
-    if dependency in ALLOWED_MISSING:
-        print(f"SKIPPED torch_flatten::{what}: every check ({dependency} unavailable: {error}; RCB_GPU_ALLOW_MISSING={dependency})", flush=True)
-        return True
-    print(f"FAIL {what}: {dependency} unavailable: {error} (set RCB_GPU_ALLOW_MISSING={dependency} to skip it)", flush=True)
-    return False
-
-
-try:
-    import torch
-except ImportError as e:
-    sys.exit(0 if missing("torch", "all", e) else 1)
+torch = torch_with_cuda("torch_flatten")
 from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, table  # noqa: E402
 from torch_graphs import warmed  # noqa: E402
 
@@ -118,7 +107,7 @@ def main():
     ran = 0
     for name, make, shape in models():
         if shape is None:  # make is the import error
-            failed |= not missing("torchvision", name, make)
+            failed |= not missing("torch_flatten", "torchvision", name, f"torchvision cannot be imported: {make}")
             continue
         ran += 1
         try:

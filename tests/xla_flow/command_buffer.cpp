@@ -3,31 +3,49 @@
 //
 //   * RocmCmdbufCommandBuffer: kernels with the argument kinds the bridge derives (device
 //     addresses of KernelArgsPackedArray named by their slices (RCB_ARG_ALLOCATION), scalars,
-//     RCB_ARG_SCAN for other packings,
-//     kernelParams when sizes are unknown), memset with XLA's unbroadcast BitPattern, memcpy,
-//     nested command buffers cloned as child nodes (control flow) and traced ones (stream
-//     capture), finalize (PrepareFinalization / InstantiateGraph), launch;
-//   * the bridge's NameAllocations (0004): KernelThunk gives each argument's buffer slice, and an
-//     argument recorded as a device address at that slice's address becomes RCB_ARG_ALLOCATION;
-//     replayed on aliased parameters (jit(f)(a, a), then (a, b), then (b, b)), named and not;
-//   * CommandBufferThunk with 0004's hooks, in the order of the pinned commit: the warm-up
-//     execution through thunks, the first recording at Initialize (SetAllocations, then the
-//     commands), then at each execution UpdateBufferAllocations over the non-persistent
-//     allocations commands use, MoveCommandBufferAllocations (deduplicated moves, none when a
-//     command requires an update on every execution), and when that is refused or not tried the
-//     recording: SetAllocations on the finalized buffer (kept pending by the bridge), BeginUpdate
-//     then the pending table (CheckCanBeUpdated), RecordUpdate of the commands that use an
-//     updated allocation or require an update, Finalize. Allocations are packed adjacently, as a
-//     BFC allocator packs them, and arguments point inside them (interior slices).
+//     RCB_ARG_SCAN for other packings, kernelParams when sizes are unknown), memset with XLA's
+//     unbroadcast BitPattern and 32-bit values, memcpy, nested command buffers cloned as child
+//     nodes (control flow) and traced ones (stream capture), finalize (PrepareFinalization /
+//     InstantiateGraph), launch;
+//   * CommandBufferThunk with 0004's hooks, in the order of the pinned commit (183fa00): at
+//     every execution Initialize then ExecuteOnStream. Initialize does nothing before the warm-up
+//     (when the commands require one), then records the first time (SetAllocations, hook of
+//     0004; UpdateBufferAllocations; RecordCreate; Finalize) and again at every execution when a
+//     command requires an update on initialize and not every allocation is persistent
+//     (SetAllocations, kept pending by the finalized buffer; UpdateBufferAllocations;
+//     Update = BeginUpdate then the pending table (CheckCanBeUpdated); RecordUpdate;
+//     Finalize). ExecuteOnStream runs the thunks at the warm-up, else computes
+//     UpdateBufferAllocations over the non-persistent allocations commands use (an index
+//     repeated when the recorded table grows), MoveCommandBufferAllocations (deduplicated
+//     moves; none on the first recording or when a command requires an update on every
+//     execution; on a refusal SetAllocations for the recording), records when still needed and
+//     submits. RecordUpdate skips a command as CommandExecutor does: unless it requires an
+//     update on every execution, or on initialize while initializing, it is skipped when it
+//     uses none of the updated allocations, and always when every allocation it uses is
+//     persistent;
+//   * KernelThunk's ScopedLaunchArgumentSlices and the bridge's NameAllocations (0004): each
+//     argument of a KernelArgsPackedArray is named by its slice against the table the command
+//     buffer was last given, including a slice of size 0 one past its allocation's end;
+//   * the executable's buffer allocations as XLA's BufferAllocations gives them: parameters
+//     (one array may be passed for two of them, so that two allocations alias, and later part),
+//     outputs, a temp allocation seen through overlapping slices, a constant (persistent: never
+//     moved, never sent as a move) and a thread-local allocation without memory (null, size 0),
+//     packed without gaps in one arena as a BFC allocator packs them: one allocation's end is
+//     often the next one's base, and the allocations of one execution can take each other's
+//     chunks at the next.
 //
-// Every step's results are compared bit for bit with a command buffer recorded afresh at the
-// new addresses, and outputs are overwritten with garbage before each launch so that a stale
-// address cannot pass. Exits 0 when every check holds (Finish in check.h).
+// Every execution's arena is compared bit for bit with the same execution of a command buffer
+// recorded afresh at the same addresses (addresses only, no names) and with the result computed
+// on the host from the allocations' contents: before each launch every output holds garbage and
+// every other byte of the arena that no command may write (free chunks, among them the old
+// buffers of moved allocations, and allocations no command writes) holds a guard pattern, so
+// that a stale address, a write to an old buffer or a pointer that followed the wrong
+// allocation cannot pass. Exits 0 when every check holds (Finish in check.h).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -41,11 +59,25 @@ namespace {
 
 constexpr uint64_t kN = 256;  // floats per allocation
 constexpr uint64_t kBytes = kN * 4;
-constexpr int kAllocs = 10;   // XLA's buffer allocations 0..9
-// Allocations packed as a BFC allocator packs them: chunks of exactly one allocation's size, no
-// gap between neighbours, so one allocation's end is the next one's base.
-constexpr uint64_t kSlot = kBytes;
-constexpr int kSlots = 64;
+// The arena's chunks: exactly one allocation's size, no gap between neighbours.
+constexpr uint64_t kChunk = kBytes;
+constexpr int kChunks = 64;
+
+// XLA's buffer allocations of the replayed executable, by index.
+constexpr int kP0 = 0, kP1 = 1;  // parameters: x and y (one array may be passed for both)
+constexpr int kO2 = 2, kO3 = 3, kO4 = 4, kO5 = 5;  // outputs
+constexpr int kO6 = 6, kO7 = 7;  // the child command buffer's outputs
+constexpr int kO8 = 8;           // the traced command's output
+constexpr int kO9 = 9;           // the kernelParams kernel's output
+constexpr int kConst = 10;       // a constant allocation: persistent
+constexpr int kTemp = 11;        // the temp allocation, seen through overlapping slices
+constexpr int kO12 = 12;         // an output computed from the temp allocation
+constexpr int kDist = 13;        // the distances the range kernels write (u64 each)
+constexpr int kLocal = 14;       // a thread-local allocation: BufferAllocations gives it no memory
+constexpr int kAllocs = 15;
+
+// Bytes before a launch: garbage in every output, a guard pattern where nothing may be written.
+constexpr uint8_t kGarbage = 0xAB, kGuard = 0xCD;
 
 Gpu* gpu;
 
@@ -54,38 +86,8 @@ struct Kernels {
   void* add;
   void* axpy;
   void* copy;
+  void* distance;
 } k;
-
-// A BFC-like allocator: every allocation lives in one chunk of an arena, 0..9 adjacent at first;
-// a move takes a free chunk, often next to another allocation.
-struct Arena {
-  uint64_t base = 0;
-  std::vector<int> slot_of;
-  std::vector<bool> used;
-
-  Arena() : slot_of(kAllocs), used(kSlots, false) {
-    base = gpu->Malloc(kSlot * kSlots);
-    for (int a = 0; a < kAllocs; ++a) {
-      slot_of[a] = a;
-      used[a] = true;
-    }
-  }
-  ~Arena() { gpu->Free(base); }
-  uint64_t Address(int a) const { return base + kSlot * slot_of[a]; }
-  std::vector<rcb_allocation> Table() const {
-    std::vector<rcb_allocation> table;
-    for (int a = 0; a < kAllocs; ++a) table.push_back({Address(a), kBytes});
-    return table;
-  }
-  void Move(int a, std::mt19937& rng) {
-    int to;
-    do to = static_cast<int>(rng() % kSlots);
-    while (used[to]);
-    used[slot_of[a]] = false;
-    used[to] = true;
-    slot_of[a] = to;
-  }
-};
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -93,12 +95,156 @@ uint32_t Bits(float f) {
   return u;
 }
 
-// Which commands the program holds beyond its kernels, memcpy and memset.
+// A BFC-like allocator: every allocation with memory lives in one chunk of an arena, all of them
+// adjacent at first. Two parameters passed the same array share its chunk.
+class Arena {
+ public:
+  Arena() : chunk_of_(kAllocs, -1) {
+    base_ = gpu->Malloc(kChunk * kChunks);
+    int next = 0;
+    for (int a = 0; a < kAllocs; ++a) {
+      if (a != kLocal) chunk_of_[a] = next++;
+    }
+  }
+  ~Arena() { gpu->Free(base_); }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  uint64_t base() const { return base_; }
+  uint64_t Address(int a) const { return chunk_of_[a] < 0 ? 0 : base_ + kChunk * chunk_of_[a]; }
+  uint64_t Size(int a) const { return chunk_of_[a] < 0 ? 0 : kBytes; }
+  // BufferAllocations::GetDeviceAddress of every allocation.
+  std::vector<rcb_allocation> Table() const {
+    std::vector<rcb_allocation> table;
+    for (int a = 0; a < kAllocs; ++a) table.push_back({Address(a), Size(a)});
+    return table;
+  }
+  bool ParametersAliased() const { return chunk_of_[kP0] == chunk_of_[kP1]; }
+  // The allocations in chunk `c` (none: a free chunk).
+  std::vector<int> Owners(int c) const {
+    std::vector<int> owners;
+    for (int a = 0; a < kAllocs; ++a) {
+      if (chunk_of_[a] == c) owners.push_back(a);
+    }
+    return owners;
+  }
+  // The chunk at `address`, or -1 outside the arena.
+  int ChunkAt(uint64_t address) const {
+    if (address < base_ || address >= base_ + kChunk * kChunks) return -1;
+    return static_cast<int>((address - base_) / kChunk);
+  }
+
+  // The next execution's buffers for `moved`: the last execution's are freed first (so that
+  // two allocations can trade places), then each takes the lowest free chunk, as a best-fit
+  // allocator does, or (half the time, at random) any free chunk.
+  void Reallocate(const std::set<int>& moved, std::mt19937& rng) {
+    for (int a : moved) chunk_of_[a] = -1;
+    for (int a : moved) {
+      std::vector<int> free;
+      for (int c = 0; c < kChunks; ++c) {
+        if (Owners(c).empty()) free.push_back(c);
+      }
+      chunk_of_[a] = rng() % 2 == 0 ? free.front() : free[rng() % free.size()];
+    }
+  }
+  // The array of parameter `from` passed for parameter `to` too.
+  void PassForBoth(int to, int from) { chunk_of_[to] = chunk_of_[from]; }
+
+ private:
+  uint64_t base_ = 0;
+  std::vector<int> chunk_of_;  // -1: no memory
+};
+
+// A kernel argument: a slice of a buffer allocation (XLA's BufferAllocation::Slice: the
+// allocation and an offset; the recording gives its address) or a value of `size` bytes.
+struct Arg {
+  int alloc;        // -1: a value
+  uint64_t offset;  // the slice's offset, or the value's bits
+  uint32_t size;
+};
+Arg At(int alloc, uint64_t offset = 0) { return {alloc, offset, 8}; }
+Arg U64(uint64_t v) { return {-1, v, 8}; }
+Arg F32(float f) { return {-1, Bits(f), 4}; }
+
+// The test kernels the program's kernel commands launch.
+enum class Fn { kAdd, kAxpy, kCopy, kDistance };
+
+void* Function(Fn f) {
+  switch (f) {
+    case Fn::kAdd: return k.add;
+    case Fn::kAxpy: return k.axpy;
+    case Fn::kCopy: return k.copy;
+    case Fn::kDistance: return k.distance;
+  }
+  return nullptr;
+}
+
+// One command of the replayed command sequence.
+struct Command {
+  enum Kind {
+    kKernel,      // KernelArgsPackedArray: the bridge names the slices (0004)
+    kScanKernel,  // another packing (sizes known, kinds not): every argument scanned
+    kMemcpy,      // args: dst, src; `count` bytes
+    kMemset,      // args: dst; `count` elements of `element` bytes set to `pattern`
+    kChild,       // a control-flow command: a nested command buffer cloned as a child node
+    kTraced,      // a traced command: a nested command buffer captured on the trace stream
+    kParams,      // a kernel whose argument sizes XLA does not know (kernelParams)
+  } kind;
+  Fn fn = Fn::kAdd;
+  std::vector<Arg> args;
+  uint64_t count = 0;
+  uint32_t pattern = 0, element = 0;
+  bool on_initialize = false;  // requires_update_on_initialize (collectives)
+  bool on_execute = false;     // requires_update_on_execute
+  std::set<int> uses;          // the allocations of its buffer uses
+
+  explicit Command(Kind k) : kind(k) {}
+  static Command WithArgs(Kind kind, std::vector<Arg> args) {
+    Command c(kind);
+    c.args = std::move(args);
+    for (const Arg& a : c.args) {
+      if (a.alloc >= 0) c.uses.insert(a.alloc);
+    }
+    return c;
+  }
+  static Command Kernel(Kind kind, Fn fn, std::vector<Arg> args) {
+    Command c = WithArgs(kind, std::move(args));
+    c.fn = fn;
+    return c;
+  }
+  static Command Memcpy(Arg dst, Arg src, uint64_t bytes) {
+    Command c = WithArgs(kMemcpy, {dst, src});
+    c.count = bytes;
+    return c;
+  }
+  static Command Memset(Arg dst, uint32_t pattern, uint32_t element, uint64_t count) {
+    Command c = WithArgs(kMemset, {dst});
+    c.pattern = pattern;
+    c.element = element;
+    c.count = count;
+    return c;
+  }
+  static Command Nested(Kind kind, std::set<int> uses) {
+    Command c(kind);
+    c.uses = std::move(uses);
+    return c;
+  }
+};
+
+// Which commands the program holds beyond its kernels, memcpys and memsets, and how XLA treats
+// them.
 struct Shape {
+  bool warmup = true;   // the commands require a warm-up execution through thunks
   bool child = false;   // a nested command buffer (control flow) cloned as a child node
   bool traced = false;  // a traced command: a captured nested command buffer
   bool params = false;  // a kernel whose argument sizes XLA does not know (kernelParams)
+  bool scan_param = false;  // a kernel of another packing reads parameter 1 by its address
+  bool aliased_first = false;  // the first execution gets one array for both parameters
   bool update_on_execute = false;  // the traced command requires an update on every execution
+  // The traced command requires an update on initialize (as collectives do), and so does a
+  // command over persistent allocations only; the temp allocation is persistent (its address
+  // kept stable, as VA remapping keeps it).
+  bool update_on_initialize = false;
 };
 
 // The recorded state of one XLA command buffer: the primary, its nodes, its nested buffers.
@@ -142,129 +288,242 @@ rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
   return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
 }
 
-// XLA's per-command recording: `update` is RecordUpdate (the node exists), else RecordCreate.
-// Each command names the allocations it uses, for RecordUpdate's skip of unaffected commands.
+// The replayed CommandBufferCmd sequence (a chain, in command order) and its computation on
+// the host.
 class Program {
  public:
-  explicit Program(Shape shape) : shape_(shape) {}
-
-  // The allocations each command uses, in command order.
-  std::vector<std::set<int>> Uses() const {
-    std::vector<std::set<int>> uses = {{2}, {0, 1, 2}, {0, 2}, {2, 3}, {3, 4}, {1, 4, 5}};
-    if (shape_.child) uses.push_back({5, 6, 7});
-    if (shape_.traced) uses.push_back({0, 5, 8});
-    if (shape_.params) uses.push_back({5, 9});
-    return uses;
+  explicit Program(Shape shape) : shape_(shape) {
+    using C = Command;
+    const uint64_t half = kN / 2, quarter = kN / 4;
+    commands_ = {
+        C::Memset(At(kO2), 0, 1, kBytes),  // a u8 BitPattern: element size 1, not broadcast
+        C::Kernel(C::kKernel, Fn::kAdd, {At(kO2), At(kP0), At(kP1), U64(kN)}),
+        // axpy over interior slices of the output and of parameter 0.
+        C::Kernel(C::kKernel, Fn::kAxpy, {At(kO2, 512), At(kP0, 256), F32(2.0f), U64(half)}),
+        C::Memcpy(At(kO3), At(kO2), kBytes),
+        C::Kernel(C::kScanKernel, Fn::kCopy, {At(kO4), At(kO3), U64(kBytes)}),
+        C::Kernel(C::kKernel, Fn::kAdd, {At(kO5), At(kO4), At(kP1), U64(kN)}),
+        // The constant read by a kernel, into the temp allocation.
+        C::Kernel(C::kKernel, Fn::kAdd, {At(kTemp), At(kP0), At(kConst), U64(kN)}),
+        // The temp allocation through two overlapping interior slices (floats 64..192 and
+        // 128..256), and through an interior slice copied to an interior slice; a 32-bit memset
+        // of an interior slice.
+        C::Kernel(C::kKernel, Fn::kAdd, {At(kO12), At(kTemp, 256), At(kTemp, 512), U64(half)}),
+        C::Memcpy(At(kO12, 512), At(kTemp, 768), kBytes / 4),
+        C::Memset(At(kO12, 768), Bits(1.0f), 4, quarter),
+        // Ranges given as a begin slice and a size-0 slice one past the allocation's end (the
+        // next allocation's base whenever one is packed right after it): a parameter, the
+        // constant, the temp allocation, an empty range at an output's end, the other parameter.
+        C::Kernel(C::kKernel, Fn::kDistance, {At(kDist, 0), At(kP0, 256), At(kP0, kBytes)}),
+        C::Kernel(C::kKernel, Fn::kDistance, {At(kDist, 8), At(kConst, 0), At(kConst, kBytes)}),
+        C::Kernel(C::kKernel, Fn::kDistance, {At(kDist, 16), At(kTemp, 512), At(kTemp, kBytes)}),
+        C::Kernel(C::kKernel, Fn::kDistance, {At(kDist, 24), At(kO2, kBytes), At(kO2, kBytes)}),
+        C::Kernel(C::kKernel, Fn::kDistance, {At(kDist, 32), At(kP1, 0), At(kP1, kBytes)}),
+    };
+    if (shape_.scan_param) {
+      // Parameter 1 seen only by its address: while one array is passed for both parameters
+      // the address lies in both allocations.
+      commands_.push_back(C::Kernel(C::kScanKernel, Fn::kCopy, {At(kDist, 512), At(kP1), U64(kBytes / 4)}));
+    }
+    if (shape_.update_on_initialize) {
+      // A collective-like command over persistent allocations only (XLA never updates it).
+      Command c = C::Kernel(C::kKernel, Fn::kAxpy, {At(kTemp), At(kConst), F32(1.0f), U64(quarter)});
+      c.on_initialize = true;
+      commands_.push_back(c);
+    }
+    if (shape_.child) commands_.push_back(C::Nested(C::kChild, {kO5, kO6, kO7}));
+    if (shape_.traced) {
+      Command c = C::Nested(C::kTraced, {kP0, kO5, kO8});
+      c.on_execute = shape_.update_on_execute;
+      c.on_initialize = shape_.update_on_initialize;
+      commands_.push_back(c);
+    }
+    if (shape_.params) commands_.push_back(C::Nested(C::kParams, {kO5, kO9}));
   }
-  std::vector<int> Outputs() const {
-    std::vector<int> out = {2, 3, 4, 5};
-    if (shape_.child) out.insert(out.end(), {6, 7});
-    if (shape_.traced) out.push_back(8);
-    if (shape_.params) out.push_back(9);
+
+  const std::vector<Command>& commands() const { return commands_; }
+  bool warmup() const { return shape_.warmup; }
+  bool aliased_first() const { return shape_.aliased_first; }
+
+  // The executable's persistent allocations (sorted): the constant, and the temp allocation
+  // where its address is kept stable.
+  std::vector<int> Persistent() const {
+    return shape_.update_on_initialize ? std::vector<int>{kConst, kTemp} : std::vector<int>{kConst};
+  }
+  // CommandExecutor::allocs_indices: every allocation a command uses, sorted.
+  std::vector<int> Used() const {
+    std::set<int> used;
+    for (const Command& c : commands_) used.insert(c.uses.begin(), c.uses.end());
+    return {used.begin(), used.end()};
+  }
+  bool RequiresUpdateOnExecute() const {
+    return std::any_of(commands_.begin(), commands_.end(), [](const Command& c) { return c.on_execute; });
+  }
+  bool RequiresUpdateOnInitialize() const {
+    return std::any_of(commands_.begin(), commands_.end(), [](const Command& c) { return c.on_initialize; });
+  }
+  // The allocations the commands write, in the order a check reports them.
+  std::set<int> Outputs() const {
+    std::set<int> out = {kO2, kO3, kO4, kO5, kTemp, kO12, kDist};
+    if (shape_.child) out.insert({kO6, kO7});
+    if (shape_.traced) out.insert(kO8);
+    if (shape_.params) out.insert(kO9);
     return out;
   }
 
   // A fresh record at the arena's addresses (the reference every execution is compared with):
-  // a new primary command buffer, the table, every command, finalize.
+  // a new primary command buffer, the table, every command with addresses only, finalize.
   std::unique_ptr<Recorded> Create(const Arena& arena) const {
     auto r = std::make_unique<Recorded>();
     OK(rcb::CmdBuf::Create(0, &r->cb));
     OK(r->cb.SetAllocations(arena.Table()));
-    RecordCreate(*r, arena);
+    RecordCreate(*r, arena, nullptr);
     OK(r->cb.Finalize());  // InstantiateGraph
     return r;
   }
 
-  // CommandExecutor::RecordCreate: every command, in a chain.
-  void RecordCreate(Recorded& r, const Arena& arena) const {
-    size_t commands = Uses().size();
-    r.nodes.clear();
-    for (size_t c = 0; c < commands; ++c) {
+  // CommandExecutor::RecordCreate: every command, in a chain. With `naming`, the table the
+  // command buffer was given: each KernelThunk's slices are named against it (0004).
+  void RecordCreate(Recorded& r, const Arena& arena, const std::vector<rcb_allocation>* naming) const {
+    r.nodes.assign(commands_.size(), 0);
+    for (size_t c = 0; c < commands_.size(); ++c) {
       std::vector<rcb_node> deps;
-      if (c > 0) deps.push_back(r.nodes.back());
-      r.nodes.push_back(0);
-      Record(r, c, arena, deps, /*update=*/false);
+      if (c > 0) deps.push_back(r.nodes[c - 1]);
+      Record(r, c, arena, naming, deps, /*update=*/false);
     }
   }
 
-  // CommandExecutor::RecordUpdate: a command is recorded again unless it does not require an
-  // update on every execution and uses none of `updated` (sorted, possibly repeated).
-  void RecordUpdate(Recorded& r, const Arena& arena, const std::vector<int>& updated) const {
-    std::vector<std::set<int>> uses = Uses();
-    for (size_t c = 0; c < uses.size(); ++c) {
-      bool touched = std::any_of(updated.begin(), updated.end(), [&](int a) { return uses[c].count(a) > 0; });
-      if (touched || RequiresUpdateOnExecute(c)) Record(r, c, arena, {}, /*update=*/true);
+  // CommandExecutor::RecordUpdate and its skip_command_update: `updated` is the thunk's
+  // UpdateBufferAllocations (sorted, an index possibly repeated); returns the commands recorded.
+  int RecordUpdate(Recorded& r, const Arena& arena, const std::vector<rcb_allocation>* naming,
+                   const std::vector<int>& updated, bool is_initialization) const {
+    std::vector<int> persistent = Persistent();
+    int recorded = 0;
+    for (size_t c = 0; c < commands_.size(); ++c) {
+      const Command& cmd = commands_[c];
+      bool skip = false;
+      if (!cmd.on_execute) {
+        if (!(is_initialization && cmd.on_initialize)) {
+          skip = std::none_of(updated.begin(), updated.end(), [&](int a) { return cmd.uses.count(a) > 0; });
+        }
+        skip = skip || std::includes(persistent.begin(), persistent.end(), cmd.uses.begin(), cmd.uses.end());
+      }
+      if (skip) continue;
+      Record(r, c, arena, naming, {}, /*update=*/true);
+      ++recorded;
     }
+    return recorded;
   }
 
-  // The traced command of a shape with update_on_execute requires an update on every execution
-  // (as some collectives and custom calls do).
-  bool RequiresUpdateOnExecute(size_t c) const { return AnyRequiresUpdateOnExecute() && c == TracedCommand(); }
-  bool AnyRequiresUpdateOnExecute() const { return shape_.update_on_execute && shape_.traced; }
-  size_t TracedCommand() const { return shape_.child ? 7 : 6; }
+  // What the commands compute, on the host, in `image` (the arena's bytes, at the addresses of
+  // `arena`), in command order: the result the user needs, whatever records it.
+  void Compute(const Arena& arena, std::vector<uint8_t>& image) const {
+    auto at = [&](uint64_t address) { return image.data() + (address - arena.base()); };
+    auto f32 = [&](uint64_t address, uint64_t i) {
+      float v;
+      std::memcpy(&v, at(address + 4 * i), 4);
+      return v;
+    };
+    auto set_f32 = [&](uint64_t address, uint64_t i, float v) { std::memcpy(at(address + 4 * i), &v, 4); };
+    auto add = [&](uint64_t out, uint64_t x, uint64_t y, uint64_t n) {
+      for (uint64_t i = 0; i < n; ++i) set_f32(out, i, f32(x, i) + f32(y, i));
+    };
+    for (const Command& c : commands_) {
+      std::vector<uint64_t> a;
+      for (const Arg& arg : c.args) a.push_back(arg.alloc >= 0 ? arena.Address(arg.alloc) + arg.offset : arg.offset);
+      switch (c.kind) {
+        case Command::kKernel:
+        case Command::kScanKernel:
+          switch (c.fn) {
+            case Fn::kAdd: add(a[0], a[1], a[2], a[3]); break;
+            case Fn::kAxpy: {
+              float alpha;
+              uint32_t bits = static_cast<uint32_t>(a[2]);
+              std::memcpy(&alpha, &bits, 4);
+              for (uint64_t i = 0; i < a[3]; ++i) set_f32(a[0], i, f32(a[0], i) + alpha * f32(a[1], i));
+              break;
+            }
+            case Fn::kCopy: std::memmove(at(a[0]), at(a[1]), a[2]); break;
+            case Fn::kDistance: {
+              uint64_t d = a[2] - a[1];
+              std::memcpy(at(a[0]), &d, 8);
+              break;
+            }
+          }
+          break;
+        case Command::kMemcpy: std::memmove(at(a[0]), at(a[1]), c.count); break;
+        case Command::kMemset:
+          for (uint64_t i = 0; i < c.count; ++i) std::memcpy(at(a[0] + i * c.element), &c.pattern, c.element);
+          break;
+        case Command::kChild:  // fill 6 with 0.5, then 7 = 6 + 5
+          for (uint64_t i = 0; i < kN; ++i) set_f32(arena.Address(kO6), i, 0.5f);
+          add(arena.Address(kO7), arena.Address(kO6), arena.Address(kO5), kN);
+          break;
+        case Command::kTraced: add(arena.Address(kO8), arena.Address(kO5), arena.Address(kP0), kN); break;
+        case Command::kParams: add(arena.Address(kO9), arena.Address(kO5), arena.Address(kO5), kN); break;
+      }
+    }
+  }
 
  private:
-  void Record(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
-    auto at = [&](int a, uint64_t offset = 0) { return arena.Address(a) + offset; };
+  void Record(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_allocation>* naming,
+              const std::vector<rcb_node>& deps, bool update) const {
+    const Command& cmd = commands_[c];
     rcb::CmdBuf& cb = r.cb;
     rcb_node& node = r.nodes[c];
-    uint64_t n = kN, bytes = kBytes;
-    if (c == 0) {  // memset of a u8 BitPattern: element size 1, pattern not broadcast
-      if (update) OK(cb.UpdateMemset(node, at(2), 0, 1, kBytes));
-      else OK(cb.AddMemset(deps, at(2), 0, 1, kBytes, &node));
-    } else if (c == 1 || c == 2 || c == 5) {  // KernelArgsPackedArray: device addresses + scalars
-      uint64_t out = c == 1 ? at(2) : c == 2 ? at(2, 512) : at(5);
-      uint64_t x = c == 1 ? at(0) : c == 2 ? at(0, 256) : at(4);
-      uint64_t y = c == 1 ? at(1) : at(1);
-      float a = 2.0f;
-      uint64_t half = kN / 2;
-      std::vector<rcb_kernel_arg> args;
-      void* f;
-      if (c == 2) {  // axpy on interior slices of allocations 2 and 0
-        f = k.axpy;
-        args = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR}, {&a, 4, RCB_ARG_VALUE},
-                {&half, 8, RCB_ARG_VALUE}};
-      } else {
-        f = k.add;
-        args = {{&out, 8, RCB_ARG_DEVICE_PTR}, {&x, 8, RCB_ARG_DEVICE_PTR}, {&y, 8, RCB_ARG_DEVICE_PTR},
-                {&n, 8, RCB_ARG_VALUE}};
+    std::vector<uint64_t> words(cmd.args.size());
+    for (size_t i = 0; i < cmd.args.size(); ++i) {
+      const Arg& arg = cmd.args[i];
+      words[i] = arg.alloc >= 0 ? arena.Address(arg.alloc) + arg.offset : arg.offset;
+    }
+    switch (cmd.kind) {
+      case Command::kKernel:
+      case Command::kScanKernel: {
+        std::vector<rcb_kernel_arg> args;
+        std::vector<Slice> slices;
+        for (size_t i = 0; i < cmd.args.size(); ++i) {
+          const Arg& arg = cmd.args[i];
+          uint32_t kind = cmd.kind == Command::kScanKernel ? RCB_ARG_SCAN
+                          : arg.alloc >= 0                  ? RCB_ARG_DEVICE_PTR
+                                                            : RCB_ARG_VALUE;
+          args.push_back({&words[i], arg.size, kind});
+          slices.push_back({arg.alloc, arg.alloc >= 0 ? static_cast<int64_t>(arg.offset) : 0});
+        }
+        // KernelThunk::Record gives each argument's slice and the bridge names the pointers
+        // (0004); other packings are never named.
+        std::vector<rcb_arg_allocation> named;
+        if (naming != nullptr && cmd.kind == Command::kKernel) NameAllocations(slices, *naming, args, named);
+        rcb_kernel_launch launch = Launch(Function(cmd.fn), args.data(), args.size());
+        if (update) OK(cb.UpdateKernel(node, launch));
+        else OK(cb.AddKernel(deps, launch, &node));
+        return;
       }
-      // KernelThunk::Record gives each argument's slice and the bridge names the pointers
-      // (0004); the table is the one SetAllocations gave before this recording.
-      std::vector<Slice> slices =
-          c == 1   ? std::vector<Slice>{{2, 0}, {0, 0}, {1, 0}, {-1, 0}}
-          : c == 2 ? std::vector<Slice>{{2, 512}, {0, 256}, {-1, 0}, {-1, 0}}
-                   : std::vector<Slice>{{5, 0}, {4, 0}, {1, 0}, {-1, 0}};
-      std::vector<rcb_arg_allocation> named;
-      NameAllocations(slices, arena.Table(), args, named);
-      rcb_kernel_launch launch = Launch(f, args.data(), args.size());
-      if (update) OK(cb.UpdateKernel(node, launch));
-      else OK(cb.AddKernel(deps, launch, &node));
-    } else if (c == 3) {
-      if (update) OK(cb.UpdateMemcpyD2D(node, at(3), at(2), kBytes));
-      else OK(cb.AddMemcpyD2D(deps, at(3), at(2), kBytes, &node));
-    } else if (c == 4) {  // another packing (sizes known, kinds not): every argument scanned
-      uint64_t dst = at(4), src = at(3);
-      rcb_kernel_arg args[] = {{&dst, 8, RCB_ARG_SCAN}, {&src, 8, RCB_ARG_SCAN}, {&bytes, 8, RCB_ARG_SCAN}};
-      rcb_kernel_launch launch = Launch(k.copy, args, 3);
-      if (update) OK(cb.UpdateKernel(node, launch));
-      else OK(cb.AddKernel(deps, launch, &node));
-    } else {
-      size_t extra = c - 6;
-      if (shape_.child && extra-- == 0) return Child(r, arena, deps, update);
-      if (shape_.traced && extra-- == 0) return Traced(r, arena, deps, update);
-      uint64_t out = at(9), x = at(5);
-      void* params[] = {&out, &x, &x, &n};
-      rcb_kernel_params_launch launch{k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
-      if (update) OK(cb.UpdateKernelParams(node, launch));
-      else OK(cb.AddKernelParams(deps, launch, &node));
+      case Command::kMemcpy:
+        if (update) OK(cb.UpdateMemcpyD2D(node, words[0], words[1], cmd.count));
+        else OK(cb.AddMemcpyD2D(deps, words[0], words[1], cmd.count, &node));
+        return;
+      case Command::kMemset:
+        if (update) OK(cb.UpdateMemset(node, words[0], cmd.pattern, cmd.element, cmd.count));
+        else OK(cb.AddMemset(deps, words[0], cmd.pattern, cmd.element, cmd.count, &node));
+        return;
+      case Command::kChild: return Child(r, c, arena, deps, update);
+      case Command::kTraced: return Traced(r, c, arena, deps, update);
+      case Command::kParams: {
+        uint64_t out = arena.Address(kO9), x = arena.Address(kO5), n = kN;
+        void* params[] = {&out, &x, &x, &n};
+        rcb_kernel_params_launch launch{k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
+        if (update) OK(cb.UpdateKernelParams(node, launch));
+        else OK(cb.AddKernelParams(deps, launch, &node));
+        return;
+      }
     }
   }
 
   // A control-flow command: its nested command buffer is recorded (or updated) and finalized,
-  // then cloned into the primary (CreateChildCommand / UpdateChildCommand).
-  void Child(Recorded& r, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
-    uint64_t a6 = arena.Address(6), a7 = arena.Address(7), a5 = arena.Address(5), n = kN;
+  // then cloned into the primary (CreateChildCommand / UpdateChildCommand). A nested command
+  // buffer names nothing (0004 names only in primary ones).
+  void Child(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
+    uint64_t a6 = arena.Address(kO6), a7 = arena.Address(kO7), a5 = arena.Address(kO5), n = kN;
     uint32_t half = Bits(0.5f);
     rcb_kernel_arg fill[] = {{&a6, 8, RCB_ARG_DEVICE_PTR}, {&half, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
     rcb_kernel_arg add[] = {{&a7, 8, RCB_ARG_DEVICE_PTR}, {&a6, 8, RCB_ARG_DEVICE_PTR},
@@ -274,68 +533,84 @@ class Program {
       OK(r.nested.AddKernel({}, Launch(k.fill, fill, 3), &r.nested_fill));
       OK(r.nested.AddKernel({r.nested_fill}, Launch(k.add, add, 4), &r.nested_add));
       OK(r.nested.Finalize());
-      OK(r.cb.AddChild(deps, r.nested, &r.nodes[6]));
+      OK(r.cb.AddChild(deps, r.nested, &r.nodes[c]));
       return;
     }
     OK(r.nested.BeginUpdate());
     OK(r.nested.UpdateKernel(r.nested_fill, Launch(k.fill, fill, 3)));
     OK(r.nested.UpdateKernel(r.nested_add, Launch(k.add, add, 4)));
     OK(r.nested.Finalize());
-    OK(r.cb.UpdateChild(r.nodes[6], r.nested));
+    OK(r.cb.UpdateChild(r.nodes[c], r.nested));
   }
 
   // A traced command: TraceCommandBufferFactory captures a nested command buffer on the trace
   // stream (a miss of XLA's trace cache traces again at the new addresses).
-  void Traced(Recorded& r, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
+  void Traced(Recorded& r, size_t c, const Arena& arena, const std::vector<rcb_node>& deps, bool update) const {
     rcb::CmdBuf traced;
     OK(rcb::CmdBuf::CreateNested(0, &traced));
     OK(traced.CaptureBegin(gpu->stream()));
-    uint64_t out = arena.Address(8), x = arena.Address(5), y = arena.Address(0), n = kN;
+    uint64_t out = arena.Address(kO8), x = arena.Address(kO5), y = arena.Address(kP0), n = kN;
     void* params[] = {&out, &x, &y, &n};
     gpu->Launch(k.add, 1, 256, params);
     OK(traced.CaptureEnd());
     OK(traced.Finalize());
-    size_t node = TracedCommand();
-    if (update) OK(r.cb.UpdateChild(r.nodes[node], traced));
-    else OK(r.cb.AddChild(deps, traced, &r.nodes[node]));
+    if (update) OK(r.cb.UpdateChild(r.nodes[c], traced));
+    else OK(r.cb.AddChild(deps, traced, &r.nodes[c]));
     r.traced = std::move(traced);
   }
 
   Shape shape_;
+  std::vector<Command> commands_;
 };
 
-// One execution: inputs written, outputs overwritten with garbage, launch, outputs read.
-std::vector<uint8_t> Execute(rcb::CmdBuf& cb, const Arena& arena, const Program& program, int step) {
-  std::vector<float> x(kN), y(kN);
-  for (uint64_t i = 0; i < kN; ++i) {
-    x[i] = static_cast<float>((i * 7 + step) % 13) - 6.0f;
-    y[i] = static_cast<float>((i * 5 + 3 * step) % 11) * 0.25f;
-  }
-  gpu->Write(arena.Address(0), x.data(), kBytes);
-  gpu->Write(arena.Address(1), y.data(), kBytes);
-  std::vector<uint8_t> garbage(kBytes, 0xAB);
-  for (int a : program.Outputs()) gpu->Write(arena.Address(a), garbage.data(), kBytes);
-  OK(cb.Launch(gpu->stream()));
-  gpu->Sync();
-  std::vector<uint8_t> out;
-  for (int a : program.Outputs()) {
-    std::vector<uint8_t> bytes(kBytes);
-    gpu->Read(bytes.data(), arena.Address(a), kBytes);
-    out.insert(out.end(), bytes.begin(), bytes.end());
-  }
-  // A host check of allocation 5 (= x + y with the interior axpy, copied, + y).
-  std::vector<float> a5(kN);
-  std::memcpy(a5.data(), out.data() + 3 * kBytes, kBytes);
-  for (uint64_t i = 0; i < kN; ++i) {
-    float a2 = x[i] + y[i];
-    if (i >= 128) a2 += 2.0f * x[i - 128 + 64];
-    float want = a2 + y[i];
-    if (std::fabs(a5[i] - want) > 1e-4f * (1.0f + std::fabs(want))) {
-      CHECK_RESULT(false, "step %d: allocation 5 [%llu] = %g, want %g", step, (unsigned long long)i, a5[i], want);
-      break;
+// The inputs of execution `step`: the parameters' arrays (when one array is passed for both,
+// it holds x) and the constant. Small integers, halves and quarters: every sum and product the
+// kernels make is exact, so the host's result is bit for bit the device's (fused or not).
+struct Inputs {
+  std::vector<float> x, y, constant;
+  explicit Inputs(int step) : x(kN), y(kN), constant(kN) {
+    for (uint64_t i = 0; i < kN; ++i) {
+      x[i] = static_cast<float>((i * 7 + step) % 13) - 6.0f;
+      y[i] = static_cast<float>((i * 5 + 3 * step) % 11) * 0.25f;
+      constant[i] = static_cast<float>(i % 17) * 0.5f - 3.0f;
     }
   }
-  return out;
+};
+
+// The arena's bytes before a launch: the parameters' arrays and the constant, garbage in every
+// output, the guard pattern everywhere else.
+std::vector<uint8_t> Before(const Arena& arena, const Program& program, const Inputs& in) {
+  std::vector<uint8_t> image(kChunk * kChunks, kGuard);
+  std::set<int> outputs = program.Outputs();
+  for (int a : outputs) std::memset(image.data() + (arena.Address(a) - arena.base()), kGarbage, kBytes);
+  std::memcpy(image.data() + (arena.Address(kConst) - arena.base()), in.constant.data(), kBytes);
+  std::memcpy(image.data() + (arena.Address(kP1) - arena.base()), in.y.data(), kBytes);
+  std::memcpy(image.data() + (arena.Address(kP0) - arena.base()), in.x.data(), kBytes);
+  return image;
+}
+
+// One execution: the arena written as Before gives it, the launch, the arena read back.
+std::vector<uint8_t> Execute(rcb::CmdBuf& cb, const Arena& arena, const std::vector<uint8_t>& before) {
+  gpu->Write(arena.base(), before.data(), before.size());
+  OK(cb.Launch(gpu->stream()));
+  gpu->Sync();
+  std::vector<uint8_t> after(before.size());
+  gpu->Read(after.data(), arena.base(), after.size());
+  return after;
+}
+
+// Says where two arenas first differ: the chunk, what it holds, the byte.
+void Differ(const char* what, const char* name, int step, const Arena& arena, const std::vector<uint8_t>& got,
+            const std::vector<uint8_t>& want) {
+  auto first = std::mismatch(got.begin(), got.end(), want.begin());
+  if (first.first == got.end()) return;
+  size_t byte = static_cast<size_t>(first.first - got.begin());
+  int chunk = static_cast<int>(byte / kChunk);
+  std::vector<int> owners = arena.Owners(chunk);
+  char holds[64] = "a free chunk";
+  if (!owners.empty()) std::snprintf(holds, sizeof holds, "allocation %d%s", owners[0], owners.size() > 1 ? " (aliased)" : "");
+  CHECK_RESULT(false, "%s step %d: the arena differs from %s at chunk %d (%s), byte %zu: 0x%02x, want 0x%02x", name,
+               step, what, chunk, holds, byte % kChunk, *first.first, *first.second);
 }
 
 // RocmCmdbufCommandBuffer with --xla_gpu_rocm_cmdbuf_update_in_place (xla-patches/0004): the
@@ -355,16 +630,19 @@ struct Bridge {
     if (!pending) OK(r.cb.SetAllocations(table));
   }
   // Whether every move was patched in place; false sends the thunk down the recording path.
-  bool MoveAllocations(const std::vector<rcb_allocation_move>& moves, rcb_update_report* report) {
+  bool MoveAllocations(const std::vector<rcb_allocation_move>& moves, const std::vector<rcb_allocation>& now,
+                       rcb_update_report* report) {
     for (const rcb_allocation_move& m : moves) {
-      if (m.index >= table.size()) return false;  // a new allocation: recorded again
+      // A new allocation, or one whose size changed: recorded again.
+      if (m.index >= table.size() || table[m.index].size != now[m.index].size) return false;
     }
-    OK(r.cb.MoveAllocations(moves, report));
-    if (report->needs_rerecord) return false;
+    // A failed call is logged and counted by the bridge, and the command buffer recorded again.
+    if (!r.cb.MoveAllocations(moves, report).ok() || report->needs_rerecord) return false;
     for (const rcb_allocation_move& m : moves) table[m.index].base = m.base;
     return true;
   }
-  void BeginUpdate() {
+  // GpuCommandBuffer::Update: CheckCanBeUpdated.
+  void Update() {
     OK(r.cb.BeginUpdate());
     state = State::kUpdate;
     if (pending) {
@@ -379,33 +657,37 @@ struct Bridge {
 };
 
 struct Counts {
-  int in_place = 0, recorded = 0, idle = 0, steps = 0, move_calls = 0;
+  int steps = 0, in_place = 0, recorded = 0, recorded_at_initialize = 0, idle = 0, move_calls = 0;
+  int commands_recorded_again = 0;  // by RecordUpdate
+  // How often the cases this replay exists for came up: executions with the parameters
+  // aliased, moves that parted them, executions where a range's end one past its allocation was
+  // another allocation's base.
+  int aliased = 0, parted = 0, end_on_a_base = 0;
 };
 
-// `steps` executions of one CommandBufferThunk while the allocator moves allocations in
-// `movable` (the others are persistent), replayed as the patched XLA at the pinned commit makes
-// them: the first execution is the warm-up through thunks (no command buffer); the next
-// Initialize records it (SetAllocations, UpdateBufferAllocations, RecordCreate, Finalize); every
-// ExecuteOnStream computes UpdateBufferAllocations over the non-persistent allocations commands
-// use (an index repeated when the recorded table grows), then MoveCommandBufferAllocations (the
-// indices sorted and deduplicated into moves unless a command requires an update on every
-// execution; a refusal gives the table for the recording), then the recording when still
-// needed (Update: BeginUpdate with the pending table; RecordUpdate of the commands that use an
-// updated allocation or require an update; Finalize), then the launch. Each execution's
-// results are compared bit for bit with a fresh record at the same addresses.
-Counts Run(const char* name, Shape shape, std::set<int> movable, int steps, unsigned seed) {
+// `steps` executions of one CommandBufferThunk while the allocator moves allocations (all but the
+// persistent ones, those the commands use or not) and passes one array for both parameters or
+// parts them, replayed as the patched XLA at the pinned commit makes them (see the top of the
+// file). Each execution's arena is compared with a fresh record's and with the host's result.
+Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
   Program program(shape);
   Arena arena;
   std::mt19937 rng(seed);
   Bridge bridge;
+  const std::vector<int> persistent = program.Persistent();
+  const std::vector<int> used = program.Used();
+  std::vector<int> dynamic;  // the commands' allocations less the persistent ones, sorted
+  std::set_difference(used.begin(), used.end(), persistent.begin(), persistent.end(), std::back_inserter(dynamic));
+  // HasDynamicAllocations.
+  const bool has_dynamic = !std::includes(persistent.begin(), persistent.end(), used.begin(), used.end());
+  std::vector<int> movable;  // every allocation with memory that is not persistent
+  for (int a = 0; a < kAllocs; ++a) {
+    if (a != kLocal && !std::binary_search(persistent.begin(), persistent.end(), a)) movable.push_back(a);
+  }
+  if (program.aliased_first()) arena.PassForBoth(kP1, kP0);
   bool warmup_done = false;
   std::vector<uint64_t> recorded;  // ExecutorCommandBuffer::recorded_allocs (0: never set)
-  std::set<int> used;
-  for (const std::set<int>& u : program.Uses()) used.insert(u.begin(), u.end());
-  std::vector<int> dynamic;  // the commands' allocations less the persistent ones, sorted
-  for (int a : used) {
-    if (movable.count(a) > 0) dynamic.push_back(a);
-  }
+  // UpdateBufferAllocations.
   auto update_buffer_allocations = [&] {
     std::vector<int> updated;
     for (int a : dynamic) {
@@ -420,45 +702,87 @@ Counts Run(const char* name, Shape shape, std::set<int> movable, int steps, unsi
     }
     return updated;
   };
+  // CommandExecutor::Record.
   Counts counts;
-  std::vector<int> pool(movable.begin(), movable.end());
+  auto record = [&](const std::vector<int>& updated, bool is_initialization) {
+    if (bridge.state == Bridge::State::kFinalized) bridge.Update();
+    if (bridge.state == Bridge::State::kUpdate) {
+      counts.commands_recorded_again +=
+          program.RecordUpdate(bridge.r, arena, &bridge.table, updated, is_initialization);
+    } else {
+      program.RecordCreate(bridge.r, arena, &bridge.table);
+    }
+    bridge.Finalize();
+  };
+
   for (int step = 0; step < steps; ++step, ++counts.steps) {
-    if (step > 1) {  // the allocator moves some allocations between executions (sometimes none)
+    if (step > 1) {
+      // Between executions the allocator gives some allocations new buffers (sometimes none),
+      // and the caller may pass one array for both parameters, or a new one for both.
+      bool was_aliased = arena.ParametersAliased();
       std::set<int> moved;
       size_t how_many = rng() % 4;
-      while (moved.size() < how_many) moved.insert(pool[rng() % pool.size()]);
-      for (int a : moved) arena.Move(a, rng);
+      while (moved.size() < how_many) moved.insert(movable[rng() % movable.size()]);
+      switch (rng() % 6) {
+        case 0: arena.PassForBoth(kP1, kP0); break;
+        case 1: arena.PassForBoth(kP0, kP1); break;
+        case 2:
+          moved.erase(kP1);
+          moved.insert(kP0);
+          break;
+        default: break;
+      }
+      bool both_new = moved.count(kP0) > 0 && !was_aliased && rng() % 2 == 0;
+      arena.Reallocate(moved, rng);
+      if (both_new) arena.PassForBoth(kP1, kP0);
+      if (was_aliased && !arena.ParametersAliased()) ++counts.parted;
     }
-    // Initialize: nothing before the warm-up, then the first recording.
-    if (warmup_done && bridge.state == Bridge::State::kCreate) {
-      bridge.SetAllocations(arena.Table());
-      update_buffer_allocations();
-      program.RecordCreate(bridge.r, arena);
-      bridge.Finalize();
+    if (arena.ParametersAliased()) ++counts.aliased;
+    for (int a : {kP0, kConst, kTemp, kO2, kP1}) {
+      int next = arena.ChunkAt(arena.Address(a) + kBytes);
+      if (next >= 0 && !arena.Owners(next).empty()) {
+        ++counts.end_on_a_base;
+        break;
+      }
     }
+
+    // Initialize.
+    if (!program.warmup()) warmup_done = true;
+    if (warmup_done &&
+        (bridge.state == Bridge::State::kCreate || (has_dynamic && program.RequiresUpdateOnInitialize()))) {
+      bridge.SetAllocations(arena.Table());  // 0004's hook, before UpdateBufferAllocations
+      std::vector<int> updated = update_buffer_allocations();
+      record(updated, /*is_initialization=*/true);
+      ++counts.recorded_at_initialize;
+    }
+
+    // ExecuteOnStream.
+    Inputs inputs(step);
+    std::vector<uint8_t> before = Before(arena, program, inputs);
     std::vector<uint8_t> got;
     if (!warmup_done) {
       // The warm-up runs the thunks, not a command buffer: the same commands launched once (a
       // fresh record stands in for them here).
       std::unique_ptr<Recorded> thunks = program.Create(arena);
-      got = Execute(thunks->cb, arena, program, step);
+      got = Execute(thunks->cb, arena, before);
       warmup_done = true;
     } else {
       bool is_first_record = bridge.state == Bridge::State::kCreate;
       std::vector<int> updated = update_buffer_allocations();
-      bool requires_update_on_execute = program.AnyRequiresUpdateOnExecute();
+      bool requires_update_on_execute = program.RequiresUpdateOnExecute();
       bool needs_update = requires_update_on_execute || !updated.empty();
       // MoveCommandBufferAllocations (0004).
       bool moved_in_place = false;
       if (!is_first_record && needs_update && !requires_update_on_execute && !updated.empty() &&
           bridge.state == Bridge::State::kFinalized) {
         std::vector<int> indices = updated;
+        std::sort(indices.begin(), indices.end());
         indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
         std::vector<rcb_allocation_move> moves;
         for (int a : indices) moves.push_back({static_cast<uint64_t>(a), arena.Address(a)});
         rcb_update_report report{};
         ++counts.move_calls;
-        moved_in_place = bridge.MoveAllocations(moves, &report);
+        moved_in_place = bridge.MoveAllocations(moves, arena.Table(), &report);
         if (moved_in_place) {
           CHECK(report.patched_sites > 0 && report.updated_nodes > 0, "%s step %d: a move patched nothing", name,
                 step);
@@ -472,25 +796,29 @@ Counts Run(const char* name, Shape shape, std::set<int> movable, int steps, unsi
       }
       if (is_first_record || needs_update) {
         ++counts.recorded;
-        if (bridge.state == Bridge::State::kFinalized) bridge.BeginUpdate();  // CommandExecutor::Record
-        if (bridge.state == Bridge::State::kUpdate) {
-          program.RecordUpdate(bridge.r, arena, updated);
-        } else {
-          program.RecordCreate(bridge.r, arena);
-        }
-        bridge.Finalize();
+        record(updated, /*is_initialization=*/is_first_record && !has_dynamic);
       } else if (!moved_in_place) {
         ++counts.idle;
       }
-      got = Execute(bridge.r.cb, arena, program, step);
+      got = Execute(bridge.r.cb, arena, before);
     }
     std::unique_ptr<Recorded> fresh = program.Create(arena);
-    std::vector<uint8_t> expected = Execute(fresh->cb, arena, program, step);
-    CHECK_RESULT(got == expected, "%s step %d: results differ from a fresh record at the same addresses", name, step);
+    std::vector<uint8_t> expected = Execute(fresh->cb, arena, before);
+    std::vector<uint8_t> host = before;
+    program.Compute(arena, host);
+    Differ("a fresh record's", name, step, arena, got, expected);
+    Differ("the host's result", name, step, arena, got, host);
   }
-  std::printf("%s: %d executions (the first through thunks): %d moved in place, %d recorded again, %d with "
-              "nothing moved\n",
-              name, counts.steps, counts.in_place, counts.recorded, counts.idle);
+  std::printf("%s: %d executions%s: %d moved in place, %d recorded again at execution, %d recorded at "
+              "initialize (%d commands recorded again in all), %d with nothing to update at execution; parameters "
+              "aliased in %d and parted %d times, a range's end on another allocation's base in %d\n",
+              name, counts.steps, program.warmup() ? " (the first through thunks)" : "", counts.in_place,
+              counts.recorded, counts.recorded_at_initialize, counts.commands_recorded_again, counts.idle,
+              counts.aliased, counts.parted, counts.end_on_a_base);
+  // The cases must have come up, or the run proved nothing about them.
+  CHECK(counts.aliased > 0 && counts.parted > 0 && counts.end_on_a_base > steps / 2,
+        "%s: aliased %d, parted %d, a range's end on a base %d of %d", name, counts.aliased, counts.parted,
+        counts.end_on_a_base, steps);
   return counts;
 }
 
@@ -588,6 +916,7 @@ void AliasedParameters(bool named) {
   gpu->Free(out);
 }
 
+
 }  // namespace
 
 int main() {
@@ -595,17 +924,37 @@ int main() {
   gpu = &device;
   Announce("xla_flow");
   k = {device.Function("rcb_test_fill_u32"), device.Function("rcb_test_add_f32"),
-       device.Function("rcb_test_axpy_f32"), device.Function("rcb_test_copy_u8")};
+       device.Function("rcb_test_axpy_f32"), device.Function("rcb_test_copy_u8"),
+       device.Function("rcb_test_distance_u64")};
 
-  // Kernels, memcpy and memset only: a kernels-only program is never recorded again for a move.
-  Counts plain = Run("kernels, memcpy, memset", {}, {0, 1, 2, 3, 4, 5}, 40, 1);
+  // Kernels, memcpys and memsets only, every pointer of a KernelThunk named: never recorded
+  // again for a move, whatever aliases, parts or lands next to what.
+  Counts plain = Run("kernels, memcpy, memset", {}, 60, 1);
   CHECK(plain.recorded == 0 && plain.in_place > 0, "every move in place (%d recorded again)", plain.recorded);
+
+  // The same without a warm-up: Initialize records the first execution.
+  Shape cold;
+  cold.warmup = false;
+  Counts no_warmup = Run("kernels, memcpy, memset, no warm-up", cold, 20, 5);
+  CHECK(no_warmup.recorded_at_initialize == 1 && no_warmup.recorded == 0, "recorded at initialize %d, at execution %d",
+        no_warmup.recorded_at_initialize, no_warmup.recorded);
+
+  // A kernel of another packing reads parameter 1 by its address: recorded while one array is
+  // passed for both parameters (from the first execution on), the address lies in both
+  // allocations, and a move that parts them must go down the recording path.
+  Shape scan;
+  scan.scan_param = true;
+  scan.aliased_first = true;
+  Counts by_address = Run("a parameter read by address", scan, 60, 6);
+  CHECK(by_address.in_place > 0 && by_address.recorded > 0, "both paths taken (%d in place, %d recorded again)",
+        by_address.in_place, by_address.recorded);
 
   // A nested command buffer as a child node: moves that only kernels see stay in place, and a
   // move the library refuses goes down XLA's recording path (UpdateChild).
   Shape child;
   child.child = true;
-  Counts with_child = Run("with a child command buffer", child, {0, 1, 2, 3, 4, 5, 6, 7}, 40, 2);
+  child.scan_param = true;
+  Counts with_child = Run("with a child command buffer", child, 40, 2);
   CHECK(with_child.in_place > 0 && with_child.recorded > 0, "both paths taken");
 
   // One array passed for two parameters, then two arrays, then the other one twice.
@@ -616,16 +965,30 @@ int main() {
   Shape opaque;
   opaque.traced = true;
   opaque.params = true;
-  Run("with a traced command and a kernelParams kernel", opaque, {0, 1, 2, 3, 4, 5, 8, 9}, 12, 3);
+  Run("with a traced command and a kernelParams kernel", opaque, 16, 3);
 
   // A command that requires an update on every execution: XLA never moves in place, and
   // records that command (and those that use a moved allocation) again at every execution.
   Shape always;
   always.traced = true;
   always.update_on_execute = true;
-  Counts every = Run("with a command updated at every execution", always, {0, 1, 2, 3, 4, 5, 8}, 12, 4);
-  CHECK(every.move_calls == 0 && every.recorded == every.steps - 1, "MoveAllocations called %d times, %d of %d executions recorded",
-        every.move_calls, every.recorded, every.steps - 1);
+  Counts every = Run("with a command updated at every execution", always, 16, 4);
+  CHECK(every.move_calls == 0 && every.recorded == every.steps - 1,
+        "MoveAllocations called %d times, %d of %d executions recorded", every.move_calls, every.recorded,
+        every.steps - 1);
+
+  // Commands that require an update on initialize (collectives): every Initialize records,
+  // through the table kept pending by the finalized command buffer, so that ExecuteOnStream
+  // finds nothing to update (XLA skips the command over persistent allocations only).
+  Shape collective;
+  collective.traced = true;
+  collective.update_on_initialize = true;
+  collective.warmup = false;
+  Counts initialized = Run("with commands updated at initialize", collective, 20, 7);
+  CHECK(initialized.move_calls == 0 && initialized.recorded == 0 &&
+            initialized.recorded_at_initialize == initialized.steps,
+        "MoveAllocations called %d times, recorded %d times at execution and %d of %d at initialize",
+        initialized.move_calls, initialized.recorded, initialized.recorded_at_initialize, initialized.steps);
 
   if (device.cuda()) {
     Skipped("a step with nothing moved makes no setter call; a failing exec setter falls back to recording",
@@ -642,27 +1005,29 @@ int main() {
     for (const char* s : setters) before += device.CallCount(s);
     rcb_update_report report{};
     OK(r->cb.MoveAllocations({}, &report));
-    rcb_allocation_move same = {0, arena.Address(0)};
+    rcb_allocation_move same = {kP0, arena.Address(kP0)};
     OK(r->cb.MoveAllocations({&same, 1}, &report));
     for (const char* s : setters) after += device.CallCount(s);
     CHECK(after == before && report.moved_allocations == 0, "a step with nothing moved made %llu setter calls",
           (unsigned long long)(after - before));
 
     std::mt19937 rng(4);
-    arena.Move(0, rng);
+    for (uint64_t old = arena.Address(kP0); arena.Address(kP0) == old;) arena.Reallocate({kP0}, rng);
     CHECK(device.SetFaults("hipGraphExecKernelNodeSetParams:1"), "fault injection");
-    rcb_allocation_move moved = {0, arena.Address(0)};
+    rcb_allocation_move moved = {kP0, arena.Address(kP0)};
     OK(r->cb.MoveAllocations({&moved, 1}, &report));
     CHECK(report.needs_rerecord == 1, "a failing exec setter asks for a re-record");
     CHECK_CONTRACT(!r->cb.Launch(device.stream()).ok(), "launch refused while nodes are stale");
     device.SetFaults("");
+    std::vector<rcb_allocation> table = arena.Table();
     OK(r->cb.BeginUpdate());  // the bridge's CheckCanBeUpdated: BeginUpdate, then the pending table
-    OK(r->cb.SetAllocations(arena.Table()));
-    program.RecordUpdate(*r, arena, {0});
+    OK(r->cb.SetAllocations(table));
+    program.RecordUpdate(*r, arena, &table, {kP0}, /*is_initialization=*/false);
     OK(r->cb.Finalize());
-    std::vector<uint8_t> patched = Execute(r->cb, arena, program, 99);
+    std::vector<uint8_t> before_launch = Before(arena, program, Inputs(99));
+    std::vector<uint8_t> patched = Execute(r->cb, arena, before_launch);
     std::unique_ptr<Recorded> fresh = program.Create(arena);
-    CHECK_RESULT(patched == Execute(fresh->cb, arena, program, 99), "results after the fallback");
+    Differ("a fresh record's", "fault injection", 99, arena, patched, Execute(fresh->cb, arena, before_launch));
     std::printf("fault injection: the failed exec setter fell back to recording; results match\n");
   }
 

@@ -1,4 +1,4 @@
-//! The built-in kernels (the same five exist in CUDA C for the NVIDIA tests) and the
+//! The built-in kernels (the same six exist in CUDA C for the NVIDIA tests) and the
 //! packing of launch arguments into a kernarg buffer (natural alignment, no tail padding).
 
 use std::ffi::c_void;
@@ -13,12 +13,13 @@ pub struct Kernel {
     body: fn(i32, &Args) -> HipResult,
 }
 
-pub static KERNELS: [Kernel; 5] = [
+pub static KERNELS: [Kernel; 6] = [
     Kernel { name: "rcb_test_fill_u32", params: &[8, 4, 8], body: fill_u32 },
     Kernel { name: "rcb_test_axpy_f32", params: &[8, 8, 4, 8], body: axpy_f32 },
     Kernel { name: "rcb_test_add_f32", params: &[8, 8, 8, 8], body: add_f32 },
     Kernel { name: "rcb_test_copy_u8", params: &[8, 8, 8], body: copy_u8 },
     Kernel { name: "rcb_test_sleep", params: &[8], body: sleep },
+    Kernel { name: "rcb_test_distance_u64", params: &[8, 8, 8], body: distance_u64 },
 ];
 
 pub fn find(name: &str) -> Option<&'static Kernel> {
@@ -191,6 +192,16 @@ fn copy_u8(dev: i32, a: &Args) -> HipResult {
     let mut b = vec![0u8; len];
     m.read(dev, src, &mut b)?;
     m.write(dev, dst, &b)
+}
+
+/// `*out = end - begin` (wrapping): a range given as two pointers, neither dereferenced, so
+/// that a pointer's value shows in the results even where nothing may be read (the end of a range
+/// one past its allocation).
+fn distance_u64(dev: i32, a: &Args) -> HipResult {
+    let (out, begin, end) = (a.u64(0), a.u64(1), a.u64(2));
+    let mut m = memory::lock();
+    m.check(dev, out, 8, true)?;
+    m.write(dev, out, &end.wrapping_sub(begin).to_ne_bytes())
 }
 
 fn sleep(_dev: i32, a: &Args) -> HipResult {

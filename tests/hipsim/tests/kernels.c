@@ -85,6 +85,21 @@ int main(void) {
     CHECK(hipMemcpy(got, z, 16, hipMemcpyDeviceToHost));
     expect_u32(got, 4, 3);
 
+    /* rcb_test_distance_u64 writes end - begin and reads neither: an end one past z's allocation,
+     * and a begin past the end (the difference wraps), are no illegal addresses. */
+    hipFunction_t distance = get_fn(m, "rcb_test_distance_u64");
+    uint8_t *begin = (uint8_t *)z + 100, *end = (uint8_t *)z + N * 4;
+    void *dp[] = {&x, &begin, &end};
+    CHECK(hipModuleLaunchKernel(distance, 1, 1, 1, 256, 1, 1, 0, s, dp, NULL));
+    void *dp_back[] = {&y, &end, &begin};
+    CHECK(hipModuleLaunchKernel(distance, 1, 1, 1, 256, 1, 1, 0, s, dp_back, NULL));
+    CHECK(hipStreamSynchronize(s));
+    uint64_t d[2];
+    CHECK(hipMemcpy(&d[0], x, 8, hipMemcpyDeviceToHost));
+    CHECK(hipMemcpy(&d[1], y, 8, hipMemcpyDeviceToHost));
+    EXPECT(d[0] == N * 4 - 100);
+    EXPECT(d[1] == (uint64_t)0 - (N * 4 - 100));
+
     CHECK(hipModuleUnload(m));
     EXPECT_ERR(hipModuleLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, oob, NULL), hipErrorInvalidHandle);
     CHECK(hipFree(x)); CHECK(hipFree(y)); CHECK(hipFree(z));
