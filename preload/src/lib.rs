@@ -207,7 +207,7 @@ pub unsafe extern "C" fn hipDeviceReset() -> HipError {
     route(direct, |real, pool| {
         if let Ok(device) = real.current_device() {
             // A failed destroy leaves a stream to the reset, which destroys it anyway.
-            let _ = pool.reset(real, device);
+            let _ = pool.reset(real, Some(device));
         }
         None
     })

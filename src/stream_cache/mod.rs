@@ -93,28 +93,12 @@ pub fn trim(device: Option<i32>) -> Result<usize> {
 pub fn reset(device: Option<i32>) -> Result<usize> {
     let (pool, rt) = pool()?;
     check_device(&rt, device)?;
-    let devices = match device {
-        Some(d) => d..d + 1,
-        None => 0..rt.0.info().device_count,
-    };
-    let mut destroyed = 0;
-    let mut first_error = None;
-    // Every device's handles are forgotten even when a destroy fails on an earlier one.
-    for d in devices {
-        match pool.reset(&rt, d) {
-            Ok(n) => destroyed += n,
-            Err((n, e)) => {
-                destroyed += n;
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        None => Ok(destroyed),
-        Some(e) => Err(e.context(format!(
+    // Every handed-out handle is forgotten even when a destroy fails.
+    pool.reset(&rt, device).map_err(|(destroyed, e)| {
+        e.context(format!(
             "resetting the stream cache ({destroyed} idle stream(s) taken out and each destroy attempted, the handed-out ones forgotten; first failure)"
-        ))),
-    }
+        ))
+    })
 }
 
 /// The cache's counters for `device` (summed over every device when `None`).
