@@ -8,8 +8,7 @@
 //! object linked against `libamdhip64`, as XLA from rocm-jaxlib-v0.8.2 on is); and, on x86-64,
 //! calls through the pointers a program takes with `dlsym(handle, name)` from a HIP runtime's own
 //! handle (XLA up to rocm-jaxlib-v0.8.0), for which it also interposes `dlsym` (`lookup.rs`). Not
-//! reached: pointers taken with `dlvsym` or `hipGetProcAddress`, or taken before the preload was
-//! loaded.
+//! reached: pointers taken with `dlvsym` or `hipGetProcAddress`.
 //!
 //! A destroyed stream goes back to a cache keyed by (current device, requested flags,
 //! priority) when `hipStreamQuery` says it is idle; a create takes one from there when it can.
