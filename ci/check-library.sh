@@ -3,7 +3,7 @@
 # SONAME, that it does not depend on libamdhip64 (the runtime is loaded at run time), and that its
 # exported rcb_* functions are exactly the functions the header declares; then what a
 # distribution checks in both libraries: the main one exports nothing but rcb_*, the preload one
-# exactly the HIP interposers, no RPATH/RUNPATH, no text relocations, no executable stack, and
+# exactly the HIP interposers and dlsym, no RPATH/RUNPATH, no text relocations, no executable stack, and
 # no dependencies beyond the C runtime.
 set -euo pipefail
 dir=$(cd "$1" && pwd)
@@ -28,10 +28,11 @@ echo "library checks passed: SONAME, no libamdhip64 dependency, $(echo "$exporte
 # global, everything else local), so no Rust, allocator or dependency symbol should leak.
 others=$(nm -D --defined-only "$lib" | awk '$3 !~ /^rcb_/ {print $2, $3}')
 [ -z "$others" ] || { echo "$lib exports symbols other than rcb_*:"; echo "$others"; exit 1; }
-interposers=$'hipDeviceReset\nhipStreamCreate\nhipStreamCreateWithFlags\nhipStreamCreateWithPriority\nhipStreamDestroy'
+# dlsym too: lookups of the five in a HIP runtime's own handle get them bound to that runtime.
+interposers=$'dlsym\nhipDeviceReset\nhipStreamCreate\nhipStreamCreateWithFlags\nhipStreamCreateWithPriority\nhipStreamDestroy'
 preload_exports=$(nm -D --defined-only "$preload" | awk '{print $3}' | sort)
 if [ "$preload_exports" != "$interposers" ]; then
-    echo "$preload must export exactly the HIP interposers (< exported, > expected):"
+    echo "$preload must export exactly the interposers (< exported, > expected):"
     diff <(echo "$preload_exports") <(echo "$interposers") || true
     exit 1
 fi
@@ -45,7 +46,7 @@ for so in "$lib" "$preload"; do
     readelf -lW "$so" | awk '$1 == "GNU_STACK" && $7 !~ /E/ {ok = 1} END {exit !ok}' ||
         { echo "$so: no GNU_STACK header or an executable stack"; exit 1; }
 done
-echo "hygiene: only rcb_* exported, the preload exports only $(echo "$interposers" | wc -l) HIP interposers, no RPATH/RUNPATH, no TEXTREL, no executable stack, C runtime dependencies only"
+echo "hygiene: only rcb_* exported, the preload exports only $(echo "$interposers" | wc -l) interposers (HIP's and dlsym), no RPATH/RUNPATH, no TEXTREL, no executable stack, C runtime dependencies only"
 
 # Every export's body must run inside the panic boundary: the first statement after the
 # signature of each `extern "C" fn` in src/ffi/ is a call to boundary() or boundary_value().

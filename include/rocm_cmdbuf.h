@@ -1993,7 +1993,10 @@ const char *rcb_version(void);
  * it with the runtime meanwhile. An invalid `device` is `RCB_STATUS_INVALID_ARGUMENT`; a failed creation is
  * `RCB_STATUS_RUNTIME_ERROR` (or `RCB_STATUS_OUT_OF_MEMORY`) naming the runtime call.
  *
- * Thread-safety: any thread; a stream is never handed to two callers at once.
+ * Thread-safety: any thread; a stream is never handed to two callers at once. A child forked
+ * from the process starts with an empty cache (also when another thread was using it at the
+ * fork): streams the parent acquired or kept are not the child's, and a release of one in the
+ * child is `RCB_STATUS_INVALID_HANDLE`.
  *
  * # Safety
  * `stream` must be NULL or point to writable memory for a `void*`.

@@ -3,6 +3,13 @@
 //! that a program that creates and destroys streams over and over (an unpatched XLA re-creating
 //! PjRt clients) reuses idle ones instead of paying milliseconds per creation.
 //!
+//! The calls it reaches: every call the dynamic linker binds by name, from any object, whether
+//! the runtime is in the global scope or was `dlopen`ed with `RTLD_LOCAL` behind the caller (an
+//! object linked against `libamdhip64`, as XLA from rocm-jaxlib-v0.8.2 on is); and, on x86-64,
+//! calls through the pointers a program takes with `dlsym(handle, name)` from a HIP runtime's own
+//! handle (XLA up to rocm-jaxlib-v0.8.0), for which it also interposes `dlsym` (`lookup.rs`). Not
+//! reached: pointers taken with `dlvsym` or `hipGetProcAddress`.
+//!
 //! A destroyed stream goes back to a cache keyed by (current device, requested flags,
 //! priority) when `hipStreamQuery` says it is idle; a create takes one from there when it can.
 //! Streams this library did not hand out are destroyed for real; a second destroy of a cached
@@ -26,6 +33,8 @@
 //! thread goes straight to HIP, whatever the cache cannot answer gets the real call, and no
 //! panic leaves it.
 
+#[cfg(target_arch = "x86_64")]
+mod lookup;
 mod real;
 
 use real::{HIP_ERROR_INVALID_HANDLE, HIP_ERROR_SYMBOL_NOT_FOUND, HIP_SUCCESS, HipError, HipStream, Real};
@@ -100,13 +109,19 @@ extern "C" fn forget_in_child() {
     OWNER.store(0, Ordering::Release);
 }
 
-/// Runs `cached` with the caller's real functions and the cache, or `direct` when caching is
-/// off, when the caller's runtime is not the cache's, when the call comes from inside HIP during
-/// one of ours, or after a panic. `direct` is the real call, made whenever the cache cannot
-/// answer for it.
+/// Runs `cached` with the runtime's real functions and the cache, or `direct` when caching is
+/// off, when the runtime is not the cache's, when the call comes from inside HIP during one of
+/// ours, or after a panic. `direct` is the real call, made whenever the cache cannot answer for
+/// it. `real` is the caller's runtime when it could be told (see [`real::for_caller`]), else
+/// the one the cache serves or one loaded under a known name: the call never fails where plain
+/// HIP would have had a runtime to call.
 #[inline(never)]
-fn route(direct: impl Fn(&Real) -> HipError, cached: impl FnOnce(&Real, &'static Pool<usize>) -> Option<HipError>) -> HipError {
-    let Some(real) = real::for_caller() else { return HIP_ERROR_SYMBOL_NOT_FOUND };
+fn route(
+    real: Option<Real>,
+    direct: impl Fn(&Real) -> HipError,
+    cached: impl FnOnce(&Real, &'static Pool<usize>) -> Option<HipError>,
+) -> HipError {
+    let Some(real) = real.or_else(real::fallback) else { return HIP_ERROR_SYMBOL_NOT_FOUND };
     if INSIDE.replace(true) {
         return direct(&real);
     }
@@ -129,7 +144,10 @@ fn owns(real: &Real) -> bool {
         return false;
     }
     match OWNER.compare_exchange(0, real.id(), Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => true,
+        Ok(_) => {
+            real::remember_owner(*real);
+            true
+        }
         Err(owner) if owner == real.id() => true,
         Err(_) => {
             SEVERAL.store(true, Ordering::Release);
@@ -138,11 +156,11 @@ fn owns(real: &Real) -> bool {
     }
 }
 
-fn create(stream: *mut HipStream, flags: c_uint, priority: c_int, direct: impl Fn(&Real) -> HipError) -> HipError {
+fn create(real: Option<Real>, stream: *mut HipStream, flags: c_uint, priority: c_int, direct: impl Fn(&Real) -> HipError) -> HipError {
     if stream.is_null() {
-        return route(direct, |_, _| None);
+        return route(real, direct, |_, _| None);
     }
-    route(direct, |real, pool| {
+    route(real, direct, |real, pool| {
         // A failure of the cache's own calls (the device, the priority range, the creation)
         // falls through to the real call, which gives the caller HIP's own answer.
         let s = real.current_device().and_then(|device| pool.acquire(real, device, flags, priority)).ok()?;
@@ -152,40 +170,39 @@ fn create(stream: *mut HipStream, flags: c_uint, priority: c_int, direct: impl F
     })
 }
 
+/// `hipStreamCreate` through the cache, with `real`'s functions (`None`: the caller's runtime
+/// could not be told, and [`route`] falls back).
+///
 /// # Safety
 /// HIP's contract for `hipStreamCreate`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipStreamCreate(stream: *mut HipStream) -> HipError {
+unsafe fn stream_create(real: Option<Real>, stream: *mut HipStream) -> HipError {
     // SAFETY: forwarded with the caller's arguments.
-    create(stream, 0, DEFAULT_PRIORITY, |real| unsafe { (real.create)(stream) })
+    create(real, stream, 0, DEFAULT_PRIORITY, |real| unsafe { (real.create)(stream) })
 }
 
 /// # Safety
 /// HIP's contract for `hipStreamCreateWithFlags`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut HipStream, flags: c_uint) -> HipError {
+unsafe fn stream_create_with_flags(real: Option<Real>, stream: *mut HipStream, flags: c_uint) -> HipError {
     // SAFETY: forwarded with the caller's arguments.
-    create(stream, flags, DEFAULT_PRIORITY, |real| unsafe { (real.create_with_flags)(stream, flags) })
+    create(real, stream, flags, DEFAULT_PRIORITY, |real| unsafe { (real.create_with_flags)(stream, flags) })
 }
 
 /// # Safety
 /// HIP's contract for `hipStreamCreateWithPriority`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipStreamCreateWithPriority(stream: *mut HipStream, flags: c_uint, priority: c_int) -> HipError {
+unsafe fn stream_create_with_priority(real: Option<Real>, stream: *mut HipStream, flags: c_uint, priority: c_int) -> HipError {
     // SAFETY: forwarded with the caller's arguments.
-    create(stream, flags, priority, |real| unsafe { (real.create_with_priority)(stream, flags, priority) })
+    create(real, stream, flags, priority, |real| unsafe { (real.create_with_priority)(stream, flags, priority) })
 }
 
 /// # Safety
 /// HIP's contract for `hipStreamDestroy`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
+unsafe fn stream_destroy(real: Option<Real>, stream: HipStream) -> HipError {
     // SAFETY: forwarded with the caller's argument.
     let direct = |real: &Real| unsafe { (real.destroy)(stream) };
     // hipStreamDestroy promises nothing about pending work: the stream is queried.
-    route(direct, |real, pool| match pool.release(real, stream as usize, Idleness::Query) {
+    route(real, direct, |real, pool| match pool.release(real, stream as usize, Idleness::Query) {
         Ok(_) => Some(HIP_SUCCESS),
-        // Not the cache's: HIP answers.
+        // Not the cache's (or forgotten by a device reset): HIP answers.
         Err(ReleaseError::NotHeld) => None,
         // Destroyed already as far as the caller knows, and kept alive for the next creator:
         // plain HIP's answer to a second destroy, and the stream stays untouched.
@@ -196,21 +213,59 @@ pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
 
 /// `hipDeviceReset` destroys every stream of the current device, the cached ones included:
 /// they are destroyed and the handed-out ones forgotten first, so that none is handed out or
-/// queried after the reset; then the real reset runs.
+/// queried after the reset; then the real reset runs. When the current device cannot be read,
+/// the whole cache is reset so: the reset may be of any device.
 ///
+/// # Safety
+/// HIP's contract for `hipDeviceReset`.
+unsafe fn device_reset(real: Option<Real>) -> HipError {
+    // SAFETY: HIP's own function, no arguments.
+    let direct = |real: &Real| unsafe { (real.reset)() };
+    route(real, direct, |real, pool| {
+        // A failed destroy leaves a stream to the reset, which destroys it anyway.
+        let _ = pool.reset(real, real.current_device().ok());
+        None
+    })
+}
+
+/// # Safety
+/// HIP's contract for `hipStreamCreate`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipStreamCreate(stream: *mut HipStream) -> HipError {
+    // SAFETY: the caller's arguments, under HIP's contract.
+    unsafe { stream_create(real::for_caller(), stream) }
+}
+
+/// # Safety
+/// HIP's contract for `hipStreamCreateWithFlags`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut HipStream, flags: c_uint) -> HipError {
+    // SAFETY: the caller's arguments, under HIP's contract.
+    unsafe { stream_create_with_flags(real::for_caller(), stream, flags) }
+}
+
+/// # Safety
+/// HIP's contract for `hipStreamCreateWithPriority`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipStreamCreateWithPriority(stream: *mut HipStream, flags: c_uint, priority: c_int) -> HipError {
+    // SAFETY: the caller's arguments, under HIP's contract.
+    unsafe { stream_create_with_priority(real::for_caller(), stream, flags, priority) }
+}
+
+/// # Safety
+/// HIP's contract for `hipStreamDestroy`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
+    // SAFETY: the caller's argument, under HIP's contract.
+    unsafe { stream_destroy(real::for_caller(), stream) }
+}
+
 /// # Safety
 /// HIP's contract for `hipDeviceReset`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn hipDeviceReset() -> HipError {
-    // SAFETY: HIP's own function, no arguments.
-    let direct = |real: &Real| unsafe { (real.reset)() };
-    route(direct, |real, pool| {
-        if let Ok(device) = real.current_device() {
-            // A failed destroy leaves a stream to the reset, which destroys it anyway.
-            let _ = pool.reset(real, device);
-        }
-        None
-    })
+    // SAFETY: HIP's contract, no arguments.
+    unsafe { device_reset(real::for_caller()) }
 }
 
 /// Reads the two variables once. A malformed value cannot fail a stream creation, so it turns

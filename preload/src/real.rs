@@ -6,7 +6,12 @@
 //! `dlopen`ed with `RTLD_LOCAL` (a Python extension module and its dependencies) is invisible
 //! there, and a process may hold more than one such runtime, under any file name: then the
 //! functions are looked up in the scope of the object that made the call (found by unwinding to
-//! the first frame outside this library), which holds the runtime it was linked against.
+//! the first frame outside this library), which holds the runtime it was linked against. When
+//! that finds none either (a call that reached us by a tail call from an `RTLD_LOCAL` object,
+//! whose frame is gone), the runtime the cache serves, or one loaded under a known name.
+//!
+//! Every lookup here goes through the real `dlsym` ([`real_dlsym`]): this library exports a
+//! `dlsym` of its own (`lookup.rs`), which its own calls must not reach.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -15,7 +20,8 @@ pub type HipError = c_int;
 pub type HipStream = *mut c_void;
 
 pub const HIP_SUCCESS: HipError = 0;
-/// What an interposer returns when no HIP runtime with its function can be found.
+/// What an interposer returns when no HIP runtime is loaded at all (where a program without the
+/// preload could not have called the function either).
 pub const HIP_ERROR_SYMBOL_NOT_FOUND: HipError = 302;
 /// Plain HIP's answer to a destroy of a stream that is not live.
 pub const HIP_ERROR_INVALID_HANDLE: HipError = 400;
@@ -47,6 +53,12 @@ const RTLD_LAZY: c_int = 0x1;
 const RTLD_NOLOAD: c_int = 0x4;
 const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
 
+/// The names a HIP runtime is loaded under when a caller's own scope does not say which (as the
+/// library's loader tries them).
+const KNOWN_SONAMES: [&CStr; 4] = [c"libamdhip64.so.7", c"libamdhip64.so.6", c"libamdhip64.so.5", c"libamdhip64.so"];
+
+pub type Dlsym = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
 #[repr(C)]
 struct DlInfo {
     fname: *const c_char,
@@ -64,7 +76,8 @@ const URC_NO_REASON: c_int = 0;
 const URC_END_OF_STACK: c_int = 5;
 
 unsafe extern "C" {
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    fn dlvsym(handle: *mut c_void, symbol: *const c_char, version: *const c_char) -> *mut c_void;
+    fn dlerror() -> *mut c_char;
     fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void;
     fn dlclose(handle: *mut c_void) -> c_int;
     fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
@@ -74,6 +87,55 @@ unsafe extern "C" {
 
 /// The runtime in the global scope, once found (never cleared: a global runtime stays loaded).
 static GLOBAL: AtomicPtr<Real> = AtomicPtr::new(std::ptr::null_mut());
+/// The runtime the cache serves, for callers whose own runtime cannot be found (kept in a forked
+/// child: the runtime is loaded there too).
+static OWNER: AtomicPtr<Real> = AtomicPtr::new(std::ptr::null_mut());
+/// The `dlsym` after this library's, once found.
+static DLSYM: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The `dlsym` this library's own `dlsym` stands in front of: the C library's (or the next
+/// preloaded interposer's). Found with `dlvsym`, which nothing here interposes, under the version
+/// of glibc 2.34 and later, else under the one before (where it lives in libdl).
+pub fn real_dlsym() -> Option<Dlsym> {
+    let mut found = DLSYM.load(Ordering::Acquire);
+    if found.is_null() {
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
+            // SAFETY: NUL-terminated names; RTLD_NEXT is a valid pseudo-handle.
+            found = unsafe { dlvsym(RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !found.is_null() {
+                break;
+            }
+        }
+        // A failed try must not leave its message to the caller's next dlerror().
+        // SAFETY: no arguments; the message is not read.
+        unsafe { dlerror() };
+        if found.is_null() {
+            return None;
+        }
+        DLSYM.store(found, Ordering::Release);
+    }
+    // SAFETY: the C library's dlsym, whose signature `Dlsym` spells.
+    Some(unsafe { std::mem::transmute::<*mut c_void, Dlsym>(found) })
+}
+
+/// Remembers the runtime the cache serves (see [`fallback`]).
+pub fn remember_owner(real: Real) {
+    let fresh = Box::into_raw(Box::new(real));
+    // The previous one (a forked child's new owner replaces the parent's) is leaked: another
+    // thread may be reading it.
+    OWNER.store(fresh, Ordering::Release);
+}
+
+/// The runtime for a caller whose own could not be found: the one the cache serves, if it is
+/// still loaded, else one loaded under a known name; `None` when no HIP runtime is loaded.
+pub fn fallback() -> Option<Real> {
+    // SAFETY: a non-null value is a leaked, never freed `Real`.
+    let owner = unsafe { OWNER.load(Ordering::Acquire).as_ref() };
+    owner.and_then(|owner| loaded_object_of(owner.create_with_priority as usize)).or_else(|| {
+        // SAFETY: NUL-terminated names.
+        KNOWN_SONAMES.iter().find_map(|name| unsafe { loaded(name.as_ptr()) })
+    })
+}
 
 /// The real functions for the caller of the interposer: those of the global scope, else those of
 /// the calling object's scope; `None` when neither has a complete HIP runtime.
@@ -98,23 +160,40 @@ pub fn for_caller() -> Option<Real> {
 
 /// The HIP functions visible from the object that called the interposer.
 fn caller_scope() -> Option<Real> {
-    let ip = caller_address()?;
+    loaded_object_of(caller_address()?)
+}
+
+/// The HIP functions visible from the loaded object that holds `address`; `None` when no
+/// loaded object does (an unloaded runtime's address) or its scope has no complete runtime.
+fn loaded_object_of(address: usize) -> Option<Real> {
     let mut info = DlInfo { fname: std::ptr::null(), fbase: std::ptr::null_mut(), sname: std::ptr::null(), saddr: std::ptr::null_mut() };
     // SAFETY: valid out-pointer; any address may be asked about.
-    if unsafe { dladdr(ip as *const c_void, &mut info) } == 0 || info.fname.is_null() {
+    if unsafe { dladdr(address as *const c_void, &mut info) } == 0 || info.fname.is_null() {
         return None;
     }
-    // SAFETY: a NUL-terminated name from dladdr; RTLD_NOLOAD only opens what is loaded already.
-    let handle = unsafe { dlopen(info.fname, RTLD_LAZY | RTLD_NOLOAD) };
+    // SAFETY: a NUL-terminated name from dladdr.
+    unsafe { loaded(info.fname) }
+}
+
+/// The HIP functions visible from the object loaded under `name`, if one is.
+///
+/// # Safety
+/// `name` is NUL-terminated.
+unsafe fn loaded(name: *const c_char) -> Option<Real> {
+    // SAFETY: RTLD_NOLOAD only opens what is loaded already.
+    let handle = unsafe { dlopen(name, RTLD_LAZY | RTLD_NOLOAD) };
     if handle.is_null() {
+        // What dlopen left for dlerror() is ours, not the caller's.
+        // SAFETY: no arguments; the message is not read.
+        unsafe { dlerror() };
         return None;
     }
     // SAFETY: a live handle; its lookup scope is the object and its dependencies.
     let real = unsafe { Real::from(handle) };
     // SAFETY: the reference RTLD_NOLOAD took; the object stays loaded by its own users.
     unsafe { dlclose(handle) };
-    // The calling object may see this library's own functions (it is the program, whose scope is
-    // the global one): never call ourselves.
+    // The object may see this library's own functions (the program, whose scope is the global
+    // one): never call ourselves.
     real.filter(|r| r.create as usize != crate::hipStreamCreate as *const () as usize)
 }
 
@@ -153,9 +232,13 @@ fn object_base(address: usize) -> Option<*mut c_void> {
 }
 
 impl Real {
+    /// The runtime whose functions `handle`'s lookup finds; `None` when one of them is missing.
+    /// A missing one leaves nothing for the caller's next `dlerror()`.
+    ///
     /// # Safety
     /// `handle` is `RTLD_NEXT` or a live `dlopen` handle.
-    unsafe fn from(handle: *mut c_void) -> Option<Real> {
+    pub unsafe fn from(handle: *mut c_void) -> Option<Real> {
+        let dlsym = real_dlsym()?;
         macro_rules! sym {
             ($name:literal as $ty:ty) => {{
                 let name: &CStr = $name;
@@ -163,6 +246,8 @@ impl Real {
                 // that name, whose signature the field's type spells.
                 let p = unsafe { dlsym(handle, name.as_ptr()) };
                 if p.is_null() {
+                    // SAFETY: no arguments; the message is not read.
+                    unsafe { dlerror() };
                     return None;
                 }
                 // SAFETY: a non-null function address of the type the field's signature spells
@@ -185,6 +270,25 @@ impl Real {
     /// Which runtime this is.
     pub fn id(&self) -> usize {
         self.create_with_priority as usize
+    }
+
+    /// Whether every function is the same as `other`'s (a runtime loaded again at the same
+    /// address may be another build).
+    pub fn same(&self, other: &Real) -> bool {
+        self.addresses() == other.addresses()
+    }
+
+    fn addresses(&self) -> [usize; 8] {
+        [
+            self.create as usize,
+            self.create_with_flags as usize,
+            self.create_with_priority as usize,
+            self.destroy as usize,
+            self.reset as usize,
+            self.query as usize,
+            self.get_device as usize,
+            self.priority_range as usize,
+        ]
     }
 
     pub fn current_device(&self) -> Result<c_int, HipError> {

@@ -5,14 +5,19 @@
 //! a released stream that is idle is as good as a new one, so it is kept and handed out again.
 //! The logic lives in the `rocm_cmdbuf_stream_pool` crate (shared with the `LD_PRELOAD`
 //! interposer); this module binds it to the process's [`Runtime`] and [`config`].
+//!
+//! A forked child starts with an empty cache: the parent's is abandoned there (leaked, never
+//! touched), since its locks may be held by parent threads that do not exist in the child and its
+//! idle streams are the parent's.
 
 pub use rocm_cmdbuf_stream_pool::{Idleness, Released, Stats};
 
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Runtime, Stream};
-use once_cell::sync::Lazy;
 use rocm_cmdbuf_stream_pool::{Pool, ReleaseError, StreamOps};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 struct RuntimeStreams(&'static dyn Runtime);
 
@@ -34,13 +39,51 @@ impl StreamOps for RuntimeStreams {
     }
 }
 
-static POOL: Lazy<Result<Pool<Stream>>> = Lazy::new(|| {
-    let cfg = config::get()?;
-    Ok(Pool::new(cfg.stream_cache))
-});
+/// The process's cache: null until first used, and again in a forked child. Published with an
+/// atomic, never a lock or a once-cell, which a fork could leave held (or half-run) in the child.
+static POOL: AtomicPtr<Pool<Stream>> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Registers [`forget_in_child`] when the library is loaded, before any stream call or thread of
+/// the program: registered lazily, a fork between a first call and the registration would leave
+/// the child the parent's cache.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_AT_FORK: extern "C" fn() = register_at_fork;
+
+unsafe extern "C" {
+    fn pthread_atfork(prepare: Option<extern "C" fn()>, parent: Option<extern "C" fn()>, child: Option<extern "C" fn()>) -> c_int;
+}
+
+extern "C" fn register_at_fork() {
+    // SAFETY: registers a handler that only stores to an atomic. A failure (out of memory) leaves
+    // a child the parent's cache, as before this handler existed; nothing to report it to here.
+    unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
+}
+
+/// In a forked child, the parent's cache is abandoned: the next call starts an empty one.
+extern "C" fn forget_in_child() {
+    POOL.store(std::ptr::null_mut(), Ordering::Release);
+}
 
 fn pool() -> Result<(&'static Pool<Stream>, RuntimeStreams)> {
-    let pool = POOL.as_ref().map_err(Clone::clone)?;
+    let current = POOL.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked pool, never freed.
+    let pool = match unsafe { current.as_ref() } {
+        Some(pool) => pool,
+        None => {
+            let fresh = Box::into_raw(Box::new(Pool::new(config::get()?.stream_cache)));
+            match POOL.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+                // SAFETY: just leaked; never freed.
+                Ok(_) => unsafe { &*fresh },
+                Err(winner) => {
+                    // SAFETY: `fresh` was never shared.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    // SAFETY: as above: a leaked pool.
+                    unsafe { &*winner }
+                }
+            }
+        }
+    };
     Ok((pool, RuntimeStreams(runtime::get()?)))
 }
 
@@ -93,28 +136,12 @@ pub fn trim(device: Option<i32>) -> Result<usize> {
 pub fn reset(device: Option<i32>) -> Result<usize> {
     let (pool, rt) = pool()?;
     check_device(&rt, device)?;
-    let devices = match device {
-        Some(d) => d..d + 1,
-        None => 0..rt.0.info().device_count,
-    };
-    let mut destroyed = 0;
-    let mut first_error = None;
-    // Every device's handles are forgotten even when a destroy fails on an earlier one.
-    for d in devices {
-        match pool.reset(&rt, d) {
-            Ok(n) => destroyed += n,
-            Err((n, e)) => {
-                destroyed += n;
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        None => Ok(destroyed),
-        Some(e) => Err(e.context(format!(
+    // Every handed-out handle is forgotten even when a destroy fails.
+    pool.reset(&rt, device).map_err(|(destroyed, e)| {
+        e.context(format!(
             "resetting the stream cache ({destroyed} idle stream(s) taken out and each destroy attempted, the handed-out ones forgotten; first failure)"
-        ))),
-    }
+        ))
+    })
 }
 
 /// The cache's counters for `device` (summed over every device when `None`).

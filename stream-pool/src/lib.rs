@@ -9,10 +9,18 @@
 //!
 //! Locks: one mutex over the idle lists and counters (few keys, short critical sections) and
 //! sixteen shards over the handed-out set. No lock is ever held while [`StreamOps`] is called.
+//!
+//! Device resets: every device has an epoch, read under the idle lock when a handle is handed
+//! out and advanced by [`Pool::reset`]. A release compares the two under the same lock before
+//! it keeps or destroys the handle, so a release that was between its steps when a reset ran
+//! neither keeps the handle the reset destroyed nor destroys it a second time; an acquire that
+//! was between its steps forgets the handle it hands out. A count of resets, read without a
+//! lock, spares both the extra look when no reset has happened since the handle was handed out.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// What the pool needs from a GPU runtime.
@@ -94,7 +102,9 @@ pub struct Stats {
 /// Why a release did not return the handle to the pool.
 #[derive(Debug)]
 pub enum ReleaseError<E> {
-    /// The handle is not handed out and not in the pool: never acquired, or forgotten.
+    /// The handle is not handed out and not in the pool: never acquired, or forgotten by a
+    /// [`Pool::reset`] of its device (also one that ran while this release was in progress). The
+    /// pool has not touched it after the reset.
     NotHeld,
     /// The handle is idle in the pool: it was released already. It stays there, alive.
     AlreadyReleased,
@@ -141,6 +151,20 @@ struct Idle<S> {
     // A handful of keys in practice (devices × flag sets × priorities): a scan beats hashing.
     slots: Vec<Slot<S>>,
     ranges: Vec<(i32, (i32, i32))>,
+    /// Per device, how many resets of that device alone it has had (absent: none)...
+    epochs: Vec<(i32, u64)>,
+    /// ... and how many resets of every device: a device's epoch is the sum.
+    all_epochs: u64,
+}
+
+/// What the handed-out set knows of a handle: the key it was asked for, and its device's epoch
+/// and the pool's count of resets when it was handed out (for a creation: before the runtime was
+/// asked for it).
+#[derive(Clone, Copy)]
+struct Held {
+    key: Key,
+    epoch: u64,
+    resets: u64,
 }
 
 const SHARDS: usize = 16;
@@ -151,22 +175,27 @@ pub struct Pool<S> {
     /// Every handed-out handle and the key it was asked for: it is filed back under that key,
     /// never under flags or a priority read back from the runtime (which may report bits of its
     /// own, and would make every later request for the same key miss).
-    held: [Mutex<HashMap<S, Key, BuildHasherDefault<AddrHasher>>>; SHARDS],
+    held: [Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>>; SHARDS],
+    /// Resets of any device so far; advanced under the idle lock with the epochs.
+    resets: AtomicU64,
 }
 
 impl<S: Copy + Eq + Hash> Pool<S> {
     pub fn new(settings: Settings) -> Self {
         Self {
             settings,
-            idle: Mutex::new(Idle { slots: Vec::new(), ranges: Vec::new() }),
+            idle: Mutex::new(Idle { slots: Vec::new(), ranges: Vec::new(), epochs: Vec::new(), all_epochs: 0 }),
             held: std::array::from_fn(|_| Mutex::new(HashMap::default())),
+            resets: AtomicU64::new(0),
         }
     }
 
     /// An idle handle with exactly `flags` and `priority` (clamped to the device's range), or a
-    /// new one.
+    /// new one. When a reset of the device runs during the call, the handle may be one the reset
+    /// destroyed (the caller raced its own reset): it is handed out but not recorded, so that its
+    /// release is [`ReleaseError::NotHeld`] and touches nothing.
     pub fn acquire<O: StreamOps<Stream = S>>(&self, ops: &O, device: i32, flags: u32, priority: i32) -> Result<S, O::Error> {
-        let (key, cached) = {
+        let (held, cached) = {
             let mut idle = lock(&self.idle);
             let range = match idle.range(device) {
                 Some(range) => range,
@@ -179,19 +208,26 @@ impl<S: Copy + Eq + Hash> Pool<S> {
                 }
             };
             let key = Key { device, flags, priority: clamp(priority, range) };
+            let epoch = idle.epoch(device);
+            let resets = self.resets.load(Ordering::SeqCst);
             let slot = idle.slot(key);
             let cached = if self.settings.enabled { slot.idle.pop() } else { None };
             match cached {
                 Some(_) => slot.hits += 1,
                 None => slot.misses += 1,
             }
-            (key, cached)
+            (Held { key, epoch, resets }, cached)
         };
         let stream = match cached {
             Some(stream) => stream,
-            None => ops.create(device, flags, key.priority)?,
+            None => ops.create(device, flags, held.key.priority)?,
         };
-        lock(self.shard(stream)).insert(stream, key);
+        lock(self.shard(stream)).insert(stream, held);
+        // The record is in before the count is read again: a reset that the read misses comes
+        // later, and its sweep of the records finds this one.
+        if self.reset_since(&held) {
+            lock(self.shard(stream)).remove(&stream);
+        }
         Ok(stream)
     }
 
@@ -199,9 +235,12 @@ impl<S: Copy + Eq + Hash> Pool<S> {
     /// tells) and its key is below the bound; destroyed otherwise. A handle that is not handed
     /// out is left alone: [`ReleaseError::AlreadyReleased`] when it is idle in the pool (a second
     /// release must never destroy a handle the pool would hand out again),
-    /// [`ReleaseError::NotHeld`] otherwise.
+    /// [`ReleaseError::NotHeld`] otherwise. A reset of the handle's device that runs while the
+    /// release is in progress (between taking the handle's record and filing it) makes it
+    /// [`ReleaseError::NotHeld`] too: the reset destroyed the handle, which is neither kept nor
+    /// destroyed again.
     pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S, idleness: Idleness) -> Result<Released, ReleaseError<O::Error>> {
-        let Some(key) = lock(self.shard(stream)).remove(&stream) else {
+        let Some(held) = lock(self.shard(stream)).remove(&stream) else {
             let idle = lock(&self.idle);
             return Err(if idle.slots.iter().any(|slot| slot.idle.contains(&stream)) {
                 ReleaseError::AlreadyReleased
@@ -209,6 +248,11 @@ impl<S: Copy + Eq + Hash> Pool<S> {
                 ReleaseError::NotHeld
             });
         };
+        // Forgotten by a reset since it was handed out (the reset swept the records before this
+        // release took its own): never queried.
+        if self.reset_since(&held) {
+            return Err(ReleaseError::NotHeld);
+        }
         // An error reading the state counts as "not idle": a handle we cannot vouch for is
         // never handed out again. The query comes last: with the cache off it is not made.
         let idle = || match idleness {
@@ -218,8 +262,12 @@ impl<S: Copy + Eq + Hash> Pool<S> {
         let reusable = self.settings.enabled && idle();
         {
             let mut idle = lock(&self.idle);
+            // A reset during the query destroyed it: neither kept nor destroyed again.
+            if idle.epoch(held.key.device) != held.epoch {
+                return Err(ReleaseError::NotHeld);
+            }
             let max = self.settings.max_per_key;
-            let slot = idle.slot(key);
+            let slot = idle.slot(held.key);
             if reusable && slot.idle.len() < max {
                 slot.idle.push(stream);
                 return Ok(Released::Kept);
@@ -255,15 +303,23 @@ impl<S: Copy + Eq + Hash> Pool<S> {
         }
     }
 
-    /// Before a reset of `device`, which destroys all of its streams: destroys its idle handles
-    /// (as [`Pool::trim`], whose result it returns) and forgets the handed-out ones, so that
-    /// neither is ever handed out or released through the pool again (a later release of one
-    /// is [`ReleaseError::NotHeld`]).
-    pub fn reset<O: StreamOps<Stream = S>>(&self, ops: &O, device: i32) -> Result<usize, (usize, O::Error)> {
-        for shard in &self.held {
-            lock(shard).retain(|_, key| key.device != device);
+    /// Before a reset of `device` (every device when `None`), which destroys all of its
+    /// streams: destroys its idle handles (as [`Pool::trim`], whose result it returns) and forgets
+    /// the handed-out ones, so that neither is ever handed out or released through the pool again
+    /// (a later release of one is [`ReleaseError::NotHeld`], and so is one that was in progress
+    /// during this call).
+    pub fn reset<O: StreamOps<Stream = S>>(&self, ops: &O, device: Option<i32>) -> Result<usize, (usize, O::Error)> {
+        // The epoch first: a release that took its record before the loop below and files the
+        // handle after it must find the epoch changed; one that filed it before is trimmed.
+        {
+            let mut idle = lock(&self.idle);
+            idle.advance(device);
+            self.resets.fetch_add(1, Ordering::SeqCst);
         }
-        self.trim(ops, Some(device))
+        for shard in &self.held {
+            lock(shard).retain(|_, held| device.is_some_and(|d| held.key.device != d));
+        }
+        self.trim(ops, device)
     }
 
     pub fn stats(&self, device: Option<i32>) -> Stats {
@@ -276,12 +332,17 @@ impl<S: Copy + Eq + Hash> Pool<S> {
             stats.kept += slot.idle.len() as u64;
         }
         for shard in &self.held {
-            stats.in_use += lock(shard).values().filter(|key| wanted(key.device)).count() as u64;
+            stats.in_use += lock(shard).values().filter(|held| wanted(held.key.device)).count() as u64;
         }
         stats
     }
 
-    fn shard(&self, stream: S) -> &Mutex<HashMap<S, Key, BuildHasherDefault<AddrHasher>>> {
+    /// Whether a reset of `held`'s device ran since it was handed out.
+    fn reset_since(&self, held: &Held) -> bool {
+        self.resets.load(Ordering::SeqCst) != held.resets && lock(&self.idle).epoch(held.key.device) != held.epoch
+    }
+
+    fn shard(&self, stream: S) -> &Mutex<HashMap<S, Held, BuildHasherDefault<AddrHasher>>> {
         let hash = BuildHasherDefault::<AddrHasher>::default().hash_one(stream);
         &self.held[(hash >> 60) as usize % SHARDS]
     }
@@ -295,6 +356,21 @@ impl<S> Idle<S> {
     fn remember(&mut self, device: i32, range: (i32, i32)) {
         if self.range(device).is_none() {
             self.ranges.push((device, range));
+        }
+    }
+
+    fn epoch(&self, device: i32) -> u64 {
+        self.all_epochs + self.epochs.iter().find(|(d, _)| *d == device).map_or(0, |&(_, epoch)| epoch)
+    }
+
+    /// Starts a new epoch for `device`, or for every device when `None`.
+    fn advance(&mut self, device: Option<i32>) {
+        match device {
+            None => self.all_epochs += 1,
+            Some(d) => match self.epochs.iter_mut().find(|(e, _)| *e == d) {
+                Some((_, epoch)) => *epoch += 1,
+                None => self.epochs.push((d, 1)),
+            },
         }
     }
 
@@ -552,7 +628,7 @@ mod tests {
         let held1 = pool.acquire(&fake, 1, 0, 0).unwrap();
         pool.release(&fake, idle0, Idleness::Query).unwrap();
         pool.release(&fake, idle1, Idleness::Query).unwrap();
-        assert_eq!(pool.reset(&fake, 0).unwrap(), 1);
+        assert_eq!(pool.reset(&fake, Some(0)).unwrap(), 1);
         assert!(!fake.live.borrow().contains_key(&idle0));
         let (s0, s1) = (pool.stats(Some(0)), pool.stats(Some(1)));
         assert_eq!((s0.kept, s0.in_use, s1.kept, s1.in_use), (0, 0, 1, 1));
@@ -562,6 +638,29 @@ mod tests {
         assert_ne!(pool.acquire(&fake, 0, 0, 0).unwrap(), idle0, "nothing idle is left on device 0");
         assert_eq!(pool.acquire(&fake, 1, 0, 0).unwrap(), idle1, "device 1 keeps its streams");
         assert_eq!(pool.release(&fake, held1, Idleness::Query).unwrap(), Released::Kept);
+    }
+
+    #[test]
+    fn a_reset_of_every_device_forgets_them_all_and_later_streams_are_kept_again() {
+        let (fake, pool) = (Fake::default(), pool(8));
+        let idle = [0, 1].map(|d| pool.acquire(&fake, d, 0, 0).unwrap());
+        let held = [0, 1].map(|d| pool.acquire(&fake, d, 0, 0).unwrap());
+        for s in idle {
+            assert_eq!(pool.release(&fake, s, Idleness::Query).unwrap(), Released::Kept);
+        }
+        assert_eq!(pool.reset(&fake, None).unwrap(), 2);
+        assert_eq!(pool.stats(None).in_use, 0);
+        for s in held {
+            assert!(matches!(pool.release(&fake, s, Idleness::Query), Err(ReleaseError::NotHeld)));
+        }
+        assert_eq!(*fake.destroyed.borrow(), 2, "only the idle streams were destroyed, once each");
+        // A device first seen after the reset, and one seen before, both keep their new streams.
+        for d in [1, 2] {
+            let s = pool.acquire(&fake, d, 0, 0).unwrap();
+            assert!(!idle.contains(&s) && !held.contains(&s));
+            assert_eq!(pool.release(&fake, s, Idleness::Query).unwrap(), Released::Kept);
+            assert_eq!(pool.acquire(&fake, d, 0, 0).unwrap(), s);
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 # runs each in every mode its header comment describes. hpp_wrapper.cpp tests the C++ wrapper
 # include/rocm_cmdbuf.hpp (also under -pedantic); correlator.c and correlator.cpp the profiler
 # correlator through each header (no GPU runtime); exit_calls.cpp calls exports from atexit, a C++
-# static destructor and a thread's key destructor. cmdbuf_flow, contracts and exit_calls also link the
+# static destructor and a thread's key destructor; stream_fork.c forks while a thread uses the
+# stream cache. cmdbuf_flow, contracts, exit_calls and stream_fork also link the
 # software GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers: the
 # system's (/usr/include), or those under the directory $2 (ci/hip-versions.sh passes each real
 # ROCm's). Whether each real HIP runtime reports "no device" cleanly is checked by
@@ -72,6 +73,8 @@ if [ -e "$hipsim" ]; then
     build contracts-cxx17-asan g++ c++17 contracts.cpp "${hip[@]}" "${san[@]}"
     build exit-calls g++ c++17 exit_calls.cpp -pthread "${hip[@]}"
     build exit-calls-asan g++ c++17 exit_calls.cpp -pthread "${hip[@]}" "${san[@]}"
+    build stream-fork gcc c11 stream_fork.c -pthread "${hip[@]}"
+    build stream-fork-asan gcc c11 stream_fork.c -pthread "${hip[@]}" "${san[@]}"
 fi
 
 failed=0
@@ -107,6 +110,10 @@ if [ -e "$hipsim" ]; then
     done
     # Calls at exit and at a thread's exit, after the thread-locals are gone.
     for bin in exit-calls exit-calls-asan; do
+        run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
+    done
+    # A fork while another thread uses the stream cache: the child's cache starts empty.
+    for bin in stream-fork stream-fork-asan; do
         run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
     done
 fi

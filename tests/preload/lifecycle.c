@@ -4,6 +4,7 @@
  *                   next creations get live streams
  *   reset           hipDeviceReset destroys the device's streams: the next creation gets a live
  *                   one, and a destroy of a stream from before the reset gets hipErrorInvalidHandle
+ *   reset-no-device the same when hipGetDevice fails (injected) inside hipDeviceReset
  *   flag-bits       (HIPSIM_QUIRKS=stream_flag_bits) a runtime that reports flag bits of its own:
  *                   prints the creations hipsim saw, for run.sh to compare
  *   fork            forks 40 times while a thread creates and destroys streams without pause:
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 uint64_t hipsimGetCallCount(const char *name);
+int hipsimSetFaults(const char *spec);
 
 static int failures = 0;
 #define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
@@ -42,12 +44,16 @@ static void double_destroy(void) {
     }
 }
 
-static void reset(void) {
+/* With no_device, the first hipGetDevice from the reset on fails (the preload's hipDeviceReset
+ * reads the current device; a program's own reset does not). */
+static void reset(int no_device) {
     hipStream_t idle, held, fresh;
     CHECK(hipStreamCreate(&idle));
     CHECK(hipStreamCreate(&held));
     CHECK(hipStreamDestroy(idle));
+    if (no_device && hipsimSetFaults("hipGetDevice:1:100") != 0) exit(1);
     CHECK(hipDeviceReset());
+    if (no_device && hipsimSetFaults("") != 0) exit(1);
     CHECK(hipStreamCreate(&fresh));
     EXPECT(hipStreamQuery(fresh) == hipSuccess, "the creation after hipDeviceReset is not a live stream");
     EXPECT(hipStreamDestroy(held) == hipErrorInvalidHandle, "a stream from before the reset was destroyed again");
@@ -126,11 +132,12 @@ static void forks(void) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "double-destroy") == 0) double_destroy();
-    else if (strcmp(mode, "reset") == 0) reset();
+    else if (strcmp(mode, "reset") == 0) reset(0);
+    else if (strcmp(mode, "reset-no-device") == 0) reset(1);
     else if (strcmp(mode, "flag-bits") == 0) flag_bits();
     else if (strcmp(mode, "fork") == 0) forks();
     else {
-        fprintf(stderr, "usage: lifecycle double-destroy|reset|flag-bits|fork\n");
+        fprintf(stderr, "usage: lifecycle double-destroy|reset|reset-no-device|flag-bits|fork\n");
         return 2;
     }
     if (failures == 0) printf("%s: ok\n", mode);

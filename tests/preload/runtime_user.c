@@ -1,7 +1,10 @@
 /* One framework's use of the HIP runtime it was linked against: built twice by run.sh, against
  * two copies of the software GPU under different sonames, and dlopen'ed (RTLD_LOCAL) by
  * two_runtimes.c. Its stream calls bind to the preload when one is loaded, its other calls to
- * its own copy, so a stream handed to it from the other copy fails its own hipStreamQuery. */
+ * its own copy, so a stream handed to it from the other copy fails its own hipStreamQuery.
+ * Built with -DTSL_LOADER -DHIP_SONAME=..., it links no HIP and takes its copy's functions from
+ * the copy's own handle with dlsym (tsl_loader.h), so that the preload binds each copy's
+ * functions by their handle. */
 #include <hip/hip_runtime_api.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,16 +12,18 @@
 uint64_t hipsimGetCallCount(const char *name);
 uint64_t hipsimLiveCount(const char *kind);
 
+#include "tsl_loader.h"
+
 /* Creates n streams into held: each must be live in this runtime and distinct from the others;
  * returns 0, or 1 after saying what failed. */
 int user_create(int n, hipStream_t *held) {
     for (int i = 0; i < n; i++) {
-        hipError_t rc = hipStreamCreate(&held[i]);
+        hipError_t rc = WRAP(hipStreamCreate)(&held[i]);
         if (rc != hipSuccess) {
             fprintf(stderr, "hipStreamCreate %d: %d\n", i, (int)rc);
             return 1;
         }
-        if ((rc = hipStreamQuery(held[i])) != hipSuccess) {
+        if ((rc = WRAP(hipStreamQuery)(held[i])) != hipSuccess) {
             fprintf(stderr, "stream %d (%p) is not one of this runtime's: hipStreamQuery -> %d\n", i, (void *)held[i], (int)rc);
             return 1;
         }
@@ -34,7 +39,7 @@ int user_create(int n, hipStream_t *held) {
 
 int user_destroy(int n, hipStream_t *held) {
     for (int i = 0; i < n; i++) {
-        hipError_t rc = hipStreamDestroy(held[i]);
+        hipError_t rc = WRAP(hipStreamDestroy)(held[i]);
         if (rc != hipSuccess) {
             fprintf(stderr, "hipStreamDestroy %d (%p): %d\n", i, (void *)held[i], (int)rc);
             return 1;
@@ -45,9 +50,9 @@ int user_destroy(int n, hipStream_t *held) {
 
 /* Streams this runtime created: by the program (hipStreamCreate) or by the preload on a miss. */
 uint64_t user_creations(void) {
-    return hipsimGetCallCount("hipStreamCreate") + hipsimGetCallCount("hipStreamCreateWithPriority");
+    return WRAP(hipsimGetCallCount)("hipStreamCreate") + WRAP(hipsimGetCallCount)("hipStreamCreateWithPriority");
 }
 
 uint64_t user_live(void) {
-    return hipsimLiveCount("stream");
+    return WRAP(hipsimLiveCount)("stream");
 }
