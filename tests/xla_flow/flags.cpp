@@ -7,9 +7,10 @@
 //     with RCB_STATUS_RUNTIME_UNAVAILABLE until the first flag asks for the library
 //     (LoadRocmCmdbuf); then librocm_cmdbuf.so.0 is opened once, from the loader's path, and a
 //     command buffer recorded, launched and checked through it. Run by run.sh also where the file
-//     is not on the loader's path (`missing`) and where the file found lacks the library's
-//     functions (`partial`): one error naming the flag that asked and why, the same answer for
-//     every later flag, and every call still refused.
+//     is not on the loader's path (`missing`), where the file found lacks the library's
+//     functions (`partial`) and where its rcb_version has another interface than the header's
+//     (`version`): one error naming the flag that asked and why, the file closed again, the
+//     same answer for every later flag, and every call still refused.
 //   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
 //     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
 //     process's (XLA_FLAGS, read once); scopes nest and are per thread.
@@ -72,6 +73,7 @@ void CallsRefused(const char* when) {
 void Unusable(const char* why) {
   CallsRefused("before any flag asked");
   CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf"), "the library loaded");
+  CHECK(!LibraryLoaded(), "the unusable %s is still open", kRocmCmdbufLibrary);
   CHECK(ErrorLines() == 1, "%d errors logged", ErrorLines());
   const std::string& error = xla_flow_log::lines.empty() ? std::string() : xla_flow_log::lines.back();
   CHECK(error.find("--xla_gpu_rocm_cmdbuf is set") != std::string::npos && error.find(why) != std::string::npos &&
@@ -172,6 +174,11 @@ int main(int argc, char** argv) {
     Unusable("cannot be opened");
   } else if (mode == "partial") {
     Unusable("has no rcb_cmdbuf_new");
+  } else if (mode == "version") {
+    const std::string other = std::to_string(RCB_VERSION_MAJOR) + "." + std::to_string(RCB_VERSION_MINOR + 1) + ".0";
+    Unusable(("is rocm_cmdbuf " + other + ", whose interface is not that of rocm_cmdbuf " +
+              std::to_string(RCB_VERSION_MAJOR) + "." + std::to_string(RCB_VERSION_MINOR))
+                 .c_str());
   } else {
     Options();
     Gpu gpu;

@@ -4,7 +4,9 @@
 # ASan+UBSan, and runs them on the software GPU ($1/libamdhip64.so). The programs that compile
 # the patch series' loader (patched.sh extracts it with the series' other compiled files) do not
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
-# again where the library cannot be opened and where the file found lacks its functions. With
+# again where the library cannot be opened, where the file found lacks its functions and where
+# its version has another interface. First checks that the loader's table has every function
+# of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
 # stages them for the GPU machine, where ci/gpu-run.sh runs them with RCB_BACKEND=cuda).
 set -euo pipefail
@@ -16,6 +18,21 @@ root=$(cd "$here/../.." && pwd)
 patched=$(mktemp -d)
 trap 'rm -rf "$patched"' EXIT
 bash "$here/patched.sh" "$patched"
+
+# The loader's table (0003's rocm_cmdbuf_library.cc, which defines the functions of
+# rocm_cmdbuf.h in XLA in place of the library's) names every function the header declares:
+# the compiler checks each entry's prototype against the header, not that none is missing.
+table=$(grep -o 'X([^,]*, rcb_[a-z0-9_]*,' "$patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc" |
+    sed 's/.*, \(rcb_[a-z0-9_]*\),$/\1/' | sort)
+declared=$(grep -v '^typedef' "$root/include/rocm_cmdbuf.h" |
+    sed -n 's/^[A-Za-z_][A-Za-z0-9_ *]*[ *]\(rcb_[a-z0-9_]*\)(.*/\1/p' | sort)
+[ -n "$declared" ] || { echo "no function found in include/rocm_cmdbuf.h"; exit 1; }
+if [ "$table" != "$declared" ]; then
+    echo "the loader's table in xla-patches/0003 (rocm_cmdbuf_library.cc) differs from include/rocm_cmdbuf.h:"
+    diff <(echo "$table") <(echo "$declared") | sed -n 's/^</  in the table only:/p; s/^>/  in the header only:/p'
+    exit 1
+fi
+echo "the loader's table names the $(echo "$declared" | wc -l) functions of include/rocm_cmdbuf.h"
 flags=(-std=c++17 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$here" -I"$patched" -I"$here/stubs")
 programs=()
 for src in "$here"/*.cpp; do programs+=("$(basename "$src" .cpp)"); done
@@ -53,7 +70,8 @@ for p in "${programs[@]}"; do
 done
 
 # flags.cpp without a run path: librocm_cmdbuf.so.0 is not on the loader's path, then the one
-# found there is a stand-in that has rcb_version only.
+# found there is a stand-in of the header's version that has rcb_version only, then one of a
+# version whose interface differs (the next minor: before 1.0 a minor may change it).
 g++ "${flags[@]}" -O1 -o "$out/flags-no-path" "$here/flags.cpp" -ldl -lpthread
 ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 echo "== flags missing (no librocm_cmdbuf.so.0 on the loader's path)"
@@ -62,8 +80,15 @@ if "$ldconfig" -p 2>/dev/null | grep -q 'librocm_cmdbuf\.so\.0 '; then
 else
     env -u LD_LIBRARY_PATH "$out/flags-no-path" missing
 fi
-echo "== flags partial (a librocm_cmdbuf.so.0 without the library's functions)"
-mkdir "$out/partial"
-printf 'const char *rcb_version(void) { return "0.0.0-partial"; }\n' |
-    gcc -x c -shared -fPIC -Wl,-soname,librocm_cmdbuf.so.0 -o "$out/partial/librocm_cmdbuf.so.0" -
+version() { sed -n "s/^#define RCB_VERSION_$1 \([0-9]*\)\$/\1/p" "$root/include/rocm_cmdbuf.h"; }
+stand_in() {  # DIR VERSION: a librocm_cmdbuf.so.0 in DIR whose rcb_version says VERSION
+    mkdir "$out/$1"
+    printf 'const char *rcb_version(void) { return "%s"; }\n' "$2" |
+        gcc -x c -shared -fPIC -Wl,-soname,librocm_cmdbuf.so.0 -o "$out/$1/librocm_cmdbuf.so.0" -
+}
+echo "== flags partial (a librocm_cmdbuf.so.0 of the header's version without the library's functions)"
+stand_in partial "$(version MAJOR).$(version MINOR).$(version PATCH)"
 LD_LIBRARY_PATH="$out/partial" "$out/flags-no-path" partial
+echo "== flags version (a librocm_cmdbuf.so.0 whose version has another interface)"
+stand_in version "$(version MAJOR).$(($(version MINOR) + 1)).0"
+LD_LIBRARY_PATH="$out/version" "$out/flags-no-path" version
