@@ -102,6 +102,7 @@ symbol_table! {
             pGraphNode: *mut hipGraphNode_t, graph: hipGraph_t, pDependencies: *const hipGraphNode_t, numDependencies: usize,
             childGraph: hipGraph_t
         ) -> hipError_t;
+        hipGraphDestroyNode: fn(node: hipGraphNode_t) -> hipError_t;
         hipGraphAddDependencies: fn(
             graph: hipGraph_t, from: *const hipGraphNode_t, to: *const hipGraphNode_t, numDependencies: usize
         ) -> hipError_t;

@@ -43,6 +43,11 @@ impl Graphs for HipRuntime {
         Ok(Graph(g))
     }
 
+    fn node_destroy(&self, node: Node) -> Result<()> {
+        // SAFETY: the caller owns the node's graph, keeps it live and gives the node up here.
+        self.check("hipGraphDestroyNode", unsafe { (self.core.hipGraphDestroyNode)(node.0) })
+    }
+
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], k: &KernelParams<'_>) -> Result<Node> {
         let (d, n) = common::dependencies(deps);
         with_extra(k.args, |kernel_params, extra| {
@@ -187,7 +192,7 @@ impl Graphs for HipRuntime {
         let mut p: Memcpy3DParms = unsafe { std::mem::zeroed() };
         // SAFETY: a valid out-pointer; the caller keeps the node live.
         self.check("hipGraphMemcpyNodeGetParams", unsafe { (self.core.hipGraphMemcpyNodeGetParams)(node.0, &mut p) })?;
-        self.layout.memcpy_read(&p).ok_or_else(|| Error::unsupported("the memcpy node is not a 1-D copy"))
+        self.layout.memcpy_read(&p).map_err(|why| Error::unsupported(format!("the memcpy node is not a 1-D device-to-device copy: {why}")))
     }
 
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams> {
