@@ -1,5 +1,6 @@
 //! Graph templates and executable graphs.
 
+use super::api::{DestinationNode, SourceNode};
 use super::layout::Memcpy3DParms;
 use super::{EXTRA_KEYS, HipRuntime, ptr, with_extra};
 use crate::error::{Error, Result};
@@ -174,7 +175,9 @@ impl Graphs for HipRuntime {
             // (clr runs `hDst->CopyAttr(hSrc)`); swapped, a source with an attribute set fails
             // with hipErrorInvalidContext and the new node gets nothing.
             // SAFETY: the caller keeps both kernel nodes live.
-            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(src.0, dst.0) }),
+            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe {
+                (a.hipGraphKernelNodeCopyAttributes)(SourceNode(src.0), DestinationNode(dst.0))
+            }),
             // Runtimes before 5.5 have no kernel-node attributes to lose.
             None => Ok(()),
         }
