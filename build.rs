@@ -6,7 +6,10 @@
 // installs; RCB_AMDGPU_CLANG names another), and writes $OUT_DIR/amdgpu_kernels.rs for the tools
 // and tests to embed them (src/bin/rcb-bench/kernels.rs picks one by the device's architecture).
 // An architecture the compiler does not know, or a missing compiler or linker, is listed as not
-// built with the reason; an error in the source fails the build.
+// built with the reason; an error in the source fails the build. Warnings do not (another clang
+// than the one CI runs may warn where it did not): they are passed on as cargo warnings and
+// written to $OUT_DIR/amdgpu_kernel_warnings.rs, which tests/amdgpu_code_objects.rs checks is
+// empty, along with the objects themselves.
 //
 // Also compiles the C++ baseline of `rcb-bench correlator` (src/bin/rcb-bench/correlator_ref.cc,
 // XLA's ROCm trace collector) with the system C++ compiler, for that binary only. It uses
@@ -35,18 +38,23 @@ fn amdgpu_kernels() {
     println!("cargo:rerun-if-env-changed=RCB_AMDGPU_CLANG");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let clang = std::env::var("RCB_AMDGPU_CLANG").unwrap_or_else(|_| "clang-19".to_string());
-    let (mut built, mut not_built) = (String::new(), String::new());
+    let (mut built, mut not_built, mut warnings) = (String::new(), String::new(), String::new());
     for arch in AMDGPU_ARCHS {
         let object = out.join(format!("kernels-{arch}.hsaco"));
         let result = Command::new(&clang)
             .args(["-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "-nogpulib", "-nogpuinc", "-O3", "-std=c++17"])
-            .args(["-Wall", "-Wextra", "-Werror", &format!("--offload-arch={arch}"), SOURCE, "-o"])
+            .args(["-Wall", "-Wextra", &format!("--offload-arch={arch}"), SOURCE, "-o"])
             .arg(&object)
             .output();
         let reason = match result {
             Err(e) => format!("{clang} cannot run ({e}): install clang-19 and lld-19 (ci/setup.sh)"),
             Ok(o) if o.status.success() => {
                 built += &format!("    ({arch:?}, include_bytes!({:?})),\n", object.display().to_string());
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                if !stderr.trim().is_empty() {
+                    stderr.lines().for_each(|line| println!("cargo:warning={clang} ({arch}): {line}"));
+                    warnings += &format!("    ({arch:?}, {:?}),\n", stderr.trim());
+                }
                 continue;
             }
             Ok(o) => {
@@ -69,6 +77,11 @@ fn amdgpu_kernels() {
          pub const AMDGPU_NOT_BUILT: &[(&str, &str)] = &[\n{not_built}];\n"
     );
     std::fs::write(out.join("amdgpu_kernels.rs"), code).expect("write amdgpu_kernels.rs");
+    let warnings = format!(
+        "/// What the compiler said while building each code object that was built, if anything.\n\
+         pub const AMDGPU_BUILD_WARNINGS: &[(&str, &str)] = &[\n{warnings}];\n"
+    );
+    std::fs::write(out.join("amdgpu_kernel_warnings.rs"), warnings).expect("write amdgpu_kernel_warnings.rs");
 }
 
 fn bench_reference() -> Result<(), String> {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the hip backend against Debian's real HIP of every ROCm version it supports: the system's
 # 5.2 (libamdhip64-dev, installed by ci/setup.sh) and 5.7, 6.4 and 7.2 (downloaded, never
-# installed, by ci/hip-fetch.sh into target/real-hip; a rerun is offline).
+# installed, by ci/hip-fetch.sh into target/real-hip at the versions it pins, or the newest of
+# the same major Debian has once a pinned one is gone; a rerun is offline).
 #
 # For each version:
 #   - headers: the library's ABI table for that version (src/runtime/hip/abi.rs, written by an
@@ -30,9 +31,8 @@ trap 'rm -rf "$work"' EXIT
 # runs it ("" for the system's).
 sets=("5.2 (system)|/usr/include|/usr/lib/x86_64-linux-gnu/libamdhip64.so.5|")
 fetched=$(bash ci/hip-fetch.sh) || { echo "ci/hip-versions.sh: the real HIP packages could not be fetched"; exit 1; }
-declare -A soname=([trixie]=5 [sid]=6 [experimental]=7)
-while read -r suite version suite_root; do
-    sets+=("$version ($suite)|$suite_root/usr/include|$suite_root/usr/lib/x86_64-linux-gnu/libamdhip64.so.${soname[$suite]}|$suite_root")
+while read -r major suite version suite_root; do
+    sets+=("$version ($suite)|$suite_root/usr/include|$suite_root/usr/lib/x86_64-linux-gnu/libamdhip64.so.$major|$suite_root")
 done <<<"$fetched"
 
 # The error-path program of tests/c, for the no-device check.

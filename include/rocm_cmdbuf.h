@@ -187,9 +187,10 @@
  * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) added a child
  * as one cloned child node because the parameters of one of its memcpy nodes, as the runtime
  * reports them, cannot be trusted: HIP before 7.2 never fills those of a 1-D memcpy node
- * (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); from 7.2 they are the ones the node
+ * (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); in 7.2 they are the ones the node
  * was created with, stale once a command buffer has changed it (its template handed out by
- * `rcb_cmdbuf_graph`, or embedded as a child). The reason names the runtime's version.
+ * `rcb_cmdbuf_graph`, or a clone of it in a nested child graph); after 7.2 they have not been
+ * read yet. The reason names the runtime's version.
  */
 #define RCB_FALLBACK_MEMCPY_UNREADABLE 8
 
@@ -1640,13 +1641,17 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  * Memcpy nodes of a raw graph are read back only where the runtime reports them reliably. CUDA
  * does. HIP before 7.2 never fills the parameters of a 1-D memcpy node
  * (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`), so a child holding any memcpy node
- * falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version).
- * HIP from 7.2 reports the parameters a node was created with, not those that
- * `hipGraphMemcpyNodeSetParams1D` gave it since: the library falls back for graphs whose memcpy
- * nodes it changed itself (the template of a command buffer whose memcpy nodes an update moved,
- * handed out by `rcb_cmdbuf_graph`, and whatever embeds it), but cannot see a change you made:
- * do not pass a raw graph whose memcpy nodes you changed with
- * `hipGraphMemcpyNodeSetParams1D` (or a clone of one) on HIP.
+ * falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version),
+ * and so it does on HIP after 7.2, whose report has not been read yet. HIP 7.2 reports the
+ * parameters a node was created with, not those that `hipGraphMemcpyNodeSetParams1D` gave it
+ * since, and a clone keeps them: the library falls back for graphs whose memcpy nodes it changed
+ * itself (the template of a command buffer whose memcpy nodes an update moved, handed out by
+ * `rcb_cmdbuf_graph`) and for any memcpy node in a nested child graph (a clone, which may come
+ * from such a template), but cannot see a change you made: do not pass a raw graph whose memcpy
+ * nodes you changed with `hipGraphMemcpyNodeSetParams1D`, or a clone of one (of a template
+ * `rcb_cmdbuf_graph` handed out included), on HIP. A memcpy node is re-created only as the
+ * library adds one, a 1-D device-to-device copy: a report of anything else (another kind, an
+ * offset, more than one row, a copy to or from a symbol) falls back.
  *
  * Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
  * that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,
@@ -1659,8 +1664,9 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  *
  * `*group` is written on success: the node later commands depend on (the child's single exit
  * node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.
- * A runtime failure while nodes are being added returns its status and leaves the nodes added
- * so far in `cb` (re-record it).
+ * A runtime failure while nodes are being added returns its status after destroying the nodes
+ * added so far, `cb` as it was; only when destroying one fails too do the nodes left stay in
+ * `cb` (the message says so: re-record it).
  *
  * Thread-safety: one thread at a time per command buffer; `child` must not be used by another
  * thread during the call.
@@ -2211,7 +2217,9 @@ rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *
  * On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
  * the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
  * of capturing it, so this returns `RCB_STATUS_INVALID_STATE` there, before any iteration is
- * taken.
+ * taken; where HIP cannot say whether `stream` is capturing (`hipStreamIsCapturing` fails, as
+ * it does for the null stream while another stream captures in global mode), its error,
+ * likewise before any iteration is taken.
  *
  * Thread-safety: any thread; concurrent calls get distinct iterations.
  *
@@ -2238,7 +2246,9 @@ rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
  * for that); HIP runs `hipStreamWriteValue64` on the stream at once instead of capturing it,
  * which would free the slot while the captured work has not run, so this returns
  * `RCB_STATUS_INVALID_STATE` there and the slot stays held: release it on a stream that is not
- * capturing, after the graph's launch.
+ * capturing, after the graph's launch. Where HIP cannot say whether `stream` is capturing
+ * (`hipStreamIsCapturing` fails, as it does for the null stream while another stream captures
+ * in global mode), this returns its error and the slot stays held too.
  *
  * Thread-safety: any thread.
  *

@@ -40,8 +40,9 @@ pub enum Fallback {
     /// which one it came from is unknown: re-record.
     OverlappingAllocations = 7,
     /// A child became one cloned child node because a memcpy node's parameters, read back from
-    /// the runtime, could not be trusted (HIP before 7.2 never fills a 1-D node's; from 7.2
-    /// they are those it was created with, stale once a command buffer has changed the node).
+    /// the runtime, could not be trusted (HIP before 7.2 never fills a 1-D node's; in 7.2 they
+    /// are those it was created with, stale once a command buffer has changed the node; after
+    /// 7.2 they are not yet read).
     MemcpyUnreadable = 8,
 }
 

@@ -1,7 +1,9 @@
 //! Flattening children into a command buffer through the C ABI: a command buffer child, captured
 //! graphs (both kernel argument styles, memcpy, memset), launch attributes carried over (through
 //! each runtime's own attribute calls), nested child graphs, the whole-child
-//! fallback (host node, `kernelParams` on HIP) with dependencies kept, and the error paths. Runs
+//! fallback (host node, `kernelParams` on HIP, memcpy nodes whose report cannot be trusted or is
+//! no plain 1-D device copy) with dependencies kept, and the error paths (a failed add leaves the
+//! parent as it was). Runs
 //! on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`.
 
 #![allow(
@@ -15,7 +17,7 @@ mod common;
 use cmdbuf_helpers::*;
 use common::{args, fails, last_error, ok, pack};
 use rocm_cmdbuf::ffi::*;
-use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, Node};
+use rocm_cmdbuf::runtime::{Backend, CaptureMode, Graph, MemcpyReadBack, Node};
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
@@ -344,8 +346,9 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     assert_eq!((u32s(&gpu, x), u32s(&gpu, y)), (vec![7; N], vec![9; N]));
 }
 
-/// The first HIP whose 1-D memcpy nodes report their parameters (as they were created).
-const HIP_7_2: i32 = 70_200_000;
+/// The HIP versions whose 1-D memcpy nodes report their parameters (as they were created): 7.2,
+/// the last one read.
+const HIP_7_2: std::ops::Range<i32> = 70_200_000..70_300_000;
 
 fn fallbacks(cb: &Cb) -> [u64; RCB_FALLBACK_REASON_SLOTS] {
     let mut c: rcb_counters = unsafe { std::mem::zeroed() };
@@ -381,18 +384,19 @@ fn flatten_memcpy_source(gpu: &Gpu, child: *const rcb_cmdbuf, graph: Graph, trus
 }
 
 /// A memcpy node is re-created from what the runtime reports of it only where that report can be
-/// trusted: CUDA always; HIP from 7.2 for a node no command buffer changed; HIP before 7.2 never
-/// (it does not fill a 1-D node's parameters: the software GPU then reports zeros, a 0-byte copy
-/// that a blind read-back would flatten and the launch would skip). Run at the software GPU's
-/// default version (7.2.4) here and at 5.7.1 and 6.4.3 by
-/// `memcpy_read_back_follows_the_rocm_version`.
+/// trusted: CUDA always; HIP 7.2 for a node no command buffer changed, at the top level of the
+/// child (a nested graph is a clone, which cannot tell whether it was made from a changed
+/// template); HIP before 7.2 never (it does not fill a 1-D node's parameters: the software GPU
+/// then reports zeros, a 0-byte copy that a blind read-back would flatten and the launch would
+/// skip), nor after 7.2 (not yet read). Run at the software GPU's default version (7.2.4) here
+/// and at 5.7.1, 6.4.3 and 7.3.0 by `memcpy_read_back_follows_the_rocm_version`.
 #[test]
 fn memcpy_nodes_are_read_back_only_where_the_runtime_reports_them() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
-    let fresh_ok = api.cuda || gpu.rt.info().version >= HIP_7_2;
+    let fresh_ok = api.cuda || HIP_7_2.contains(&gpu.rt.info().version);
     // A fresh capture: y = 1 → d.
     let (x, y, d, z) = mixed_buffers(&gpu, 0.0);
     let g = capture_mixed(&gpu, &api, x, y, d, z);
@@ -417,16 +421,24 @@ fn memcpy_nodes_are_read_back_only_where_the_runtime_reports_them() {
     holder.finalize();
     gpu.write(d2, &[0.0; N]);
     flatten_memcpy_source(&gpu, holder.0, Graph(null_mut()), api.cuda, d2, "a command buffer embedding it");
+    // A graph of the caller's embedding a clone of it through the runtime: the clone is not the
+    // template, and nothing tells where it came from.
+    let raw = gpu.rt.graph_create().unwrap();
+    gpu.rt.add_child_node(raw, &[], Graph(template)).unwrap();
+    gpu.write(d2, &[0.0; N]);
+    flatten_memcpy_source(&gpu, null(), raw, api.cuda, d2, "a raw graph embedding it");
+    gpu.rt.graph_destroy(raw).unwrap();
     assert_eq!(gpu.read(d, N), vec![0.0; N], "nothing copied where the node no longer points");
 }
 
 /// Runs `memcpy_nodes_are_read_back_only_where_the_runtime_reports_them` again on the software
-/// GPU modelling ROCm 5.7.1 and 6.4.3, each in a process of its own (the runtime's version is
-/// read once, when it is loaded).
+/// GPU modelling ROCm 5.7.1, 6.4.3 and 7.3.0 (which reports like 7.2 there, but has not been read
+/// on AMD's side), each in a process of its own (the runtime's version is read once, when it is
+/// loaded).
 #[test]
 fn memcpy_read_back_follows_the_rocm_version() {
     let Some(_sim) = common::hipsim_or_skip() else { return };
-    for version in ["50731921", "60443484"] {
+    for version in ["50731921", "60443484", "70300000"] {
         let test = "memcpy_nodes_are_read_back_only_where_the_runtime_reports_them";
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test, "--test-threads", "1"])
@@ -436,6 +448,215 @@ fn memcpy_read_back_follows_the_rocm_version() {
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && text.contains("1 passed"), "HIPSIM_VERSION={version}:\n{text}");
     }
+}
+
+/// `hipMemcpy3DParms` as the tests fill it: pitched pointers as (ptr, pitch, xsize, ysize).
+#[repr(C)]
+#[derive(Default)]
+struct Memcpy3DParms {
+    src_array: u64,
+    src_pos: [u64; 3],
+    src_ptr: [u64; 4],
+    dst_array: u64,
+    dst_pos: [u64; 3],
+    dst_ptr: [u64; 4],
+    extent: [u64; 3],
+    kind: u64,
+}
+
+/// `HIP_MEMCPY3D` (`hipDrvGraphAddMemcpyNode`) as the tests fill it: per side x in bytes, y, z,
+/// LOD, memory type, host, device, array, pitch, height; then width in bytes, height, depth.
+#[repr(C)]
+#[derive(Default)]
+struct DrvMemcpy3D {
+    src: [u64; 10],
+    dst: [u64; 10],
+    extent: [u64; 3],
+}
+
+type AddMemcpy3DFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const Memcpy3DParms) -> i32;
+type AddMemcpy1DFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, u64, u64, usize, i32) -> i32;
+type AddMemcpySymbolFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, u64, u64, usize, usize, i32) -> i32;
+type AddDrvMemcpyFn =
+    unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const DrvMemcpy3D, *mut c_void) -> i32;
+
+/// hipMemcpyKind.
+const HOST_TO_DEVICE: i32 = 1;
+const DEVICE_TO_HOST: i32 = 2;
+const DEVICE_TO_DEVICE: i32 = 3;
+const DEFAULT_KIND: i32 = 4;
+/// hipMemoryTypeDevice.
+const MEMORY_DEVICE: u64 = 2;
+
+/// A graph holding the one memcpy node `add` makes in it (an added node, `hipSuccess`).
+fn one_node_graph(gpu: &Gpu, add: impl FnOnce(*mut *mut c_void, *mut c_void) -> i32) -> Graph {
+    let g = gpu.rt.graph_create().unwrap();
+    let mut node = null_mut();
+    assert_eq!(add(&mut node, g.0), 0);
+    g
+}
+
+/// Flattens `g` into a new primary and asserts it fell back whole for a memcpy node that is no
+/// plain 1-D device-to-device copy, with `needle` in the reason; then runs it.
+fn flatten_refuses_the_copy(gpu: &Gpu, g: Graph, needle: &str) {
+    let parent = Cb::primary();
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap();
+    let why = reason(&report);
+    assert_eq!(report.flattened, 0, "{needle}: {why}");
+    assert!(why.contains("not a 1-D device-to-device copy") && why.contains(needle), "{needle}: {why}");
+    assert_eq!(fallbacks(&parent)[RCB_FALLBACK_FLATTENED_AS_CHILD as usize], 1, "{needle}");
+    assert_eq!(node_count(&parent), 1, "{needle}: one cloned child node");
+    parent.finalize();
+    parent.launch(gpu);
+    gpu.rt.graph_destroy(g).unwrap();
+}
+
+/// The library re-creates a memcpy node as a 1-D device-to-device copy, so that is all it reads
+/// a report as: HIP 7.2 reports every other memcpy node too (a 3-D node as given, one copying
+/// from or to the host or of the default kind with its kind, a copy to or from a symbol with a
+/// null destination or source, a driver node's HIP_MEMCPY3D as 3-D parameters), and re-created as
+/// a 1-D device copy each would copy something else, or fault. Each falls back whole and runs
+/// as it was made.
+#[test]
+fn memcpy_nodes_other_than_plain_device_copies_are_never_read_as_one() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    if gpu.rt.info().backend != Backend::Hip {
+        common::skip("every check", "HIP's memcpy node calls and reports; the runtime is CUDA");
+        return;
+    }
+    if !matches!(gpu.rt.memcpy_read_back(), MemcpyReadBack::AsCreated(_)) {
+        common::skip("every check", format!("HIP {} reads no memcpy node back", gpu.rt.info().version));
+        return;
+    }
+    let api = DriverApi::of(&gpu);
+    let (ones, d) = (gpu.upload(&[1.0; N]), zeroed(&gpu));
+    let bytes = BYTES as usize;
+
+    // One row from row 1 of a pitched source (a captured hipMemcpyParam2DAsync or
+    // hipMemcpy3DAsync of one row is such a node): row 0 holds zeros.
+    let rows = gpu.upload(&[[0.0; N], [1.0; N]].concat());
+    let add3: AddMemcpy3DFn = api.sym("hipGraphAddMemcpyNode", "");
+    let p = Memcpy3DParms {
+        src_pos: [0, 1, 0],
+        src_ptr: [rows, BYTES, BYTES, 2],
+        dst_ptr: [d, BYTES, BYTES, 1],
+        extent: [BYTES, 1, 1],
+        kind: DEVICE_TO_DEVICE as u64,
+        ..Default::default()
+    };
+    let g = one_node_graph(&gpu, |node, g| unsafe { add3(node, g, null(), 0, &p) });
+    flatten_refuses_the_copy(&gpu, g, "offset");
+    assert_eq!(gpu.read(d, N), vec![1.0; N], "row 1 copied");
+
+    // Copies of another kind: from and to the host, and of the default kind between device
+    // buffers (re-created as a device copy, the first two fault).
+    let add1: AddMemcpy1DFn = api.sym("hipGraphAddMemcpyNode1D", "");
+    let host_ones = [1.0f32; N];
+    let mut host = [0.0f32; N];
+    gpu.write(d, &[0.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { add1(node, g, null(), 0, d, host_ones.as_ptr() as u64, bytes, HOST_TO_DEVICE) });
+    flatten_refuses_the_copy(&gpu, g, "kind is 1");
+    assert_eq!(gpu.read(d, N), vec![1.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { add1(node, g, null(), 0, host.as_mut_ptr() as u64, ones, bytes, DEVICE_TO_HOST) });
+    flatten_refuses_the_copy(&gpu, g, "kind is 2");
+    assert_eq!(host, [1.0; N]);
+    gpu.write(d, &[0.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { add1(node, g, null(), 0, d, ones, bytes, DEFAULT_KIND) });
+    flatten_refuses_the_copy(&gpu, g, "kind is 4");
+    assert_eq!(gpu.read(d, N), vec![1.0; N]);
+
+    // To and from a symbol (the software GPU takes a device address for one).
+    let to_symbol: AddMemcpySymbolFn = api.sym("hipGraphAddMemcpyNodeToSymbol", "");
+    let from_symbol: AddMemcpySymbolFn = api.sym("hipGraphAddMemcpyNodeFromSymbol", "");
+    gpu.write(d, &[0.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { to_symbol(node, g, null(), 0, d, ones, bytes, 0, DEVICE_TO_DEVICE) });
+    flatten_refuses_the_copy(&gpu, g, "null");
+    assert_eq!(gpu.read(d, N), vec![1.0; N]);
+    gpu.write(d, &[0.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { from_symbol(node, g, null(), 0, d, ones, bytes, 0, DEVICE_TO_DEVICE) });
+    flatten_refuses_the_copy(&gpu, g, "null");
+    assert_eq!(gpu.read(d, N), vec![1.0; N]);
+
+    // A driver node, whose HIP_MEMCPY3D the report reads as 3-D parameters.
+    let add_drv: AddDrvMemcpyFn = api.sym("hipDrvGraphAddMemcpyNode", "");
+    let mut drv = DrvMemcpy3D { extent: [BYTES, 1, 1], ..Default::default() };
+    (drv.src[4], drv.src[6], drv.dst[4], drv.dst[6]) = (MEMORY_DEVICE, ones, MEMORY_DEVICE, d);
+    gpu.write(d, &[0.0; N]);
+    let g = one_node_graph(&gpu, |node, g| unsafe { add_drv(node, g, null(), 0, &drv, null_mut()) });
+    flatten_refuses_the_copy(&gpu, g, "kind is 0");
+    assert_eq!(gpu.read(d, N), vec![1.0; N]);
+}
+
+/// A runtime failure while the planned nodes are being added (a node, or a raw kernel node's
+/// launch attributes): the nodes added so far are destroyed again, so the parent is as it was (its nodes, sites and runtime graph) and records,
+/// finalizes and runs on. When destroying them fails too, those left stay recorded and the error
+/// says so.
+#[test]
+fn a_failed_add_while_flattening_leaves_the_parent_as_it_was() {
+    // hipsim's counters and quirks are process-wide.
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let k = &gpu.k;
+    let (x, y, d, w) = (zeroed(&gpu), gpu.upload(&[1.0; N]), zeroed(&gpu), zeroed(&gpu));
+    // child: fill(x = 2) → axpy(y += x) → memset(d = 5), added in that order.
+    let child = Cb::nested();
+    let f = child.kernel(&[], k.fill_u32, N as u64, &args::fill(x, 2.0f32.to_bits(), N as u64));
+    let a = child.kernel(&[f], k.axpy_f32, N as u64, &args::axpy(y, x, 1.0, N as u64));
+    child.memset(&[a], d, 5, 4, N as u64);
+    child.finalize();
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (y, BYTES), (d, BYTES), (w, BYTES)]);
+    let first = parent.kernel(&[], k.fill_u32, N as u64, &args::fill(w, 7, N as u64));
+    let sites = parent.sites();
+
+    // The memset fails: the fill and the axpy were added.
+    let destroyed = sim.call_count("hipGraphDestroyNode");
+    sim.set_faults("hipGraphAddMemsetNode:1");
+    let failed = flatten(&parent, &[first], child.0, Graph(null_mut())).unwrap_err();
+    let message = last_error();
+    sim.set_faults("");
+    assert_eq!(failed, RCB_STATUS_RUNTIME_ERROR, "{message}");
+    assert!(message.contains("after adding 2 node(s), destroyed again") && message.contains("as it was"), "{message}");
+    assert_eq!(sim.call_count("hipGraphDestroyNode") - destroyed, 2);
+    assert_eq!((node_count(&parent), parent.sites()), (1, sites), "nothing of the child recorded");
+
+    let (group, report) = flatten(&parent, &[first], child.0, Graph(null_mut())).unwrap();
+    assert_eq!((report.flattened, report.nodes), (1, 3), "{}", reason(&report));
+    parent.memcpy(&[group], x, d, BYTES);
+    parent.finalize();
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(parent.0, &mut template) });
+    assert_eq!(gpu.rt.graph_nodes(Graph(template)).unwrap().len(), 5, "the runtime's graph holds no node of the failed attempt");
+    parent.launch(&gpu);
+    assert_eq!((u32s(&gpu, w), gpu.read(y, N), u32s(&gpu, x)), (vec![7; N], vec![3.0; N], vec![5; N]));
+
+    // The memset fails, and so does destroying the axpy: both stay.
+    let other = Cb::primary();
+    sim.set_faults("hipGraphAddMemsetNode:1,hipGraphDestroyNode:1");
+    let failed = flatten(&other, &[], child.0, Graph(null_mut())).unwrap_err();
+    let message = last_error();
+    sim.set_faults("");
+    assert_eq!(failed, RCB_STATUS_RUNTIME_ERROR, "{message}");
+    assert!(message.contains("destroying them failed") && message.contains("2 stay"), "{message}");
+    assert_eq!(node_count(&other), 2);
+
+    // A raw kernel node added whose launch attributes then fail to copy goes too.
+    let raw = gpu.rt.graph_create().unwrap();
+    gpu.rt.add_kernel_node(raw, &[], &common::launch(k.fill_u32, &fill_args(w, 9))).unwrap();
+    let third = Cb::primary();
+    sim.set_faults("hipGraphKernelNodeCopyAttributes:1");
+    let failed = flatten(&third, &[], null(), raw).unwrap_err();
+    let message = last_error();
+    sim.set_faults("");
+    gpu.rt.graph_destroy(raw).unwrap();
+    assert_eq!(failed, RCB_STATUS_RUNTIME_ERROR, "{message}");
+    assert!(message.contains("after adding 1 node(s), destroyed again"), "{message}");
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(third.0, &mut template) });
+    assert_eq!((node_count(&third), gpu.rt.graph_nodes(Graph(template)).unwrap().len()), (0, 0));
 }
 
 #[test]

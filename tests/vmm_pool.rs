@@ -595,6 +595,42 @@ fn stream_ordered_acquire_and_release_survive_failed_stream_memory_operations() 
     rt.stream_destroy(stream).unwrap();
 }
 
+/// On HIP a release and a stream-ordered acquire refuse a stream whose capture state the runtime
+/// cannot tell (clr answers hipErrorStreamCaptureImplicit for the null stream while another
+/// stream captures in global mode; here a fault of `hipStreamIsCapturing`): it may be capturing,
+/// and the timeline write or wait would then run outside the capture. Nothing changes; once the
+/// query answers, both go through.
+#[test]
+fn an_unknown_capture_state_is_refused_where_the_runtime_would_not_capture() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 1, &SIZES, 1000));
+    let first = acquire(pool);
+    sim.set_faults("hipStreamIsCapturing:1,hipStreamIsCapturing:2");
+    let released = unsafe { rcb_vmm_pool_release(pool, &first, stream.0) };
+    let release_error = last_error();
+    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let acquired = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut second) };
+    let acquire_error = last_error();
+    sim.set_faults("");
+    assert_eq!(released, RCB_STATUS_RUNTIME_ERROR, "{release_error}");
+    assert!(release_error.contains("cannot be told") && release_error.contains("still held"), "{release_error}");
+    assert_eq!(acquired, RCB_STATUS_RUNTIME_ERROR, "{acquire_error}");
+    assert!(acquire_error.contains("cannot be told") && acquire_error.contains("no iteration was taken"), "{acquire_error}");
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!((second.iteration, timeline(pool, 0)), (77, 0), "nothing written or taken");
+    release(pool, &first, stream);
+    let second = acquire_on_stream(pool, stream);
+    assert_eq!(second.iteration, 1, "the refused acquire took no iteration");
+    release(pool, &second, stream);
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!(timeline(pool, 0), 2);
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}
+
 /// A release and a stream-ordered acquire on a capturing stream. CUDA captures the timeline write
 /// and the wait, so they take effect when the graph runs. HIP runs them on the stream at once,
 /// outside the capture (the software GPU does so under its `clr_stream_memops` quirk): a release

@@ -14,9 +14,16 @@
 //!
 //! A memcpy node of a raw graph is re-created from the runtime's report of its parameters only
 //! where that report can be trusted (`Runtime::memcpy_read_back`): never on HIP before 7.2, which
-//! does not fill a 1-D node's, and on HIP from 7.2 only in a graph whose memcpy nodes no command
-//! buffer has changed (the runtime reports them as they were made: `CmdBuf::memcpy_set`, carried
-//! to embedding command buffers and published templates). Otherwise the child falls back.
+//! does not fill a 1-D node's, nor after 7.2, not yet read; on HIP 7.2, which reports a node's
+//! parameters as they were made, only at the top level of a graph whose memcpy nodes no command
+//! buffer has changed (`CmdBuf::memcpy_set`, published with a template handed out). A nested
+//! child graph is a clone, and a clone keeps the reports of the graph it was made from, which may
+//! be a template changed since: nothing tells, so a memcpy node in one is not read there.
+//! Otherwise the child falls back, and so it does for a report that is not a plain 1-D
+//! device-to-device copy, the only copy the library re-creates.
+//!
+//! Nodes are added only once the whole child is planned; should the runtime fail to add one,
+//! those added so far are destroyed again, so the parent is left as it was.
 //!
 //! A flattened node may read what its source graph owns and no parameter shows: a captured
 //! graph holds user objects (NCCL attaches its persistent work buffers to the graph it was
@@ -84,6 +91,8 @@ struct Planner<'a> {
     /// The graph's memcpy nodes may have been changed by the library since they were made (see
     /// `CmdBuf::memcpy_set`).
     memcpy_set: bool,
+    /// How many child nodes deep the graph being planned lies in the source.
+    depth: u32,
     plan: Vec<Planned>,
 }
 
@@ -93,8 +102,9 @@ impl CmdBuf {
     /// When a node cannot be flattened the child is added as one cloned child node instead
     /// (logged at warn, reason in the report).
     ///
-    /// A runtime failure while the nodes are being added leaves the nodes added so far in the
-    /// command buffer (recorded, so they are patched like any other) and returns the error.
+    /// A runtime failure while the nodes are being added destroys the nodes added so far and
+    /// returns the error, the command buffer as it was; should a destroy fail too, the nodes not
+    /// destroyed stay (recorded, so they are patched like any other) and the error says so.
     pub fn add_flattened_child(&mut self, deps: &[NodeId], source: Source<'_>) -> Result<(NodeId, FlattenReport)> {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
@@ -105,17 +115,30 @@ impl CmdBuf {
                 let plan = planner.plan;
                 let keeps = self.keeps_for(&source)?;
                 let first = self.nodes.len() as NodeId;
-                let added = self.add_plan(deps, plan, exits);
-                // Nodes added before a failure stay and may read the source's objects too.
-                let holder = match &added {
-                    Ok((group, _)) => Some(*group),
-                    Err(_) => (self.nodes.len() as NodeId > first).then_some(first),
+                let failure = match self.add_plan(deps, plan, exits) {
+                    Ok((group, report)) => {
+                        self.keep(group, keeps);
+                        return Ok((group, report));
+                    }
+                    Err(e) => e,
                 };
-                match holder {
-                    Some(node) => self.keep(node, keeps),
-                    None => self.destroy_all(keeps),
+                let added = self.nodes.len() as NodeId - first;
+                match self.remove_nodes_from(first) {
+                    Ok(()) => {
+                        self.destroy_all(keeps);
+                        Err(failure.context(format!(
+                            "flattening stopped after adding {added} node(s), destroyed again: the command buffer is as it was"
+                        )))
+                    }
+                    Err(e) => {
+                        // The nodes left may read the source's objects too.
+                        self.keep(first, keeps);
+                        let left = self.nodes.len() as NodeId - first;
+                        Err(failure.context(format!(
+                            "flattening stopped after adding {added} node(s), and destroying them failed ({e}): {left} stay in the command buffer, which should be re-recorded"
+                        )))
+                    }
                 }
-                added
             }
             Err(Refusal { reason, counted_as }) => {
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
@@ -219,12 +242,7 @@ impl CmdBuf {
         let first = self.nodes.len() as NodeId;
         let mut data_edges = Vec::new();
         for (k, entry) in plan.into_iter().enumerate() {
-            let added = self.add_planned(first, entry, &mut data_edges);
-            if let Err(e) = added {
-                return Err(e.context(format!(
-                    "flattening stopped after {k} node(s); they stay in the command buffer, which should be re-recorded"
-                )));
-            }
+            self.add_planned(first, entry, &mut data_edges).map_err(|e| e.context(format!("re-creating node {k} of the child")))?;
         }
         let count = self.nodes.len() as NodeId - first;
         if !data_edges.is_empty() {
@@ -249,14 +267,15 @@ impl CmdBuf {
         let plain: Vec<Node> =
             entry.deps.iter().filter(|(_, data)| *data == EdgeData::default()).map(|&(d, _)| raw_of(&self.nodes, d)).collect();
         let raw = entry.params.add_to(self.rt, self.graph, &plain)?;
-        if let Some(src) = entry.attributes_from {
-            self.rt.copy_kernel_node_attributes(raw, src)?;
-        }
         for &(d, data) in entry.deps.iter().filter(|(_, data)| *data != EdgeData::default()) {
             data_edges.push(Edge { from: raw_of(&self.nodes, d), to: raw, data });
         }
+        // Recorded before anything else can fail, so that a failure destroys it with the rest.
         self.push_record(raw, entry.params);
-        Ok(())
+        match entry.attributes_from {
+            Some(src) => self.rt.copy_kernel_node_attributes(raw, src),
+            None => Ok(()),
+        }
     }
 }
 
@@ -338,9 +357,13 @@ impl Planner<'_> {
             NodeType::Memcpy => {
                 let untrusted = match self.rt.memcpy_read_back() {
                     MemcpyReadBack::Reliable => None,
-                    MemcpyReadBack::AsCreated(why) => {
-                        self.memcpy_set.then(|| format!("{why}, and the library changed this graph's memcpy nodes"))
+                    MemcpyReadBack::AsCreated(why) if self.memcpy_set => {
+                        Some(format!("{why}, and the library changed this graph's memcpy nodes"))
                     }
+                    MemcpyReadBack::AsCreated(why) if self.depth > 0 => Some(format!(
+                        "{why}, and this node lies in a nested child graph: a clone, which keeps the reports of the graph it was made from, changed since or not"
+                    )),
+                    MemcpyReadBack::AsCreated(_) => None,
                     MemcpyReadBack::Never(why) => Some(why),
                 };
                 if let Some(why) = untrusted {
@@ -362,7 +385,10 @@ impl Planner<'_> {
                     Ok(g) => g,
                     Err(e) => return refuse(format!("reading a nested child node: {e}")),
                 };
-                return match self.graph(inner, &deps)? {
+                self.depth += 1;
+                let planned = self.graph(inner, &deps);
+                self.depth -= 1;
+                return match planned? {
                     // An empty nested graph still orders what comes before and after it.
                     Ok(exits) if exits.is_empty() => Ok(Ok(vec![self.push(Params::Empty, deps, None)])),
                     other => Ok(other),
@@ -390,11 +416,24 @@ impl<'a> Planner<'a> {
             }
             Source::Graph(g) => (*g, HashMap::new(), super::published::memcpy_set(*g)),
         };
-        Ok((graph, Planner { rt, known, memcpy_set, plan: Vec::new() }))
+        Ok((graph, Planner { rt, known, memcpy_set, depth: 0, plan: Vec::new() }))
     }
 }
 
 impl CmdBuf {
+    /// Destroys the nodes from `first` on, newest first, and forgets them with their sites and
+    /// pins; nodes the runtime fails to destroy stay, with those before them.
+    fn remove_nodes_from(&mut self, first: NodeId) -> Result<()> {
+        while let Some(last) = (self.nodes.len() as NodeId).checked_sub(1).filter(|&n| n >= first) {
+            self.rt.node_destroy(self.nodes[last as usize].raw).map_err(|e| e.context(format!("destroying node {last}")))?;
+            self.detach_pins(last);
+            for site in self.nodes.pop().expect("checked above").sites {
+                self.patches.remove(site);
+            }
+        }
+        Ok(())
+    }
+
     /// Clones of every graph whose objects the nodes flattened from `source` may read, and of
     /// the graphs kept beside a raw graph that another command buffer handed out as its template
     /// (see `published.rs`).

@@ -107,10 +107,11 @@ pub struct CmdBuf {
     /// The template was handed out as a raw graph while this command buffer kept graphs, so
     /// they are published with it (see `published.rs`) for as long as they are kept.
     published: bool,
-    /// A memcpy node of the template, or of a graph cloned into it as a child node, may have
-    /// been changed through the runtime's 1-D setter since it was made: on HIP from 7.2 it then
-    /// reports the parameters it was made with, so none is read back from this graph (see
-    /// `Runtime::memcpy_read_back`). Only set, never cleared.
+    /// A memcpy node of the template may have been changed through the runtime's 1-D setter
+    /// since it was made: on HIP 7.2 it then reports the parameters it was made with, so none is
+    /// read back from this graph (see `Runtime::memcpy_read_back`). Those of the graphs cloned
+    /// into it as child nodes are never read back there (see `flatten.rs`). Only set, never
+    /// cleared.
     memcpy_set: bool,
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
@@ -257,9 +258,7 @@ impl CmdBuf {
         self.raw_deps(deps)?;
         let graph = child.graph_to_embed()?;
         let keeps = self.clone_all(child.kept_graphs())?;
-        let id = self.add_child_node(deps, graph, child.references(), child.graph_push_bytes(), keeps)?;
-        self.note_memcpy_set(child.memcpy_set);
-        Ok(id)
+        self.add_child_node(deps, graph, child.references(), child.graph_push_bytes(), keeps)
     }
 
     /// Every graph this command buffer keeps for what its nodes may read (see `kept`), and the
@@ -318,8 +317,8 @@ impl CmdBuf {
         }
     }
 
-    /// Notes that a memcpy node of the template (or of a graph cloned into it) may now report
-    /// stale parameters (see `memcpy_set`); `set` false changes nothing.
+    /// Notes that a memcpy node of the template may now report stale parameters (see
+    /// `memcpy_set`); `set` false changes nothing.
     fn note_memcpy_set(&mut self, set: bool) {
         if set && !self.memcpy_set {
             self.memcpy_set = true;
@@ -335,9 +334,7 @@ impl CmdBuf {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
         let keeps = published::clone_kept(self.rt, graph)?;
-        let id = self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)?;
-        self.note_memcpy_set(published::memcpy_set(graph));
-        Ok(id)
+        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)
     }
 
     /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`);
@@ -437,9 +434,7 @@ impl CmdBuf {
         let refs = child.references();
         let bytes = child.graph_push_bytes();
         let kept = child.kept_graphs();
-        self.set_child(node, graph, refs, bytes, |cb| cb.clone_all(kept))?;
-        self.note_memcpy_set(child.memcpy_set);
-        Ok(())
+        self.set_child(node, graph, refs, bytes, |cb| cb.clone_all(kept))
     }
 
     /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
@@ -447,9 +442,7 @@ impl CmdBuf {
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
         let bytes = budget::listed_graph_bytes(self.rt, graph);
-        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))?;
-        self.note_memcpy_set(published::memcpy_set(graph));
-        Ok(())
+        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))
     }
 
     /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `keeps`: clones

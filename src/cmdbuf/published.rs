@@ -8,8 +8,9 @@
 //! So whatever embeds or flattens a raw graph also keeps clones of what is published for it.
 //!
 //! A template whose memcpy nodes the library changed (`CmdBuf::memcpy_set`) is published as such
-//! too: on HIP from 7.2 such a node reports the parameters it was created with, so flattening the
-//! template must not read them back, and a graph that embeds it inherits the mark.
+//! too: on HIP 7.2 such a node reports the parameters it was created with, so flattening the
+//! template must not read them back. A graph that embeds a clone of it cannot be told by the
+//! clone, so flattening reads back no memcpy node of a nested child graph there (`flatten.rs`).
 //!
 //! Each template's entry has a lock of its own, held while its graphs are cloned; a command buffer
 //! replaces or withdraws its entry under that lock before it destroys or retires a kept graph, so

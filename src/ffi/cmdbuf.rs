@@ -1247,13 +1247,17 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// Memcpy nodes of a raw graph are read back only where the runtime reports them reliably. CUDA
 /// does. HIP before 7.2 never fills the parameters of a 1-D memcpy node
 /// (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`), so a child holding any memcpy node
-/// falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version).
-/// HIP from 7.2 reports the parameters a node was created with, not those that
-/// `hipGraphMemcpyNodeSetParams1D` gave it since: the library falls back for graphs whose memcpy
-/// nodes it changed itself (the template of a command buffer whose memcpy nodes an update moved,
-/// handed out by `rcb_cmdbuf_graph`, and whatever embeds it), but cannot see a change you made:
-/// do not pass a raw graph whose memcpy nodes you changed with
-/// `hipGraphMemcpyNodeSetParams1D` (or a clone of one) on HIP.
+/// falls back there (`RCB_FALLBACK_MEMCPY_UNREADABLE`, the reason naming the runtime's version),
+/// and so it does on HIP after 7.2, whose report has not been read yet. HIP 7.2 reports the
+/// parameters a node was created with, not those that `hipGraphMemcpyNodeSetParams1D` gave it
+/// since, and a clone keeps them: the library falls back for graphs whose memcpy nodes it changed
+/// itself (the template of a command buffer whose memcpy nodes an update moved, handed out by
+/// `rcb_cmdbuf_graph`) and for any memcpy node in a nested child graph (a clone, which may come
+/// from such a template), but cannot see a change you made: do not pass a raw graph whose memcpy
+/// nodes you changed with `hipGraphMemcpyNodeSetParams1D`, or a clone of one (of a template
+/// `rcb_cmdbuf_graph` handed out included), on HIP. A memcpy node is re-created only as the
+/// library adds one, a 1-D device-to-device copy: a report of anything else (another kind, an
+/// offset, more than one row, a copy to or from a symbol) falls back.
 ///
 /// Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
 /// that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,
@@ -1266,8 +1270,9 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 ///
 /// `*group` is written on success: the node later commands depend on (the child's single exit
 /// node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.
-/// A runtime failure while nodes are being added returns its status and leaves the nodes added
-/// so far in `cb` (re-record it).
+/// A runtime failure while nodes are being added returns its status after destroying the nodes
+/// added so far, `cb` as it was; only when destroying one fails too do the nodes left stay in
+/// `cb` (the message says so: re-record it).
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.

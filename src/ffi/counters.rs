@@ -52,9 +52,10 @@ pub const RCB_FALLBACK_OVERLAPPING_ALLOCATIONS: u32 = 7;
 /// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) added a child
 /// as one cloned child node because the parameters of one of its memcpy nodes, as the runtime
 /// reports them, cannot be trusted: HIP before 7.2 never fills those of a 1-D memcpy node
-/// (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); from 7.2 they are the ones the node
+/// (`hipGraphAddMemcpyNode1D`, a captured `hipMemcpyAsync`); in 7.2 they are the ones the node
 /// was created with, stale once a command buffer has changed it (its template handed out by
-/// `rcb_cmdbuf_graph`, or embedded as a child). The reason names the runtime's version.
+/// `rcb_cmdbuf_graph`, or a clone of it in a nested child graph); after 7.2 they have not been
+/// read yet. The reason names the runtime's version.
 pub const RCB_FALLBACK_MEMCPY_UNREADABLE: u32 = 8;
 
 const _: () = {

@@ -178,7 +178,9 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
 /// On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
 /// the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
 /// of capturing it, so this returns `RCB_STATUS_INVALID_STATE` there, before any iteration is
-/// taken.
+/// taken; where HIP cannot say whether `stream` is capturing (`hipStreamIsCapturing` fails, as
+/// it does for the null stream while another stream captures in global mode), its error,
+/// likewise before any iteration is taken.
 ///
 /// Thread-safety: any thread; concurrent calls get distinct iterations.
 ///
@@ -216,7 +218,9 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
 /// for that); HIP runs `hipStreamWriteValue64` on the stream at once instead of capturing it,
 /// which would free the slot while the captured work has not run, so this returns
 /// `RCB_STATUS_INVALID_STATE` there and the slot stays held: release it on a stream that is not
-/// capturing, after the graph's launch.
+/// capturing, after the graph's launch. Where HIP cannot say whether `stream` is capturing
+/// (`hipStreamIsCapturing` fails, as it does for the null stream while another stream captures
+/// in global mode), this returns its error and the slot stays held too.
 ///
 /// Thread-safety: any thread.
 ///

@@ -63,6 +63,8 @@ pub trait Graphs {
     fn graph_destroy(&self, graph: Graph) -> Result<()>;
     /// A new graph holding a copy of `graph`'s nodes and edges; the caller owns it.
     fn graph_clone(&self, graph: Graph) -> Result<Graph>;
+    /// Removes `node` and its edges from its graph.
+    fn node_destroy(&self, node: Node) -> Result<()>;
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], kernel: &KernelParams<'_>) -> Result<Node>;
     /// Adds a kernel node whose arguments the runtime copies through `kernel.params` during the
     /// call (`kernelParams`, no `extra`).

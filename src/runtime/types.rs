@@ -134,9 +134,10 @@ pub enum MemcpyReadBack {
     /// Always the node's current parameters (CUDA).
     Reliable,
     /// The parameters the node was created with: right unless the node (or the one it was
-    /// cloned from) was changed since through the runtime's 1-D setter (HIP from 7.2).
+    /// cloned from) was changed since through the runtime's 1-D setter (HIP 7.2).
     AsCreated(String),
-    /// Never to be trusted: the runtime may not have filled them at all (HIP before 7.2).
+    /// Never to be trusted: the runtime may not have filled them at all (HIP before 7.2), or how
+    /// it fills them has not been read (HIP after 7.2).
     Never(String),
 }
 

@@ -291,14 +291,20 @@ impl VmmPool {
 
     /// Refuses a capturing `stream` when the runtime runs stream writes and waits at once instead
     /// of capturing them (HIP); `why` says what that would do. A stream whose capture state
-    /// cannot be queried is taken as not capturing.
+    /// cannot be queried is refused too, with the runtime's error: clr answers
+    /// hipErrorStreamCaptureImplicit for the null stream while another stream captures in global
+    /// mode, and a capture in progress is what the query is there to find.
     fn refuse_uncaptured(&self, stream: Stream, why: &str) -> Result<()> {
         if self.rt.stream_memory()?.memory_ops_captured() {
             return Ok(());
         }
         match self.rt.stream_is_capturing(stream) {
+            Ok(false) => Ok(()),
             Ok(true) => Err(Error::invalid_state(format!("the stream is capturing, and HIP's {why}"))),
-            _ => Ok(()),
+            Err(e) => Err(Error::new(
+                e.kind,
+                format!("whether the stream is capturing cannot be told ({}), and if it is, HIP's {why}", e.message),
+            )),
         }
     }
 

@@ -54,8 +54,13 @@ extern "C" __global__ void rcb_test_copy_u8(uint8_t* dst, const uint8_t* src, ui
 
 // Keeps the stream busy for about `microseconds` of wall-clock time (every thread spins). The
 // steady counter is the GPU's constant-rate clock (s_memrealtime on gfx9, the real-time message
-// on gfx11), taken to run at 100 MHz as AMD documents for MI200 and MI300
-// (hipDeviceAttributeWallClockRate); on a device with another rate the wait scales with it.
+// on gfx11), taken to run at 100 MHz as AMD documents for MI200 and MI300; the rate of the gfx950
+// and gfx1100 builds is not known here. The device reports its rate as
+// hipDeviceAttributeWallClockRate (kHz; 10017 in the 5.7.1 to 7.2.4 headers, absent from
+// 5.2.3's), but the rate is not passed in: the argument list is the one kernels.cu, the software
+// GPU's built-in kernel and the C and C++ test programs share, which give microseconds only. On a
+// device with another rate every wait scales by 100 MHz / rate; the tests use the sleep to keep a
+// stream busy, and a test that needs it busy past a timeout fails visibly when it is shorter.
 extern "C" __global__ void rcb_test_sleep(uint64_t microseconds) {
     uint64_t start = __builtin_readsteadycounter();
     while (__builtin_readsteadycounter() - start < microseconds * 100) {

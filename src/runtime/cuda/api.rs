@@ -51,6 +51,7 @@ symbol_table! {
         cuGraphAddMemsetNode: fn(*mut P, P, *const P, usize, *const MemsetNodeParams, P) -> R;
         cuGraphAddEmptyNode: fn(*mut P, P, *const P, usize) -> R;
         cuGraphAddChildGraphNode: fn(*mut P, P, *const P, usize, P) -> R;
+        cuGraphDestroyNode: fn(P) -> R;
         cuGraphAddDependencies_v2: fn(P, *const P, *const P, *const EdgeDataRaw, usize) -> R;
         cuGraphGetNodes: fn(P, *mut P, *mut usize) -> R;
         cuGraphGetEdges_v2: fn(P, *mut P, *mut P, *mut EdgeDataRaw, *mut usize) -> R;

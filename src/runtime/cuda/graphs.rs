@@ -28,6 +28,11 @@ impl Graphs for CudaRuntime {
         Ok(Graph(g))
     }
 
+    fn node_destroy(&self, node: Node) -> Result<()> {
+        // SAFETY: the caller owns the node's graph, keeps it live and gives the node up here.
+        self.call("cuGraphDestroyNode", || unsafe { (self.core.cuGraphDestroyNode)(node.0) })
+    }
+
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], k: &KernelParams<'_>) -> Result<Node> {
         let (d, n) = common::dependencies(deps);
         with_extra(k.args, |extra| {

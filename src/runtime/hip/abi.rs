@@ -1,5 +1,5 @@
 //! What this backend relies on in the HIP ABI of one runtime version, as a table that the HIP
-//! ABI probe (`ci/hip-abi.sh`, `tests/hip_abi/probe.py`) checks against the real headers of that
+//! ABI probe (`ci/hip-versions.sh`, `tests/hip_abi/probe.py`) checks against the real headers of that
 //! version: every prototype it loads (parameter names, order and types), the size of each C type
 //! it stands in for, the offset and size of each struct field it writes or reads, each constant
 //! it passes or compares with, and which node-type numbers it takes for which kind of node.
@@ -192,6 +192,8 @@ fn c_type(rust: &str) -> Option<String> {
         "usize" => "size_t",
         "u64" => "uint64_t",
         "hipKernelNodeParams" | "hipMemAccessDesc" => rust,
+        // The two ends of hipGraphKernelNodeCopyAttributes, typed apart (api.rs).
+        "SourceNode" | "DestinationNode" => "hipGraphNode_t",
         alias => api::SIZES.iter().find(|(name, _)| *name == alias)?.0,
     };
     Some(c.to_owned())
@@ -281,9 +283,9 @@ mod tests {
         assert!(new.contains("{\"name\": \"hipDeviceProp_tR0600\", \"size\": 1472, \"fields\": [[\"gcnArchName\", 1160, 256]]}"), "{new}");
     }
 
-    /// Writes the table of `RCB_HIP_ABI_VERSION` to `RCB_HIP_ABI_TABLE` (ci/hip-abi.sh runs it).
+    /// Writes the table of `RCB_HIP_ABI_VERSION` to `RCB_HIP_ABI_TABLE` (ci/hip-versions.sh runs it).
     #[test]
-    #[ignore = "a tool: ci/hip-abi.sh runs it with the version of each header set"]
+    #[ignore = "a tool: ci/hip-versions.sh runs it with the version of each header set"]
     fn write_table() {
         let version: i32 = std::env::var("RCB_HIP_ABI_VERSION").expect("RCB_HIP_ABI_VERSION").parse().expect("a version number");
         let path = std::env::var("RCB_HIP_ABI_TABLE").expect("RCB_HIP_ABI_TABLE");

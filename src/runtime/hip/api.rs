@@ -102,6 +102,7 @@ symbol_table! {
             pGraphNode: *mut hipGraphNode_t, graph: hipGraph_t, pDependencies: *const hipGraphNode_t, numDependencies: usize,
             childGraph: hipGraph_t
         ) -> hipError_t;
+        hipGraphDestroyNode: fn(node: hipGraphNode_t) -> hipError_t;
         hipGraphAddDependencies: fn(
             graph: hipGraph_t, from: *const hipGraphNode_t, to: *const hipGraphNode_t, numDependencies: usize
         ) -> hipError_t;
@@ -192,11 +193,20 @@ symbol_table! {
     }
 }
 
+/// The node `hipGraphKernelNodeCopyAttributes` copies from: HIP takes it first, the reverse of
+/// CUDA's `cuGraphKernelNodeCopyAttributes(dst, src)`, so each end has a type of its own and a
+/// call with the two swapped does not compile.
+#[repr(transparent)]
+pub struct SourceNode(pub hipGraphNode_t);
+
+/// The node `hipGraphKernelNodeCopyAttributes` copies to (see [`SourceNode`]).
+#[repr(transparent)]
+pub struct DestinationNode(pub hipGraphNode_t);
+
 symbol_table! {
-    /// Kernel-node launch attributes (ROCm 5.5+), the parameters in the order `graphs.rs` passes
-    /// them.
+    /// Kernel-node launch attributes (ROCm 5.5+).
     pub struct NodeAttributes {
-        hipGraphKernelNodeCopyAttributes: fn(hSrc: hipGraphNode_t, hDst: hipGraphNode_t) -> hipError_t;
+        hipGraphKernelNodeCopyAttributes: fn(hSrc: SourceNode, hDst: DestinationNode) -> hipError_t;
     }
 }
 

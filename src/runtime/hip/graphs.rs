@@ -1,5 +1,6 @@
 //! Graph templates and executable graphs.
 
+use super::api::{DestinationNode, SourceNode};
 use super::layout::Memcpy3DParms;
 use super::{EXTRA_KEYS, HipRuntime, ptr, with_extra};
 use crate::error::{Error, Result};
@@ -41,6 +42,11 @@ impl Graphs for HipRuntime {
         // SAFETY: a valid out-pointer; the caller keeps the graph live.
         self.check("hipGraphClone", unsafe { (self.core.hipGraphClone)(&mut g, graph.0) })?;
         Ok(Graph(g))
+    }
+
+    fn node_destroy(&self, node: Node) -> Result<()> {
+        // SAFETY: the caller owns the node's graph, keeps it live and gives the node up here.
+        self.check("hipGraphDestroyNode", unsafe { (self.core.hipGraphDestroyNode)(node.0) })
     }
 
     fn add_kernel_node(&self, graph: Graph, deps: &[Node], k: &KernelParams<'_>) -> Result<Node> {
@@ -169,7 +175,9 @@ impl Graphs for HipRuntime {
             // (clr runs `hDst->CopyAttr(hSrc)`); swapped, a source with an attribute set fails
             // with hipErrorInvalidContext and the new node gets nothing.
             // SAFETY: the caller keeps both kernel nodes live.
-            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe { (a.hipGraphKernelNodeCopyAttributes)(src.0, dst.0) }),
+            Some(a) => self.check("hipGraphKernelNodeCopyAttributes", unsafe {
+                (a.hipGraphKernelNodeCopyAttributes)(SourceNode(src.0), DestinationNode(dst.0))
+            }),
             // Runtimes before 5.5 have no kernel-node attributes to lose.
             None => Ok(()),
         }
@@ -187,7 +195,7 @@ impl Graphs for HipRuntime {
         let mut p: Memcpy3DParms = unsafe { std::mem::zeroed() };
         // SAFETY: a valid out-pointer; the caller keeps the node live.
         self.check("hipGraphMemcpyNodeGetParams", unsafe { (self.core.hipGraphMemcpyNodeGetParams)(node.0, &mut p) })?;
-        self.layout.memcpy_read(&p).ok_or_else(|| Error::unsupported("the memcpy node is not a 1-D copy"))
+        self.layout.memcpy_read(&p).map_err(|why| Error::unsupported(format!("the memcpy node is not a 1-D device-to-device copy: {why}")))
     }
 
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams> {

@@ -11,6 +11,8 @@ const ROCM_5_3: i32 = 50_300_000;
 /// First runtime known to fill a 1-D memcpy node's 3-D parameters (read in the 7.2.4 binary; the
 /// 6.4.3 one does not, 7.0 and 7.1 were not read).
 const ROCM_7_2: i32 = 70_200_000;
+/// First runtime after the 7.2 series: how it reports a memcpy node has not been read.
+const ROCM_7_3: i32 = 70_300_000;
 /// First runtime whose header calls `hipGetDeviceProperties` `hipGetDevicePropertiesR0600`, with
 /// a `hipDeviceProp_t` (`hipDeviceProp_tR0600`) of its own; the old symbol keeps the old layout.
 const ROCM_6_0: i32 = 60_000_000;
@@ -162,10 +164,15 @@ impl Layout {
     /// parameters). Before 7.2 clr never fills the 3-D parameters of such a node (5.x: the node
     /// is not a memcpy node at all and the call reads its other fields; 6.x: they are left
     /// uninitialised), and no call tells such a node from a 3-D one whose parameters are right.
-    /// From 7.2 they are filled when the node is made and never refreshed.
+    /// In 7.2 they are filled when the node is made and never refreshed. Later versions have not
+    /// been read, so nothing is trusted there until they are.
     pub fn memcpy_read_back(self) -> MemcpyReadBack {
         let v = super::version_text(self.version);
-        if self.version >= ROCM_7_2 {
+        if self.version >= ROCM_7_3 {
+            MemcpyReadBack::Never(format!(
+                "HIP {v} is newer than 7.2, the last version whose memcpy node report was read (how it fills a 1-D memcpy node's parameters is not yet read)"
+            ))
+        } else if self.version >= ROCM_7_2 {
             MemcpyReadBack::AsCreated(format!(
                 "HIP {v} reports a 1-D memcpy node's parameters as it was created: hipGraphMemcpyNodeSetParams1D does not refresh them"
             ))
@@ -176,15 +183,37 @@ impl Layout {
         }
     }
 
-    /// A 1-D copy read back as 3-D parameters; `None` when it is not a plain 1-D copy.
-    pub fn memcpy_read(self, raw: &Memcpy3DParms) -> Option<MemcpyParams> {
-        let one_d = raw.src_array.is_null()
-            && raw.dst_array.is_null()
-            && raw.extent.height <= 1
-            && raw.extent.depth <= 1
-            && raw.src_pos.x == 0
-            && raw.dst_pos.x == 0;
-        one_d.then_some(MemcpyParams { dst: raw.dst_ptr.ptr as u64, src: raw.src_ptr.ptr as u64, bytes: raw.extent.width })
+    /// The copy a memcpy node's report describes, when it is one the library re-creates exactly:
+    /// a 1-D device-to-device copy (`hipGraphAddMemcpyNode1D` with `hipMemcpyDeviceToDevice`, the
+    /// only kind it adds). `Err` says what else the report shows. clr reports a 1-D node as
+    /// both pointers, pitch 0, extent `{count, 1, 1}`, no array, no offset and the node's kind; a
+    /// 3-D node (`hipGraphAddMemcpyNode`, a captured `hipMemcpy3DAsync` or
+    /// `hipMemcpyParam2DAsync`) as given, so an offset or a row pitch shorter than the row would
+    /// make another copy; a copy to or from a symbol as a null destination or source; a
+    /// `hipDrvGraphAddMemcpyNode` node as its `HIP_MEMCPY3D` read in this layout.
+    pub fn memcpy_read(self, raw: &Memcpy3DParms) -> Result<MemcpyParams, String> {
+        let kind = raw.kind;
+        if kind != super::graphs::MEMCPY_DEVICE_TO_DEVICE {
+            return Err(format!("its kind is {kind}, not hipMemcpyDeviceToDevice (3), the only kind the library adds"));
+        }
+        if !raw.src_array.is_null() || !raw.dst_array.is_null() {
+            return Err(String::from("it copies from or to an array"));
+        }
+        let (s, d) = (raw.src_pos, raw.dst_pos);
+        if [s.x, s.y, s.z, d.x, d.y, d.z].iter().any(|&o| o != 0) {
+            return Err(format!("it starts at an offset (srcPos {{{}, {}, {}}}, dstPos {{{}, {}, {}}})", s.x, s.y, s.z, d.x, d.y, d.z));
+        }
+        let e = raw.extent;
+        if e.width == 0 || e.height != 1 || e.depth != 1 {
+            return Err(format!("its extent is {{{}, {}, {}}}, not one row of at least one byte", e.width, e.height, e.depth));
+        }
+        if raw.src_ptr.ptr.is_null() || raw.dst_ptr.ptr.is_null() {
+            return Err(String::from("its source or destination is null (a copy to or from a symbol reports one so)"));
+        }
+        if [raw.src_ptr.pitch, raw.dst_ptr.pitch].iter().any(|&p| p != 0 && p < e.width) {
+            return Err(format!("a pitch ({}, {}) is shorter than its row of {} bytes", raw.src_ptr.pitch, raw.dst_ptr.pitch, e.width));
+        }
+        Ok(MemcpyParams { dst: raw.dst_ptr.ptr as u64, src: raw.src_ptr.ptr as u64, bytes: e.width })
     }
 }
 
@@ -205,13 +234,96 @@ mod tests {
     }
 
     #[test]
-    fn memcpy_parameters_are_trusted_from_7_2_and_only_as_created() {
+    fn memcpy_parameters_are_trusted_in_7_2_only_and_only_as_created() {
         for v in [50_221_153, 50_731_921, 60_443_484, 70_153_000] {
             let MemcpyReadBack::Never(why) = Layout::for_version(v).memcpy_read_back() else { panic!("{v}: trusted") };
             assert!(why.starts_with(&format!("HIP {}", super::super::version_text(v))), "{why}");
         }
         let MemcpyReadBack::AsCreated(why) = Layout::for_version(70_253_211).memcpy_read_back() else { panic!("7.2.4") };
         assert!(why.contains("HIP 7.2.53211") && why.contains("SetParams1D"), "{why}");
+        // Versions after the one read are not trusted until they are read.
+        for v in [70_300_000, 70_312_345, 80_000_000] {
+            let MemcpyReadBack::Never(why) = Layout::for_version(v).memcpy_read_back() else { panic!("{v}: trusted") };
+            assert!(why.starts_with(&format!("HIP {}", super::super::version_text(v))) && why.contains("not yet read"), "{why}");
+        }
+    }
+
+    /// What clr 7.2 reports for a 1-D device-to-device node of `bytes` from `src` to `dst`.
+    fn one_d(dst: usize, src: usize, bytes: usize) -> Memcpy3DParms {
+        let zero = hipPos { x: 0, y: 0, z: 0 };
+        let pitched = |p: usize| hipPitchedPtr { ptr: p as *mut c_void, pitch: 0, xsize: 0, ysize: 0 };
+        Memcpy3DParms {
+            src_array: std::ptr::null_mut(),
+            src_pos: zero,
+            src_ptr: pitched(src),
+            dst_array: std::ptr::null_mut(),
+            dst_pos: zero,
+            dst_ptr: pitched(dst),
+            extent: hipExtent { width: bytes, height: 1, depth: 1 },
+            kind: 3,
+        }
+    }
+
+    #[test]
+    fn only_a_plain_1d_device_to_device_copy_is_read_back() {
+        let layout = Layout::for_version(70_253_211);
+        let good = one_d(0x1000, 0x2000, 64);
+        assert_eq!(layout.memcpy_read(&good), Ok(MemcpyParams { dst: 0x1000, src: 0x2000, bytes: 64 }));
+        // A 3-D node describing the same copy with a row pitch is the same copy.
+        let mut pitched = good;
+        (pitched.src_ptr.pitch, pitched.dst_ptr.pitch) = (64, 256);
+        assert_eq!(layout.memcpy_read(&pitched), Ok(MemcpyParams { dst: 0x1000, src: 0x2000, bytes: 64 }));
+
+        let refused = |what: &str, raw: Memcpy3DParms, needle: &str| {
+            let why = layout.memcpy_read(&raw).expect_err(what);
+            assert!(why.contains(needle), "{what}: {why}");
+        };
+        // hipMemcpyParam2DAsync / hipMemcpy3DAsync captured with one row and one slice, not
+        // starting at the first byte of each side.
+        let mut offsets = [good; 3];
+        offsets[0].src_pos.y = 1;
+        offsets[1].dst_pos.z = 2;
+        offsets[2].src_pos.x = 8;
+        for (i, raw) in offsets.into_iter().enumerate() {
+            refused(&format!("offset {i}"), raw, "offset");
+        }
+        // Host-to-device, device-to-host and default-kind copies are not re-created as D2D.
+        for kind in [0, 1, 2, 4] {
+            refused(&format!("kind {kind}"), Memcpy3DParms { kind, ..good }, &format!("kind is {kind}"));
+        }
+        // hipMemcpyToSymbolAsync / FromSymbolAsync captured: clr's symbol nodes report a null
+        // destination (to) or source (from).
+        refused("to a symbol", one_d(0, 0x2000, 64), "null");
+        refused("from a symbol", one_d(0x1000, 0, 64), "null");
+        refused("two rows", Memcpy3DParms { extent: hipExtent { width: 64, height: 2, depth: 1 }, ..good }, "extent");
+        refused("no row", Memcpy3DParms { extent: hipExtent { width: 64, height: 0, depth: 1 }, ..good }, "extent");
+        refused("no byte", Memcpy3DParms { extent: hipExtent { width: 0, height: 1, depth: 1 }, ..good }, "extent");
+        refused("an array", Memcpy3DParms { src_array: 0x10 as *mut c_void, ..good }, "array");
+        let mut short = good;
+        short.dst_ptr.pitch = 32;
+        refused("a short pitch", short, "pitch");
+    }
+
+    /// A `hipDrvGraphAddMemcpyNode` node holds a `HIP_MEMCPY3D` where a memcpy node holds its
+    /// parameters, and clr's `hipGraphMemcpyNodeGetParams` copies it out as `hipMemcpy3DParms`.
+    #[test]
+    fn a_driver_memcpy_node_read_as_3d_parameters_is_refused() {
+        // HIP's HIP_MEMCPY3D: per side XInBytes, Y, Z, LOD, MemoryType (+4), Host, Device, Array,
+        // Pitch, Height; then WidthInBytes, Height, Depth: 23 words. A device-to-device copy of
+        // 64 bytes with no offset and no pitch.
+        let mut words = [0u64; 23];
+        (words[4], words[6]) = (2, 0x2000); // source: hipMemoryTypeDevice, srcDevice
+        (words[14], words[16]) = (2, 0x1000); // destination: hipMemoryTypeDevice, dstDevice
+        (words[20], words[21], words[22]) = (64, 1, 1);
+        // SAFETY: 184 initialised bytes hold the 160 of the struct, which is all integers and
+        // pointers.
+        let raw: Memcpy3DParms = unsafe { std::ptr::read_unaligned(words.as_ptr().cast()) };
+        // A check of arrays, height and depth at most 1 and the x offsets alone takes it for a copy
+        // of 0x1000 bytes (dstDevice) from address 2 (the source's memory type) to address 0 (dstZ).
+        assert!(raw.src_array.is_null() && raw.dst_array.is_null() && raw.extent.height <= 1 && raw.extent.depth <= 1);
+        assert!(raw.src_pos.x == 0 && raw.dst_pos.x == 0 && raw.extent.width == 0x1000);
+        let why = Layout::for_version(70_253_211).memcpy_read(&raw).expect_err("a driver node");
+        assert!(why.contains("kind is 0"), "{why}");
     }
 
     #[test]

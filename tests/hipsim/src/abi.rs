@@ -68,6 +68,32 @@ pub struct Memcpy3DParms {
     pub kind: i32,
 }
 
+/// One side of a HIP_MEMCPY3D, 80 bytes.
+#[repr(C)]
+pub struct DrvMemcpySide {
+    pub x_in_bytes: usize,
+    pub y: usize,
+    pub z: usize,
+    pub lod: usize,
+    /// hipMemoryType: host 1, device 2, array 10, unified 11.
+    pub memory_type: i32,
+    pub host: *mut c_void,
+    pub device: usize,
+    pub array: *mut c_void,
+    pub pitch: usize,
+    pub height: usize,
+}
+
+/// HIP_MEMCPY3D (`hipDrvGraphAddMemcpyNode`), 184 bytes: unlike CUDA's, no reserved words.
+#[repr(C)]
+pub struct DrvMemcpy3D {
+    pub src: DrvMemcpySide,
+    pub dst: DrvMemcpySide,
+    pub width_in_bytes: usize,
+    pub height: usize,
+    pub depth: usize,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct MemLocation {
@@ -116,6 +142,8 @@ const _: () = {
     assert!(std::mem::offset_of!(MemsetParams, width) == 40);
     assert!(size_of::<Memcpy3DParms>() == 160);
     assert!(std::mem::offset_of!(Memcpy3DParms, kind) == 152);
+    assert!(size_of::<DrvMemcpy3D>() == 184);
+    assert!(std::mem::offset_of!(DrvMemcpy3D, dst) == 80);
     assert!(size_of::<MemAllocationProp>() == 32);
     assert!(size_of::<MemAccessDesc>() == 12);
     assert!(size_of::<AccessPolicyWindow>() == 32);

@@ -179,6 +179,7 @@ pub fn run_op(op: &Op, dev: i32) -> HipResult {
     match op {
         Op::Kernel(k) => k.kernel.run(dev, &k.args),
         Op::Memcpy { dst, src, count, kind } => memory::copy(dev, *dst, *src, *count, *kind),
+        Op::Memcpy3D(c) => c.run(dev),
         Op::Memset(m) => memory::memset(dev, m.dst, m.value, m.elem, m.width, m.height, m.pitch),
         Op::Host { func, user } => {
             // SAFETY: the program supplied the function and its user data for exactly this call.

@@ -47,6 +47,98 @@ impl MemsetOp {
     }
 }
 
+/// One side of a [`Copy3D`]: where its first byte lies in a pitched 3-D layout.
+#[derive(Clone, Copy)]
+pub struct CopySide {
+    pub ptr: u64,
+    pub x: usize,
+    pub y: usize,
+    pub z: usize,
+    /// Bytes from one row to the next.
+    pub pitch: usize,
+    /// Rows from one slice to the next.
+    pub rows: usize,
+}
+
+impl CopySide {
+    /// The address of row `y`, slice `z` of the copy.
+    fn row(&self, y: usize, z: usize) -> u64 {
+        self.ptr + ((self.z + z) * self.rows * self.pitch + (self.y + y) * self.pitch + self.x) as u64
+    }
+}
+
+/// A 3-D copy (`hipGraphAddMemcpyNode`, `hipDrvGraphAddMemcpyNode`): `height` rows of `width`
+/// bytes in each of `depth` slices.
+#[derive(Clone, Copy)]
+pub struct Copy3D {
+    pub src: CopySide,
+    pub dst: CopySide,
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+    pub kind: i32,
+}
+
+impl Copy3D {
+    /// Refuses an empty copy, a null side, and a side whose rows or slices would overlap (a
+    /// pitch shorter than its offset and row where it has rows apart, too few rows per slice
+    /// where it has slices apart).
+    pub fn checked(self) -> HipResult<Self> {
+        if self.width == 0 || self.height == 0 || self.depth == 0 {
+            return Err(INVALID_VALUE);
+        }
+        for s in [&self.src, &self.dst] {
+            let slices_apart = self.depth > 1 || s.z > 0;
+            let rows_apart = slices_apart || self.height > 1 || s.y > 0;
+            if s.ptr == 0 || (rows_apart && s.pitch < s.x + self.width) || (slices_apart && s.rows < s.y + self.height) {
+                return Err(INVALID_VALUE);
+            }
+        }
+        Ok(self)
+    }
+
+    pub fn run(&self, dev: i32) -> HipResult {
+        for z in 0..self.depth {
+            for y in 0..self.height {
+                crate::memory::copy(dev, self.dst.row(y, z), self.src.row(y, z), self.width, self.kind)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `hipGraphMemcpyNodeGetParams` reports for a memcpy node: the 160 bytes clr copies out of
+/// the node, as 20 words.
+#[derive(Clone, Copy)]
+pub struct MemcpyReport {
+    pub words: [u64; 20],
+    /// A 1-D node (clr's `GraphMemcpyNode1D`: `hipGraphAddMemcpyNode1D`, a captured copy, a copy
+    /// to or from a symbol), whose parameters clr fills only from ROCm 7.2.
+    pub one_d: bool,
+}
+
+impl MemcpyReport {
+    /// What clr 7.2 reports for a 1-D node: zero-filled, then both pointers, extent
+    /// `{count, 1, 1}` and the kind (a copy to or from a symbol has a null destination or source).
+    pub fn one_d(dst: u64, src: u64, count: usize, kind: i32) -> Self {
+        let mut words = [0u64; 20];
+        // srcPtr.ptr, dstPtr.ptr, extent, kind (an int in the low half of the last word).
+        (words[4], words[12], words[16], words[17], words[18], words[19]) = (src, dst, count as u64, 1, 1, kind as u32 as u64);
+        MemcpyReport { words, one_d: true }
+    }
+
+    /// What clr reports for any other memcpy node: the first 160 bytes of what it was given.
+    ///
+    /// # Safety
+    /// `p` points at 160 readable bytes.
+    pub unsafe fn as_given<T>(p: *const T) -> Self {
+        let mut words = [0u64; 20];
+        // SAFETY: per the contract; the words do not overlap the caller's struct.
+        unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), words.as_mut_ptr().cast::<u8>(), 160) };
+        MemcpyReport { words, one_d: false }
+    }
+}
+
 #[derive(Clone)]
 pub enum Op {
     Kernel(KernelOp),
@@ -56,6 +148,7 @@ pub enum Op {
         count: usize,
         kind: i32,
     },
+    Memcpy3D(Copy3D),
     Memset(MemsetOp),
     Host {
         func: unsafe extern "C" fn(*mut c_void),
@@ -78,7 +171,7 @@ impl Op {
     pub fn type_code(&self) -> i32 {
         match self {
             Op::Kernel(_) => 0,
-            Op::Memcpy { .. } => 1,
+            Op::Memcpy { .. } | Op::Memcpy3D(_) => 1,
             Op::Memset(_) => 2,
             Op::Host { .. } => 3,
             Op::Child(_) => 4,
@@ -122,10 +215,10 @@ pub struct Node {
     pub deps: Vec<usize>,
     /// Kept by a clone of the node, like clr's copy constructor (`CopyAttr`).
     pub attrs: KernelAttrs,
-    /// A memcpy node's parameters as it was created: what ROCm 7.2's
-    /// `hipGraphMemcpyNodeGetParams` reports, since `hipGraphMemcpyNodeSetParams1D` leaves them
-    /// (clr keeps them apart from the ones it runs). A clone copies them, as clr's does.
-    pub memcpy_as_created: Option<Op>,
+    /// What `hipGraphMemcpyNodeGetParams` reports for a memcpy node: set when it is created and
+    /// left by `hipGraphMemcpyNodeSetParams1D` (clr keeps a 1-D node's parameters apart from the
+    /// ones it runs). A clone copies it, as clr's does.
+    pub memcpy_report: Option<MemcpyReport>,
     views: Vec<ParamView>,
 }
 
@@ -187,7 +280,7 @@ pub struct Graph {
 #[derive(Default)]
 pub struct Graphs {
     graphs: HashMap<usize, Graph>,
-    /// Each live node's graph and its index there (a graph's nodes are never removed one by one),
+    /// Each live node's graph and its index there (renumbered when a node is removed),
     /// so that a setter finds its node in constant time, as on a GPU, on graphs of 100 000 nodes.
     owner: HashMap<usize, (usize, usize)>,
 }
@@ -237,8 +330,18 @@ impl Graphs {
         Ok(&mut self.graphs.get_mut(&g).expect("owner map is exact").nodes[i])
     }
 
-    /// Adds a node; a Child op must already hold this graph's private clone.
+    /// Adds a node; a Child op must already hold this graph's private clone. A 1-D memcpy node
+    /// reports its own parameters.
     pub fn add(&mut self, g: usize, deps: &[usize], op: Op) -> HipResult<usize> {
+        let report = match op {
+            Op::Memcpy { dst, src, count, kind } => Some(MemcpyReport::one_d(dst, src, count, kind)),
+            _ => None,
+        };
+        self.add_reporting(g, deps, op, report)
+    }
+
+    /// Adds a memcpy node that reports `report` (or any node, with `None`).
+    pub fn add_reporting(&mut self, g: usize, deps: &[usize], op: Op, memcpy_report: Option<MemcpyReport>) -> HipResult<usize> {
         self.graph(g)?;
         for (i, d) in deps.iter().enumerate() {
             if self.owner.get(d).map(|&(owner, _)| owner) != Some(g) || deps[..i].contains(d) {
@@ -248,9 +351,26 @@ impl Graphs {
         let h = next_handle();
         let nodes = &mut self.graphs.get_mut(&g).expect("checked").nodes;
         self.owner.insert(h, (g, nodes.len()));
-        let memcpy_as_created = matches!(op, Op::Memcpy { .. }).then(|| op.clone());
-        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), memcpy_as_created, views: Vec::new() });
+        nodes.push(Node { handle: h, op, deps: deps.to_vec(), attrs: KernelAttrs::default(), memcpy_report, views: Vec::new() });
         Ok(h)
+    }
+
+    /// Removes `node` and its edges from its graph (`hipGraphDestroyNode`), with the graph a
+    /// child node embeds.
+    pub fn remove(&mut self, node: usize) -> HipResult {
+        let (g, i) = self.owner.remove(&node).ok_or(INVALID_HANDLE)?;
+        let nodes = &mut self.graphs.get_mut(&g).expect("owner map is exact").nodes;
+        let removed = nodes.remove(i);
+        for (j, n) in nodes.iter_mut().enumerate() {
+            n.deps.retain(|&d| d != node);
+            if j >= i {
+                self.owner.insert(n.handle, (g, j));
+            }
+        }
+        match removed.op {
+            Op::Child(c) => self.destroy(c),
+            _ => Ok(()),
+        }
     }
 
     pub fn add_edge(&mut self, g: usize, from: usize, to: usize) -> HipResult {
@@ -268,9 +388,9 @@ impl Graphs {
     /// Deep copy with fresh node handles; child graphs are cloned too. The copy owns one
     /// reference to each user object of the source (clr's `Graph::clone`).
     pub fn clone_graph(&mut self, src: usize, embedded: bool) -> HipResult<usize> {
-        type Planned = (usize, Op, Vec<usize>, KernelAttrs, Option<Op>);
+        type Planned = (usize, Op, Vec<usize>, KernelAttrs, Option<MemcpyReport>);
         let plan: Vec<Planned> =
-            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs, n.memcpy_as_created.clone())).collect();
+            self.graph(src)?.nodes.iter().map(|n| (n.handle, n.op.clone(), n.deps.clone(), n.attrs, n.memcpy_report)).collect();
         let objects: Vec<usize> = self.graph(src)?.user_objects.keys().copied().collect();
         let dst = self.create(embedded, true);
         for o in objects {
@@ -279,7 +399,7 @@ impl Graphs {
             }
         }
         let mut map = HashMap::new();
-        for (old, op, deps, attrs, memcpy_as_created) in plan {
+        for (old, op, deps, attrs, memcpy_report) in plan {
             let op = match op {
                 Op::Child(c) => Op::Child(self.clone_graph(c, true)?),
                 other => other,
@@ -288,7 +408,7 @@ impl Graphs {
             let h = next_handle();
             let nodes = &mut self.graphs.get_mut(&dst).expect("created").nodes;
             self.owner.insert(h, (dst, nodes.len()));
-            nodes.push(Node { handle: h, op, deps, attrs, memcpy_as_created, views: Vec::new() });
+            nodes.push(Node { handle: h, op, deps, attrs, memcpy_report, views: Vec::new() });
             map.insert(old, h);
         }
         Ok(dst)

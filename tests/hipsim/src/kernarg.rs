@@ -30,7 +30,7 @@ const BLIT_ARGUMENT_BYTES: u64 = 64;
 pub fn slot(op: &Op) -> u64 {
     match op {
         Op::Kernel(k) => (k.args.len() as u64).div_ceil(16) * 16 + HIDDEN_ARGUMENT_BYTES,
-        Op::Memcpy { .. } | Op::Memset(_) => BLIT_ARGUMENT_BYTES + HIDDEN_ARGUMENT_BYTES,
+        Op::Memcpy { .. } | Op::Memcpy3D(_) | Op::Memset(_) => BLIT_ARGUMENT_BYTES + HIDDEN_ARGUMENT_BYTES,
         _ => 0,
     }
 }

@@ -1,10 +1,10 @@
 use std::ffi::c_void;
 
-use crate::abi::{HostNodeParams, KernelNodeParams, Memcpy3DParms, MemsetParams, PitchedPtr, Pos};
+use crate::abi::{DrvMemcpy3D, DrvMemcpySide, HostNodeParams, KernelNodeParams, Memcpy3DParms, MemsetParams, PitchedPtr, Pos};
 use crate::error::{HipResult, INVALID_VALUE};
 use crate::event::EVENTS;
 use crate::ffi::{hip_export, out, slice};
-use crate::graph::{self, KernelOp, MemsetOp, Op};
+use crate::graph::{self, Copy3D, CopySide, KernelOp, MemcpyReport, MemsetOp, Op};
 use crate::knobs;
 use crate::module::kernel_op;
 
@@ -51,6 +51,37 @@ unsafe fn write_list(items: &[usize], list: *mut usize, num: *mut usize) -> HipR
 
 pub(super) fn memcpy_kind_ok(kind: i32) -> HipResult {
     if (0..=4).contains(&kind) { Ok(()) } else { Err(INVALID_VALUE) }
+}
+
+/// # Safety
+/// `node` is null or writable; `deps` is null with `n` zero or has `n` readable entries.
+unsafe fn add_memcpy(node: *mut usize, g: usize, deps: *const usize, n: usize, op: Op, report: MemcpyReport) -> HipResult {
+    if node.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: per the contract.
+    let deps = unsafe { slice(deps, n)? };
+    let h = graph::lock().add_reporting(g, deps, op, Some(report))?;
+    // SAFETY: per the contract.
+    unsafe { out(node, h) }
+}
+
+/// One side of a 3-D copy given as a pitched pointer and a position; hipsim has no arrays.
+fn pitched_side(array: *mut c_void, pos: Pos, p: PitchedPtr) -> HipResult<CopySide> {
+    if !array.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    Ok(CopySide { ptr: p.ptr as u64, x: pos.x, y: pos.y, z: pos.z, pitch: p.pitch, rows: p.ysize })
+}
+
+/// One side of a HIP_MEMCPY3D and whether it lies on the device; hipsim has no arrays.
+fn drv_side(s: &DrvMemcpySide) -> HipResult<(CopySide, bool)> {
+    let (ptr, device) = match s.memory_type {
+        1 => (s.host as u64, false),
+        2 | 11 => (s.device as u64, true),
+        _ => return Err(INVALID_VALUE),
+    };
+    Ok((CopySide { ptr, x: s.x_in_bytes, y: s.y, z: s.z, pitch: s.pitch, rows: s.height }, device))
 }
 
 hip_export! {
@@ -225,40 +256,19 @@ hip_export! {
 
     fn hipGraphMemcpyNodeGetParams(node: usize, p: *mut Memcpy3DParms) {
         let gs = graph::lock();
-        let n = gs.node(node)?;
-        if !matches!(n.op, Op::Memcpy { .. }) {
+        let Some(report) = gs.node(node)?.memcpy_report else { return Err(INVALID_VALUE) };
+        if p.is_null() {
             return Err(INVALID_VALUE);
         }
-        let zero = Pos { x: 0, y: 0, z: 0 };
-        let pitched = |ptr: u64| PitchedPtr { ptr: ptr as *mut c_void, pitch: 0, xsize: 0, ysize: 0 };
-        // Every node hipsim makes is a 1-D one (hipGraphAddMemcpyNode1D, a captured copy). From
-        // ROCm 7.2 clr zero-fills its 3-D parameters and sets pointers, extent and kind when the
-        // node is created; before, it never writes them (modelled as zeros: a 0-byte copy
-        // between null pointers, which reads as a valid 1-D copy).
-        let params = match &n.memcpy_as_created {
-            Some(Op::Memcpy { dst, src, count, kind }) if knobs::get().rocm_7_2_memcpy() => Memcpy3DParms {
-                src_array: std::ptr::null_mut(),
-                src_pos: zero,
-                src_ptr: pitched(*src),
-                dst_array: std::ptr::null_mut(),
-                dst_pos: zero,
-                dst_ptr: pitched(*dst),
-                extent: Pos { x: *count, y: 1, z: 1 },
-                kind: *kind,
-            },
-            _ => Memcpy3DParms {
-                src_array: std::ptr::null_mut(),
-                src_pos: zero,
-                src_ptr: pitched(0),
-                dst_array: std::ptr::null_mut(),
-                dst_pos: zero,
-                dst_ptr: pitched(0),
-                extent: zero,
-                kind: 0,
-            },
-        };
-        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(p, params) }
+        // From ROCm 7.2 clr zero-fills a 1-D node's 3-D parameters and sets pointers, extent and
+        // kind when the node is created; before, it never writes them (modelled as zeros: a
+        // 0-byte copy between null pointers). Other memcpy nodes report what they were given
+        // (a driver node its HIP_MEMCPY3D, read as these parameters).
+        let words = if report.one_d && !knobs::get().rocm_7_2_memcpy() { [0; 20] } else { report.words };
+        // SAFETY: the C caller's `p` is writable for the 160 bytes of hipMemcpy3DParms, as HIP
+        // requires.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr().cast::<u8>(), p.cast::<u8>(), size_of::<Memcpy3DParms>()) };
+        Ok(())
     }
 
     fn hipGraphMemcpyNodeSetParams1D(node: usize, dst: *mut c_void, src: *const c_void, count: usize, kind: i32) {
@@ -269,6 +279,74 @@ hip_export! {
             return Err(INVALID_VALUE);
         }
         n.set_op(Op::Memcpy { dst: dst as u64, src: src as u64, count, kind });
+        Ok(())
+    }
+
+    fn hipGraphAddMemcpyNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const Memcpy3DParms) {
+        // SAFETY: the C caller's `p` is null or a readable hipMemcpy3DParms, as HIP requires.
+        let params = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
+        memcpy_kind_ok(params.kind)?;
+        let copy = Copy3D {
+            src: pitched_side(params.src_array, params.src_pos, params.src_ptr)?,
+            dst: pitched_side(params.dst_array, params.dst_pos, params.dst_ptr)?,
+            width: params.extent.x,
+            height: params.extent.y,
+            depth: params.extent.z,
+            kind: params.kind,
+        }
+        .checked()?;
+        // SAFETY: `p` is readable (above); the C caller's other pointers as HIP requires.
+        unsafe { add_memcpy(node, g, deps, n, Op::Memcpy3D(copy), MemcpyReport::as_given(p)) }
+    }
+
+    fn hipDrvGraphAddMemcpyNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const DrvMemcpy3D, _ctx: usize) {
+        // SAFETY: the C caller's `p` is null or a readable HIP_MEMCPY3D, as HIP requires.
+        let params = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
+        let ((src, src_device), (dst, dst_device)) = (drv_side(&params.src)?, drv_side(&params.dst)?);
+        let kind = match (src_device, dst_device) {
+            (false, false) => 0,
+            (false, true) => 1,
+            (true, false) => 2,
+            (true, true) => 3,
+        };
+        let copy = Copy3D { src, dst, width: params.width_in_bytes, height: params.height, depth: params.depth, kind }.checked()?;
+        // clr keeps the HIP_MEMCPY3D where a memcpy node keeps its parameters, and reports its
+        // first 160 bytes as hipMemcpy3DParms.
+        // SAFETY: `p` is readable for its 184 bytes (above); the C caller's other pointers as HIP
+        // requires.
+        unsafe { add_memcpy(node, g, deps, n, Op::Memcpy3D(copy), MemcpyReport::as_given(p)) }
+    }
+
+    // hipsim has no module globals: a symbol is its device address.
+    fn hipGraphAddMemcpyNodeToSymbol(
+        node: *mut usize, g: usize, deps: *const usize, n: usize,
+        symbol: *const c_void, src: *const c_void, count: usize, offset: usize, kind: i32,
+    ) {
+        memcpy_kind_ok(kind)?;
+        let op = Op::Memcpy { dst: symbol as u64 + offset as u64, src: src as u64, count, kind };
+        // clr's node is a 1-D one built with a null destination.
+        let report = MemcpyReport::one_d(0, src as u64, count, kind);
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add_memcpy`).
+        unsafe { add_memcpy(node, g, deps, n, op, report) }
+    }
+
+    fn hipGraphAddMemcpyNodeFromSymbol(
+        node: *mut usize, g: usize, deps: *const usize, n: usize,
+        dst: *mut c_void, symbol: *const c_void, count: usize, offset: usize, kind: i32,
+    ) {
+        memcpy_kind_ok(kind)?;
+        let op = Op::Memcpy { dst: dst as u64, src: symbol as u64 + offset as u64, count, kind };
+        // clr's node is a 1-D one built with a null source.
+        let report = MemcpyReport::one_d(dst as u64, 0, count, kind);
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add_memcpy`).
+        unsafe { add_memcpy(node, g, deps, n, op, report) }
+    }
+
+    fn hipGraphDestroyNode(node: usize) {
+        let mut gs = graph::lock();
+        gs.remove(node)?;
+        drop(gs);
+        crate::user_object::run_pending();
         Ok(())
     }
 
