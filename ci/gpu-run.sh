@@ -9,6 +9,8 @@
 #                  missing GPU fails the test instead of skipping it): exit 0 and an `ok` result;
 #   rcb-demo, xla_flow-<name> (the patched XLA's call sequences): exit 0, all checks passed;
 #   torch_flatten  tests/gpu/torch_flatten.py (PyTorch-captured graphs flattened and relocated);
+#   torch_collectives  tests/gpu/torch_collectives.py (NCCL collectives on two GPUs; skipped, by
+#                  name, on a machine with one);
 #   real_graphs    tests/gpu/real_graphs.py (the benchmark on them; tables in real_graphs.md);
 #   rcb-bench      the benchmark (tables in rcb-bench.md; cuBLAS on the library path when the
 #                  machine has it); its `budget` scenario measures device memory over 100 000
@@ -201,6 +203,14 @@ python_check() { # name script [output]
     fi
 }
 python_check torch_flatten "$stage/torch_flatten.py"
+# NCCL collectives captured by PyTorch on two GPUs, one process each: only where there are two.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${gpus:-0}" -ge 2 ]; then
+    NCCL_NVLS_ENABLE=0 python_check torch_collectives "$stage/torch_collectives.py"
+else
+    skipped+=("torch_collectives (needs two GPUs; this machine has ${gpus:-0})")
+    echo "SKIP torch_collectives: needs two GPUs, this machine has ${gpus:-0}"
+fi
 python_check real_graphs "$stage/real_graphs.py" "$out/real_graphs.md"
 [ ! -f "$out/real_graphs.md" ] || cat "$out/real_graphs.md"
 
