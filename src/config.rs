@@ -108,8 +108,7 @@ impl Config {
                     bad("RCB_EXEC_UPDATE_BUDGET", &format!("is {s:?}; expected a number of bytes (0: never re-instantiate)"))
                 })?),
             };
-        let opaque_kernels =
-            KernelList::parse(text("RCB_OPAQUE_KERNELS")?.as_deref()).map_err(|what| bad("RCB_OPAQUE_KERNELS", &what))?;
+        let opaque_kernels = KernelList::parse(text("RCB_OPAQUE_KERNELS")?.as_deref()).map_err(|what| bad("RCB_OPAQUE_KERNELS", &what))?;
         Ok(Config {
             backend,
             exec_update_budget,

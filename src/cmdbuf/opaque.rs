@@ -149,7 +149,10 @@ impl Pins {
         moved.iter().find(|&&(a, _)| self.counts[a as usize] > 0).map(|&(a, _)| {
             (
                 Fallback::OpaqueReference,
-                format!("allocation {a} is referenced by {} cloned child node(s), whose addresses are not patch sites", self.counts[a as usize]),
+                format!(
+                    "allocation {a} is referenced by {} cloned child node(s), whose addresses are not patch sites",
+                    self.counts[a as usize]
+                ),
             )
         })
     }
@@ -194,9 +197,7 @@ impl KernelList {
                 "" => return Err(String::from("has an empty entry")),
                 "none" => return Err(String::from("names none with other entries (none stands alone)")),
                 _ if entry.contains(char::is_whitespace) || entry.strip_suffix('*').unwrap_or(entry).contains('*') || entry == "*" => {
-                    return Err(format!(
-                        "has the entry {entry:?}; an entry is an identifier, or its beginning followed by one *"
-                    ));
+                    return Err(format!("has the entry {entry:?}; an entry is an identifier, or its beginning followed by one *"));
                 }
                 _ => patterns.push(entry.to_owned()),
             }

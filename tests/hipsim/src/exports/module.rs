@@ -6,9 +6,9 @@ use crate::abi::Dim3;
 use crate::capture;
 use crate::error::{INVALID_IMAGE, INVALID_VALUE, NOT_FOUND};
 use crate::ffi::{cstr, guard, hip_export, out};
-use crate::knobs;
 use crate::graph::Op;
 use crate::kernels;
+use crate::knobs;
 use crate::module::{FUNCTIONS, Function, MODULES, Module, kernel_op};
 use crate::stream::resolve;
 
