@@ -195,6 +195,17 @@
 #define RCB_FALLBACK_MEMCPY_UNREADABLE 8
 
 /**
+ * Fallback reason: an address update was refused (`needs_rerecord`), or a trace-cache entry
+ * was marked never to be relocated (it serves hits; other addresses are captured again),
+ * because the command buffer holds a node of an opaque kernel: one on `RCB_OPAQUE_KERNELS`
+ * (by default NCCL's, RCCL's and MSCCL's collectives), which may read addresses from memory
+ * the library cannot see (work descriptors in device memory, peers' registrations of this
+ * rank's buffers). Such a kernel's arguments are never patched, and while it is recorded no
+ * allocation of the command buffer moves in place. The reason names the kernel.
+ */
+#define RCB_FALLBACK_OPAQUE_KERNEL 9
+
+/**
  * The HIP runtime (`libamdhip64`) backs the library.
  */
 #define RCB_BACKEND_HIP 1
@@ -1113,6 +1124,12 @@ rcb_status rcb_cmdbuf_set_allocations(struct rcb_cmdbuf *cb,
  * aligned 8-byte word of an `RCB_ARG_SCAN` argument that holds such an address. `*node` is
  * written on success. Recording state only.
  *
+ * A kernel on `RCB_OPAQUE_KERNELS` (by default NCCL's, RCCL's and MSCCL's, recognised by the
+ * name the runtime gives `launch->function`) may read addresses the library cannot see: none
+ * of its arguments is a patch site, whatever its kind, and while its node is in `cb` no
+ * allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`). Where the runtime cannot
+ * name the function, the kernel is taken as not on the list.
+ *
  * Thread-safety: one thread at a time per command buffer.
  *
  * # Safety
@@ -1652,6 +1669,14 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  * `rcb_cmdbuf_graph` handed out included), on HIP. A memcpy node is re-created only as the
  * library adds one, a 1-D device-to-device copy: a report of anything else (another kind, an
  * offset, more than one row, a copy to or from a symbol) falls back.
+ *
+ * Kernel nodes of a kernel on `RCB_OPAQUE_KERNELS` (by default NCCL's, RCCL's and MSCCL's
+ * collectives, recognised by the name the runtime gives the node's function) are re-created
+ * with their arguments as they are, never scanned: they may read addresses the library cannot
+ * see (work descriptors in device memory, peers' registrations of this rank's buffers), so
+ * while one is in `cb` no allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`, the
+ * reason naming the kernel). A kernel node of a raw graph whose function the runtime cannot
+ * name is treated the same way unless the list is `none`: it might be on it.
  *
  * Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
  * that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,

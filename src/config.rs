@@ -3,6 +3,7 @@
 //! A malformed value is an error that names the variable; it is reported by the first call that
 //! needs the configuration and by every later one (the parse is not retried).
 
+use crate::cmdbuf::KernelList;
 use crate::error::{Error, ErrorKind, Result};
 use once_cell::sync::Lazy;
 use rocm_cmdbuf_stream_pool::{ENABLED_VAR, MAX_PER_KEY_VAR, Settings};
@@ -35,6 +36,10 @@ pub struct Config {
     /// primary command buffer's executable graph; unset, the runtime decides (see
     /// `cmdbuf/budget.rs`).
     pub exec_update_budget: Option<u64>,
+    /// `RCB_OPAQUE_KERNELS`: the kernels whose arguments are never patched and whose command
+    /// buffers move no allocation in place (default: NCCL's, RCCL's and MSCCL's; see
+    /// `cmdbuf/opaque.rs`).
+    pub opaque_kernels: KernelList,
 }
 
 /// `RCB_LOG`: the log filter, read by the logging set-up before anything else.
@@ -51,6 +56,7 @@ pub const VARIABLES: &[&str] = &[
     MAX_PER_KEY_VAR,
     "RCB_VMM_POOL_TIMEOUT_MS",
     "RCB_EXEC_UPDATE_BUDGET",
+    "RCB_OPAQUE_KERNELS",
     LOG_VAR,
 ];
 
@@ -102,9 +108,11 @@ impl Config {
                     bad("RCB_EXEC_UPDATE_BUDGET", &format!("is {s:?}; expected a number of bytes (0: never re-instantiate)"))
                 })?),
             };
+        let opaque_kernels = KernelList::parse(text("RCB_OPAQUE_KERNELS")?.as_deref()).map_err(|what| bad("RCB_OPAQUE_KERNELS", &what))?;
         Ok(Config {
             backend,
             exec_update_budget,
+            opaque_kernels,
             vmm_pool_timeout_ms,
             hip_library: path("RCB_HIP_LIBRARY")?,
             cuda_library: path("RCB_CUDA_LIBRARY")?,
@@ -178,6 +186,18 @@ mod tests {
             let e = parse(&[("RCB_EXEC_UPDATE_BUDGET", bad)]).unwrap_err();
             assert!(e.message.contains("RCB_EXEC_UPDATE_BUDGET") && e.message.contains("bytes"), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn opaque_kernels_default_to_the_collective_libraries_and_a_bad_list_names_the_variable() {
+        assert_eq!(parse(&[]).unwrap().opaque_kernels, KernelList::default());
+        let c = parse(&[("RCB_OPAQUE_KERNELS", "none")]).unwrap();
+        assert!(c.opaque_kernels.is_empty());
+        let c = parse(&[("RCB_OPAQUE_KERNELS", "rcb_test_indirect*")]).unwrap();
+        assert!(c.opaque_kernels.matching("rcb_test_indirect_fill_u32").is_some());
+        let e = parse(&[("RCB_OPAQUE_KERNELS", "nccl*,,rccl*")]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config);
+        assert!(e.message.contains("RCB_OPAQUE_KERNELS") && e.message.contains("empty entry"), "{}", e.message);
     }
 
     #[test]

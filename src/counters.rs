@@ -44,13 +44,17 @@ pub enum Fallback {
     /// are those it was created with, stale once a command buffer has changed the node; after
     /// 7.2 they are not yet read).
     MemcpyUnreadable = 8,
+    /// An address update was refused, or a trace-cache entry will never be relocated, because a
+    /// node of a kernel on `RCB_OPAQUE_KERNELS` (a collective) may read addresses the library
+    /// cannot see (`cmdbuf/opaque.rs`).
+    OpaqueKernel = 9,
 }
 
 /// Slots reserved for fallback reasons (room for reasons added later without a new layout).
 pub const FALLBACK_SLOTS: usize = 16;
 
 impl Fallback {
-    pub const ALL: [Fallback; 9] = [
+    pub const ALL: [Fallback; 10] = [
         Fallback::ShapeChanged,
         Fallback::OpaqueReference,
         Fallback::PushFailed,
@@ -60,6 +64,7 @@ impl Fallback {
         Fallback::ReinstantiateFailed,
         Fallback::OverlappingAllocations,
         Fallback::MemcpyUnreadable,
+        Fallback::OpaqueKernel,
     ];
 
     /// A short stable name (what `rcb_fallback_reason_name` returns).
@@ -74,6 +79,7 @@ impl Fallback {
             Fallback::ReinstantiateFailed => c"reinstantiate_failed",
             Fallback::OverlappingAllocations => c"overlapping_allocations",
             Fallback::MemcpyUnreadable => c"memcpy_unreadable",
+            Fallback::OpaqueKernel => c"opaque_kernel",
         }
     }
 

@@ -4,10 +4,11 @@
 //!
 //! Each entry is a nested command buffer built by flattening the captured graph, with the key as
 //! its allocation table; relocating an entry to new addresses is that command buffer's own
-//! address update. An entry whose capture could not be flattened (a host node, an opaque
-//! kernel) still serves hits but is never relocated, and so is one where some allocation of the
-//! key appears in no node: the command reaches it another way (a collective library's work
-//! queue in device memory holds its buffer addresses), which relocation could not rewrite.
+//! address update. An entry whose capture could not be flattened (a host node, a `kernelParams`
+//! kernel on HIP) still serves hits but is never relocated, and so is one that holds a kernel on
+//! `RCB_OPAQUE_KERNELS` (a collective, which reads addresses the library cannot see: see
+//! `cmdbuf/opaque.rs`), and one where some allocation of the key appears in no node: the command
+//! reaches it another way, which relocation could not rewrite.
 //!
 //! The captured graph itself is kept as long as its entry: runtime resources attached to a
 //! capture (user objects, such as a collective library's persistent work buffers) live as long
@@ -260,14 +261,19 @@ impl TraceCache {
             .filter(|(_, (n, a))| **n == 0 && a.size > 0)
             .map(|(i, _)| i)
             .collect();
+        let opaque = graph.opaque_kernel();
         if let Some(reason) = &report.fallback {
             log::debug!("the trace cannot be relocated, it was not flattened: {reason}");
+        } else if let Some(what) = opaque {
+            log::debug!("the trace is never relocated (it serves hits, other addresses are captured again): it holds {what}");
+            counters::record_total(Event::Fallback(Fallback::OpaqueKernel));
         } else if !unseen.is_empty() {
             log::debug!(
                 "the trace cannot be relocated: allocation(s) {unseen:?} are the allocation of none of its addresses (absent from its nodes, or only at addresses another allocation holds too)"
             );
         }
-        Ok((graph, report.fallback.is_none() && unseen.is_empty()))
+        let relocatable = report.fallback.is_none() && opaque.is_none() && unseen.is_empty();
+        Ok((graph, relocatable))
     }
 
     fn destroy_graph(&mut self, graph: Graph) {

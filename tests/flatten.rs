@@ -2,8 +2,9 @@
 //! graphs (both kernel argument styles, memcpy, memset), launch attributes carried over (through
 //! each runtime's own attribute calls), nested child graphs, the whole-child
 //! fallback (host node, `kernelParams` on HIP, memcpy nodes whose report cannot be trusted or is
-//! no plain 1-D device copy) with dependencies kept, and the error paths (a failed add leaves the
-//! parent as it was). Runs
+//! no plain 1-D device copy) with dependencies kept, opaque kernels (a kernel that reads its
+//! buffer's address from device memory, on `RCB_OPAQUE_KERNELS`: never patched, every move
+//! refused), and the error paths (a failed add leaves the parent as it was). Runs
 //! on the software GPU by default and on CUDA with `RCB_BACKEND=cuda`.
 
 #![allow(
@@ -1138,4 +1139,129 @@ fn a_push_failing_part_way_through_a_flattened_update_leaves_one_source() {
     assert_eq!(runs_after(&gpu, &second, 0), 0);
     drop(cb);
     assert_eq!(runs_after(&gpu, &second, 1), 1);
+}
+
+/// Runs `opaque_kernel_moves`, whose kernel reads its buffer's address from device memory, in a
+/// process of its own for each value of `RCB_OPAQUE_KERNELS` (the list is read once per
+/// process): listed, every move is refused and the re-recorded command writes the new buffer
+/// only; `none`, the move is applied and the kernel writes the old buffer (what the list
+/// prevents).
+#[test]
+fn a_kernel_reading_addresses_from_device_memory_is_refused_never_patched_stale() {
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    for list in ["rcb_test_indirect*", "none"] {
+        let test = "opaque_kernel_moves";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--include-ignored", "--test-threads", "1"])
+            .env("RCB_OPAQUE_KERNELS", list)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "RCB_OPAQUE_KERNELS={list}:\n{text}");
+    }
+}
+
+/// `rcb_test_indirect_fill_u32(slot, value, n)` (the software GPU's only) fills the buffer whose
+/// address `slot` holds, as a collective finds its buffers in a work descriptor in device memory
+/// (`slot` is the library's own memory, outside the table, as such a descriptor is).
+#[test]
+#[ignore = "run by a_kernel_reading_addresses_from_device_memory_is_refused_never_patched_stale with RCB_OPAQUE_KERNELS set"]
+fn opaque_kernel_moves() {
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let listed = std::env::var("RCB_OPAQUE_KERNELS").unwrap() != "none";
+    let rt = gpu.rt;
+    let indirect = rt.direct().module_function(gpu.k.module, "rcb_test_indirect_fill_u32").unwrap();
+    let slot_to = |target: u64| {
+        let slot = rt.malloc(0, 8).unwrap();
+        rt.direct().copy_to_device(slot, &target.to_ne_bytes()).unwrap();
+        slot
+    };
+    let poison = f32::from_bits(0xdead_beef);
+    let (a, c) = (zeroed(&gpu), zeroed(&gpu));
+    let slot = slot_to(a);
+    // A foreign graph: the indirect fill (a = 5) and a plain fill (c = 9), which has sites.
+    let graph_for = |slot: u64, c: u64| {
+        let g = rt.graph_create().unwrap();
+        rt.add_kernel_node(g, &[], &common::launch(indirect, &pack(&args::fill(slot, 5, N as u64)))).unwrap();
+        rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(c, 9))).unwrap();
+        g
+    };
+    let g = graph_for(slot, c);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(a, BYTES), (c, BYTES)]);
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 2, 1), "{}", reason(&report));
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!((u32s(&gpu, a), u32s(&gpu, c)), (vec![5; N], vec![9; N]));
+
+    // Both move; the old buffers are poisoned.
+    let (a2, c2) = (zeroed(&gpu), zeroed(&gpu));
+    gpu.write(a, &[poison; N]);
+    gpu.write(c, &[poison; N]);
+    let before = fallbacks(&parent)[RCB_FALLBACK_OPAQUE_KERNEL as usize];
+    let moved = parent.update_allocs(&[(a2, BYTES), (c2, BYTES)]);
+    if !listed {
+        // The plain fill follows c; the indirect one still reads `slot`, which holds a.
+        assert_eq!((moved.needs_rerecord, moved.patched_sites), (0, 1));
+        parent.launch(&gpu);
+        assert_eq!((u32s(&gpu, a), u32s(&gpu, a2)), (vec![5; N], vec![0; N]), "without the list the old buffer is written");
+        rt.graph_destroy(g).unwrap();
+        return;
+    }
+    assert_eq!((moved.needs_rerecord, moved.patched_sites), (1, 0), "refused, nothing patched");
+    assert_eq!(fallbacks(&parent)[RCB_FALLBACK_OPAQUE_KERNEL as usize], before + 1, "counted as its own reason");
+    // Even an allocation the kernel does not reach is pinned: it reads what the library cannot see.
+    assert_eq!(parent.update_allocs(&[(a, BYTES), (c2, BYTES)]).needs_rerecord, 1);
+    // Re-recorded as a collective library would capture it again: a new descriptor for a2.
+    let g2 = graph_for(slot_to(a2), c2);
+    let again = Cb::primary();
+    again.set_allocs(&[(a2, BYTES), (c2, BYTES)]);
+    flatten(&again, &[], null(), g2).unwrap();
+    again.finalize();
+    again.launch(&gpu);
+    assert_eq!((u32s(&gpu, a2), u32s(&gpu, c2)), (vec![5; N], vec![9; N]));
+    assert_eq!((gpu.read(a, N), gpu.read(c, N)), (vec![poison; N], vec![poison; N]), "the old buffers are never written");
+
+    // Added directly, its slot passed as RCB_ARG_SCAN: not a site either, and every move refused.
+    let direct = Cb::primary();
+    direct.set_allocs(&[(slot, 8), (c, BYTES)]);
+    let (slot_bytes, value, n) = (slot.to_ne_bytes(), 5u32.to_ne_bytes(), (N as u64).to_ne_bytes());
+    direct.raw_kernel(&[], indirect, N as u64, &[(&slot_bytes, RCB_ARG_SCAN), (&value, RCB_ARG_VALUE), (&n, RCB_ARG_VALUE)]);
+    direct.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(c, 9, N as u64));
+    assert_eq!(direct.sites(), 1, "only the plain fill's pointer");
+    direct.finalize();
+    assert_eq!(direct.update_allocs(&[(slot, 8), (c2, BYTES)]).needs_rerecord, 1);
+    // A child holding it, embedded in another command buffer, carries the pin.
+    let holder = Cb::primary();
+    holder.set_allocs(&[(c, BYTES)]);
+    let (_, report) = flatten(&holder, &[], parent.0, Graph(null_mut())).unwrap();
+    assert_eq!((report.flattened, report.sites), (1, 1), "{}", reason(&report));
+    holder.finalize();
+    assert_eq!(holder.update_allocs(&[(c2, BYTES)]).needs_rerecord, 1, "the flattened copy of an opaque kernel pins too");
+
+    // A kernel of a foreign graph whose name the runtime cannot give might be on the list: its
+    // words are not sites and it pins everything. One the caller adds is taken as not on it.
+    let plain = rt.graph_create().unwrap();
+    rt.add_kernel_node(plain, &[], &common::launch(gpu.k.fill_u32, &fill_args(c, 9))).unwrap();
+    let unnamed = Cb::primary();
+    unnamed.set_allocs(&[(c, BYTES)]);
+    sim.set_faults("hipKernelNameRef:1");
+    let (_, report) = flatten(&unnamed, &[], null(), plain).unwrap();
+    assert_eq!((report.flattened, report.sites), (1, 0), "{}", reason(&report));
+    unnamed.finalize();
+    assert_eq!(unnamed.update_allocs(&[(c2, BYTES)]).needs_rerecord, 1);
+    assert_eq!(fallbacks(&unnamed)[RCB_FALLBACK_OPAQUE_KERNEL as usize], 1);
+    let own = Cb::primary();
+    own.set_allocs(&[(c, BYTES)]);
+    sim.set_faults("hipKernelNameRef:1");
+    own.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(c, 9, N as u64));
+    sim.set_faults("");
+    assert_eq!(own.sites(), 1);
+    own.finalize();
+    assert_eq!(own.update_allocs(&[(c2, BYTES)]).needs_rerecord, 0);
+    rt.graph_destroy(plain).unwrap();
+    rt.graph_destroy(g).unwrap();
+    rt.graph_destroy(g2).unwrap();
 }

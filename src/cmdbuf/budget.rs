@@ -172,6 +172,7 @@ mod tests {
     #[test]
     fn push_estimates_add_arguments_to_the_per_node_overhead() {
         let kernel = Params::Kernel(super::super::nodes::KernelRecord {
+            opaque: None,
             function: crate::runtime::Function(std::ptr::null_mut()),
             grid: [1; 3],
             block: [1; 3],

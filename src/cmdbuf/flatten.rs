@@ -36,6 +36,7 @@
 
 use super::args;
 use super::nodes::{KernelRecord, Params};
+use super::opaque::{self, KernelList};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
@@ -93,6 +94,8 @@ struct Planner<'a> {
     memcpy_set: bool,
     /// How many child nodes deep the graph being planned lies in the source.
     depth: u32,
+    /// The kernels whose arguments are never sites (`RCB_OPAQUE_KERNELS`).
+    opaque_kernels: &'a KernelList,
     plan: Vec<Planned>,
 }
 
@@ -108,7 +111,7 @@ impl CmdBuf {
     pub fn add_flattened_child(&mut self, deps: &[NodeId], source: Source<'_>) -> Result<(NodeId, FlattenReport)> {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
-        let (graph, mut planner) = Planner::of(self.rt, &source)?;
+        let (graph, mut planner) = Planner::of(self.rt, self.opaque_kernels, &source)?;
         let incoming: Vec<(Dep, EdgeData)> = deps.iter().map(|&d| (Dep::Parent(d), EdgeData::default())).collect();
         match planner.graph(graph, &incoming)? {
             Ok(exits) => {
@@ -178,7 +181,7 @@ impl CmdBuf {
             }
             return Ok(FlattenReport { fallback: Some(reason), nodes: 1, sites: 0 });
         };
-        let (graph, mut planner) = Planner::of(self.rt, &source)?;
+        let (graph, mut planner) = Planner::of(self.rt, self.opaque_kernels, &source)?;
         if let Err(Refusal { reason, .. }) = planner.graph(graph, &[])? {
             return Err(Error::unsupported(format!(
                 "the new child cannot be flattened ({reason}), the one node {group} stands for was: re-record"
@@ -338,7 +341,10 @@ impl Planner<'_> {
             NodeType::Kernel => match self.rt.kernel_node_read(node) {
                 Ok(k) => match k.args {
                     Ok(blob) => {
-                        let pointers = args::aligned_words(0, blob.len()).collect();
+                        // A collective's kernel reads addresses the library cannot see: none of
+                        // its words is a site, and the node pins everything (`opaque.rs`).
+                        let opaque = opaque::classify(self.rt, self.opaque_kernels, k.function, true);
+                        let pointers = if opaque.is_some() { Vec::new() } else { args::aligned_words(0, blob.len()).collect() };
                         let record = KernelRecord {
                             function: k.function,
                             grid: k.grid,
@@ -347,6 +353,7 @@ impl Planner<'_> {
                             blob,
                             pointers,
                             named: Vec::new(),
+                            opaque,
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
                     }
@@ -408,7 +415,7 @@ impl Planner<'_> {
 impl<'a> Planner<'a> {
     /// The graph `source` holds, and a planner that knows the parameters of the nodes a
     /// command buffer recorded itself.
-    fn of(rt: &'a dyn Runtime, source: &'a Source<'_>) -> Result<(Graph, Self)> {
+    fn of(rt: &'a dyn Runtime, opaque_kernels: &'a KernelList, source: &'a Source<'_>) -> Result<(Graph, Self)> {
         let (graph, known, memcpy_set) = match source {
             Source::CmdBuf(child) => {
                 child.state.allow(Op::Embed).map_err(|e| e.context("child"))?;
@@ -416,7 +423,7 @@ impl<'a> Planner<'a> {
             }
             Source::Graph(g) => (*g, HashMap::new(), super::published::memcpy_set(*g)),
         };
-        Ok((graph, Planner { rt, known, memcpy_set, depth: 0, plan: Vec::new() }))
+        Ok((graph, Planner { rt, known, memcpy_set, depth: 0, opaque_kernels, plan: Vec::new() }))
     }
 }
 

@@ -27,6 +27,7 @@ pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use budget::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};
 pub use flatten::{FlattenReport, Source as FlattenSource};
+pub use opaque::KernelList;
 pub use update::{AllocationMove, UpdateReport};
 
 use crate::counters::{Counters, Counts, Event, Fallback};
@@ -116,6 +117,8 @@ pub struct CmdBuf {
     /// Graphs the runtime failed to destroy (the one a capture replaced): destroyed again when
     /// the command buffer is released, which reports them if that fails too.
     orphans: Vec<Graph>,
+    /// The kernels whose arguments are never patched (`RCB_OPAQUE_KERNELS`, see `opaque.rs`).
+    opaque_kernels: &'static KernelList,
 }
 
 impl CmdBuf {
@@ -124,8 +127,9 @@ impl CmdBuf {
         if !(0..count).contains(&device) {
             return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
         }
+        let config = crate::config::get()?;
         let limit = match kind {
-            Kind::Primary => budget::default_limit(crate::config::get()?.exec_update_budget, rt.info()),
+            Kind::Primary => budget::default_limit(config.exec_update_budget, rt.info()),
             Kind::Nested => 0,
         };
         Ok(Self {
@@ -150,6 +154,7 @@ impl CmdBuf {
             published: false,
             memcpy_set: false,
             orphans: Vec::new(),
+            opaque_kernels: &config.opaque_kernels,
         })
     }
 
@@ -219,8 +224,19 @@ impl CmdBuf {
     }
 
     pub fn add_kernel(&mut self, deps: &[NodeId], launch: &KernelLaunch<'_>) -> Result<NodeId> {
-        let params = kernel_params(launch, self.allocs.entries())?;
+        let params = kernel_params(launch, self.allocs.entries(), self.opaque(launch.function))?;
         self.record(deps, params)
+    }
+
+    /// What a kernel node of `function` the caller adds references when its kernel is opaque.
+    fn opaque(&self, function: Function) -> Option<References> {
+        opaque::classify(self.rt, self.opaque_kernels, function, false)
+    }
+
+    /// A description of an opaque kernel this command buffer holds (see `opaque.rs`), if any:
+    /// while it does, no allocation moves in place.
+    pub fn opaque_kernel(&self) -> Option<&str> {
+        self.pins.opaque_kernel()
     }
 
     /// Adds a kernel node whose arguments the runtime copies through `launch.params` during the
@@ -372,6 +388,7 @@ impl CmdBuf {
             }
             match record.params.references() {
                 Some(References::Unknown) => return References::Unknown,
+                Some(opaque @ References::Opaque(_)) => return opaque.clone(),
                 Some(References::Known(known)) => addresses.extend_from_slice(known),
                 None => record.params.for_each_slot(|_, address, _| addresses.push(address)),
             }
@@ -382,7 +399,7 @@ impl CmdBuf {
     }
 
     pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
-        self.rerecord(node, kernel_params(launch, self.allocs.entries())?)
+        self.rerecord(node, kernel_params(launch, self.allocs.entries(), self.opaque(launch.function))?)
     }
 
     /// Sends a node added with [`Self::add_kernel_params`] a new launch: to the executable graph
@@ -837,6 +854,7 @@ impl CmdBuf {
         match record.params.references() {
             None => {}
             Some(References::Unknown) => self.pins.add(None),
+            Some(References::Opaque(what)) => self.pins.add_opaque(what),
             Some(References::Known(addresses)) => {
                 for &a in addresses {
                     if let Some(c) = allocs.lookup(a) {
@@ -857,6 +875,7 @@ impl CmdBuf {
         match record.params.references() {
             None => {}
             Some(References::Unknown) => self.pins.remove(None),
+            Some(References::Opaque(what)) => self.pins.remove_opaque(what),
             Some(References::Known(_)) => self.pins.remove(Some(&record.pins)),
         }
         record.pins.clear();
@@ -980,7 +999,8 @@ fn check_dims(grid: [u32; 3], block: [u32; 3]) -> Result<()> {
 }
 
 /// The parameters of `launch`; its arguments named by allocation take their address from `table`.
-fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation]) -> Result<Params> {
+/// `opaque`: the references of an opaque kernel, whose arguments are never sites.
+fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option<References>) -> Result<Params> {
     check_dims(launch.grid, launch.block)?;
     let packed = args::pack(launch.args, |index, offset| {
         let Some(a) = table.get(index as usize) else {
@@ -994,14 +1014,16 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation]) -> Result<Para
         }
         Ok(a.base + offset)
     })?;
+    let (pointers, named) = if opaque.is_some() { (Vec::new(), Vec::new()) } else { (packed.pointers, packed.named) };
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
         block: launch.block,
         shared_mem_bytes: launch.shared_mem_bytes,
         blob: packed.blob,
-        pointers: packed.pointers,
-        named: packed.named,
+        pointers,
+        named,
+        opaque,
     }))
 }
 

@@ -22,6 +22,9 @@ pub struct KernelRecord {
     /// The pointer arguments the caller named by allocation: sites of that allocation whatever
     /// their address.
     pub named: Vec<Named>,
+    /// `Some(References::Opaque(_))` for a kernel on `RCB_OPAQUE_KERNELS`: `pointers` and `named`
+    /// are empty and the node pins everything (see `opaque.rs`).
+    pub opaque: Option<References>,
 }
 
 impl KernelRecord {
@@ -69,7 +72,8 @@ impl Params {
         match self {
             Params::Child(refs) => Some(refs),
             Params::KernelByPointers => Some(&UNKNOWN),
-            Params::Kernel(_) | Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
+            Params::Kernel(k) => k.opaque.as_ref(),
+            Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
 

@@ -157,9 +157,9 @@ impl CmdBuf {
     /// their lines [`PATCH_AHEAD`] sites ahead; the pushing pass asks for the next node's while
     /// the runtime takes the current one.
     fn apply_moves(&mut self) -> UpdateReport {
-        if let Some(reason) = self.opaque_refusal() {
+        if let Some((why, reason)) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
-            self.counters.record(Event::Fallback(Fallback::OpaqueReference));
+            self.counters.record(Event::Fallback(why));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
         if let Some(reason) = self.patches.overlaps().refusal(&self.scratch.moved, self.allocs.entries()) {
@@ -267,11 +267,15 @@ impl CmdBuf {
         report
     }
 
-    /// Why the allocations in `scratch.moved` cannot move in place, if they cannot: the graph came
-    /// from capture, or an opaque node may reference one of them (see `opaque.rs`).
-    fn opaque_refusal(&self) -> Option<String> {
+    /// Why the allocations in `scratch.moved` cannot move in place, if they cannot, and how that
+    /// is counted: the graph came from capture, or an opaque node may reference one of them (see
+    /// `opaque.rs`).
+    fn opaque_refusal(&self) -> Option<(Fallback, String)> {
         if self.captured && !self.scratch.moved.is_empty() {
-            return Some(String::from("the command buffer's graph came from stream capture, whose addresses are not patch sites"));
+            return Some((
+                Fallback::OpaqueReference,
+                String::from("the command buffer's graph came from stream capture, whose addresses are not patch sites"),
+            ));
         }
         self.pins.refusal(&self.scratch.moved)
     }

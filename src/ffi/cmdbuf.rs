@@ -517,6 +517,12 @@ pub unsafe extern "C" fn rcb_cmdbuf_set_allocations(cb: *mut rcb_cmdbuf, allocs:
 /// aligned 8-byte word of an `RCB_ARG_SCAN` argument that holds such an address. `*node` is
 /// written on success. Recording state only.
 ///
+/// A kernel on `RCB_OPAQUE_KERNELS` (by default NCCL's, RCCL's and MSCCL's, recognised by the
+/// name the runtime gives `launch->function`) may read addresses the library cannot see: none
+/// of its arguments is a patch site, whatever its kind, and while its node is in `cb` no
+/// allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`). Where the runtime cannot
+/// name the function, the kernel is taken as not on the list.
+///
 /// Thread-safety: one thread at a time per command buffer.
 ///
 /// # Safety
@@ -1258,6 +1264,14 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// `rcb_cmdbuf_graph` handed out included), on HIP. A memcpy node is re-created only as the
 /// library adds one, a 1-D device-to-device copy: a report of anything else (another kind, an
 /// offset, more than one row, a copy to or from a symbol) falls back.
+///
+/// Kernel nodes of a kernel on `RCB_OPAQUE_KERNELS` (by default NCCL's, RCCL's and MSCCL's
+/// collectives, recognised by the name the runtime gives the node's function) are re-created
+/// with their arguments as they are, never scanned: they may read addresses the library cannot
+/// see (work descriptors in device memory, peers' registrations of this rank's buffers), so
+/// while one is in `cb` no allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`, the
+/// reason naming the kernel). A kernel node of a raw graph whose function the runtime cannot
+/// name is treated the same way unless the list is `none`: it might be on it.
 ///
 /// Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
 /// that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,

@@ -57,6 +57,14 @@ pub const RCB_FALLBACK_OVERLAPPING_ALLOCATIONS: u32 = 7;
 /// `rcb_cmdbuf_graph`, or a clone of it in a nested child graph); after 7.2 they have not been
 /// read yet. The reason names the runtime's version.
 pub const RCB_FALLBACK_MEMCPY_UNREADABLE: u32 = 8;
+/// Fallback reason: an address update was refused (`needs_rerecord`), or a trace-cache entry
+/// was marked never to be relocated (it serves hits; other addresses are captured again),
+/// because the command buffer holds a node of an opaque kernel: one on `RCB_OPAQUE_KERNELS`
+/// (by default NCCL's, RCCL's and MSCCL's collectives), which may read addresses from memory
+/// the library cannot see (work descriptors in device memory, peers' registrations of this
+/// rank's buffers). Such a kernel's arguments are never patched, and while it is recorded no
+/// allocation of the command buffer moves in place. The reason names the kernel.
+pub const RCB_FALLBACK_OPAQUE_KERNEL: u32 = 9;
 
 const _: () = {
     assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
@@ -69,6 +77,7 @@ const _: () = {
     assert!(RCB_FALLBACK_REINSTANTIATE_FAILED == Fallback::ReinstantiateFailed as u32);
     assert!(RCB_FALLBACK_OVERLAPPING_ALLOCATIONS == Fallback::OverlappingAllocations as u32);
     assert!(RCB_FALLBACK_MEMCPY_UNREADABLE == Fallback::MemcpyUnreadable as u32);
+    assert!(RCB_FALLBACK_OPAQUE_KERNEL == Fallback::OpaqueKernel as u32);
     assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
 };
 

@@ -103,6 +103,11 @@ pub trait Graphs {
     fn exec_memset_node_set(&self, exec: Exec, node: Node, set: &MemsetParams) -> Result<()>;
     fn exec_child_node_set(&self, exec: Exec, node: Node, child: Graph) -> Result<()>;
     fn graph_launch(&self, exec: Exec, stream: Stream) -> Result<()>;
+    /// The name the runtime has for the function of a kernel node (`hipKernelNameRef` /
+    /// `cuFuncGetName`; a C++ kernel's name is mangled). `function` is what a kernel node holds:
+    /// on HIP a `hipFunction_t`, or the host stub of a captured runtime launch. `Unsupported`
+    /// where the runtime has no such query, another error where it has no name for `function`.
+    fn function_name(&self, function: Function) -> Result<String>;
 }
 
 /// Virtual memory management (optional feature "vmm").

@@ -137,3 +137,11 @@ symbol_table! {
         cuGraphKernelNodeCopyAttributes: fn(P, P) -> R;
     }
 }
+
+symbol_table! {
+    /// The names of kernel functions (CUDA 12.3+), for the list of kernels whose arguments are
+    /// never patched (`cmdbuf/opaque.rs`).
+    pub struct FuncName {
+        cuFuncGetName: fn(*mut *const c_char, P) -> R;
+    }
+}

@@ -273,4 +273,16 @@ impl Graphs for CudaRuntime {
         // until the launch has run.
         self.call("cuGraphLaunch", || unsafe { (self.core.cuGraphLaunch)(exec.0, stream.0) })
     }
+
+    fn function_name(&self, function: Function) -> Result<String> {
+        let names = self.names.get()?;
+        let mut name = std::ptr::null();
+        // SAFETY: a valid out-pointer; the caller keeps the function's module live.
+        self.call("cuFuncGetName", || unsafe { (names.cuFuncGetName)(&mut name, function.0) })?;
+        if name.is_null() {
+            return Err(Error::new(crate::error::ErrorKind::Runtime, "cuFuncGetName gave no name for the kernel node's function"));
+        }
+        // SAFETY: non-null, a NUL-terminated name the driver keeps with the function.
+        Ok(unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    }
 }

@@ -19,7 +19,7 @@ use crate::runtime::common::P;
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, MemOps, NodeAttributes, ParamInfo, ThreadCaptureMode};
+use api::{CaptureQuery, Core, FuncName, MemOps, NodeAttributes, ParamInfo, ThreadCaptureMode};
 use context::Contexts;
 use layout::KernelNodeParams;
 use libloading::Library;
@@ -37,6 +37,7 @@ pub struct CudaRuntime {
     attributes: Option<NodeAttributes>,
     capture_query: Option<CaptureQuery>,
     thread_mode: Option<ThreadCaptureMode>,
+    names: Feature<FuncName>,
     contexts: Contexts,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -98,7 +99,10 @@ impl CudaRuntime {
         let capture_query = unsafe { CaptureQuery::resolve(&library) }.ok();
         // SAFETY: as for `Core`.
         let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
-        let disabled = [vmm.disabled(), memops.disabled(), param_info.disabled()].into_iter().flatten().collect();
+        // SAFETY: as for `Core`.
+        let names = unsafe { FuncName::resolve(&library) }.map_err(|m| missing_in(&name, m));
+        let names = Feature::new("kernel_names", "kernel names are unavailable", names);
+        let disabled = [vmm.disabled(), memops.disabled(), param_info.disabled(), names.disabled()].into_iter().flatten().collect();
         let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
         Ok(CudaRuntime {
             core,
@@ -108,6 +112,7 @@ impl CudaRuntime {
             attributes,
             capture_query,
             thread_mode,
+            names,
             contexts: Contexts::new(count),
             info,
             _library: library,

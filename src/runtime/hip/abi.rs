@@ -54,6 +54,7 @@ fn tables(layout: Layout) -> Vec<(&'static str, bool, &'static [Prototype])> {
         ("CaptureQuery", false, api::CaptureQuery::PROTOTYPES),
         ("NodeAttributes", false, api::NodeAttributes::PROTOTYPES),
         ("ThreadCaptureMode", false, api::ThreadCaptureMode::PROTOTYPES),
+        ("KernelNames", false, api::KernelNames::PROTOTYPES),
     ];
     if layout.has_real_vmm() {
         t.push(("Vmm", false, api::Vmm::PROTOTYPES));

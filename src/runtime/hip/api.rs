@@ -211,6 +211,16 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// The names of kernel functions, for the list of kernels whose arguments are never patched
+    /// (`cmdbuf/opaque.rs`). Both return the registered (mangled) name or null; `ByPtr` takes the
+    /// host stub a runtime launch stores in a node and ignores the stream.
+    pub struct KernelNames {
+        hipKernelNameRef: fn(f: hipFunction_t) -> *const c_char;
+        hipKernelNameRefByPtr: fn(hostFunction: *const c_void, stream: hipStream_t) -> *const c_char;
+    }
+}
+
+symbol_table! {
     /// The device's properties in the ROCm 6.0+ layout, for its architecture name.
     pub struct DevicePropsR0600 {
         hipGetDevicePropertiesR0600: fn(prop: *mut hipDeviceProp_tR0600, deviceId: c_int) -> hipError_t;

@@ -301,4 +301,24 @@ impl Graphs for HipRuntime {
         // live until the launch has run.
         self.check("hipGraphLaunch", unsafe { (self.core.hipGraphLaunch)(exec.0, stream.0) })
     }
+
+    fn function_name(&self, function: Function) -> Result<String> {
+        let names = self.names.get()?;
+        // A node's `func` is a host stub (a captured runtime launch) or a `hipFunction_t` (a module
+        // launch), which nothing tells apart: the registry of host stubs is asked first and answers
+        // null for anything else (clr tells them apart the same way, `GraphKernelNode::getFunc`);
+        // `hipKernelNameRef` takes its argument for a `hipFunction_t` unchecked.
+        // SAFETY: a lookup of the pointer's value; the stream is ignored.
+        let mut name = unsafe { (names.hipKernelNameRefByPtr)(function.0, null_mut()) };
+        if name.is_null() {
+            // SAFETY: not a registered host stub, so the node holds a `hipFunction_t`, which the
+            // caller keeps live with its module.
+            name = unsafe { (names.hipKernelNameRef)(function.0) };
+        }
+        if name.is_null() {
+            return Err(Error::new(crate::error::ErrorKind::Runtime, "hipKernelNameRef has no name for the kernel node's function"));
+        }
+        // SAFETY: non-null, a NUL-terminated name the runtime keeps with the function.
+        Ok(unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    }
 }

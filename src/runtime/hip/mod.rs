@@ -19,7 +19,7 @@ use crate::runtime::common::{self, P};
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, MemOps, NodeAttributes, ThreadCaptureMode};
+use api::{CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, KernelNames, MemOps, NodeAttributes, ThreadCaptureMode};
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
 use libloading::Library;
@@ -45,6 +45,7 @@ pub struct HipRuntime {
     /// For the device's architecture name (tests and tools only).
     device_props: Option<DevicePropsFn>,
     thread_mode: Option<ThreadCaptureMode>,
+    names: Feature<KernelNames>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -89,7 +90,10 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     };
     // SAFETY: as for `Core`.
     let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
-    let disabled = [vmm.disabled(), memops.disabled()].into_iter().flatten().collect();
+    // SAFETY: as for `Core`.
+    let names = unsafe { KernelNames::resolve(&library) }.map_err(|m| missing_in(&name, m));
+    let names = Feature::new("kernel_names", "kernel names are unavailable", names);
+    let disabled = [vmm.disabled(), memops.disabled(), names.disabled()].into_iter().flatten().collect();
 
     let mut count = 0;
     // SAFETY: a valid out-pointer.
@@ -101,7 +105,19 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         ));
     }
     let info = RuntimeInfo { backend: Backend::Hip, library: name, version, device_count: count, disabled_features: disabled };
-    Ok(Box::new(HipRuntime { core, vmm, memops, attributes, capture_query, device_props, thread_mode, layout, info, _library: library }))
+    Ok(Box::new(HipRuntime {
+        core,
+        vmm,
+        memops,
+        attributes,
+        capture_query,
+        device_props,
+        thread_mode,
+        names,
+        layout,
+        info,
+        _library: library,
+    }))
 }
 
 fn version_text(v: i32) -> String {

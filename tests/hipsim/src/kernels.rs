@@ -1,29 +1,32 @@
-//! The built-in kernels (the same six exist in CUDA C for the NVIDIA tests) and the
-//! packing of launch arguments into a kernarg buffer (natural alignment, no tail padding).
+//! The built-in kernels (the first six exist in CUDA C for the NVIDIA tests; the seventh,
+//! `rcb_test_indirect_fill_u32`, only here) and the packing of launch arguments into a kernarg
+//! buffer (natural alignment, no tail padding).
 
-use std::ffi::c_void;
+use std::ffi::{CStr, c_void};
 
 use crate::error::{HipResult, ILLEGAL_ADDRESS, INVALID_VALUE};
 use crate::memory;
 
 pub struct Kernel {
-    pub name: &'static str,
+    /// The name `hipModuleGetFunction` finds and `hipKernelNameRef` reports.
+    pub name: &'static CStr,
     /// Parameter sizes in declaration order.
     params: &'static [usize],
     body: fn(i32, &Args) -> HipResult,
 }
 
-pub static KERNELS: [Kernel; 6] = [
-    Kernel { name: "rcb_test_fill_u32", params: &[8, 4, 8], body: fill_u32 },
-    Kernel { name: "rcb_test_axpy_f32", params: &[8, 8, 4, 8], body: axpy_f32 },
-    Kernel { name: "rcb_test_add_f32", params: &[8, 8, 8, 8], body: add_f32 },
-    Kernel { name: "rcb_test_copy_u8", params: &[8, 8, 8], body: copy_u8 },
-    Kernel { name: "rcb_test_sleep", params: &[8], body: sleep },
-    Kernel { name: "rcb_test_distance_u64", params: &[8, 8, 8], body: distance_u64 },
+pub static KERNELS: [Kernel; 7] = [
+    Kernel { name: c"rcb_test_fill_u32", params: &[8, 4, 8], body: fill_u32 },
+    Kernel { name: c"rcb_test_axpy_f32", params: &[8, 8, 4, 8], body: axpy_f32 },
+    Kernel { name: c"rcb_test_add_f32", params: &[8, 8, 8, 8], body: add_f32 },
+    Kernel { name: c"rcb_test_copy_u8", params: &[8, 8, 8], body: copy_u8 },
+    Kernel { name: c"rcb_test_sleep", params: &[8], body: sleep },
+    Kernel { name: c"rcb_test_distance_u64", params: &[8, 8, 8], body: distance_u64 },
+    Kernel { name: c"rcb_test_indirect_fill_u32", params: &[8, 4, 8], body: indirect_fill_u32 },
 ];
 
 pub fn find(name: &str) -> Option<&'static Kernel> {
-    KERNELS.iter().find(|k| k.name == name)
+    KERNELS.iter().find(|k| k.name.to_bytes() == name.as_bytes())
 }
 
 const PARAM_BUFFER_POINTER: usize = 1;
@@ -202,6 +205,21 @@ fn distance_u64(dev: i32, a: &Args) -> HipResult {
     let mut m = memory::lock();
     m.check(dev, out, 8, true)?;
     m.write(dev, out, &end.wrapping_sub(begin).to_ne_bytes())
+}
+
+/// `rcb_test_indirect_fill_u32(const u64* slot, u32 value, u64 n)`: fills `n` words at the
+/// address stored in `*slot` with `value`, as a collective finds its buffers in a work
+/// descriptor in device memory: the buffer's address is in no argument.
+fn indirect_fill_u32(dev: i32, a: &Args) -> HipResult {
+    let (slot, value, len) = (a.u64(0), a.u32(1), span(a.u64(2), 4)?);
+    let mut m = memory::lock();
+    m.check(dev, slot, 8, false)?;
+    let mut word = [0u8; 8];
+    m.read(dev, slot, &mut word)?;
+    let dst = u64::from_ne_bytes(word);
+    m.check(dev, dst, len, true)?;
+    let data: Vec<u8> = value.to_ne_bytes().iter().copied().cycle().take(len).collect();
+    m.write(dev, dst, &data)
 }
 
 fn sleep(_dev: i32, a: &Args) -> HipResult {

@@ -100,7 +100,27 @@ int main(void) {
     EXPECT(d[0] == N * 4 - 100);
     EXPECT(d[1] == (uint64_t)0 - (N * 4 - 100));
 
+    /* rcb_test_indirect_fill_u32 fills at the address stored in device memory, in no argument. */
+    hipFunction_t indirect = get_fn(m, "rcb_test_indirect_fill_u32");
+    uint32_t *target = (uint32_t *)z + 8;
+    CHECK(hipMemcpy(x, &target, 8, hipMemcpyHostToDevice));
+    uint32_t seven = 7;
+    uint64_t four = 4;
+    void *ip[] = {&x, &seven, &four};
+    CHECK(hipModuleLaunchKernel(indirect, 1, 1, 1, 64, 1, 1, 0, s, ip, NULL));
+    CHECK(hipStreamSynchronize(s));
+    uint32_t around[6];
+    CHECK(hipMemcpy(around, (uint32_t *)z + 7, sizeof around, hipMemcpyDeviceToHost));
+    EXPECT(around[0] != 7 && around[1] == 7 && around[4] == 7 && around[5] != 7);
+
+    /* Names: a function's registered name; null for anything else and from ByPtr (no host stubs). */
+    EXPECT(strcmp(hipKernelNameRef(indirect), "rcb_test_indirect_fill_u32") == 0);
+    EXPECT(strcmp(hipKernelNameRef(fill), "rcb_test_fill_u32") == 0);
+    EXPECT(hipKernelNameRef((hipFunction_t)x) == NULL);
+    EXPECT(hipKernelNameRefByPtr((const void *)fill, NULL) == NULL);
+
     CHECK(hipModuleUnload(m));
+    EXPECT(hipKernelNameRef(fill) == NULL);
     EXPECT_ERR(hipModuleLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, s, oob, NULL), hipErrorInvalidHandle);
     CHECK(hipFree(x)); CHECK(hipFree(y)); CHECK(hipFree(z));
     CHECK(hipStreamDestroy(s));

@@ -5,9 +5,10 @@ use std::sync::Mutex;
 use crate::abi::Dim3;
 use crate::capture;
 use crate::error::{INVALID_IMAGE, INVALID_VALUE, NOT_FOUND};
-use crate::ffi::{cstr, hip_export, out};
+use crate::ffi::{cstr, guard, hip_export, out};
 use crate::graph::Op;
 use crate::kernels;
+use crate::knobs;
 use crate::module::{FUNCTIONS, Function, MODULES, Module, kernel_op};
 use crate::stream::resolve;
 
@@ -44,7 +45,7 @@ hip_export! {
         // SAFETY: the C caller's name is null (refused) or NUL-terminated, as HIP requires.
         let kernel = kernels::find(unsafe { cstr(name) }?).ok_or(NOT_FOUND)?;
         let mut fns = module.functions.lock().unwrap();
-        let h = *fns.entry(kernel.name).or_insert_with(|| FUNCTIONS.insert(Function { kernel }));
+        let h = *fns.entry(kernel.name.to_str().unwrap_or_default()).or_insert_with(|| FUNCTIONS.insert(Function { kernel }));
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
         unsafe { out(f, h) }
     }
@@ -58,4 +59,25 @@ hip_export! {
         let op = unsafe { kernel_op(f, Dim3 { x: gx, y: gy, z: gz }, Dim3 { x: bx, y: by, z: bz }, shmem, kernel_params, extra) }?;
         capture::submit(&t, Op::Kernel(op))
     }
+}
+
+/// The registered name of a function (a handle from `hipModuleGetFunction`), as clr's
+/// `hipKernelNameRef` gives it, or null for anything else; an injected fault makes it null too.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipKernelNameRef(f: usize) -> *const c_char {
+    guard(std::ptr::null(), || match knobs::get().enter("hipKernelNameRef", true).and_then(|()| FUNCTIONS.get(f)) {
+        Ok(function) => function.kernel.name.as_ptr(),
+        Err(_) => std::ptr::null(),
+    })
+}
+
+/// The name of a host stub registered for a runtime launch (`hipLaunchKernel`): hipsim has no
+/// host stubs, so this is null for every pointer, as clr's is for one it did not register (a
+/// `hipFunction_t` included). The stream is ignored, as clr ignores it.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipKernelNameRefByPtr(_host_function: *const c_void, _stream: usize) -> *const c_char {
+    guard(std::ptr::null(), || {
+        let _ = knobs::get().enter("hipKernelNameRefByPtr", false);
+        std::ptr::null()
+    })
 }
