@@ -40,7 +40,7 @@ run() { # label binary [env...] -- [args...]
     fi
 }
 
-tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops)
+tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops node_kinds)
 for t in "${tests[@]}"; do build "$t" ""; done
 build memcpy_params ""
 
