@@ -41,6 +41,7 @@
 
 #include "rocm_cmdbuf.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1256,8 +1257,14 @@ typedef struct {
     size_t access_count, bytesize;
     void *dptr;
 } alloc_params_t;
-hipError_t hipGraphAddBatchMemOpNode(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, const batch_params_t *);
-hipError_t hipGraphAddMemAllocNode(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, alloc_params_t *);
+/* Looked up by name: headers newer than 5.2 declare them with their own struct types. */
+typedef hipError_t (*add_batch_fn)(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, const batch_params_t *);
+typedef hipError_t (*add_alloc_fn)(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, alloc_params_t *);
+static void *hip_symbol(const char *name) {
+    void *f = dlsym(dlopen(NULL, RTLD_NOW), name);
+    if (f == NULL) die("the software GPU does not export %s", name);
+    return f;
+}
 
 static void count_host_call(void *user) { __atomic_add_fetch((int *)user, 1, __ATOMIC_SEQ_CST); }
 
@@ -1283,12 +1290,12 @@ static void raw_node_kinds(input *in, hipGraph_t g) {
     if (hipGraphAddEventWaitNode(&n, g, &prev, LINK(), gpu.events[pick(in, 2)]) == hipSuccess) prev = n;
     memop_t write = {rarely(in, 8) ? u8(in) : 5, 0, address(in), u64(in), 0, 0, 0};
     batch_params_t bp = {NULL, 1, &write, 0};
-    if (hipGraphAddBatchMemOpNode(&n, g, &prev, LINK(), &bp) == hipSuccess) prev = n;
+    if (((add_batch_fn)hip_symbol("hipGraphAddBatchMemOpNode"))(&n, g, &prev, LINK(), &bp) == hipSuccess) prev = n;
     if (rarely(in, 4)) {
         alloc_params_t ap;
         memset(&ap, 0, sizeof ap);
         ap.bytesize = 256;
-        hipGraphAddMemAllocNode(&n, g, &prev, LINK(), &ap);
+        ((add_alloc_fn)hip_symbol("hipGraphAddMemAllocNode"))(&n, g, &prev, LINK(), &ap);
     }
 #undef LINK
 }
