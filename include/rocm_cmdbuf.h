@@ -206,6 +206,41 @@
 #define RCB_FALLBACK_OPAQUE_KERNEL 9
 
 /**
+ * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) got a child
+ * holding a conditional node (CUDA 12.3+: a `lax.while_loop` or `lax.cond` that XLA built
+ * with conditional nodes). It is not flattened (the body runs on a value that kernels set
+ * through a handle made for the node's own graph, which no copy can be given) and CUDA forbids
+ * conditional nodes in a child graph, so no cloned child node can hold it either: the call
+ * fails with `RCB_STATUS_UNSUPPORTED` and adds nothing. Record such a graph another way (XLA
+ * keeps its own command for it).
+ */
+#define RCB_FALLBACK_CONDITIONAL_NODE 10
+
+/**
+ * Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) got a child
+ * holding a memory allocation or free node (a captured `cudaMallocAsync`/`hipMallocAsync` or
+ * its free). It is not flattened (a copy of an allocation node would allocate at another
+ * address than the one the nodes after it hold). On HIP the child becomes one cloned child
+ * node; CUDA adds such a graph as a child node only by moving those nodes out of it, so there
+ * the call fails with `RCB_STATUS_UNSUPPORTED` and adds nothing.
+ */
+#define RCB_FALLBACK_MEMORY_NODE 11
+
+/**
+ * Fallback reason: a memcpy node of an executable graph could not take its new operands in
+ * place. CUDA's `cuGraphExecMemcpyNodeSetParams` refuses operands in another kind of
+ * allocation (`cuMemAlloc` or managed memory on one side, virtual-memory mappings and
+ * stream-ordered pools on the other) or on another device than the node was instantiated
+ * with; the library checks that before the setter, and any runtime's setter may refuse new
+ * operands too. The executable graph is then re-instantiated from its brought-up-to-date
+ * template (`rcb_update_report.reinstantiated` for an address update), or, where that is not
+ * possible (the conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`, a failed instantiation),
+ * the move is refused (`needs_rerecord`) with nothing changed, or the nodes are left
+ * unpushed and launches refused until a re-record.
+ */
+#define RCB_FALLBACK_MEMCPY_NOT_IN_PLACE 12
+
+/**
  * The HIP runtime (`libamdhip64`) backs the library.
  */
 #define RCB_BACKEND_HIP 1
@@ -411,9 +446,11 @@ typedef struct rcb_update_report {
   uint32_t needs_rerecord;
   /**
    * 1 when the executable graph was re-instantiated (from its template, brought up to date
-   * with the moved addresses) instead of being sent the touched nodes, because its update
-   * budget was about to be spent (see `rcb_cmdbuf_set_exec_update_budget`); the old executable
-   * graph is destroyed once the work launched from it has finished. 0 otherwise.
+   * with the moved addresses) instead of being sent the touched nodes: its update budget was
+   * about to be spent (see `rcb_cmdbuf_set_exec_update_budget`), or a memcpy node could not
+   * take its new operands in place (`RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`: on CUDA an operand
+   * moved to another kind of allocation or device). The old executable graph is destroyed
+   * once the work launched from it has finished. 0 otherwise.
    */
   uint32_t reinstantiated;
 } rcb_update_report;
@@ -766,8 +803,9 @@ typedef struct rcb_counters {
    */
   uint64_t instantiations;
   /**
-   * Instantiations made because an executable graph's update budget was about to be spent
-   * (see `RCB_EXEC_UPDATE_BUDGET`); each is counted in `instantiations` too.
+   * Instantiations that replaced an executable graph: its update budget was about to be spent
+   * (see `RCB_EXEC_UPDATE_BUDGET`) or a memcpy node could not take its new operands in place
+   * (`RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`); each is counted in `instantiations` too.
    */
   uint64_t reinstantiations;
   /**
@@ -1311,6 +1349,14 @@ rcb_status rcb_cmdbuf_update_kernel_params(struct rcb_cmdbuf *cb,
  * Replaces the operands of memcpy node `node` (as for `rcb_cmdbuf_add_memcpy_d2d`). Updating
  * state only. On failure the node keeps its previous parameters.
  *
+ * Where the executable graph's memcpy setter cannot take the new operands in place (CUDA: they
+ * lie in another kind of allocation or on another device than those the node was instantiated
+ * with; any runtime: the setter refuses them), the template takes them and the executable graph
+ * is re-instantiated (read `rcb_cmdbuf_exec` again). Where that is not possible now (the
+ * conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`) the call fails with
+ * `RCB_STATUS_UNSUPPORTED` and nothing changed; should the instantiation itself fail, its status
+ * is returned and launches are refused until the node is re-recorded.
+ *
  * Thread-safety: one thread at a time per command buffer.
  *
  * # Safety
@@ -1427,7 +1473,10 @@ rcb_status rcb_cmdbuf_capture_end(struct rcb_cmdbuf *cb);
  * Finalizes recording or an update. The first finalize adds one empty node to an empty graph
  * (nothing empty is ever instantiated) and instantiates a primary command buffer; a finalize
  * after an update pushes any node a failed address update left behind, and re-instantiates only
- * when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`).
+ * when that push would pass the update budget (see `rcb_cmdbuf_set_exec_update_budget`) or a
+ * memcpy node among them cannot take its operands in place (`RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`;
+ * `RCB_STATUS_UNSUPPORTED` when re-instantiating is not possible now: finalize again later, or
+ * re-record).
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -1531,9 +1580,18 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  * - an address recorded in several allocations of the table at once (see `rcb_allocation`)
  *   whose allocations do not all move by the same amount: nothing changed (fallback reason
  *   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
+ * - a memcpy node that cannot take its new operands in place (on CUDA an operand moved to
+ *   another kind of allocation, `cuMemAlloc` or managed memory on one side and virtual-memory
+ *   mappings or pool allocations on the other, or to another device), when the executable graph
+ *   cannot be re-instantiated now either (the conditions of
+ *   `RCB_FALLBACK_REINSTANTIATE_BLOCKED`): nothing changed (fallback reason
+ *   `RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`). Where it can, the update re-instantiates instead of
+ *   pushing (`report->reinstantiated = 1`);
  * - a runtime call failing part-way (logged at warn; the table and the library's copy of the
  *   parameters are the new ones, the nodes not yet sent are kept aside and launches are refused
- *   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update).
+ *   until they are re-recorded or sent by the next `rcb_cmdbuf_finalize` or update). A memcpy
+ *   setter that refuses its node's new operands is repaired by re-instantiating where that is
+ *   possible (`report->reinstantiated = 1`, no re-record).
  *
  * An update in which nothing moved is never refused. `*report` is written on success.
  *
@@ -1678,14 +1736,34 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  * reason naming the kernel). A kernel node of a raw graph whose function the runtime cannot
  * name is treated the same way unless the list is `none`: it might be on it.
  *
+ * Event record and event wait nodes are re-created with the same event, host nodes with the
+ * same function and user data, and stream memory-operation nodes (CUDA's batch memory-operation
+ * nodes, captured stream writes and waits; HIP's from 6.4, made by `hipGraphAddBatchMemOpNode`,
+ * since ROCm runs a captured stream write outside the capture) with the same operations, each
+ * with all its edges: the copy orders against other streams and graphs exactly as the original
+ * does. Their parameters are never changed by an update. A memory operation's address is not a
+ * patch site: the allocation it lies in is pinned (its moves are refused with
+ * `needs_rerecord`). What a host function reads is not the library's to see (the trade-off of
+ * scanned kernels: an address in memory other than the node's parameters is not found).
+ *
  * Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
- * that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted, a host,
- * event or memory-operation node, any other type) nothing is flattened: the whole child becomes
- * ONE cloned child node after `deps`, the reason is logged (warn) and written to
- * `report->reason`, and the call still succeeds. No node is dropped and no dependency lost
- * either way. The fallback node follows the rules of `rcb_cmdbuf_add_child`
- * (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of the allocations it may
- * reference are refused with `needs_rerecord`, never applied silently.
+ * that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted or that
+ * is not a device-to-device copy, a node whose parameters the runtime cannot report, a memory
+ * allocation or free node (`RCB_FALLBACK_MEMORY_NODE`), any type the library does not know)
+ * nothing is flattened: the whole child becomes ONE cloned child node after `deps`, the reason
+ * is logged (warn) and written to `report->reason`, and the call still succeeds. No node is
+ * dropped and no dependency lost either way. The fallback node follows the rules of
+ * `rcb_cmdbuf_add_child` (for `child`) or `rcb_cmdbuf_add_child_graph` (for `graph`): moves of
+ * the allocations it may reference are refused with `needs_rerecord`, never applied silently.
+ *
+ * No fallback exists where the runtime does not allow such a graph in a child node: CUDA
+ * forbids conditional nodes there (XLA's `lax.cond` and `lax.while_loop` graphs hold them; they
+ * are never flattened either: their bodies run on a value set through a handle made for the
+ * graph they belong to), and memory allocation and free nodes unless they are moved out of the
+ * graph. Such a child returns `RCB_STATUS_UNSUPPORTED` with nothing added to `cb`, the message
+ * naming the node kind and the rule, counted as `RCB_FALLBACK_CONDITIONAL_NODE` or
+ * `RCB_FALLBACK_MEMORY_NODE`: record that graph another way (as its own executable graph, or the
+ * command another way; XLA keeps its own command for it).
  *
  * `*group` is written on success: the node later commands depend on (the child's single exit
  * node, an empty join node after all its exit nodes, or the fallback child node); `*report` too.
@@ -1716,8 +1794,10 @@ rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
  * flattened traced command whose trace changed. Updating state only.
  *
  * The new child must flatten to the same nodes in the same order, each of the same type (its
- * edges are taken to be the same); otherwise `RCB_STATUS_INVALID_ARGUMENT` (another shape) or
- * `RCB_STATUS_UNSUPPORTED` (it cannot be flattened) names the difference and nothing changes.
+ * edges are taken to be the same), with the same event, host function and user data, and
+ * memory operations where it has such nodes (the library never changes those in place);
+ * otherwise `RCB_STATUS_INVALID_ARGUMENT` (another shape) or `RCB_STATUS_UNSUPPORTED` (it cannot
+ * be flattened, or such a node differs) names the difference and nothing changes.
  * Each node's parameters are pushed as by `rcb_cmdbuf_update_kernel` and its patch sites
  * replaced, found as when flattening (exact for `child`'s own nodes, by scanning for raw
  * kernels). When the child had fallen back to one cloned child node, that node gets the new

@@ -48,13 +48,28 @@ pub enum Fallback {
     /// node of a kernel on `RCB_OPAQUE_KERNELS` (a collective) may read addresses the library
     /// cannot see (`cmdbuf/opaque.rs`).
     OpaqueKernel = 9,
+    /// A child holding a conditional node was not flattened (its body runs on a value set
+    /// through a handle made for its own graph) and, since CUDA forbids conditional nodes in a
+    /// child graph, not added as a child node either: the call failed with nothing added.
+    ConditionalNode = 10,
+    /// A child holding a memory allocation or free node was not flattened (a copy would
+    /// allocate elsewhere than the address the nodes after it hold); it became one cloned child
+    /// node where the runtime allows that (HIP), else the call failed with nothing added (CUDA).
+    MemoryNode = 11,
+    /// A memcpy node of the executable graph could not take its new operands in place: they
+    /// lie in another kind of allocation or on another device than those it was instantiated
+    /// with, which CUDA's executable memcpy setter refuses (checked before the setter), or the
+    /// setter refused them. The executable graph was re-instantiated from its template, or,
+    /// where that was not possible, the update was refused (`needs_rerecord`) with nothing
+    /// changed or the executable left refusing launches.
+    MemcpyNotInPlace = 12,
 }
 
 /// Slots reserved for fallback reasons (room for reasons added later without a new layout).
 pub const FALLBACK_SLOTS: usize = 16;
 
 impl Fallback {
-    pub const ALL: [Fallback; 10] = [
+    pub const ALL: [Fallback; 13] = [
         Fallback::ShapeChanged,
         Fallback::OpaqueReference,
         Fallback::PushFailed,
@@ -65,6 +80,9 @@ impl Fallback {
         Fallback::OverlappingAllocations,
         Fallback::MemcpyUnreadable,
         Fallback::OpaqueKernel,
+        Fallback::ConditionalNode,
+        Fallback::MemoryNode,
+        Fallback::MemcpyNotInPlace,
     ];
 
     /// A short stable name (what `rcb_fallback_reason_name` returns).
@@ -80,6 +98,9 @@ impl Fallback {
             Fallback::OverlappingAllocations => c"overlapping_allocations",
             Fallback::MemcpyUnreadable => c"memcpy_unreadable",
             Fallback::OpaqueKernel => c"opaque_kernel",
+            Fallback::ConditionalNode => c"conditional_node",
+            Fallback::MemoryNode => c"memory_node",
+            Fallback::MemcpyNotInPlace => c"memcpy_not_in_place",
         }
     }
 
@@ -97,8 +118,9 @@ pub enum Event {
     Capture,
     /// An executable graph instantiated (`hipGraphInstantiate`), re-instantiations included.
     Instantiation,
-    /// An instantiation made because the update budget was about to be spent (also counted as
-    /// an [`Event::Instantiation`]).
+    /// An instantiation that replaced an executable graph, because the update budget was about to
+    /// be spent or a memcpy node could not take its new operands in place (also counted as an
+    /// [`Event::Instantiation`]).
     Reinstantiation,
     /// An executable graph replaced by a re-instantiation destroyed, once the work launched from
     /// it had finished.

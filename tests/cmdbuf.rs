@@ -982,3 +982,180 @@ fn a_named_pointer_outside_the_table_is_refused_naming_the_argument() {
     // One past the end is allowed.
     assert_eq!(add(&named_fill(0, BYTES, 1.0, 1)), RCB_OK);
 }
+
+/// A device buffer of `bytes` mapped through the virtual memory API (what XLA's platform
+/// allocator hands out on CUDA): another kind of allocation than `malloc`'s. Unmapped and
+/// released when dropped.
+struct Mapped {
+    rt: &'static dyn rocm_cmdbuf::runtime::Runtime,
+    ptr: u64,
+    size: usize,
+    handle: rocm_cmdbuf::runtime::PhysicalMem,
+}
+
+impl Mapped {
+    fn new(gpu: &Gpu, values: &[f32]) -> Option<Mapped> {
+        let vmm = common::supported("virtual memory", gpu.rt.vmm())?;
+        let size = vmm.granularity(0).unwrap();
+        let handle = vmm.create(0, size).unwrap();
+        let ptr = vmm.reserve(size, 0).unwrap();
+        vmm.map(ptr, size, handle).unwrap();
+        vmm.set_access(ptr, size, &[0]).unwrap();
+        gpu.write(ptr, values);
+        Some(Mapped { rt: gpu.rt, ptr, size, handle })
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if let Ok(vmm) = self.rt.vmm() {
+            let _ = vmm.unmap(self.ptr, self.size);
+            let _ = vmm.free_range(self.ptr, self.size);
+            let _ = vmm.release(self.handle);
+        }
+    }
+}
+
+fn counts(cb: &Cb) -> rcb_counters {
+    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
+    c.struct_size = size_of::<rcb_counters>() as u32;
+    ok(unsafe { rcb_counters_get(cb.0, &mut c) });
+    c
+}
+
+/// memcpy(d ← s) → axpy(y += 2d) over (s, d, y): what a command buffer recorded at `s, d, y`
+/// leaves in d and y, from s = iota(1) and y = 1.
+fn memcpy_then_axpy(gpu: &Gpu, cb: &Cb, s: u64, d: u64, y: u64) -> rcb_node {
+    let c = cb.memcpy(&[], d, s, BYTES);
+    cb.kernel(&[c], gpu.k.axpy_f32, N as u64, &args::axpy(y, d, 2.0, N as u64));
+    c
+}
+
+/// Runs `cb` from fresh inputs and returns (d, y) as bytes.
+fn run_copy_axpy(gpu: &Gpu, cb: &Cb, s: u64, d: u64, y: u64) -> (Vec<u8>, Vec<u8>) {
+    gpu.write(s, &iota(1.0));
+    gpu.write(d, &[0.0; N]);
+    gpu.write(y, &[1.0; N]);
+    cb.launch(gpu);
+    (gpu.read_bytes(d, BYTES as usize), gpu.read_bytes(y, BYTES as usize))
+}
+
+/// What a fresh record at `s, d, y` computes: the reference an update must match bit for bit.
+fn fresh_copy_axpy(gpu: &Gpu, s: u64, d: u64, y: u64) -> (Vec<u8>, Vec<u8>) {
+    let fresh = Cb::primary();
+    memcpy_then_axpy(gpu, &fresh, s, d, y);
+    fresh.finalize();
+    run_copy_axpy(gpu, &fresh, s, d, y)
+}
+
+/// Issue 32: CUDA's `cuGraphExecMemcpyNodeSetParams` fails when an operand moves between a
+/// plain allocation and a mapped one (measured on the H200). The library checks that before the
+/// setter on CUDA and re-instantiates; on the software GPU the `memcpy_class` quirk models the
+/// rule (clr has none, and the HIP backend reports no classes), so there the setter refuses and
+/// the same re-instantiation repairs the update. Either way the update succeeds, reports the
+/// re-instantiation, and the results equal a fresh record's bit for bit; a move within one kind
+/// stays in place. Then the same through `rcb_cmdbuf_update_memcpy_d2d`.
+#[test]
+fn a_memcpy_operand_moved_to_another_kind_of_allocation_reinstantiates_bit_exact() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = common::hipsim("the software GPU's clr model, which takes such a move in place");
+    if let Some(sim) = &sim {
+        sim.set_quirks("memcpy_class");
+    }
+    let (s, d, y) = (gpu.upload(&iota(1.0)), gpu.upload(&[0.0; N]), gpu.upload(&[1.0; N]));
+    let Some(mapped) = Mapped::new(&gpu, &[0.0; N]) else { return };
+    let cb = Cb::primary();
+    cb.set_allocs(&[(s, BYTES), (d, BYTES), (y, BYTES)]);
+    let copy = memcpy_then_axpy(&gpu, &cb, s, d, y);
+    cb.finalize();
+    assert_eq!(run_copy_axpy(&gpu, &cb, s, d, y), fresh_copy_axpy(&gpu, s, d, y));
+
+    // d: plain → mapped, then back; each a new instantiation.
+    for (step, to) in [(1, mapped.ptr), (2, d)] {
+        let r = cb.update_allocs(&[(s, BYTES), (to, BYTES), (y, BYTES)]);
+        assert_eq!((r.reinstantiated, r.needs_rerecord, r.updated_nodes), (1, 0, 2), "step {step}");
+        let c = counts(&cb);
+        assert_eq!((c.fallbacks[RCB_FALLBACK_MEMCPY_NOT_IN_PLACE as usize], c.instantiations), (step, 1 + step), "step {step}");
+        assert_eq!(c.fallbacks[RCB_FALLBACK_PUSH_FAILED as usize], 0);
+        assert_eq!(run_copy_axpy(&gpu, &cb, s, to, y), fresh_copy_axpy(&gpu, s, to, y), "step {step}");
+    }
+    // Within one kind: in place.
+    let d2 = gpu.upload(&[0.0; N]);
+    let r = cb.update_allocs(&[(s, BYTES), (d2, BYTES), (y, BYTES)]);
+    assert_eq!((r.reinstantiated, r.needs_rerecord, r.updated_nodes), (0, 0, 2));
+    assert_eq!(run_copy_axpy(&gpu, &cb, s, d2, y), fresh_copy_axpy(&gpu, s, d2, y));
+
+    // The node updated directly: the same rule.
+    cb.begin_update();
+    cb.set_allocs(&[(s, BYTES), (mapped.ptr, BYTES), (y, BYTES)]);
+    ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, copy, mapped.ptr, s, BYTES) });
+    cb.update_kernel(copy + 1, gpu.k.axpy_f32, N as u64, &args::axpy(y, mapped.ptr, 2.0, N as u64));
+    cb.finalize();
+    assert_eq!(counts(&cb).instantiations, 4);
+    assert_eq!(run_copy_axpy(&gpu, &cb, s, mapped.ptr, y), fresh_copy_axpy(&gpu, s, mapped.ptr, y));
+
+    // The software GPU without the quirk, as clr: the same moves in place.
+    if let Some(sim) = &sim {
+        sim.set_quirks("");
+        let r = cb.update_allocs(&[(s, BYTES), (d, BYTES), (y, BYTES)]);
+        assert_eq!((r.reinstantiated, r.needs_rerecord, r.updated_nodes), (0, 0, 2));
+        assert_eq!(run_copy_axpy(&gpu, &cb, s, d, y), fresh_copy_axpy(&gpu, s, d, y));
+    }
+}
+
+/// When the executable graph cannot be re-instantiated now (as many replaced executables as are
+/// kept still wait for their launches, which the host never waits for), a move across kinds is
+/// refused. Where the runtime tells the kinds apart (CUDA) that is decided before anything
+/// changes: the command buffer keeps running where it was. Where only the setter knows (the
+/// software GPU's quirk), the refusing setter leaves the nodes unpushed: launches are refused
+/// until they reach an executable graph, which the next finalize does once the old launches have
+/// finished.
+#[test]
+fn a_memcpy_move_across_kinds_that_cannot_reinstantiate_is_refused_with_nothing_changed() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // The software GPU needs the quirk to have the rule; a real runtime has its own.
+    let sim = (gpu.rt.info().backend == rocm_cmdbuf::runtime::Backend::Hip).then(|| common::hipsim("the memcpy_class quirk")).flatten();
+    if let Some(sim) = &sim {
+        sim.set_quirks("memcpy_class");
+    }
+    let (s, d, y) = (gpu.upload(&iota(1.0)), gpu.upload(&[0.0; N]), gpu.upload(&[1.0; N]));
+    let Some(mapped) = Mapped::new(&gpu, &[0.0; N]) else { return };
+    let cb = Cb::primary();
+    cb.set_allocs(&[(s, BYTES), (d, BYTES), (y, BYTES)]);
+    memcpy_then_axpy(&gpu, &cb, s, d, y);
+    cb.finalize();
+    // Every launch below stays queued behind a second-long kernel.
+    common::run(gpu.rt, gpu.k.sleep, &args::sleep(1_000_000), gpu.stream);
+    let launch = || ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
+    launch();
+    let table = |to: u64| [(s, BYTES), (to, BYTES), (y, BYTES)];
+    assert_eq!(cb.update_allocs(&table(mapped.ptr)).reinstantiated, 1);
+    launch();
+    assert_eq!(cb.update_allocs(&table(d)).reinstantiated, 1);
+    launch();
+    let r = cb.update_allocs(&table(mapped.ptr));
+    assert_eq!(counts(&cb).fallbacks[RCB_FALLBACK_MEMCPY_NOT_IN_PLACE as usize], 3);
+    if gpu.rt.memory_class(d).is_some() {
+        assert_eq!(r, rcb_update_report { needs_rerecord: 1, ..Default::default() }, "refused, nothing moved");
+        launch();
+        gpu.sync();
+        // Still recorded at d.
+        assert_eq!(run_copy_axpy(&gpu, &cb, s, d, y), fresh_copy_axpy(&gpu, s, d, y));
+    } else {
+        assert_eq!((r.moved_allocations, r.needs_rerecord, r.reinstantiated), (1, 1, 0));
+        fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "stale parameters");
+        gpu.sync();
+        // The old launches finished: the next finalize takes the nodes left behind, through a
+        // new executable graph.
+        let before = counts(&cb).reinstantiations;
+        cb.begin_update();
+        cb.finalize();
+        assert_eq!(counts(&cb).reinstantiations, before + 1);
+        assert_eq!(run_copy_axpy(&gpu, &cb, s, mapped.ptr, y), fresh_copy_axpy(&gpu, s, mapped.ptr, y));
+    }
+    if let Some(sim) = &sim {
+        sim.set_quirks("");
+    }
+}

@@ -58,12 +58,6 @@ struct DriverApi {
 type LaunchFn =
     unsafe extern "C" fn(*mut c_void, u32, u32, u32, u32, u32, u32, u32, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> i32;
 type MemsetD32Fn = unsafe extern "C" fn(u64, u32, usize, *mut c_void) -> i32;
-#[repr(C)]
-struct HostNodeParams {
-    func: Option<unsafe extern "C" fn(*mut c_void)>,
-    user_data: *mut c_void,
-}
-type AddHostFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const HostNodeParams) -> i32;
 /// `hipGraphKernelNodeSetAttribute` / `cuGraphKernelNodeSetAttribute` (and the getters): node,
 /// attribute id, value (a union whose `int` members start at offset 0; 64 bytes at most).
 type NodeAttributeFn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
@@ -119,13 +113,76 @@ impl DriverApi {
         v[0]
     }
 
-    fn add_host_node(&self, graph: Graph, deps: &[Node]) -> Node {
-        unsafe extern "C" fn noop(_: *mut c_void) {}
-        let f: AddHostFn = self.sym("hipGraphAddHostNode", "cuGraphAddHostNode");
-        let raw: Vec<*mut c_void> = deps.iter().map(|d| d.0).collect();
-        let p = HostNodeParams { func: Some(noop), user_data: null_mut() };
+    /// A memcpy node copying `bytes` from pinned host memory at `src` to `dst`: a copy the
+    /// flattener does not re-create (it re-creates device-to-device copies only).
+    fn add_host_to_device_copy(&self, graph: Graph, dst: u64, src: *mut u64, bytes: usize) -> Node {
         let mut node = null_mut();
-        assert_eq!(unsafe { f(&mut node, graph.0, raw.as_ptr(), raw.len(), &p) }, 0);
+        if self.cuda {
+            type CtxFn = unsafe extern "C" fn(*mut *mut c_void) -> i32;
+            type AddFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *const u8, *mut c_void) -> i32;
+            let mut ctx = null_mut();
+            assert_eq!(unsafe { self.sym::<CtxFn>("", "cuCtxGetCurrent")(&mut ctx) }, 0);
+            // CUDA_MEMCPY3D: srcMemoryType HOST (1) and srcHost, dstMemoryType DEVICE (2) and
+            // dstDevice, then WidthInBytes, Height and Depth.
+            let mut p = [0u8; 200];
+            p[32..36].copy_from_slice(&1u32.to_le_bytes());
+            p[40..48].copy_from_slice(&(src as u64).to_le_bytes());
+            p[120..124].copy_from_slice(&2u32.to_le_bytes());
+            p[136..144].copy_from_slice(&dst.to_le_bytes());
+            p[176..184].copy_from_slice(&(bytes as u64).to_le_bytes());
+            p[184..192].copy_from_slice(&1u64.to_le_bytes());
+            p[192..200].copy_from_slice(&1u64.to_le_bytes());
+            let add: AddFn = self.sym("", "cuGraphAddMemcpyNode");
+            assert_eq!(unsafe { add(&mut node, graph.0, null(), 0, p.as_ptr(), ctx) }, 0);
+        } else {
+            type AddFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, u64, *mut u64, usize, i32) -> i32;
+            let add: AddFn = self.sym("hipGraphAddMemcpyNode1D", "");
+            // hipMemcpyHostToDevice.
+            assert_eq!(unsafe { add(&mut node, graph.0, null(), 0, dst, src, bytes, 1) }, 0);
+        }
+        Node(node)
+    }
+
+    /// A memory allocation node of `bytes` on device 0 (`hipMemAllocNodeParams` and
+    /// `CUDA_MEM_ALLOC_NODE_PARAMS`: 88 bytes of pool properties, whose allocation type and
+    /// location are the first words, then the access descriptors, the size and the address).
+    fn add_mem_alloc_node(&self, graph: Graph, bytes: usize) -> (Node, u64) {
+        type AddFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *mut u8) -> i32;
+        let mut p = [0u8; 120];
+        // Pinned (1) memory on a device (location type 1), device 0.
+        p[0..4].copy_from_slice(&1u32.to_le_bytes());
+        p[8..12].copy_from_slice(&1u32.to_le_bytes());
+        p[104..112].copy_from_slice(&(bytes as u64).to_le_bytes());
+        let add: AddFn = self.sym("hipGraphAddMemAllocNode", "cuGraphAddMemAllocNode");
+        let mut node = null_mut();
+        assert_eq!(unsafe { add(&mut node, graph.0, null(), 0, p.as_mut_ptr()) }, 0);
+        (Node(node), u64::from_le_bytes(p[112..120].try_into().unwrap()))
+    }
+
+    /// CUDA only: an IF conditional node whose body sets `dst` (`n` 32-bit words) to `value`.
+    fn add_conditional_node(&self, gpu: &Gpu, graph: Graph, dst: u64, value: u32, n: usize) -> Node {
+        type CtxFn = unsafe extern "C" fn(*mut *mut c_void) -> i32;
+        type HandleFn = unsafe extern "C" fn(*mut u64, *mut c_void, *mut c_void, u32, u32) -> i32;
+        type AddFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const *mut c_void, usize, *mut u8) -> i32;
+        let mut ctx = null_mut();
+        assert_eq!(unsafe { self.sym::<CtxFn>("", "cuCtxGetCurrent")(&mut ctx) }, 0);
+        let mut handle = 0u64;
+        // Default value 1 with CU_GRAPH_COND_ASSIGN_DEFAULT (1): the body runs unless a kernel says otherwise.
+        assert_eq!(unsafe { self.sym::<HandleFn>("", "cuGraphConditionalHandleCreate")(&mut handle, graph.0, ctx, 1, 1) }, 0);
+        // CUgraphNodeParams (256 bytes): type CU_GRAPH_NODE_TYPE_CONDITIONAL (13), then at 16
+        // CUDA_CONDITIONAL_NODE_PARAMS: handle, type IF (0), size 1, phGraph_out (set by the
+        // driver), ctx.
+        let mut p = [0u8; 256];
+        p[0..4].copy_from_slice(&13u32.to_le_bytes());
+        p[16..24].copy_from_slice(&handle.to_le_bytes());
+        p[28..32].copy_from_slice(&1u32.to_le_bytes());
+        p[40..48].copy_from_slice(&(ctx as u64).to_le_bytes());
+        let mut node = null_mut();
+        assert_eq!(unsafe { self.sym::<AddFn>("", "cuGraphAddNode")(&mut node, graph.0, null(), 0, p.as_mut_ptr()) }, 0);
+        let bodies = u64::from_le_bytes(p[32..40].try_into().unwrap()) as *const *mut c_void;
+        let body = Graph(unsafe { *bodies });
+        let set = rocm_cmdbuf::runtime::MemsetParams { dst, value, element_size: 4, width: n, height: 1, pitch: n * 4 };
+        gpu.rt.add_memset_node(body, &[], &set).unwrap();
         Node(node)
     }
 }
@@ -301,17 +358,41 @@ fn assert_fallback_keeps_dependencies(gpu: &Gpu, g: Graph, x: u64, expect_reason
     assert_eq!(u32s(gpu, d2), vec![0; N]);
 }
 
+/// Pinned host memory (8 bytes) and a device word, for a copy from the host that the flattener
+/// does not re-create; freed when dropped.
+struct HostWord<'a> {
+    gpu: &'a Gpu,
+    signal: rocm_cmdbuf::runtime::Signal,
+    device: u64,
+}
+
+impl<'a> HostWord<'a> {
+    fn new(gpu: &'a Gpu) -> Self {
+        HostWord { gpu, signal: gpu.rt.stream_memory().unwrap().signal_alloc(0).unwrap(), device: gpu.rt.malloc(0, 8).unwrap() }
+    }
+
+    fn add_copy(&self, api: &DriverApi, g: Graph) {
+        api.add_host_to_device_copy(g, self.device, self.signal.host, 8);
+    }
+}
+
+impl Drop for HostWord<'_> {
+    fn drop(&mut self) {
+        let _ = self.gpu.rt.stream_memory().map(|m| m.signal_free(self.signal));
+        let _ = self.gpu.rt.free(self.device);
+    }
+}
+
 #[test]
-fn a_child_with_a_host_node_falls_back_whole_with_dependencies_intact() {
+fn a_child_with_a_copy_from_the_host_falls_back_whole_with_dependencies_intact() {
     // hipsim's counters and quirks are process-wide.
     let _serial = common::serial();
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g| {
-        api.add_host_node(g, &[]);
-    });
-    assert_fallback_keeps_dependencies(&gpu, g, x, "Host");
+    let word = HostWord::new(&gpu);
+    let g = sleeping_child(&gpu, x, |g| word.add_copy(&api, g));
+    assert_fallback_keeps_dependencies(&gpu, g, x, "memcpy");
     gpu.rt.graph_destroy(g).unwrap();
 }
 
@@ -877,17 +958,14 @@ fn a_fallback_group_takes_the_new_child_as_a_whole() {
     let Some(gpu) = gpu() else { return };
     let api = DriverApi::of(&gpu);
     let x = zeroed(&gpu);
-    let g = sleeping_child(&gpu, x, |g| {
-        api.add_host_node(g, &[]);
-    });
+    let word = HostWord::new(&gpu);
+    let g = sleeping_child(&gpu, x, |g| word.add_copy(&api, g));
     let parent = Cb::primary();
     let (group, report) = flatten(&parent, &[], null(), g).unwrap();
     assert_eq!(report.flattened, 0);
     parent.finalize();
     let x2 = zeroed(&gpu);
-    let g2 = sleeping_child(&gpu, x2, |g| {
-        api.add_host_node(g, &[]);
-    });
+    let g2 = sleeping_child(&gpu, x2, |g| word.add_copy(&api, g));
     parent.begin_update();
     let report = update_flattened(&parent, group, null(), g2).unwrap();
     assert_eq!(report.flattened, 0);
@@ -1264,4 +1342,258 @@ fn opaque_kernel_moves() {
     rt.graph_destroy(plain).unwrap();
     rt.graph_destroy(g).unwrap();
     rt.graph_destroy(g2).unwrap();
+}
+
+/// Waits, with a deadline, until `stream` has run everything queued on it (a failure, never a
+/// hang, when something on it never finishes).
+fn finish(gpu: &Gpu, stream: rocm_cmdbuf::runtime::Stream, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !gpu.rt.stream_is_idle(stream).unwrap() {
+        assert!(std::time::Instant::now() < deadline, "{what}: the stream did not finish within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The host function of the host nodes below: counts its calls in the `AtomicU32` its user data
+/// points at.
+unsafe extern "C" fn count_call(user: *mut c_void) {
+    unsafe { &*(user as *const std::sync::atomic::AtomicU32) }.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+unsafe extern "C" fn count_other(user: *mut c_void) {
+    unsafe { count_call(user) }
+}
+
+/// A graph of sleep(20 ms) → fill(x = 7) → host(count) → record(e), and apart from them
+/// wait(gate) → copy(w ← z): the event record, event wait and host nodes are flattened with their
+/// edges, so a second stream waiting on `e` after a launch sees x written, the host function runs
+/// once per launch with its user data, and the copy waits until another stream records `gate`.
+#[test]
+fn event_and_host_nodes_are_flattened_and_keep_their_order() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let user = &calls as *const _ as *mut c_void;
+    let host = rocm_cmdbuf::runtime::HostNode { function: count_call, user_data: user };
+    let (e, gate) = (rt.event_create(0).unwrap(), rt.event_create(0).unwrap());
+    let (x, z, w, d) = (zeroed(&gpu), zeroed(&gpu), zeroed(&gpu), zeroed(&gpu));
+    let source = |x: u64, w: u64, host: &rocm_cmdbuf::runtime::HostNode| {
+        let g = rt.graph_create().unwrap();
+        let s = rt.add_kernel_node(g, &[], &common::launch(gpu.k.sleep, &pack(&args::sleep(20_000)))).unwrap();
+        let f = rt.add_kernel_node(g, &[s], &common::launch(gpu.k.fill_u32, &fill_args(x, 7))).unwrap();
+        let h = rt.add_host_node(g, &[f], host).unwrap();
+        rt.add_event_record_node(g, &[h], e).unwrap();
+        let wait = rt.add_event_wait_node(g, &[], gate).unwrap();
+        rt.add_kernel_node(g, &[wait], &common::launch(gpu.k.copy_u8, &pack(&args::copy(w, z, BYTES)))).unwrap();
+        g
+    };
+    let g = source(x, w, &host);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (z, BYTES), (w, BYTES)]);
+    let (group, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 6, 3), "{}", reason(&report));
+    assert_eq!(fallbacks(&parent).iter().sum::<u64>(), 0);
+    let mut template = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(parent.0, &mut template) });
+    let copies = rt.graph_nodes(Graph(template)).unwrap();
+    let kinds: Vec<_> = copies.iter().map(|&n| rt.node_type(n).unwrap()).collect();
+    use rocm_cmdbuf::runtime::NodeType;
+    assert_eq!(kinds.iter().filter(|k| matches!(k, NodeType::EventRecord | NodeType::EventWait | NodeType::Host)).count(), 3, "{kinds:?}");
+    let record = copies[kinds.iter().position(|k| *k == NodeType::EventRecord).unwrap()];
+    assert_eq!(rt.event_record_node_event(record).unwrap(), e, "the same event");
+    let h = copies[kinds.iter().position(|k| *k == NodeType::Host).unwrap()];
+    assert_eq!(rt.host_node_read(h).unwrap(), host, "the same function and user data");
+    // Every edge copied: sleep → fill → host → record, wait → copy (the order the software GPU
+    // runs a graph's branches in would hide a lost one).
+    let wait = copies[kinds.iter().position(|k| *k == NodeType::EventWait).unwrap()];
+    let preds = |n: Node| -> Vec<Node> { rt.graph_edges(Graph(template)).unwrap().iter().filter(|e| e.to == n).map(|e| e.from).collect() };
+    let kernels: Vec<Node> = copies.iter().zip(&kinds).filter(|(_, k)| **k == NodeType::Kernel).map(|(&n, _)| n).collect();
+    let [sleep_node, fill_node, copy_node] = kernels[..] else { panic!("{kinds:?}") };
+    assert_eq!(
+        (preds(sleep_node), preds(fill_node), preds(h), preds(record), preds(wait), preds(copy_node)),
+        (vec![], vec![sleep_node], vec![fill_node], vec![h], vec![], vec![wait])
+    );
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+
+    let other = rt.stream_create(0, 1, 0).unwrap();
+    let run = |x: u64, w: u64, launches: u32| {
+        gpu.write(z, &[launches as f32; N]);
+        // The gate: recorded by another stream after 20 ms, before the launch is issued.
+        common::run(rt, gpu.k.sleep, &args::sleep(20_000), other);
+        rt.event_record(gate, other).unwrap();
+        parent.launch(&gpu);
+        // A second stream waits on the recorded event, then copies x: it sees the fill.
+        rocm_cmdbuf::runtime::Streams::stream_synchronize(rt, other).unwrap();
+        wait_event(&gpu, other, e);
+        rt.copy_device_async(d, x, BYTES as usize, other).unwrap();
+        finish(&gpu, other, "the copy after the event");
+        finish(&gpu, gpu.stream, "the launch");
+        assert_eq!(u32s(&gpu, d), vec![7; N], "launch {launches}: the stream waiting on the event saw the fill");
+        assert_eq!(gpu.read(w, N), vec![launches as f32; N], "launch {launches}: the copy waited for the gate");
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), launches, "once per launch");
+    };
+    run(x, w, 1);
+    run(x, w, 2);
+    // The flattened nodes move with the parent; the event and host nodes keep their places.
+    let (x2, w2) = (zeroed(&gpu), zeroed(&gpu));
+    let r = parent.update_allocs(&[(x2, BYTES), (z, BYTES), (w2, BYTES)]);
+    assert_eq!((r.moved_allocations, r.needs_rerecord), (2, 0));
+    gpu.write(x, &[0.0; N]);
+    gpu.write(d, &[0.0; N]);
+    run(x2, w2, 3);
+    assert_eq!(u32s(&gpu, x), vec![0; N], "the old x is not written any more");
+    assert_eq!(gpu.read(w, N), vec![2.0; N], "nor the old w");
+
+    // A re-trace with the same event and host node updates in place; another function or user
+    // data is refused with nothing changed.
+    parent.begin_update();
+    let g2 = source(x2, w2, &host);
+    assert_eq!(update_flattened(&parent, group, null(), g2).map(|r| r.flattened), Ok(1));
+    rt.graph_destroy(g2).unwrap();
+    let g3 = source(x2, w2, &rocm_cmdbuf::runtime::HostNode { function: count_other, user_data: user });
+    assert_eq!(update_flattened(&parent, group, null(), g3), Err(RCB_STATUS_UNSUPPORTED));
+    assert!(last_error().contains("host node with other parameters"), "{}", last_error());
+    rt.graph_destroy(g3).unwrap();
+    parent.finalize();
+    run(x2, w2, 4);
+
+    drop(parent);
+    rt.stream_destroy(other).unwrap();
+    rt.event_destroy(e).unwrap();
+    rt.event_destroy(gate).unwrap();
+}
+
+impl DriverApi {
+    /// `hipStreamWaitEvent` / `cuStreamWaitEvent`, which the `Runtime` interface does not make.
+    fn wait_event(&self, stream: rocm_cmdbuf::runtime::Stream, event: rocm_cmdbuf::runtime::Event) {
+        type WaitFn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32) -> i32;
+        let wait: WaitFn = self.sym("hipStreamWaitEvent", "cuStreamWaitEvent");
+        assert_eq!(unsafe { wait(stream.0, event.0, 0) }, 0);
+    }
+}
+
+fn wait_event(gpu: &Gpu, stream: rocm_cmdbuf::runtime::Stream, event: rocm_cmdbuf::runtime::Event) {
+    DriverApi::of(gpu).wait_event(stream, event);
+}
+
+/// A stream write captured into a graph (a memory-operation node on CUDA and on the software
+/// GPU, which captures what clr runs at once) is flattened with its operation; the word it writes
+/// is pinned: a move of that allocation is refused, a move of another is patched.
+#[test]
+fn a_memory_operation_node_is_flattened_and_pins_the_word_it_writes() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let Some(memory) = common::supported("stream memory operations", rt.stream_memory()) else { return };
+    let (x, word) = (zeroed(&gpu), rt.malloc(0, 8).unwrap());
+    rt.direct().copy_to_device(word, &0u64.to_le_bytes()).unwrap();
+    let g = if memory.memory_ops_captured() {
+        rt.begin_capture(gpu.stream, CaptureMode::ThreadLocal).unwrap();
+        common::run(rt, gpu.k.fill_u32, &args::fill(x, 3, N as u64), gpu.stream);
+        memory.stream_write_u64(gpu.stream, word, 0x5eed).unwrap();
+        rt.end_capture(gpu.stream).unwrap()
+    } else {
+        // clr runs a stream write outside the capture: its node comes from
+        // hipGraphAddBatchMemOpNode (ROCm 6.4+). One WRITE_VALUE_64 (5) of 0x5eed to the word.
+        let g = rt.graph_create().unwrap();
+        let f = rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(x, 3))).unwrap();
+        let write = rocm_cmdbuf::runtime::MemOp([5, word, 0x5eed, 0, 0, 0]);
+        let ops = rocm_cmdbuf::runtime::MemOpNode { context: 0, ops: vec![write], flags: 0 };
+        let Some(_) = common::supported("memory-operation nodes", rt.add_mem_op_node(g, &[f], &ops)) else { return };
+        g
+    };
+    let parent = Cb::primary();
+    parent.set_allocs(&[(x, BYTES), (word, 8)]);
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap();
+    assert_eq!((report.flattened, report.nodes, report.sites), (1, 2, 1), "{}", reason(&report));
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    finish(&gpu, gpu.stream, "the launch");
+    let mut got = [0u8; 8];
+    rt.direct().copy_from_device(&mut got, word).unwrap();
+    assert_eq!(u64::from_le_bytes(got), 0x5eed, "the copied operation wrote its word");
+    assert_eq!(u32s(&gpu, x), vec![3; N]);
+
+    let refused = rcb_update_report { needs_rerecord: 1, ..Default::default() };
+    let word2 = rt.malloc(0, 8).unwrap();
+    assert_eq!(parent.move_allocs(&[(1, word2)]), refused, "the operation's address is no patch site");
+    assert_eq!(fallbacks(&parent)[RCB_FALLBACK_OPAQUE_REFERENCE as usize], 1);
+    let x2 = zeroed(&gpu);
+    let r = parent.move_allocs(&[(0, x2)]);
+    assert_eq!((r.moved_allocations, r.patched_sites, r.needs_rerecord), (1, 1, 0));
+    parent.launch(&gpu);
+    finish(&gpu, gpu.stream, "the launch");
+    assert_eq!(u32s(&gpu, x2), vec![3; N]);
+    rt.free(word).unwrap();
+    rt.free(word2).unwrap();
+}
+
+/// A memory allocation node: never flattened (a copy would allocate elsewhere), counted as its
+/// own reason; HIP clones such a graph as a child node, CUDA adds it only by moving the node out
+/// of the caller's graph, so there the call fails and adds nothing.
+#[test]
+fn a_memory_allocation_node_is_refused_with_its_own_reason() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let g = gpu.rt.graph_create().unwrap();
+    let (alloc, _) = api.add_mem_alloc_node(g, 4096);
+    let x = zeroed(&gpu);
+    gpu.rt.add_kernel_node(g, &[alloc], &common::launch(gpu.k.fill_u32, &fill_args(x, 1))).unwrap();
+    let parent = Cb::primary();
+    let flattened = flatten(&parent, &[], null(), g);
+    let counted = fallbacks(&parent);
+    assert_eq!(counted[RCB_FALLBACK_MEMORY_NODE as usize], 1);
+    assert_eq!(counted.iter().sum::<u64>(), 1);
+    if api.cuda {
+        assert_eq!(flattened.map(|(_, r)| r.flattened), Err(RCB_STATUS_UNSUPPORTED));
+        let e = last_error();
+        assert!(e.contains("memory allocation node") && e.contains("nothing was added"), "{e}");
+        assert_eq!(node_count(&parent), 0);
+    } else {
+        let (_, report) = flattened.unwrap();
+        assert_eq!(report.flattened, 0);
+        assert!(reason(&report).contains("memory allocation node"), "{}", reason(&report));
+        assert_eq!(node_count(&parent), 1, "one cloned child node");
+    }
+    gpu.rt.graph_destroy(g).unwrap();
+}
+
+/// XLA's `lax.cond` and `lax.while_loop` graphs on CUDA hold conditional nodes: neither flattened
+/// (the body runs on a value set through a handle of its own graph) nor clonable into a child
+/// node (CUDA forbids it): the call says so with `RCB_STATUS_UNSUPPORTED` and its own counter, and
+/// adds nothing. HIP has no conditional node.
+#[test]
+fn a_conditional_node_is_refused_with_a_status_and_nothing_added() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    if !api.cuda {
+        return common::skip("every check", "HIP has no conditional node");
+    }
+    let x = zeroed(&gpu);
+    let g = gpu.rt.graph_create().unwrap();
+    api.add_conditional_node(&gpu, g, x, 9, N);
+    // The graph itself runs: its body sets x.
+    let exec = gpu.rt.instantiate(g).unwrap();
+    gpu.rt.graph_launch(exec, gpu.stream).unwrap();
+    gpu.sync();
+    gpu.rt.exec_destroy(exec).unwrap();
+    assert_eq!(u32s(&gpu, x), vec![9; N]);
+
+    let parent = Cb::primary();
+    let e = parent.memset(&[], x, 0, 4, 1);
+    assert_eq!(flatten(&parent, &[e], null(), g).map(|(_, r)| r.flattened), Err(RCB_STATUS_UNSUPPORTED));
+    let message = last_error();
+    assert!(message.contains("conditional node") && message.contains("nothing was added"), "{message}");
+    assert_eq!(fallbacks(&parent)[RCB_FALLBACK_CONDITIONAL_NODE as usize], 1);
+    assert_eq!(node_count(&parent), 1, "only the memset before it");
+    // The command buffer is intact: it finalizes and runs without the child.
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(u32s(&gpu, x)[0], 0);
+    gpu.rt.graph_destroy(g).unwrap();
 }

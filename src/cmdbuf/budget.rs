@@ -55,12 +55,13 @@ pub fn default_limit(configured: Option<u64>, info: &RuntimeInfo) -> u64 {
 
 /// The estimated staging bytes of pushing `params` to an executable graph once. Memcpy and
 /// memset nodes run as blit kernels with their own arguments (inside the overhead); empty nodes
-/// take nothing; a child node's cost is its graph's, which its record holds.
+/// take nothing, nor do the nodes that are never pushed (event, host, memory operations); a
+/// child node's cost is its graph's, which its record holds.
 pub fn push_bytes(params: &Params) -> u64 {
     match params {
         Params::Kernel(k) => k.blob.len() as u64 + NODE_OVERHEAD_BYTES,
         Params::Memcpy(_) | Params::Memset(_) | Params::KernelByPointers => NODE_OVERHEAD_BYTES,
-        Params::Empty | Params::Child(_) => 0,
+        Params::Empty | Params::Child(_) | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) | Params::MemOp(..) => 0,
     }
 }
 

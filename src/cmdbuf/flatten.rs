@@ -12,6 +12,14 @@
 //! value equal to such an address would be patched too; that is the price of not knowing the
 //! layout).
 //!
+//! Event record and wait nodes are re-created with the same event, host nodes with the same
+//! function and user data, stream memory-operation nodes with the same operations (their
+//! addresses pin the allocations they lie in): each copy orders against other streams and graphs
+//! as the original does, since every edge is kept. Memory allocation and free nodes, conditional
+//! nodes and kinds the library does not know are refused, each with its own reason; where the
+//! runtime does not allow such a graph in a child node either (CUDA: conditional, allocation and
+//! free nodes), there is no fallback and the call fails with nothing added.
+//!
 //! A memcpy node of a raw graph is re-created from the runtime's report of its parameters only
 //! where that report can be trusted (`Runtime::memcpy_read_back`): never on HIP before 7.2, which
 //! does not fill a 1-D node's, nor after 7.2, not yet read; on HIP 7.2, which reports a node's
@@ -36,7 +44,7 @@
 
 use super::args;
 use super::nodes::{KernelRecord, Params};
-use super::opaque::{self, KernelList};
+use super::opaque::{self, KernelList, References};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
@@ -144,6 +152,16 @@ impl CmdBuf {
                 }
             }
             Err(Refusal { reason, counted_as }) => {
+                if let Some((kind, why)) = unembeddable(self.rt, graph)? {
+                    self.counters.record(Event::Fallback(match kind {
+                        NodeType::Conditional => Fallback::ConditionalNode,
+                        NodeType::MemAlloc | NodeType::MemFree => Fallback::MemoryNode,
+                        _ => counted_as,
+                    }));
+                    return Err(Error::unsupported(format!(
+                        "the child graph can be neither flattened ({reason}) nor added as one child node, because it holds a {kind:?} node and {why}; nothing was added: record it another way"
+                    )));
+                }
                 log::warn!("child graph not flattened, added as one child node instead: {reason}");
                 self.counters.record(Event::Fallback(counted_as));
                 let nodes = self.rt.graph_nodes(graph)?.len() as u32;
@@ -196,11 +214,18 @@ impl CmdBuf {
             )));
         }
         for (k, entry) in plan.iter().enumerate() {
-            let had = self.nodes[range.start as usize + k].params.kind_name();
-            if entry.params.kind_name() != had {
+            let had = &self.nodes[range.start as usize + k].params;
+            if entry.params.kind_name() != had.kind_name() {
                 return Err(Error::invalid_argument(format!(
-                    "node {k} of the new child is a {} node where the flattened one had a {had} node: another shape, re-record",
-                    entry.params.kind_name()
+                    "node {k} of the new child is a {} node where the flattened one had a {} node: another shape, re-record",
+                    entry.params.kind_name(),
+                    had.kind_name()
+                )));
+            }
+            if fixed(&entry.params) && !same_fixed(&entry.params, had) {
+                return Err(Error::unsupported(format!(
+                    "node {k} of the new child is a {} node with other parameters (event, function, user data or operations) than the flattened one had, which the library does not change in place: re-record",
+                    had.kind_name()
                 )));
             }
         }
@@ -211,7 +236,7 @@ impl CmdBuf {
         let mut failed = None;
         for (k, entry) in plan.into_iter().enumerate() {
             let node = range.start + k as NodeId;
-            if matches!(entry.params, Params::Empty) {
+            if matches!(entry.params, Params::Empty) || fixed(&entry.params) {
                 continue;
             }
             match failed {
@@ -387,6 +412,40 @@ impl Planner<'_> {
                 Err(e) => return refuse(format!("reading a memset node: {e}")),
             },
             NodeType::Empty => Params::Empty,
+            // Copies with the same event, function and user data, or operations, and the same
+            // edges: the copy orders against other streams and graphs as the original does.
+            NodeType::EventRecord => match self.rt.event_record_node_event(node) {
+                Ok(e) => Params::EventRecord(e),
+                Err(e) => return refuse(format!("reading an event record node: {e}")),
+            },
+            NodeType::EventWait => match self.rt.event_wait_node_event(node) {
+                Ok(e) => Params::EventWait(e),
+                Err(e) => return refuse(format!("reading an event wait node: {e}")),
+            },
+            NodeType::Host => match self.rt.host_node_read(node) {
+                Ok(h) => Params::Host(h),
+                Err(e) => return refuse(format!("reading a host node: {e}")),
+            },
+            NodeType::MemOp => match self.rt.mem_op_node_read(node) {
+                Ok(ops) => match ops.addresses() {
+                    Ok(addresses) => Params::MemOp(ops, References::Known(addresses)),
+                    Err(op) => return refuse(format!("a memory-operation node holds operation {op}, which neither runtime documents")),
+                },
+                Err(e) => return refuse(format!("reading a memory-operation node: {e}")),
+            },
+            NodeType::MemAlloc | NodeType::MemFree => {
+                let reason = format!(
+                    "the child graph holds a memory {} node: a copy of an allocation node allocates at another address than the one the nodes after it hold, and a free node frees what such a node allocated",
+                    if kind == NodeType::MemAlloc { "allocation" } else { "free" }
+                );
+                return Ok(Err(Refusal { reason, counted_as: Fallback::MemoryNode }));
+            }
+            NodeType::Conditional => {
+                let reason = String::from(
+                    "the child graph holds a conditional node: its body runs on a value that kernels set through a handle made for its own graph (cudaGraphConditionalHandleCreate), which no copy in another graph can be given",
+                );
+                return Ok(Err(Refusal { reason, counted_as: Fallback::ConditionalNode }));
+            }
             NodeType::Child => {
                 let inner = match self.rt.child_node_graph(node) {
                     Ok(g) => g,
@@ -401,7 +460,7 @@ impl Planner<'_> {
                     other => Ok(other),
                 };
             }
-            other => return refuse(format!("the child graph holds a {other:?} node, which cannot be flattened")),
+            NodeType::Other(raw) => return refuse(format!("the child graph holds a node of type {raw}, which the library does not know")),
         };
         Ok(Ok(vec![self.push(params, deps, None)]))
     }
@@ -480,6 +539,39 @@ fn known_params(child: &CmdBuf) -> HashMap<Node, &Params> {
         return HashMap::new();
     }
     child.nodes.iter().filter(|r| !matches!(r.params, Params::Child(_))).map(|r| (r.raw, &r.params)).collect()
+}
+
+/// Whether a flattened node's parameters are never changed in place (they are the same in the
+/// new child, checked before anything changes).
+fn fixed(params: &Params) -> bool {
+    matches!(params, Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) | Params::MemOp(..))
+}
+
+fn same_fixed(a: &Params, b: &Params) -> bool {
+    match (a, b) {
+        (Params::EventRecord(x), Params::EventRecord(y)) | (Params::EventWait(x), Params::EventWait(y)) => x == y,
+        (Params::Host(x), Params::Host(y)) => x == y,
+        (Params::MemOp(x, _), Params::MemOp(y, _)) => x == y,
+        _ => false,
+    }
+}
+
+/// The first node kind of `graph` (nested child graphs included) that the runtime does not
+/// allow in a child graph, with the runtime's reason: such a graph has no whole-child fallback.
+fn unembeddable(rt: &dyn Runtime, graph: Graph) -> Result<Option<(NodeType, &'static str)>> {
+    for node in rt.graph_nodes(graph).map_err(|e| e.context("listing the child graph's nodes"))? {
+        let kind = rt.node_type(node).map_err(|e| e.context("reading a node's type"))?;
+        if let Some(why) = rt.child_graph_refuses(kind) {
+            return Ok(Some((kind, why)));
+        }
+        if kind == NodeType::Child {
+            let inner = rt.child_node_graph(node).map_err(|e| e.context("reading a nested child node"))?;
+            if let Some(found) = unembeddable(rt, inner)? {
+                return Ok(Some(found));
+            }
+        }
+    }
+    Ok(None)
 }
 
 fn dedup(deps: &mut Vec<(Dep, EdgeData)>) {

@@ -14,6 +14,7 @@ pub mod args;
 mod budget;
 mod flatten;
 mod launches;
+mod memcpy_class;
 mod nodes;
 mod opaque;
 mod patch;
@@ -33,7 +34,8 @@ pub use update::{AllocationMove, UpdateReport};
 use crate::counters::{Counters, Counts, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
 use crate::runtime::{
-    self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemsetParams, Node, Runtime, Stream,
+    self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemoryClass, MemsetParams, Node,
+    Runtime, Stream,
 };
 use allocations::AllocationTable;
 use budget::ExecBudget;
@@ -119,6 +121,10 @@ pub struct CmdBuf {
     orphans: Vec<Graph>,
     /// The kernels whose arguments are never patched (`RCB_OPAQUE_KERNELS`, see `opaque.rs`).
     opaque_kernels: &'static KernelList,
+    /// The classes of the operands each memcpy node of the executable graph was instantiated
+    /// with (destination, source), where the runtime's memcpy setter refuses a change of them;
+    /// empty elsewhere (see `memcpy_class.rs`).
+    exec_classes: std::collections::HashMap<NodeId, [MemoryClass; 2]>,
 }
 
 impl CmdBuf {
@@ -155,6 +161,7 @@ impl CmdBuf {
             memcpy_set: false,
             orphans: Vec::new(),
             opaque_kernels: &config.opaque_kernels,
+            exec_classes: std::collections::HashMap::new(),
         })
     }
 
@@ -583,6 +590,7 @@ impl CmdBuf {
             if self.kind == Kind::Primary {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
                 self.counters.record(Event::Instantiation);
+                self.note_exec_classes();
                 // Launches are followed where something they use may be replaced later: an
                 // executable graph (the budget) or a graph kept for a child or flattened node,
                 // now or after an update gives a flattened group a source that owns objects.
@@ -687,18 +695,11 @@ impl CmdBuf {
     /// (counted and logged as blocked) or the runtime fails (counted and logged); updates then
     /// keep going to the old executable.
     fn reinstantiate_for_budget(&mut self) -> bool {
-        if let Some(node) = self.nodes.iter().position(|r| r.template_lags && r.child_clone.is_none()) {
-            self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
-            let kind = self.nodes[node].params.kind_name();
-            self.budget.note_blocked(&format!("the template of {kind} node {node} lags behind the executable graph"));
-            return false;
-        }
         // The host never waits for a launch here: with as many old executables as are kept
         // still running, the update goes to the live one in place.
-        self.launches.reap(self.rt, &mut self.counters);
-        if self.launches.waiting_execs() >= budget::MAX_RETIRED {
+        if let Some(why) = self.reinstantiation_blocked() {
             self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
-            self.budget.note_blocked(&format!("{} old executable graph(s) still wait for their launches", self.launches.waiting_execs()));
+            self.budget.note_blocked(&why);
             return false;
         }
         let spent = self.budget.spent();
@@ -737,6 +738,7 @@ impl CmdBuf {
             }
         }
         self.exec = Some(new);
+        self.note_exec_classes();
         self.counters.record(Event::Instantiation);
         self.counters.record(Event::Reinstantiation);
         self.budget.restart();
@@ -779,20 +781,34 @@ impl CmdBuf {
         id
     }
 
-    /// Replaces a node's parameters: pushed first, so a failure leaves everything as it was.
+    /// Replaces a node's parameters: pushed first, so a failure leaves everything as it was. A
+    /// memcpy node of a primary whose executable copy cannot take them in place (see
+    /// `memcpy_class.rs`) gets them through a new executable graph instead.
     fn rerecord(&mut self, node: NodeId, params: Params) -> Result<()> {
         self.try_rerecord(node, params).map_err(|failed| failed.0)
     }
 
-    /// [`Self::rerecord`], giving `params` back with the error.
+    /// [`Self::rerecord`], giving `params` back with the error. A memcpy node of a primary whose
+    /// executable copy cannot take them in place (see `memcpy_class.rs`) gets them through a new
+    /// executable graph instead.
     fn try_rerecord(&mut self, node: NodeId, params: Params) -> std::result::Result<(), Box<(Error, Params)>> {
         let raw = match self.state.allow(Op::Update).and_then(|()| self.node_of_kind(node, params.kind_name())) {
             Ok(record) => record.raw,
             Err(e) => return Err(Box::new((e, params))),
         };
+        if self.exec.is_some()
+            && let Params::Memcpy(copy) = &params
+            && let Some(why) = self.memcpy_blocked(node, copy)
+        {
+            return self.rerecord_memcpy_by_reinstantiating(node, params, why);
+        }
         let bytes = budget::push_bytes(&params);
         let exec = self.exec.map(|_| self.exec_for_push(bytes));
         if let Err(e) = params.push(self.rt, exec, raw) {
+            if exec.is_some() && matches!(params, Params::Memcpy(_)) {
+                let why = format!("the executable graph's memcpy setter refused node {node}'s new operands ({e})");
+                return self.rerecord_memcpy_by_reinstantiating(node, params, why);
+            }
             return Err(Box::new((e, params)));
         }
         if exec.is_some() {
@@ -801,6 +817,13 @@ impl CmdBuf {
         } else {
             self.note_memcpy_set(matches!(params, Params::Memcpy(_)));
         }
+        self.replace_params(node, params);
+        Ok(())
+    }
+
+    /// Gives a node's record new parameters that the runtime holds already, with their sites
+    /// and pins.
+    fn replace_params(&mut self, node: NodeId, params: Params) {
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = params;
@@ -809,7 +832,14 @@ impl CmdBuf {
             self.patches.remove(site);
         }
         self.attach_sites(node);
-        Ok(())
+    }
+
+    /// Notes that the executable graph holds older parameters of `node` than its record, so that
+    /// launches are refused until they reach it. (A node listed twice is pushed once: the list
+    /// is read against each record's flag.)
+    fn mark_unpushed(&mut self, node: NodeId) {
+        self.nodes[node as usize].unpushed = true;
+        self.unpushed.push(node);
     }
 
     /// Gives `node` parameters the runtime does not hold yet (their push failed or was not
@@ -905,6 +935,21 @@ impl CmdBuf {
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
             if self.nodes[node as usize].unpushed {
+                if self.exec.is_some()
+                    && let Params::Memcpy(copy) = &self.nodes[node as usize].params
+                    && let Some(why) = self.memcpy_blocked(node, copy)
+                {
+                    // The template and a new executable graph take every node left behind.
+                    self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
+                    if let Some(blocked) = self.reinstantiation_blocked() {
+                        return Err(Error::unsupported(format!(
+                            "{why}, and the executable graph cannot be re-instantiated now ({blocked}): re-record"
+                        )));
+                    }
+                    // Nodes are left unpushed by an address update, which marked their
+                    // templates for the refresh, or hold their parameters in the template.
+                    return self.reinstantiate_for_memcpy(&why);
+                }
                 let bytes = budget::push_bytes(&self.nodes[node as usize].params);
                 // A re-instantiation empties the list: the new executable graph has them all.
                 let exec = self.exec.map(|_| self.exec_for_push(bytes));
@@ -912,7 +957,19 @@ impl CmdBuf {
                     break;
                 }
                 let record = &mut self.nodes[node as usize];
-                record.params.push(self.rt, exec, record.raw)?;
+                if let Err(e) = record.params.push(self.rt, exec, record.raw) {
+                    // A memcpy setter that refuses the operands: a new executable graph takes them.
+                    if exec.is_some() && matches!(record.params, Params::Memcpy(_)) {
+                        self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
+                        if self.reinstantiation_blocked().is_none() {
+                            return self.reinstantiate_for_memcpy(&format!(
+                                "the executable graph's memcpy setter refused node {node}'s operands ({e})"
+                            ));
+                        }
+                    }
+                    return Err(e);
+                }
+                let record = &mut self.nodes[node as usize];
                 record.unpushed = false;
                 let memcpy = matches!(record.params, Params::Memcpy(_));
                 if exec.is_some() {

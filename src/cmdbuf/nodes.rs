@@ -6,7 +6,7 @@ use super::args::{Named, read_ptr, write_ptr};
 use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
-use crate::runtime::{Exec, Function, Graph, KernelParams, MemcpyParams, MemsetParams, Node, Runtime};
+use crate::runtime::{Event, Exec, Function, Graph, HostNode, KernelParams, MemOpNode, MemcpyParams, MemsetParams, Node, Runtime};
 
 /// A kernel node's launch shape and its packed arguments.
 #[derive(Clone, Debug)]
@@ -50,6 +50,15 @@ pub enum Params {
     /// or updated; the library never saw them, keeps nothing and never reads them back
     /// (ROCm/clr#138), so the node has no slots and unknown references.
     KernelByPointers,
+    /// Nodes flattened from a graph with the parameters read back from it, which the library
+    /// never changes: an event record or wait node (the same event), a host node (the same
+    /// function and user data: what the function reads is not the library's to see, as for a
+    /// scanned kernel's memory beyond its arguments) and a stream memory-operation node, whose
+    /// addresses are no patch sites but pin the allocations they lie in (`Known`).
+    EventRecord(Event),
+    EventWait(Event),
+    Host(HostNode),
+    MemOp(MemOpNode, References),
 }
 
 /// The references of every node whose arguments the library never saw.
@@ -64,16 +73,20 @@ impl Params {
             Params::Empty => "empty",
             Params::Child(_) => "child",
             Params::KernelByPointers => "kernelParams kernel",
+            Params::EventRecord(_) => "event record",
+            Params::EventWait(_) => "event wait",
+            Params::Host(_) => "host",
+            Params::MemOp(..) => "memory-operation",
         }
     }
 
     /// What the node may point into besides its slots, when the library cannot patch it.
     pub fn references(&self) -> Option<&References> {
         match self {
-            Params::Child(refs) => Some(refs),
+            Params::Child(refs) | Params::MemOp(_, refs) => Some(refs),
             Params::KernelByPointers => Some(&UNKNOWN),
             Params::Kernel(k) => k.opaque.as_ref(),
-            Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
+            Params::Memcpy(_) | Params::Memset(_) | Params::Empty | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => None,
         }
     }
 
@@ -90,7 +103,13 @@ impl Params {
                 f(Slot::MemcpySrc, c.src, None);
             }
             Params::Memset(s) => f(Slot::MemsetDst, s.dst, None),
-            Params::Empty | Params::Child(_) | Params::KernelByPointers => {}
+            Params::Empty
+            | Params::Child(_)
+            | Params::KernelByPointers
+            | Params::EventRecord(_)
+            | Params::EventWait(_)
+            | Params::Host(_)
+            | Params::MemOp(..) => {}
         }
     }
 
@@ -133,13 +152,18 @@ impl Params {
             Params::Memcpy(c) => rt.add_memcpy_node(graph, deps, c),
             Params::Memset(s) => rt.add_memset_node(graph, deps, s),
             Params::Empty => rt.add_empty_node(graph, deps),
+            Params::EventRecord(e) => rt.add_event_record_node(graph, deps, *e),
+            Params::EventWait(e) => rt.add_event_wait_node(graph, deps, *e),
+            Params::Host(h) => rt.add_host_node(graph, deps, h),
+            Params::MemOp(ops, _) => rt.add_mem_op_node(graph, deps, ops),
             Params::Child(_) => unreachable!("child nodes are added with the graph they clone"),
             Params::KernelByPointers => unreachable!("kernelParams nodes are added with the caller's argument pointers"),
         }
     }
 
     /// Sends the parameters to the executable graph (`Some(exec)`) or to the template node.
-    /// Empty, child and kernelParams nodes have nothing to send (the last are sent when updated).
+    /// Empty, child and kernelParams nodes have nothing to send (the last are sent when updated),
+    /// nor have the nodes whose parameters never change (event, host, memory operations).
     pub fn push(&self, rt: &dyn Runtime, exec: Option<Exec>, node: Node) -> Result<()> {
         match (self, exec) {
             (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &Self::kernel_params(k)),
@@ -148,7 +172,16 @@ impl Params {
             (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
             (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),
             (Params::Memset(s), None) => rt.memset_node_set(node, s),
-            (Params::Empty | Params::Child(_) | Params::KernelByPointers, _) => Ok(()),
+            (
+                Params::Empty
+                | Params::Child(_)
+                | Params::KernelByPointers
+                | Params::EventRecord(_)
+                | Params::EventWait(_)
+                | Params::Host(_)
+                | Params::MemOp(..),
+                _,
+            ) => Ok(()),
         }
     }
 }

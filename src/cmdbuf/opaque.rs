@@ -1,6 +1,7 @@
 //! Nodes whose addresses the library cannot patch: child nodes holding a clone of a graph, a
 //! graph that came from stream capture, kernel nodes whose arguments the library never sees
-//! (`kernelParams`), and kernel nodes of an opaque kernel (below).
+//! (`kernelParams`), kernel nodes of an opaque kernel (below), and stream memory-operation nodes
+//! flattened from a graph (their addresses are known but never rewritten).
 //! Moving an allocation such a node points into would leave the node stale while the update
 //! reported success, so each of them has a reference set instead: the addresses it holds (a
 //! clone of one of this library's command buffers, whose nodes it recorded) or "unknown". An
@@ -150,7 +151,7 @@ impl Pins {
             (
                 Fallback::OpaqueReference,
                 format!(
-                    "allocation {a} is referenced by {} cloned child node(s), whose addresses are not patch sites",
+                    "allocation {a} is referenced by {} node(s) whose addresses are not patch sites (cloned child graphs, stream memory operations)",
                     self.counts[a as usize]
                 ),
             )
@@ -273,7 +274,7 @@ mod tests {
         pins.add(Some(&[1, 2]));
         pins.add(Some(&[2]));
         assert_eq!(pins.refusal(&[(0, 1)]), None);
-        assert!(reason(pins.refusal(&[(0, 1), (2, 2)])).is_some_and(|r| r.contains("allocation 2") && r.contains("2 cloned")));
+        assert!(reason(pins.refusal(&[(0, 1), (2, 2)])).is_some_and(|r| r.contains("allocation 2") && r.contains("by 2 node(s)")));
         pins.remove(Some(&[2]));
         pins.remove(Some(&[1, 2]));
         assert_eq!(pins.refusal(&[(1, 1), (2, 2)]), None);

@@ -60,7 +60,7 @@ pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
     epoch: u64,
     /// `(allocation, new base)` of the allocations that moved.
-    moved: Vec<(u32, u64)>,
+    pub(super) moved: Vec<(u32, u64)>,
     writes: Vec<Write>,
     touched: Vec<NodeId>,
 }
@@ -167,6 +167,18 @@ impl CmdBuf {
             self.counters.record(Event::Fallback(Fallback::OverlappingAllocations));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
+        // A memcpy node whose executable copy cannot take its new operands in place makes this
+        // update a re-instantiation, decided before anything changes (see `memcpy_class.rs`).
+        let memcpy = self.memcpy_moves_blocked();
+        if let Some(why) = &memcpy {
+            self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
+            if let Some(blocked) = self.reinstantiation_blocked() {
+                log::debug!(
+                    "address update refused, re-record needed: {why}, and the executable graph cannot be re-instantiated now ({blocked})"
+                );
+                return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
+            }
+        }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
         scratch.epoch += 1;
@@ -213,6 +225,9 @@ impl CmdBuf {
             }
         }
 
+        if let Some(why) = memcpy {
+            return self.finish_by_reinstantiating(report, &why);
+        }
         if primary && !scratch.touched.is_empty() && self.budget.limit() != 0 {
             let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
             if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
@@ -224,12 +239,13 @@ impl CmdBuf {
                 return report;
             }
         }
-        let scratch = &mut self.scratch;
         let mut bytes = 0;
         // A nested command buffer's pushes go to its template (see `CmdBuf::memcpy_set`).
         let mut memcpy_pushed = false;
-        for (k, &node) in scratch.touched.iter().enumerate() {
-            if let Some(&next) = scratch.touched.get(k + 1) {
+        let touched = self.scratch.touched.len();
+        for k in 0..touched {
+            let node = self.scratch.touched[k];
+            if let Some(&next) = self.scratch.touched.get(k + 1) {
                 let next = &self.nodes[next as usize];
                 next.prefetch();
                 next.params.prefetch_push();
@@ -243,13 +259,22 @@ impl CmdBuf {
                     memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
                 }
                 Err(e) => {
-                    log::warn!(
-                        "address update stopped after {k} of {} node(s): {e}; the command buffer needs a re-record",
-                        scratch.touched.len()
-                    );
-                    for &rest in &scratch.touched[k..] {
-                        self.nodes[rest as usize].unpushed = true;
-                        self.unpushed.push(rest);
+                    // A memcpy setter that refuses its node's new operands (a rule the library
+                    // does not check): every touched node's parameters are in its record, and
+                    // the template takes them, so a new executable graph finishes the update.
+                    if primary && matches!(record.params, Params::Memcpy(_)) {
+                        self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
+                        if self.reinstantiation_blocked().is_none() {
+                            if report.updated_nodes > 0 {
+                                self.pushed(report.updated_nodes, bytes);
+                            }
+                            let why = format!("the executable graph's memcpy setter refused node {node}'s new operands ({e})");
+                            return self.finish_by_reinstantiating(report, &why);
+                        }
+                    }
+                    log::warn!("address update stopped after {k} of {touched} node(s): {e}; the command buffer needs a re-record");
+                    for rest in k..touched {
+                        self.mark_unpushed(self.scratch.touched[rest]);
                     }
                     report.needs_rerecord = true;
                     self.counters.record(Event::Fallback(Fallback::PushFailed));
@@ -263,6 +288,30 @@ impl CmdBuf {
         self.note_memcpy_set(!primary && memcpy_pushed);
         if report.moved_allocations > 0 && !report.needs_rerecord {
             self.counters.record(Event::AddressUpdate);
+        }
+        report
+    }
+
+    /// Ends an update whose touched nodes (`scratch.touched`, their records written and their
+    /// templates marked) go to a new executable graph instead of the present one (`why`); the
+    /// caller checked that re-instantiating is possible. Should it fail, the touched nodes are
+    /// left unpushed, which refuses launches until a re-record, and the update asks for one.
+    fn finish_by_reinstantiating(&mut self, mut report: UpdateReport, why: &str) -> UpdateReport {
+        match self.reinstantiate_for_memcpy(why) {
+            Ok(()) => {
+                report.updated_nodes = self.scratch.touched.len() as u64;
+                report.reinstantiated = true;
+                if report.moved_allocations > 0 {
+                    self.counters.record(Event::AddressUpdate);
+                }
+            }
+            Err(e) => {
+                log::warn!("address update not applied: {e}; the command buffer needs a re-record");
+                for k in 0..self.scratch.touched.len() {
+                    self.mark_unpushed(self.scratch.touched[k]);
+                }
+                report.needs_rerecord = true;
+            }
         }
         report
     }

@@ -65,6 +65,32 @@ pub const RCB_FALLBACK_MEMCPY_UNREADABLE: u32 = 8;
 /// rank's buffers). Such a kernel's arguments are never patched, and while it is recorded no
 /// allocation of the command buffer moves in place. The reason names the kernel.
 pub const RCB_FALLBACK_OPAQUE_KERNEL: u32 = 9;
+/// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) got a child
+/// holding a conditional node (CUDA 12.3+: a `lax.while_loop` or `lax.cond` that XLA built
+/// with conditional nodes). It is not flattened (the body runs on a value that kernels set
+/// through a handle made for the node's own graph, which no copy can be given) and CUDA forbids
+/// conditional nodes in a child graph, so no cloned child node can hold it either: the call
+/// fails with `RCB_STATUS_UNSUPPORTED` and adds nothing. Record such a graph another way (XLA
+/// keeps its own command for it).
+pub const RCB_FALLBACK_CONDITIONAL_NODE: u32 = 10;
+/// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) got a child
+/// holding a memory allocation or free node (a captured `cudaMallocAsync`/`hipMallocAsync` or
+/// its free). It is not flattened (a copy of an allocation node would allocate at another
+/// address than the one the nodes after it hold). On HIP the child becomes one cloned child
+/// node; CUDA adds such a graph as a child node only by moving those nodes out of it, so there
+/// the call fails with `RCB_STATUS_UNSUPPORTED` and adds nothing.
+pub const RCB_FALLBACK_MEMORY_NODE: u32 = 11;
+/// Fallback reason: a memcpy node of an executable graph could not take its new operands in
+/// place. CUDA's `cuGraphExecMemcpyNodeSetParams` refuses operands in another kind of
+/// allocation (`cuMemAlloc` or managed memory on one side, virtual-memory mappings and
+/// stream-ordered pools on the other) or on another device than the node was instantiated
+/// with; the library checks that before the setter, and any runtime's setter may refuse new
+/// operands too. The executable graph is then re-instantiated from its brought-up-to-date
+/// template (`rcb_update_report.reinstantiated` for an address update), or, where that is not
+/// possible (the conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`, a failed instantiation),
+/// the move is refused (`needs_rerecord`) with nothing changed, or the nodes are left
+/// unpushed and launches refused until a re-record.
+pub const RCB_FALLBACK_MEMCPY_NOT_IN_PLACE: u32 = 12;
 
 const _: () = {
     assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
@@ -78,6 +104,9 @@ const _: () = {
     assert!(RCB_FALLBACK_OVERLAPPING_ALLOCATIONS == Fallback::OverlappingAllocations as u32);
     assert!(RCB_FALLBACK_MEMCPY_UNREADABLE == Fallback::MemcpyUnreadable as u32);
     assert!(RCB_FALLBACK_OPAQUE_KERNEL == Fallback::OpaqueKernel as u32);
+    assert!(RCB_FALLBACK_CONDITIONAL_NODE == Fallback::ConditionalNode as u32);
+    assert!(RCB_FALLBACK_MEMORY_NODE == Fallback::MemoryNode as u32);
+    assert!(RCB_FALLBACK_MEMCPY_NOT_IN_PLACE == Fallback::MemcpyNotInPlace as u32);
     assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
 };
 
@@ -102,8 +131,9 @@ pub struct rcb_counters {
     /// Executable graphs instantiated (`hipGraphInstantiate`): a primary command buffer's first
     /// `rcb_cmdbuf_finalize`, and every re-instantiation.
     pub instantiations: u64,
-    /// Instantiations made because an executable graph's update budget was about to be spent
-    /// (see `RCB_EXEC_UPDATE_BUDGET`); each is counted in `instantiations` too.
+    /// Instantiations that replaced an executable graph: its update budget was about to be spent
+    /// (see `RCB_EXEC_UPDATE_BUDGET`) or a memcpy node could not take its new operands in place
+    /// (`RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`); each is counted in `instantiations` too.
     pub reinstantiations: u64,
     /// Executable graphs replaced by a re-instantiation and then destroyed, each once the work
     /// launched from it had finished (until then the command buffer keeps it).

@@ -2,10 +2,10 @@
 //! messages and module images. HIP and the CUDA driver share the shapes of these calls and the
 //! error numbers the library tells apart, so each piece exists once, here.
 
-use super::{Edge, Node, NodeType};
+use super::{Edge, HostNode, MemOp, MemOpNode, Node, NodeType};
 use crate::error::{Error, ErrorKind};
 use std::borrow::Cow;
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::ptr::null;
 
 pub type P = *mut c_void;
@@ -62,9 +62,11 @@ pub fn nul_terminated(image: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
-/// Graph node types in the numbering CUDA uses and HIP follows from ROCm 5.3; the two differ only
-/// in the number of a stream memory operation (`mem_op`).
-pub fn node_type(raw: c_int, mem_op: c_int) -> NodeType {
+/// Graph node types in the numbering CUDA uses and HIP follows from ROCm 5.3, up to the memory
+/// free node (11); past it they differ (CUDA: 12 stream memory operations, 13 conditional; HIP:
+/// 12 and 13 copies from and to a symbol, 14 stream memory operations), which `mem_op` and
+/// `conditional` give.
+pub fn node_type(raw: c_int, mem_op: c_int, conditional: Option<c_int>) -> NodeType {
     match raw {
         0 => NodeType::Kernel,
         1 => NodeType::Memcpy,
@@ -74,10 +76,72 @@ pub fn node_type(raw: c_int, mem_op: c_int) -> NodeType {
         5 => NodeType::Empty,
         6 => NodeType::EventWait,
         7 => NodeType::EventRecord,
+        10 => NodeType::MemAlloc,
+        11 => NodeType::MemFree,
         raw if raw == mem_op => NodeType::MemOp,
+        raw if Some(raw) == conditional => NodeType::Conditional,
         other => NodeType::Other(other),
     }
 }
+
+/// `CUDA_HOST_NODE_PARAMS` and `hipHostNodeParams`, the same two fields in both.
+#[repr(C)]
+pub struct HostNodeParams {
+    pub function: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub user_data: P,
+}
+
+impl HostNodeParams {
+    pub fn of(h: &HostNode) -> Self {
+        Self { function: Some(h.function), user_data: h.user_data }
+    }
+
+    /// The node's parameters; `None` when the runtime reported no function.
+    pub fn read(&self) -> Option<HostNode> {
+        self.function.map(|function| HostNode { function, user_data: self.user_data })
+    }
+}
+
+/// `CUDA_BATCH_MEM_OP_NODE_PARAMS` and `hipBatchMemOpNodeParams`, the same four fields in both.
+#[repr(C)]
+pub struct BatchMemOpNodeParams {
+    pub context: P,
+    pub count: c_uint,
+    pub ops: *mut MemOp,
+    pub flags: c_uint,
+}
+
+impl BatchMemOpNodeParams {
+    /// Parameters that point into `node`'s operations, for an add call that copies them.
+    pub fn of(node: &MemOpNode) -> Self {
+        Self { context: node.context as P, count: node.ops.len() as c_uint, ops: node.ops.as_ptr().cast_mut(), flags: node.flags }
+    }
+
+    pub fn zeroed() -> Self {
+        Self { context: std::ptr::null_mut(), count: 0, ops: std::ptr::null_mut(), flags: 0 }
+    }
+
+    /// Copies the parameters out of a node's own array.
+    ///
+    /// # Safety
+    /// `ops` is null or points at `count` operations the runtime keeps for the call's duration.
+    pub unsafe fn read(&self) -> MemOpNode {
+        let ops = if self.ops.is_null() || self.count == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: per the contract.
+            unsafe { std::slice::from_raw_parts(self.ops, self.count as usize) }.to_vec()
+        };
+        MemOpNode { context: self.context as usize, ops, flags: self.flags }
+    }
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<MemOp>() == 48);
+    assert!(std::mem::size_of::<HostNodeParams>() == 16);
+    assert!(std::mem::size_of::<BatchMemOpNodeParams>() == 32);
+    assert!(std::mem::offset_of!(BatchMemOpNodeParams, ops) == 16);
+};
 
 /// The [`Runtime`](super::Runtime) impl of a backend struct with fields `info`, `vmm` and
 /// `memops` (each optional feature a [`Feature`](super::symbols::Feature)) that implements every

@@ -90,6 +90,23 @@ pub trait Graphs {
     fn memset_node_read(&self, node: Node) -> Result<MemsetParams>;
     /// The graph embedded in a child node (owned by the node).
     fn child_node_graph(&self, node: Node) -> Result<Graph>;
+    /// The event an event record node records.
+    fn event_record_node_event(&self, node: Node) -> Result<Event>;
+    /// The event an event wait node waits for.
+    fn event_wait_node_event(&self, node: Node) -> Result<Event>;
+    fn host_node_read(&self, node: Node) -> Result<HostNode>;
+    /// A stream memory-operation node's parameters (the operations copied out of the node).
+    fn mem_op_node_read(&self, node: Node) -> Result<MemOpNode>;
+    fn add_event_record_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node>;
+    fn add_event_wait_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node>;
+    fn add_host_node(&self, graph: Graph, deps: &[Node], host: &HostNode) -> Result<Node>;
+    fn add_mem_op_node(&self, graph: Graph, deps: &[Node], ops: &MemOpNode) -> Result<Node>;
+    /// Why a child node cannot hold a graph with a node of this kind (the runtime refuses it),
+    /// or `None` when it can.
+    fn child_graph_refuses(&self, kind: NodeType) -> Option<&'static str>;
+    /// The kind of memory `ptr` lies in, where the runtime's executable memcpy setter refuses a
+    /// change of it (CUDA); `None` where it does not (HIP: clr checks no such thing).
+    fn memory_class(&self, ptr: DevicePtr) -> Option<MemoryClass>;
     fn kernel_node_set(&self, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
     fn kernel_node_set_by_pointers(&self, node: Node, kernel: &KernelParamPointers) -> Result<()>;
     fn memcpy_node_set(&self, node: Node, copy: &MemcpyParams) -> Result<()>;

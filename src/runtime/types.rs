@@ -152,10 +152,103 @@ pub enum NodeType {
     Empty,
     EventWait,
     EventRecord,
-    /// Stream memory operations (a captured stream write).
+    /// Stream memory operations (CUDA's batch memory-operation node, a captured stream write or
+    /// wait; HIP's from 6.4, made only by `hipGraphAddBatchMemOpNode`).
     MemOp,
+    /// A memory allocation node (`cuGraphAddMemAllocNode`, a captured `cuMemAllocAsync`).
+    MemAlloc,
+    /// A memory free node.
+    MemFree,
+    /// A conditional node (CUDA 12.3+: IF, WHILE, SWITCH); HIP has none.
+    Conditional,
     /// Anything else, with the runtime's raw number.
     Other(i32),
+}
+
+/// A host node: the function the runtime calls on a host thread with `user_data`.
+#[derive(Clone, Copy, Debug)]
+pub struct HostNode {
+    pub function: unsafe extern "C" fn(*mut c_void),
+    pub user_data: *mut c_void,
+}
+
+impl PartialEq for HostNode {
+    /// The same function (by address, which is what the runtime calls) and the same user data.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.function, other.function) && self.user_data == other.user_data
+    }
+}
+
+impl Eq for HostNode {}
+
+// SAFETY: the function and its user data are the caller's, who gave them to a graph that any
+// thread may launch; the library only copies them into another node.
+unsafe impl Send for HostNode {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for HostNode {}
+
+/// One stream memory operation as both runtimes lay it out (`CUstreamBatchMemOpParams`,
+/// `hipStreamBatchMemOpParams`: a 48-byte union whose first word is the operation), kept as
+/// the bytes the runtime reported so that a copy means exactly what the original means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct MemOp(pub [u64; 6]);
+
+impl MemOp {
+    /// `*_STREAM_MEM_OP_WAIT_VALUE_32`, `_WRITE_VALUE_32`, `_WAIT_VALUE_64`, `_WRITE_VALUE_64`:
+    /// the operations with an address (at byte 8), equal in CUDA and HIP.
+    const WITH_ADDRESS: [u32; 4] = [1, 2, 4, 5];
+    /// `*_STREAM_MEM_OP_FLUSH_REMOTE_WRITES` and CUDA's `_BARRIER`: no address.
+    const WITHOUT_ADDRESS: [u32; 2] = [3, 6];
+
+    pub fn operation(&self) -> u32 {
+        self.0[0] as u32
+    }
+
+    /// The device address the operation reads or writes; `None` for one without an address.
+    /// `Err` for an operation neither runtime documents.
+    pub fn address(&self) -> Result<Option<DevicePtr>, u32> {
+        match self.operation() {
+            op if Self::WITH_ADDRESS.contains(&op) => Ok(Some(self.0[1])),
+            op if Self::WITHOUT_ADDRESS.contains(&op) => Ok(None),
+            op => Err(op),
+        }
+    }
+}
+
+/// A stream memory-operation node (`CUDA_BATCH_MEM_OP_NODE_PARAMS`,
+/// `hipBatchMemOpNodeParams`): its context, operations and flags, as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemOpNode {
+    /// The context the operations run in (`CUcontext`; HIP's `hipCtx_t`), an opaque handle.
+    pub context: usize,
+    pub ops: Vec<MemOp>,
+    pub flags: u32,
+}
+
+impl MemOpNode {
+    /// The addresses the operations touch, or the first operation neither runtime documents.
+    pub fn addresses(&self) -> Result<Vec<DevicePtr>, u32> {
+        let mut out = Vec::new();
+        for op in &self.ops {
+            out.extend(op.address()?);
+        }
+        Ok(out)
+    }
+}
+
+/// The kind of memory an address lies in, as far as an executable graph's memcpy node cares:
+/// CUDA's `cuGraphExecMemcpyNodeSetParams` refuses new operands of another kind or device than
+/// the node was instantiated with (see `Graphs::memory_class`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryClass {
+    /// An ordinary device allocation (`cuMemAlloc`) or managed memory, on this device.
+    Plain { device: i32 },
+    /// Memory mapped through the virtual memory API (`cuMemCreate` + `cuMemMap`) or from a
+    /// stream-ordered pool (`cuMemAllocAsync`), on this device.
+    Mapped { device: i32 },
+    /// Neither, or the runtime could not say.
+    Other,
 }
 
 /// Opaque per-edge data (CUDA's `CUgraphEdgeData`, 8 bytes); all zero for a plain edge.
@@ -204,3 +297,20 @@ pub struct Signal {
 unsafe impl Send for Signal {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Signal {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_operations_give_their_addresses_and_refuse_unknown_ones() {
+        let op = |kind: u64, address: u64| MemOp([kind, address, 7, 0, 0, 0]);
+        let node = |ops: Vec<MemOp>| MemOpNode { context: 0, ops, flags: 0 };
+        // Waits and writes of 32 and 64 bits carry an address; a flush and a barrier do not.
+        let ops = vec![op(1, 0x10), op(2, 0x20), op(3, 0x30), op(4, 0x40), op(5, 0x50), op(6, 0x60)];
+        assert_eq!(node(ops).addresses(), Ok(vec![0x10, 0x20, 0x40, 0x50]));
+        assert_eq!(node(vec![op(5, 0x50), op(9, 0x90)]).addresses(), Err(9));
+        // The operation is the union's first 32 bits; the padding after it is not read.
+        assert_eq!(MemOp([5 | 0xFFFF_FFFF_0000_0000, 0x50, 0, 0, 0, 0]).address(), Ok(Some(0x50)));
+    }
+}

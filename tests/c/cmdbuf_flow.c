@@ -273,8 +273,8 @@ static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char 
     RCB(rcb_cmdbuf_free(cb));
 }
 
-/* 3. Children that cannot be flattened (hipsim captures no host function): a `kernelParams`
- * launch (HIP has no parameter-layout query) and an event record node. */
+/* 3. Children that cannot be flattened: a `kernelParams` launch (HIP has no parameter-layout
+ * query) and a copy from the host (the library re-creates device-to-device copies only). */
 static void flatten_fallback(void) {
     void *x = upload_f32(0), *y = upload_f32(1), *e = upload_f32(0);
     HIP(hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal));
@@ -292,19 +292,24 @@ static void flatten_fallback(void) {
     x = upload_f32(0);
     y = upload_f32(1);
     e = upload_f32(0);
-    hipEvent_t ev;
-    HIP(hipEventCreate(&ev));
+    float *host_word;
+    HIP(hipHostMalloc((void **)&host_word, sizeof *host_word, 0));
+    *host_word = 5.0f;
+    void *scratch = upload_f32(0);
     HIP(hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal));
     fa = fill_of(x, f32_bits(3.0f));
     aa = axpy_of(y, x, 1.0f);
     HIP(launch_extra(gpu.fill, &fa, sizeof fa, gpu.stream));
-    HIP(hipEventRecord(ev, gpu.stream));
+    HIP(hipMemcpyAsync(scratch, host_word, sizeof *host_word, hipMemcpyHostToDevice, gpu.stream));
     HIP(launch_extra(gpu.axpy, &aa, sizeof aa, gpu.stream));
     HIP(hipStreamEndCapture(gpu.stream, &g));
-    expect_fallback(g, x, y, e, "EventRecord");
-    HIP(hipEventDestroy(ev));
-    void *bufs2[3] = {x, y, e};
-    free_all(bufs2, 3);
+    expect_fallback(g, x, y, e, "memcpy");
+    float copied;
+    HIP(hipMemcpy(&copied, scratch, sizeof copied, hipMemcpyDeviceToHost));
+    CHECK(copied == 5.0f, "the child's copy from the host ran: %g", (double)copied);
+    HIP(hipHostFree(host_word));
+    void *bufs2[4] = {x, y, e, scratch};
+    free_all(bufs2, 4);
 }
 
 static void check_report(const rcb_update_report *r, uint32_t moved, uint64_t patched, uint64_t updated,

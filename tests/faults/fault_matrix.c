@@ -29,6 +29,7 @@
 
 #include "rocm_cmdbuf.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 extern "C" {
 #endif
 int hipsimSetFaults(const char *spec);
+int hipsimSetQuirks(const char *spec);
 void hipsimResetCallCounts(void);
 uint64_t hipsimGetCallCount(const char *name);
 uint64_t hipsimLiveCount(const char *kind);
@@ -890,6 +892,192 @@ static int xla_teardown(void) {
 
 static void xla_release(void) { dev_free(xf.arena); }
 
+/* 6. Flatten a raw graph holding event record and wait, host and memory-operation nodes:
+ * fill(y = 2) -> axpy(y += 3x) -> host(count) -> record(ev) -> wait(ev) -> write(word = 7), built
+ * with the HIP calls, flattened, launched, moved in place, launched again. */
+
+/* ROCm 6.4's hipBatchMemOpNodeParams and hipStreamBatchMemOpParams (not in the 5.2 header). */
+typedef struct {
+    uint32_t operation, pad;
+    uint64_t address, value, flags, alias, reserved;
+} memop_t;
+typedef struct {
+    void *ctx;
+    unsigned int count;
+    memop_t *ops;
+    unsigned int flags;
+} batch_params_t;
+/* Looked up by name: headers newer than 5.2 declare it with their own struct type. */
+typedef hipError_t (*add_batch_fn)(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, const batch_params_t *);
+
+static struct {
+    hipGraph_t graph;
+    hipEvent_t event;
+    uint64_t word;
+    rcb_cmdbuf *parent;
+    int launches, host_calls;
+} nk;
+
+static void count_host_call(void *user) { __atomic_add_fetch((int *)user, 1, __ATOMIC_SEQ_CST); }
+
+static void node_kinds_setup(void) {
+    rec_buffers();
+    nk.graph = NULL;
+    nk.parent = NULL;
+    nk.launches = nk.host_calls = 0;
+    MUST(hipEventCreateWithFlags(&nk.event, hipEventDisableTiming));
+    nk.word = dev_alloc(8);
+    MUST(hipMemset((void *)(uintptr_t)nk.word, 0, 8));
+}
+
+static enum outcome node_kinds_work(void) {
+    TRY_HIP(hipGraphCreate(&nk.graph, 0));
+    /* The kernels' packed arguments: fill(y, 2.0f, N) and axpy(y, x, 3.0f, N). */
+    size_t fsize = 24, asize = 32;
+    uint64_t fp[3] = {rec.y, bits(2.0f), N}, ap[4] = {rec.y, rec.x, bits(3.0f), N};
+    void *fe[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, fp, HIP_LAUNCH_PARAM_BUFFER_SIZE, &fsize, HIP_LAUNCH_PARAM_END};
+    void *ae[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, ap, HIP_LAUNCH_PARAM_BUFFER_SIZE, &asize, HIP_LAUNCH_PARAM_END};
+    hipKernelNodeParams kp;
+    memset(&kp, 0, sizeof kp);
+    kp.blockDim.x = 64, kp.blockDim.y = kp.blockDim.z = 1;
+    kp.gridDim.x = kp.gridDim.y = kp.gridDim.z = 1;
+    kp.func = (void *)gpu.fill;
+    kp.extra = fe;
+    hipGraphNode_t n[6];
+    TRY_HIP(hipGraphAddKernelNode(&n[0], nk.graph, NULL, 0, &kp));
+    kp.func = (void *)gpu.axpy;
+    kp.extra = ae;
+    TRY_HIP(hipGraphAddKernelNode(&n[1], nk.graph, &n[0], 1, &kp));
+    hipHostNodeParams hp = {count_host_call, &nk.host_calls};
+    TRY_HIP(hipGraphAddHostNode(&n[2], nk.graph, &n[1], 1, &hp));
+    TRY_HIP(hipGraphAddEventRecordNode(&n[3], nk.graph, &n[2], 1, nk.event));
+    TRY_HIP(hipGraphAddEventWaitNode(&n[4], nk.graph, &n[3], 1, nk.event));
+    memop_t write = {5, 0, nk.word, 7, 0, 0, 0};
+    batch_params_t bp = {NULL, 1, &write, 0};
+    add_batch_fn add_batch = (add_batch_fn)dlsym(dlopen(NULL, RTLD_NOW), "hipGraphAddBatchMemOpNode");
+    if (add_batch == NULL) {
+        fprintf(stderr, "the software GPU does not export hipGraphAddBatchMemOpNode\n");
+        exit(2);
+    }
+    TRY_HIP(add_batch(&n[5], nk.graph, &n[4], 1, &bp));
+
+    rcb_allocation table[2] = {{rec.x, BYTES}, {rec.y, BYTES}};
+    TRY(rcb_cmdbuf_new(0, &nk.parent));
+    TRY(rcb_cmdbuf_set_allocations(nk.parent, table, 2));
+    rcb_node group;
+    rcb_flatten_report report;
+    /* A failed read of a node falls back to a child node, whose moves are refused: a re-record. */
+    TRY(rcb_cmdbuf_add_flattened_child(nk.parent, NULL, 0, NULL, nk.graph, &group, &report));
+    TRY(rcb_cmdbuf_finalize(nk.parent));
+    TRY(rcb_cmdbuf_launch(nk.parent, gpu.stream));
+    nk.launches++;
+    rcb_allocation_move moves[2] = {{0, rec.x2}, {1, rec.y2}};
+    rcb_update_report r;
+    TRY(rcb_cmdbuf_move_allocations(nk.parent, moves, 2, &r));
+    if (r.needs_rerecord) return RERECORD;
+    TRY(rcb_cmdbuf_launch(nk.parent, gpu.stream));
+    nk.launches++;
+    return OK;
+}
+
+/* The caller's graph goes outside the faults (its destroy is the program's, not the library's);
+ * a re-record flattens a graph of the same nodes at the new addresses into a new command buffer. */
+static int node_kinds_verify(enum outcome o) {
+    sync();
+    if (nk.graph != NULL) MUST(hipGraphDestroy(nk.graph));
+    nk.graph = NULL;
+    int ok = 1;
+    if (nk.launches > 0) {
+        uint64_t word = 0;
+        MUST(hipMemcpy(&word, (void *)(uintptr_t)nk.word, 8, hipMemcpyDeviceToHost));
+        if (word != 7) wrong_result("the flattened memory operation wrote %llu", (unsigned long long)word);
+        ok = holds(nk.launches > 1 ? rec.y2 : rec.y, nk.launches > 1 ? y_of_moved : y_of_input, NULL, "y");
+    }
+    if (__atomic_load_n(&nk.host_calls, __ATOMIC_SEQ_CST) != nk.launches)
+        wrong_result("the host function ran %d times for %d launches", nk.host_calls, nk.launches);
+    if (o == RERECORD) {
+        /* Nothing was patched: re-record at the new addresses. */
+        if (!holds_garbage(rec.y2, "y2")) return 0;
+        rcb_cmdbuf *cb;
+        rcb_kernel_launch lf, la;
+        args f = fill_args(rec.y2, 2.0f, RCB_ARG_DEVICE_PTR), a = axpy_args(rec.y2, rec.x2, 3.0f, RCB_ARG_DEVICE_PTR);
+        lf = launch(gpu.fill, &f), la = launch(gpu.axpy, &a);
+        rcb_node n0, n1;
+        MUST(rcb_cmdbuf_new(0, &cb));
+        MUST(rcb_cmdbuf_add_kernel(cb, NULL, 0, &lf, &n0));
+        MUST(rcb_cmdbuf_add_kernel(cb, &n0, 1, &la, &n1));
+        MUST(rcb_cmdbuf_finalize(cb));
+        MUST(rcb_cmdbuf_launch(cb, gpu.stream));
+        sync();
+        MUST(rcb_cmdbuf_free(cb));
+        ok = ok && holds(rec.y2, y_of_moved, NULL, "re-recorded y2");
+    }
+    return ok;
+}
+
+static int node_kinds_teardown(void) {
+    free_checked(cmdbuf_free, nk.parent, "rcb_cmdbuf_free");
+    nk.parent = NULL;
+    return 0;
+}
+
+static void node_kinds_release(void) {
+    rec_release();
+    dev_free(nk.word);
+    MUST(hipEventDestroy(nk.event));
+}
+
+/* 7. update_allocations moving the memcpy node's destination into a VMM mapping, under the
+ * software GPU's memcpy_class quirk (CUDA's rule: the executable memcpy setter refuses another
+ * kind of allocation): the library re-instantiates instead. */
+
+/* ROCm >= 5.3 hipMemAllocationProp (the 5.2 header has another field order). */
+typedef struct {
+    int type, handle_type, location_type, location_id;
+    void *win32;
+    unsigned char compression, rdma;
+    unsigned short usage;
+    unsigned char reserved[4];
+} prop6_t;
+
+static struct {
+    hipMemGenericAllocationHandle_t handle;
+    uint64_t mapped, plain_out2;
+} mc;
+
+enum { GRANULE = 2 << 20 };
+
+static void memcpy_class_setup(void) {
+    rec_buffers();
+    prop6_t prop = {1, 0, 1, 0, NULL, 0, 0, 0, {0}};
+    MUST(hipMemCreate(&mc.handle, GRANULE, (const hipMemAllocationProp *)(const void *)&prop, 0));
+    void *va;
+    MUST(hipMemAddressReserve(&va, GRANULE, 0, NULL, 0));
+    MUST(hipMemMap(va, GRANULE, 0, mc.handle, 0));
+    hipMemAccessDesc access = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+    MUST(hipMemSetAccess(va, GRANULE, &access, 1));
+    mc.mapped = (uint64_t)(uintptr_t)va;
+    mc.plain_out2 = rec.out2;
+    rec.out2 = mc.mapped;
+    garbage(rec.out2);
+    if (hipsimSetQuirks("memcpy_class") != 0) exit(2);
+    if (rec_record() != OK) {
+        fprintf(stderr, "set-up: recording failed\n");
+        exit(2);
+    }
+    sync();
+    garbage(rec.out), garbage(rec.set);
+}
+
+static void memcpy_class_release(void) {
+    if (hipsimSetQuirks("") != 0) exit(2);
+    rec.out2 = mc.plain_out2;
+    rec_release();
+    MUST(hipMemUnmap((void *)(uintptr_t)mc.mapped, GRANULE));
+    MUST(hipMemAddressFree((void *)(uintptr_t)mc.mapped, GRANULE));
+    MUST(hipMemRelease(mc.handle));
+}
+
 static const scenario SCENARIOS[] = {
     {"record+finalize+launch", rec_buffers, rec_record, rec_verify, rec_teardown, rec_release},
     {"update_allocations", moved_setup, update_work, moved_verify, rec_teardown, rec_release},
@@ -902,6 +1090,10 @@ static const scenario SCENARIOS[] = {
     {"stream acquire/release", streams_setup, streams_work, streams_verify, streams_teardown, streams_release},
     {"XLA flow, moves in place", xla_setup_plain, xla_work, xla_verify, xla_teardown, xla_release},
     {"XLA flow, re-record path", xla_setup_opaque, xla_work, xla_verify, xla_teardown, xla_release},
+    {"flatten event, host and memory-operation nodes", node_kinds_setup, node_kinds_work, node_kinds_verify, node_kinds_teardown,
+     node_kinds_release},
+    {"update_allocations, a memcpy moved to another kind of memory", memcpy_class_setup, update_work, moved_verify, rec_teardown,
+     memcpy_class_release},
 };
 
 /* ---- the matrix ---- */

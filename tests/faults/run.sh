@@ -48,7 +48,7 @@ echo "== fault matrix: the library's scenarios"
 gcc -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined -D__HIP_PLATFORM_AMD__ -I"$root/include" -I/usr/include \
     -o "$out/fault_matrix" "$here/fault_matrix.c" \
-    -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -L"$out/hip" -Wl,-rpath,"$out/hip" -lamdhip64
+    -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -L"$out/hip" -Wl,-rpath,"$out/hip" -lamdhip64 -ldl
 failed=0
 "$out/fault_matrix" "$out/names" 2>"$out/matrix.log" || failed=1
 if [ $failed -ne 0 ]; then

@@ -4,7 +4,9 @@
  * number of ops, in the order of OPS below), a length byte L, and L bytes that its arguments are
  * drawn from; a missing byte reads as 0, and 0 always picks the ordinary, valid choice, so a
  * seed needs only the bytes that differ. The ops create, use and free command buffers (kernels,
- * kernelParams kernels, memcpy, memset, empty, child and raw child nodes, flattening, capture,
+ * kernelParams kernels, memcpy, memset, empty, child and raw child nodes, flattening (raw graphs
+ * with event record and wait, host, memory-operation and memory allocation nodes, and captures
+ * joining a second stream through events), capture,
  * finalize, update, launch, address updates, update budgets, counters), trace caches (with trace functions that work,
  * fail, re-enter their cache or break the capture), streams of the cache, VMM pools of both
  * backings and correlators (with sinks that read every record, stop the exchange or add more
@@ -39,6 +41,7 @@
 
 #include "rocm_cmdbuf.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,6 +124,9 @@ static struct {
     hipModule_t module;
     hipFunction_t fill, axpy, add, copy;
     hipStream_t stream;
+    hipStream_t side;        /* a second stream, joined to captures of `stream` through events */
+    hipEvent_t events[2];    /* recorded in and waited on by raw graphs and captures */
+    int host_calls;          /* what the raw graphs' host nodes count */
     uint64_t arena[NARENA];
     uint64_t oracle[6]; /* the relocation oracle's own buffers and stream: no other op reaches them */
     hipStream_t oracle_stream;
@@ -1233,9 +1239,88 @@ static void op_misc(input *in) {
 }
 
 /* The harness's own work: raw graphs (captured, or empty) and its stream. */
+/* ROCm 6.4's hipBatchMemOpNodeParams and hipStreamBatchMemOpParams, and ROCm 6.x's
+ * hipMemAllocNodeParams: none is in the 5.2 header. */
+typedef struct {
+    uint32_t operation, pad;
+    uint64_t address, value, flags, alias, reserved;
+} memop_t;
+typedef struct {
+    void *ctx;
+    unsigned int count;
+    memop_t *ops;
+    unsigned int flags;
+} batch_params_t;
+typedef struct {
+    unsigned char pool_props[88];
+    const void *access;
+    size_t access_count, bytesize;
+    void *dptr;
+} alloc_params_t;
+/* Looked up by name: headers newer than 5.2 declare them with their own struct types. */
+typedef hipError_t (*add_batch_fn)(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, const batch_params_t *);
+typedef hipError_t (*add_alloc_fn)(hipGraphNode_t *, hipGraph_t, const hipGraphNode_t *, size_t, alloc_params_t *);
+static void *hip_symbol(const char *name) {
+    void *f = dlsym(dlopen(NULL, RTLD_NOW), name);
+    if (f == NULL) die("the software GPU does not export %s", name);
+    return f;
+}
+
+static void count_host_call(void *user) { __atomic_add_fetch((int *)user, 1, __ATOMIC_SEQ_CST); }
+
+/* A raw graph of event, host and memory-operation nodes around a fill, in an order the input
+ * picks: fill, host, record(event a), wait(event b), write(address) chained, or all roots. */
+static void raw_node_kinds(input *in, hipGraph_t g) {
+    int chained = !rarely(in, 4);
+    hipGraphNode_t prev = NULL, n = NULL;
+    uint64_t dst = address(in), count = 16;
+    uint32_t v = u8(in);
+    void *params[] = {&dst, &v, &count};
+    hipKernelNodeParams kp;
+    memset(&kp, 0, sizeof kp);
+    kp.func = (void *)gpu.fill;
+    kp.gridDim.x = kp.gridDim.y = kp.gridDim.z = 1;
+    kp.blockDim.x = 64, kp.blockDim.y = kp.blockDim.z = 1;
+    kp.kernelParams = params;
+#define LINK() (chained && prev != NULL ? 1 : 0)
+    if (hipGraphAddKernelNode(&n, g, &prev, LINK(), &kp) == hipSuccess) prev = n;
+    hipHostNodeParams hp = {count_host_call, &gpu.host_calls};
+    if (hipGraphAddHostNode(&n, g, &prev, LINK(), &hp) == hipSuccess) prev = n;
+    if (hipGraphAddEventRecordNode(&n, g, &prev, LINK(), gpu.events[pick(in, 2)]) == hipSuccess) prev = n;
+    if (hipGraphAddEventWaitNode(&n, g, &prev, LINK(), gpu.events[pick(in, 2)]) == hipSuccess) prev = n;
+    memop_t write = {rarely(in, 8) ? u8(in) : 5, 0, address(in), u64(in), 0, 0, 0};
+    batch_params_t bp = {NULL, 1, &write, 0};
+    if (((add_batch_fn)hip_symbol("hipGraphAddBatchMemOpNode"))(&n, g, &prev, LINK(), &bp) == hipSuccess) prev = n;
+    if (rarely(in, 4)) {
+        alloc_params_t ap;
+        memset(&ap, 0, sizeof ap);
+        ap.bytesize = 256;
+        ((add_alloc_fn)hip_symbol("hipGraphAddMemAllocNode"))(&n, g, &prev, LINK(), &ap);
+    }
+#undef LINK
+}
+
+/* A capture across the harness's two streams: work on `stream`, a record it forks `side` with,
+ * work on `side`, a record `stream` joins it back with (unless the input leaves it unjoined),
+ * and a host function. */
+static void capture_across_streams(input *in, hipGraph_t *out) {
+    if (hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal) != hipSuccess) return;
+    uint64_t dst = address(in), n = 16;
+    uint32_t v = u8(in);
+    void *params[] = {&dst, &v, &n};
+    hipModuleLaunchKernel(gpu.fill, 1, 1, 1, 64, 1, 1, 0, gpu.stream, params, NULL);
+    hipEventRecord(gpu.events[0], gpu.stream);
+    hipStreamWaitEvent(gpu.side, gpu.events[0], 0);
+    hipModuleLaunchKernel(gpu.fill, 1, 1, 1, 64, 1, 1, 0, gpu.side, params, NULL);
+    hipEventRecord(gpu.events[1], gpu.side);
+    if (!rarely(in, 8)) hipStreamWaitEvent(gpu.stream, gpu.events[1], 0);
+    hipLaunchHostFunc(gpu.stream, count_host_call, &gpu.host_calls);
+    if (hipStreamEndCapture(gpu.stream, out) != hipSuccess) *out = NULL;
+}
+
 static void op_harness(input *in) {
     unsigned g = pick(in, NGRAPH);
-    switch (pick(in, 5)) {
+    switch (pick(in, 8)) {
     case 0: /* a raw captured graph: a fill and a memset on the harness's stream */
         if (st.graphs[g] != NULL || capturing(gpu.stream)) break;
         if (hipStreamBeginCapture(gpu.stream, hipStreamCaptureModeThreadLocal) != hipSuccess) break;
@@ -1256,6 +1341,17 @@ static void op_harness(input *in) {
         st.graphs[g] = NULL;
         break;
     case 3: hipStreamSynchronize(gpu.stream); break; /* during a capture: invalidates it */
+    case 5: /* a raw graph of event, host and memory-operation nodes */
+        if (st.graphs[g] != NULL || hipGraphCreate(&st.graphs[g], 0) != hipSuccess) break;
+        raw_node_kinds(in, st.graphs[g]);
+        break;
+    case 6: /* a capture joining a second stream through events, with a host function */
+        if (st.graphs[g] != NULL || capturing(gpu.stream) || capturing(gpu.side)) break;
+        capture_across_streams(in, &st.graphs[g]);
+        break;
+    case 7: /* the second stream waits on an event (a capture's, or one recorded outside) */
+        hipStreamWaitEvent(gpu.side, gpu.events[pick(in, 2)], rarely(in, 8) ? 1 : 0);
+        break;
     default: { /* a kernel straight on the stream, in a capture or not */
         uint64_t dst = address(in), n = count_arg(in);
         uint32_t v = u8(in);
@@ -1452,6 +1548,7 @@ static const struct {
 /* Waits for every stream of every device (a stream the input released may still run work). */
 static void settle(void) {
     hipStreamSynchronize(gpu.stream);
+    hipStreamSynchronize(gpu.side);
     for (int i = 0; i < NSTREAM; i++) {
         if (st.streams[i] != NULL) hipStreamSynchronize((hipStream_t)st.streams[i]);
     }
@@ -1471,10 +1568,11 @@ static void cleanup(void) {
         if (st.cb[i] != NULL) free_cmdbuf(st.cb[i]);
     }
     if (capturing(gpu.stream)) {
-        /* Only the harness's own raw capture may be left: end it. */
+        /* Only the harness's own raw capture may be left: end it (which ends `side`'s too). */
         hipGraph_t g = NULL;
         if (hipStreamEndCapture(gpu.stream, &g) == hipSuccess && g != NULL) hipGraphDestroy(g);
     }
+    if (capturing(gpu.side)) die("the second stream is still capturing after its capture ended");
     for (int i = 0; i < NTC; i++) {
         if (st.tc[i] != NULL) free_trace_cache(st.tc[i]);
     }
@@ -1536,6 +1634,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     hip_or_die(hipModuleGetFunction(&gpu.add, gpu.module, "rcb_test_add_f32"), "add");
     hip_or_die(hipModuleGetFunction(&gpu.copy, gpu.module, "rcb_test_copy_u8"), "copy");
     hip_or_die(hipStreamCreate(&gpu.stream), "hipStreamCreate");
+    hip_or_die(hipStreamCreateWithFlags(&gpu.side, hipStreamNonBlocking), "hipStreamCreateWithFlags");
+    for (int i = 0; i < 2; i++) hip_or_die(hipEventCreateWithFlags(&gpu.events[i], hipEventDisableTiming), "hipEventCreateWithFlags");
     for (int i = 0; i < NARENA; i++) {
         void *p;
         hip_or_die(hipMalloc(&p, ARENA_BYTES), "hipMalloc");

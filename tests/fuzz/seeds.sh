@@ -201,3 +201,26 @@ write relocation-aliased
 op double_free
 op double_free 01 01 01 01 01 03 01
 write double-free
+
+# 12. Event record and wait, host and memory-operation nodes: a raw graph of them (harness case
+# 5) flattened into a primary, launched, moved, launched and re-traced in place; a capture that
+# joins the second stream through events and calls a host function (case 6), flattened into
+# another primary and launched.
+op harness 00 05
+op cmdbuf_new
+op set_allocations 00 00 "${table01[@]}"
+op add_flattened_child 00 00 00 00 00 00
+op finalize 00 00
+op launch 00 00 00
+op move_allocations 00 00 01 00 00 02
+op launch 00 00 00
+op begin_update 00 00
+op update_flattened_child 00 00 00 00 00 00 00 00
+op finalize 00 00
+op launch 00 00 00
+op harness 01 06
+op cmdbuf_new 01
+op add_flattened_child 00 01 00 00 00 01
+op finalize 00 01
+op launch 00 01 00
+write node-kinds

@@ -20,7 +20,7 @@ ln -s libamdhip64.so "$work/lib/libamdhip64.so.6"
 hip_dir=(-I/usr/include)
 [ "$include" = /usr/include ] || hip_dir=(-isystem "$include")
 cflags=(-std=c11 -Wall -Wextra -Werror -D__HIP_PLATFORM_AMD__ "${hip_dir[@]}" -I"$here/tests" -g)
-ldflags=(-L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib" -lpthread)
+ldflags=(-L"$work/lib" -lamdhip64 -Wl,-rpath,"$work/lib" -lpthread -ldl)
 
 failed=0
 build() { # name variant extra-flags...
@@ -40,7 +40,7 @@ run() { # label binary [env...] -- [args...]
     fi
 }
 
-tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops)
+tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops node_kinds)
 for t in "${tests[@]}"; do build "$t" ""; done
 build memcpy_params ""
 

@@ -6,6 +6,7 @@
 //! `cuda.h` maps the names to the `_v2` symbols only for code compiled against it.
 
 use super::layout::{AccessDesc, AllocationProp, EdgeDataRaw, KernelNodeParams, Memcpy3D, MemsetNodeParams, UpdateResultInfo};
+use crate::runtime::common::{BatchMemOpNodeParams, HostNodeParams};
 use crate::runtime::symbols::symbol_table;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -143,5 +144,28 @@ symbol_table! {
     /// never patched (`cmdbuf/opaque.rs`).
     pub struct FuncName {
         cuFuncGetName: fn(*mut *const c_char, P) -> R;
+    }
+}
+
+symbol_table! {
+    /// Event record and wait, host and stream memory-operation nodes, to flatten them (CUDA 11.7+).
+    pub struct NodeKinds {
+        cuGraphAddEventRecordNode: fn(*mut P, P, *const P, usize, P) -> R;
+        cuGraphAddEventWaitNode: fn(*mut P, P, *const P, usize, P) -> R;
+        cuGraphEventRecordNodeGetEvent: fn(P, *mut P) -> R;
+        cuGraphEventWaitNodeGetEvent: fn(P, *mut P) -> R;
+        cuGraphAddHostNode: fn(*mut P, P, *const P, usize, *const HostNodeParams) -> R;
+        cuGraphHostNodeGetParams: fn(P, *mut HostNodeParams) -> R;
+        cuGraphAddBatchMemOpNode: fn(*mut P, P, *const P, usize, *const BatchMemOpNodeParams) -> R;
+        cuGraphBatchMemOpNodeGetParams: fn(P, *mut BatchMemOpNodeParams) -> R;
+    }
+}
+
+symbol_table! {
+    /// What kind of allocation an address lies in, for the executable memcpy setter's rule.
+    pub struct PointerClass {
+        cuPointerGetAttributes: fn(c_uint, *const c_int, *mut P, D) -> R;
+        cuMemRetainAllocationHandle: fn(*mut u64, P) -> R;
+        cuMemRelease: fn(u64) -> R;
     }
 }

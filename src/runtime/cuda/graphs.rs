@@ -3,7 +3,7 @@
 use super::layout::{self, KernelNodeParams, Memcpy3D, MemsetNodeParams};
 use super::{CudaRuntime, node_params, pointer_node_params, with_extra};
 use crate::error::{Error, Result};
-use crate::runtime::common;
+use crate::runtime::common::{self, BatchMemOpNodeParams, HostNodeParams};
 use crate::runtime::extra;
 use crate::runtime::*;
 use std::ptr::null_mut;
@@ -191,6 +191,93 @@ impl Graphs for CudaRuntime {
         // SAFETY: a valid out-pointer; the caller keeps the handle live.
         self.call("cuGraphChildGraphNodeGetGraph", || unsafe { (self.core.cuGraphChildGraphNodeGetGraph)(node.0, &mut g) })?;
         Ok(Graph(g))
+    }
+
+    fn event_record_node_event(&self, node: Node) -> Result<Event> {
+        let api = self.node_kinds.get()?;
+        let mut e = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.call("cuGraphEventRecordNodeGetEvent", || unsafe { (api.cuGraphEventRecordNodeGetEvent)(node.0, &mut e) })?;
+        Ok(Event(e))
+    }
+
+    fn event_wait_node_event(&self, node: Node) -> Result<Event> {
+        let api = self.node_kinds.get()?;
+        let mut e = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.call("cuGraphEventWaitNodeGetEvent", || unsafe { (api.cuGraphEventWaitNodeGetEvent)(node.0, &mut e) })?;
+        Ok(Event(e))
+    }
+
+    fn host_node_read(&self, node: Node) -> Result<HostNode> {
+        let api = self.node_kinds.get()?;
+        let mut p = HostNodeParams { function: None, user_data: null_mut() };
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.call("cuGraphHostNodeGetParams", || unsafe { (api.cuGraphHostNodeGetParams)(node.0, &mut p) })?;
+        p.read().ok_or_else(|| Error::unsupported("the host node has no function"))
+    }
+
+    fn mem_op_node_read(&self, node: Node) -> Result<MemOpNode> {
+        let api = self.node_kinds.get()?;
+        let mut p = BatchMemOpNodeParams::zeroed();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.call("cuGraphBatchMemOpNodeGetParams", || unsafe { (api.cuGraphBatchMemOpNodeGetParams)(node.0, &mut p) })?;
+        // SAFETY: the array is the node's own, `count` long, and nothing changes it during the copy.
+        Ok(unsafe { p.read() })
+    }
+
+    fn add_event_record_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node> {
+        let api = self.node_kinds.get()?;
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: a valid out-pointer and dependency array; the caller keeps the event live.
+        self.call("cuGraphAddEventRecordNode", || unsafe { (api.cuGraphAddEventRecordNode)(&mut node, graph.0, d, n, event.0) })?;
+        Ok(Node(node))
+    }
+
+    fn add_event_wait_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node> {
+        let api = self.node_kinds.get()?;
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: a valid out-pointer and dependency array; the caller keeps the event live.
+        self.call("cuGraphAddEventWaitNode", || unsafe { (api.cuGraphAddEventWaitNode)(&mut node, graph.0, d, n, event.0) })?;
+        Ok(Node(node))
+    }
+
+    fn add_host_node(&self, graph: Graph, deps: &[Node], host: &HostNode) -> Result<Node> {
+        let api = self.node_kinds.get()?;
+        let (d, n) = common::dependencies(deps);
+        let params = HostNodeParams::of(host);
+        let mut node = null_mut();
+        // SAFETY: params and the dependency array live until the call returns; the function and
+        // its user data are the source node's.
+        self.call("cuGraphAddHostNode", || unsafe { (api.cuGraphAddHostNode)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
+    fn add_mem_op_node(&self, graph: Graph, deps: &[Node], ops: &MemOpNode) -> Result<Node> {
+        let api = self.node_kinds.get()?;
+        let (d, n) = common::dependencies(deps);
+        let params = BatchMemOpNodeParams::of(ops);
+        let mut node = null_mut();
+        // SAFETY: params points into `ops`, which lives until the call returns (the driver copies
+        // the operations); the context is the source node's.
+        self.call("cuGraphAddBatchMemOpNode", || unsafe { (api.cuGraphAddBatchMemOpNode)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
+    fn child_graph_refuses(&self, kind: NodeType) -> Option<&'static str> {
+        match kind {
+            NodeType::Conditional => Some("CUDA does not allow conditional nodes in a child graph (CUDA_CHILD_GRAPH_NODE_PARAMS)"),
+            NodeType::MemAlloc | NodeType::MemFree => Some(
+                "CUDA adds a graph holding memory allocation or free nodes as a child node only by moving those nodes out of it (cuGraphAddChildGraphNode), which would take them from the caller's graph",
+            ),
+            _ => None,
+        }
+    }
+
+    fn memory_class(&self, ptr: DevicePtr) -> Option<MemoryClass> {
+        Some(self.classify(ptr))
     }
 
     fn kernel_node_set(&self, node: Node, k: &KernelParams<'_>) -> Result<()> {

@@ -251,9 +251,9 @@ impl AccessDesc {
     }
 }
 
-/// CUDA 13 `CUgraphNodeType`.
+/// CUDA 13 `CUgraphNodeType`: 12 batch memory operations, 13 conditional.
 pub fn node_type(raw: i32) -> NodeType {
-    common::node_type(raw, 12)
+    common::node_type(raw, 12, Some(13))
 }
 
 /// Packs argument values (`values[i]` points at `sizes[i]` bytes placed at `offsets[i]`) into
@@ -290,6 +290,13 @@ mod tests {
         // SAFETY: as above.
         let blob = unsafe { pack_params(values.as_ptr(), &[(0, 8), (8, 4)]) };
         assert_eq!(blob.len(), 12);
+    }
+
+    #[test]
+    fn node_types_past_the_free_node_are_cuda_s() {
+        assert_eq!((node_type(10), node_type(11)), (NodeType::MemAlloc, NodeType::MemFree));
+        assert_eq!((node_type(12), node_type(13)), (NodeType::MemOp, NodeType::Conditional));
+        assert_eq!(node_type(14), NodeType::Other(14));
     }
 
     #[test]

@@ -3,8 +3,54 @@
 use super::{CudaRuntime, layout};
 use crate::error::Result;
 use crate::runtime::common::P;
-use crate::runtime::{DevicePtr, Memory, Signal, Stream, StreamMemory};
+use crate::runtime::{DevicePtr, Memory, MemoryClass, Signal, Stream, StreamMemory};
+use std::ffi::c_int;
 use std::ptr::null_mut;
+
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, `_IS_MANAGED`, `_DEVICE_ORDINAL`,
+/// `_IS_LEGACY_CUDA_IPC_CAPABLE` and `_MEMPOOL_HANDLE`.
+const POINTER_ATTRIBUTES: [c_int; 5] = [2, 8, 9, 10, 17];
+
+impl CudaRuntime {
+    /// The kind of allocation `ptr` lies in, as CUDA's executable memcpy setter tells them apart.
+    /// Measured on an H200 (driver 580): the setter takes new operands from `cuMemAlloc` or
+    /// managed memory for a node made with either, and from the virtual memory API or a
+    /// stream-ordered pool for a node made with either, and fails with
+    /// `CUDA_ERROR_INVALID_VALUE` across the two. The attributes that separate them are those
+    /// NCCL uses to pick its IPC path: legacy IPC for `cuMemAlloc`, a pool handle for a pool
+    /// allocation, an allocation handle to retain for a mapped one.
+    pub(super) fn classify(&self, ptr: DevicePtr) -> MemoryClass {
+        let Ok(api) = self.pointer_class.table() else { return MemoryClass::Other };
+        // Each attribute's value is written to the start of its word; zeroed words read as false,
+        // 0 and null whatever width the driver writes.
+        let mut words = [0u64; POINTER_ATTRIBUTES.len()];
+        let mut data: Vec<P> = words.iter_mut().map(|w| (w as *mut u64).cast()).collect();
+        // SAFETY: one writable 8-byte word per attribute; the driver reports an address it does
+        // not know with default values, not an error.
+        let read = self.call("cuPointerGetAttributes", || unsafe {
+            (api.cuPointerGetAttributes)(POINTER_ATTRIBUTES.len() as u32, POINTER_ATTRIBUTES.as_ptr(), data.as_mut_ptr(), ptr)
+        });
+        let [memory_type, managed, ordinal, legacy_ipc, pool] = words;
+        if read.is_err() || memory_type as u32 == 0 {
+            return MemoryClass::Other;
+        }
+        let device = ordinal as i32;
+        if managed as u32 != 0 || legacy_ipc as u32 != 0 {
+            return MemoryClass::Plain { device };
+        }
+        if pool != 0 {
+            return MemoryClass::Mapped { device };
+        }
+        let mut handle = 0u64;
+        // SAFETY: a valid out-pointer; a retained handle is released at once.
+        if unsafe { (api.cuMemRetainAllocationHandle)(&mut handle, ptr as P) } == 0 {
+            // SAFETY: the handle retained just above.
+            unsafe { (api.cuMemRelease)(handle) };
+            return MemoryClass::Mapped { device };
+        }
+        MemoryClass::Other
+    }
+}
 
 impl Memory for CudaRuntime {
     fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool> {

@@ -19,7 +19,7 @@ use crate::runtime::common::P;
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, FuncName, MemOps, NodeAttributes, ParamInfo, ThreadCaptureMode};
+use api::{CaptureQuery, Core, FuncName, MemOps, NodeAttributes, NodeKinds, ParamInfo, PointerClass, ThreadCaptureMode};
 use context::Contexts;
 use layout::KernelNodeParams;
 use libloading::Library;
@@ -38,6 +38,8 @@ pub struct CudaRuntime {
     capture_query: Option<CaptureQuery>,
     thread_mode: Option<ThreadCaptureMode>,
     names: Feature<FuncName>,
+    node_kinds: Feature<NodeKinds>,
+    pointer_class: Feature<PointerClass>,
     contexts: Contexts,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -102,7 +104,17 @@ impl CudaRuntime {
         // SAFETY: as for `Core`.
         let names = unsafe { FuncName::resolve(&library) }.map_err(|m| missing_in(&name, m));
         let names = Feature::new("kernel_names", "kernel names are unavailable", names);
-        let disabled = [vmm.disabled(), memops.disabled(), param_info.disabled(), names.disabled()].into_iter().flatten().collect();
+        // SAFETY: as for `Core`.
+        let node_kinds = unsafe { NodeKinds::resolve(&library) }.map_err(|m| missing_in(&name, m));
+        let node_kinds = Feature::new("node_kinds", "flattening event, host and memory-operation nodes is unavailable", node_kinds);
+        // SAFETY: as for `Core`.
+        let pointer_class = unsafe { PointerClass::resolve(&library) }.map_err(|m| missing_in(&name, m));
+        let pointer_class = Feature::new("pointer_class", "telling allocation kinds apart is unavailable", pointer_class);
+        let disabled =
+            [vmm.disabled(), memops.disabled(), param_info.disabled(), names.disabled(), node_kinds.disabled(), pointer_class.disabled()]
+                .into_iter()
+                .flatten()
+                .collect();
         let info = RuntimeInfo { backend: Backend::Cuda, library: name, version, device_count: count, disabled_features: disabled };
         Ok(CudaRuntime {
             core,
@@ -113,6 +125,8 @@ impl CudaRuntime {
             capture_query,
             thread_mode,
             names,
+            node_kinds,
+            pointer_class,
             contexts: Contexts::new(count),
             info,
             _library: library,

@@ -12,9 +12,9 @@
 use super::api::{self, hipKernelNodeParams, hipMemAccessDesc};
 use super::layout::{AllocProp, Layout, MemAllocationProp52, Memcpy3DParms};
 use super::{EXTRA_KEYS, SUCCESS, direct, graphs, memory, streams, vmm};
-use crate::runtime::common;
+use crate::runtime::common::{self, BatchMemOpNodeParams, HostNodeParams};
 use crate::runtime::symbols::Prototype;
-use crate::runtime::{CaptureMode, NodeType};
+use crate::runtime::{CaptureMode, MemOp, NodeType};
 use hip_runtime_sys::{dim3, hipExtent, hipMemAccessFlags, hipMemAllocationProp, hipMemLocation, hipMemsetParams, hipPitchedPtr, hipPos};
 use std::fmt::Write;
 
@@ -55,7 +55,12 @@ fn tables(layout: Layout) -> Vec<(&'static str, bool, &'static [Prototype])> {
         ("NodeAttributes", false, api::NodeAttributes::PROTOTYPES),
         ("ThreadCaptureMode", false, api::ThreadCaptureMode::PROTOTYPES),
         ("KernelNames", false, api::KernelNames::PROTOTYPES),
+        ("EventNodes", false, api::EventNodes::PROTOTYPES),
+        ("HostNodes", false, api::HostNodes::PROTOTYPES),
     ];
+    if layout.has_mem_op_nodes() {
+        t.push(("MemOpNodes", false, api::MemOpNodes::PROTOTYPES));
+    }
     if layout.has_real_vmm() {
         t.push(("Vmm", false, api::Vmm::PROTOTYPES));
     }
@@ -87,7 +92,24 @@ fn structs(layout: Layout) -> Vec<Struct> {
         layout_of!("hipExtent", hipExtent { "width" => width, "height" => height, "depth" => depth }),
         layout_of!("hipMemLocation", hipMemLocation { "type" => type_, "id" => id }),
         layout_of!("hipMemAccessDesc", hipMemAccessDesc { "location" => location, "flags" => flags }),
+        layout_of!("hipHostNodeParams", HostNodeParams { "fn" => function, "userData" => user_data }),
     ];
+    if layout.has_mem_op_nodes() {
+        s.push(layout_of!("hipBatchMemOpNodeParams", BatchMemOpNodeParams {
+            "ctx" => context, "count" => count, "paramArray" => ops, "flags" => flags,
+        }));
+        // One operation as `MemOp` reads it: the operation in the first word, the address of a
+        // wait or a write in the second.
+        s.push(Struct {
+            name: "hipStreamBatchMemOpParams",
+            size: size_of::<MemOp>(),
+            fields: vec![
+                Field { path: "operation", offset: 0, size: 4 },
+                Field { path: "waitValue.address", offset: 8, size: 8 },
+                Field { path: "writeValue.address", offset: 8, size: 8 },
+            ],
+        });
+    }
     s.push(match layout.alloc_prop(0) {
         AllocProp::Rocm52(_) => layout_of!("hipMemAllocationProp", MemAllocationProp52 {
             "compressionType" => compression_type, "location" => location, "requestedHandleType" => requested_handle_type,
@@ -164,6 +186,8 @@ const NODE_TYPE_NAMES: &[(&str, NodeType)] = &[
     ("hipGraphNodeTypeWaitEvent", NodeType::EventWait),
     ("hipGraphNodeTypeEventRecord", NodeType::EventRecord),
     ("hipGraphNodeTypeBatchMemOp", NodeType::MemOp),
+    ("hipGraphNodeTypeMemAlloc", NodeType::MemAlloc),
+    ("hipGraphNodeTypeMemFree", NodeType::MemFree),
 ];
 
 fn kind_name(kind: NodeType) -> String {
@@ -281,6 +305,10 @@ mod tests {
         assert!(new.contains("[\"allocFlags.usage\", 26, 2]"), "{new}");
         assert!(new.contains("[0, \"Kernel\"]") && new.contains("[14, \"MemOp\"]") && !new.contains("[9, \"Memcpy\"]"), "{new}");
         assert!(new.contains("\"hipMemCreate\"") && new.contains("\"hipGetDevicePropertiesR0600\""), "{new}");
+        // Batch memory-operation nodes from 6.4; event and host nodes on every version.
+        assert!(new.contains("\"hipGraphBatchMemOpNodeGetParams\"") && !old.contains("hipGraphBatchMemOp"), "{old}");
+        assert!(old.contains("\"hipGraphEventRecordNodeGetEvent\"") && old.contains("\"hipGraphHostNodeGetParams\""), "{old}");
+        assert!(new.contains("[10, \"MemAlloc\"]") && !old.contains("[10, \"MemAlloc\"]"), "{new}");
         assert!(new.contains("{\"name\": \"hipDeviceProp_tR0600\", \"size\": 1472, \"fields\": [[\"gcnArchName\", 1160, 256]]}"), "{new}");
     }
 

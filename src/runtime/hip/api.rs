@@ -52,6 +52,10 @@ c_types! {
     hipDeviceProp_t = c_void, None;
     /// ROCm 6.0+ (`Layout::device_props`).
     hipDeviceProp_tR0600 = c_void, None;
+    /// The same two fields as CUDA's, checked as a struct.
+    hipHostNodeParams = crate::runtime::common::HostNodeParams, None;
+    /// ROCm 6.4+; the same four fields as CUDA's, checked as a struct.
+    hipBatchMemOpNodeParams = crate::runtime::common::BatchMemOpNodeParams, None;
 }
 
 symbol_table! {
@@ -231,5 +235,43 @@ symbol_table! {
     /// The device's properties in the layout before ROCm 6.0.
     pub struct DevicePropsR0000 {
         hipGetDeviceProperties: fn(prop: *mut hipDeviceProp_t, deviceId: c_int) -> hipError_t;
+    }
+}
+
+symbol_table! {
+    /// Event record and wait nodes, to flatten them (exported since ROCm 5.2).
+    pub struct EventNodes {
+        hipGraphAddEventRecordNode: fn(
+            pGraphNode: *mut hipGraphNode_t, graph: hipGraph_t, pDependencies: *const hipGraphNode_t, numDependencies: usize,
+            event: hipEvent_t
+        ) -> hipError_t;
+        hipGraphAddEventWaitNode: fn(
+            pGraphNode: *mut hipGraphNode_t, graph: hipGraph_t, pDependencies: *const hipGraphNode_t, numDependencies: usize,
+            event: hipEvent_t
+        ) -> hipError_t;
+        hipGraphEventRecordNodeGetEvent: fn(node: hipGraphNode_t, event_out: *mut hipEvent_t) -> hipError_t;
+        hipGraphEventWaitNodeGetEvent: fn(node: hipGraphNode_t, event_out: *mut hipEvent_t) -> hipError_t;
+    }
+}
+
+symbol_table! {
+    /// Host nodes, to flatten them (exported since ROCm 5.2).
+    pub struct HostNodes {
+        hipGraphAddHostNode: fn(
+            pGraphNode: *mut hipGraphNode_t, graph: hipGraph_t, pDependencies: *const hipGraphNode_t, numDependencies: usize,
+            pNodeParams: *const hipHostNodeParams
+        ) -> hipError_t;
+        hipGraphHostNodeGetParams: fn(node: hipGraphNode_t, pNodeParams: *mut hipHostNodeParams) -> hipError_t;
+    }
+}
+
+symbol_table! {
+    /// Stream memory-operation nodes, to flatten them (ROCm 6.4+).
+    pub struct MemOpNodes {
+        hipGraphAddBatchMemOpNode: fn(
+            phGraphNode: *mut hipGraphNode_t, hGraph: hipGraph_t, dependencies: *const hipGraphNode_t, numDependencies: usize,
+            nodeParams: *const hipBatchMemOpNodeParams
+        ) -> hipError_t;
+        hipGraphBatchMemOpNodeGetParams: fn(hNode: hipGraphNode_t, nodeParams_out: *mut hipBatchMemOpNodeParams) -> hipError_t;
     }
 }

@@ -4,7 +4,7 @@ use super::api::{DestinationNode, SourceNode};
 use super::layout::Memcpy3DParms;
 use super::{EXTRA_KEYS, HipRuntime, ptr, with_extra};
 use crate::error::{Error, Result};
-use crate::runtime::common::{self, P};
+use crate::runtime::common::{self, BatchMemOpNodeParams, HostNodeParams, P};
 use crate::runtime::extra;
 use crate::runtime::*;
 use hip_runtime_sys::{hipKernelNodeParams, hipMemsetParams};
@@ -213,6 +213,92 @@ impl Graphs for HipRuntime {
         // SAFETY: a valid out-pointer; the caller keeps the node live.
         self.check("hipGraphChildGraphNodeGetGraph", unsafe { (self.core.hipGraphChildGraphNodeGetGraph)(node.0, &mut g) })?;
         Ok(Graph(g))
+    }
+
+    fn event_record_node_event(&self, node: Node) -> Result<Event> {
+        let api = self.event_nodes.get()?;
+        let mut e = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.check("hipGraphEventRecordNodeGetEvent", unsafe { (api.hipGraphEventRecordNodeGetEvent)(node.0, &mut e) })?;
+        Ok(Event(e))
+    }
+
+    fn event_wait_node_event(&self, node: Node) -> Result<Event> {
+        let api = self.event_nodes.get()?;
+        let mut e = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.check("hipGraphEventWaitNodeGetEvent", unsafe { (api.hipGraphEventWaitNodeGetEvent)(node.0, &mut e) })?;
+        Ok(Event(e))
+    }
+
+    fn host_node_read(&self, node: Node) -> Result<HostNode> {
+        let api = self.host_nodes.get()?;
+        let mut p = HostNodeParams { function: None, user_data: null_mut() };
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type (clr
+        // reinterprets any node as a host node here).
+        self.check("hipGraphHostNodeGetParams", unsafe { (api.hipGraphHostNodeGetParams)(node.0, &mut p) })?;
+        p.read().ok_or_else(|| Error::unsupported("the host node has no function"))
+    }
+
+    fn mem_op_node_read(&self, node: Node) -> Result<MemOpNode> {
+        let api = self.mem_op_nodes.get()?;
+        let mut p = BatchMemOpNodeParams::zeroed();
+        // SAFETY: a valid out-pointer; the caller keeps the node live and checked its type.
+        self.check("hipGraphBatchMemOpNodeGetParams", unsafe { (api.hipGraphBatchMemOpNodeGetParams)(node.0, &mut p) })?;
+        // SAFETY: the array is the node's own, `count` long, and nothing changes it during the copy.
+        Ok(unsafe { p.read() })
+    }
+
+    fn add_event_record_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node> {
+        let api = self.event_nodes.get()?;
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: a valid out-pointer; `deps` lives until the call returns; the caller keeps the
+        // graph, the dependencies and the event live.
+        self.check("hipGraphAddEventRecordNode", unsafe { (api.hipGraphAddEventRecordNode)(&mut node, graph.0, d, n, event.0) })?;
+        Ok(Node(node))
+    }
+
+    fn add_event_wait_node(&self, graph: Graph, deps: &[Node], event: Event) -> Result<Node> {
+        let api = self.event_nodes.get()?;
+        let (d, n) = common::dependencies(deps);
+        let mut node = null_mut();
+        // SAFETY: as for `add_event_record_node`.
+        self.check("hipGraphAddEventWaitNode", unsafe { (api.hipGraphAddEventWaitNode)(&mut node, graph.0, d, n, event.0) })?;
+        Ok(Node(node))
+    }
+
+    fn add_host_node(&self, graph: Graph, deps: &[Node], host: &HostNode) -> Result<Node> {
+        let api = self.host_nodes.get()?;
+        let (d, n) = common::dependencies(deps);
+        let params = HostNodeParams::of(host);
+        let mut node = null_mut();
+        // SAFETY: `params` and `deps` live until the call returns; the caller keeps the graph and
+        // the dependencies live, and the function and its user data are the source node's.
+        self.check("hipGraphAddHostNode", unsafe { (api.hipGraphAddHostNode)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
+    fn add_mem_op_node(&self, graph: Graph, deps: &[Node], ops: &MemOpNode) -> Result<Node> {
+        let api = self.mem_op_nodes.get()?;
+        let (d, n) = common::dependencies(deps);
+        let params = BatchMemOpNodeParams::of(ops);
+        let mut node = null_mut();
+        // SAFETY: `params` points into `ops`, which with `deps` lives until the call returns (the
+        // runtime copies the operations); the caller keeps the graph and the dependencies live.
+        self.check("hipGraphAddBatchMemOpNode", unsafe { (api.hipGraphAddBatchMemOpNode)(&mut node, graph.0, d, n, &params) })?;
+        Ok(Node(node))
+    }
+
+    fn child_graph_refuses(&self, _kind: NodeType) -> Option<&'static str> {
+        // clr's hipGraphAddChildGraphNode clones any graph.
+        None
+    }
+
+    fn memory_class(&self, _ptr: DevicePtr) -> Option<MemoryClass> {
+        // clr's hipGraphExecMemcpyNodeSetParams1D checks the copy's direction and size, not the
+        // kind of allocation behind its operands.
+        None
     }
 
     fn kernel_node_set(&self, node: Node, k: &KernelParams<'_>) -> Result<()> {

@@ -6,6 +6,8 @@ use crate::runtime::{MemcpyParams, MemcpyReadBack, MemsetParams, NodeType};
 use hip_runtime_sys::{hipExtent, hipMemAllocationProp, hipMemLocation, hipMemsetParams, hipPitchedPtr, hipPos};
 use std::ffi::{c_int, c_void};
 
+/// First runtime with batch memory-operation nodes (HIP's own tests of them require 6.4).
+const ROCM_6_4: i32 = 60_400_000;
 /// First runtime with real VMM, the 5.3+ `hipMemAllocationProp` and the 5.3+ node-type numbers.
 const ROCM_5_3: i32 = 50_300_000;
 /// First runtime known to fill a 1-D memcpy node's 3-D parameters (read in the 7.2.4 binary; the
@@ -84,6 +86,12 @@ impl Layout {
         self.version >= ROCM_5_3
     }
 
+    /// Whether the runtime declares batch memory-operation nodes (`hipGraphAddBatchMemOpNode`,
+    /// `hipGraphBatchMemOpNodeGetParams`, `hipBatchMemOpNodeParams`): ROCm 6.4 and later.
+    pub fn has_mem_op_nodes(self) -> bool {
+        self.version >= ROCM_6_4
+    }
+
     pub fn node_type(self, raw: c_int) -> NodeType {
         if self.version < ROCM_5_3 {
             match raw {
@@ -98,7 +106,8 @@ impl Layout {
                 other => NodeType::Other(other),
             }
         } else {
-            common::node_type(raw, 14)
+            // 12 and 13 are copies from and to a symbol; HIP has no conditional node.
+            common::node_type(raw, 14, None)
         }
     }
 
@@ -231,6 +240,9 @@ mod tests {
         assert_eq!(new.node_type(0), NodeType::Kernel);
         assert_eq!(new.node_type(4), NodeType::Child);
         assert_eq!(new.node_type(14), NodeType::MemOp);
+        assert_eq!((new.node_type(10), new.node_type(11)), (NodeType::MemAlloc, NodeType::MemFree));
+        assert_eq!(new.node_type(13), NodeType::Other(13), "a copy to a symbol: HIP has no conditional node");
+        assert_eq!(old.node_type(10), NodeType::Other(10), "5.2's copy from a symbol");
     }
 
     #[test]

@@ -19,7 +19,10 @@ use crate::runtime::common::{self, P};
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, KernelNames, MemOps, NodeAttributes, ThreadCaptureMode};
+use api::{
+    CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, EventNodes, HostNodes, KernelNames, MemOpNodes, MemOps, NodeAttributes,
+    ThreadCaptureMode,
+};
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
 use libloading::Library;
@@ -46,6 +49,9 @@ pub struct HipRuntime {
     device_props: Option<DevicePropsFn>,
     thread_mode: Option<ThreadCaptureMode>,
     names: Feature<KernelNames>,
+    event_nodes: Feature<EventNodes>,
+    host_nodes: Feature<HostNodes>,
+    mem_op_nodes: Feature<MemOpNodes>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -93,7 +99,24 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     // SAFETY: as for `Core`.
     let names = unsafe { KernelNames::resolve(&library) }.map_err(|m| missing_in(&name, m));
     let names = Feature::new("kernel_names", "kernel names are unavailable", names);
-    let disabled = [vmm.disabled(), memops.disabled(), names.disabled()].into_iter().flatten().collect();
+    // SAFETY: as for `Core`.
+    let event_nodes = unsafe { EventNodes::resolve(&library) }.map_err(|m| missing_in(&name, m));
+    let event_nodes = Feature::new("event_nodes", "flattening event record and wait nodes is unavailable", event_nodes);
+    // SAFETY: as for `Core`.
+    let host_nodes = unsafe { HostNodes::resolve(&library) }.map_err(|m| missing_in(&name, m));
+    let host_nodes = Feature::new("host_nodes", "flattening host nodes is unavailable", host_nodes);
+    let mem_op_nodes = if layout.has_mem_op_nodes() {
+        // SAFETY: as for `Core`.
+        unsafe { MemOpNodes::resolve(&library) }.map_err(|m| missing_in(&name, m))
+    } else {
+        Err(format!("HIP {} has no batch memory-operation nodes (6.4+)", version_text(version)))
+    };
+    let mem_op_nodes = Feature::new("mem_op_nodes", "flattening stream memory-operation nodes is unavailable", mem_op_nodes);
+    let disabled =
+        [vmm.disabled(), memops.disabled(), names.disabled(), event_nodes.disabled(), host_nodes.disabled(), mem_op_nodes.disabled()]
+            .into_iter()
+            .flatten()
+            .collect();
 
     let mut count = 0;
     // SAFETY: a valid out-pointer.
@@ -114,6 +137,9 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         device_props,
         thread_mode,
         names,
+        event_nodes,
+        host_nodes,
+        mem_op_nodes,
         layout,
         info,
         _library: library,

@@ -38,6 +38,31 @@ pub struct HostNodeParams {
     pub user_data: *mut c_void,
 }
 
+/// One stream memory operation (hipStreamBatchMemOpParams, a 48-byte union whose first word is
+/// the operation), kept as the words the program gave.
+pub type MemOpWords = [u64; 6];
+
+/// hipBatchMemOpNodeParams (ROCm 6.4+), 32 bytes.
+#[repr(C)]
+pub struct BatchMemOpNodeParams {
+    pub ctx: *mut c_void,
+    pub count: u32,
+    pub param_array: *mut MemOpWords,
+    pub flags: u32,
+}
+
+/// hipMemAllocNodeParams: the pool properties (88 bytes: type, handle types, location, a
+/// pointer, then reserved bytes, which hipsim ignores), the access descriptors, then the size
+/// asked for and the address returned.
+#[repr(C)]
+pub struct MemAllocNodeParams {
+    pub pool_props: [u8; 88],
+    pub access_descs: *const c_void,
+    pub access_desc_count: usize,
+    pub bytesize: usize,
+    pub dptr: *mut c_void,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Pos {
@@ -147,4 +172,7 @@ const _: () = {
     assert!(size_of::<MemAllocationProp>() == 32);
     assert!(size_of::<MemAccessDesc>() == 12);
     assert!(size_of::<AccessPolicyWindow>() == 32);
+    assert!(size_of::<BatchMemOpNodeParams>() == 32);
+    assert!(size_of::<MemAllocNodeParams>() == 120);
+    assert!(std::mem::offset_of!(MemAllocNodeParams, dptr) == 112);
 };

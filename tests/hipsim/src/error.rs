@@ -18,6 +18,9 @@ pub const ILLEGAL_ADDRESS: i32 = 700;
 pub const NOT_SUPPORTED: i32 = 801;
 pub const CAPTURE_UNSUPPORTED: i32 = 900;
 pub const CAPTURE_INVALIDATED: i32 = 901;
+pub const CAPTURE_UNMATCHED: i32 = 903;
+pub const CAPTURE_UNJOINED: i32 = 904;
+pub const CAPTURE_ISOLATION: i32 = 905;
 pub const CAPTURE_WRONG_THREAD: i32 = 908;
 pub const GRAPH_EXEC_UPDATE_FAILURE: i32 = 910;
 pub const UNKNOWN: i32 = 999;
@@ -42,7 +45,9 @@ const TABLE: &[(i32, &str, &str)] = &[
     (NOT_SUPPORTED, "hipErrorNotSupported\0", "operation not supported\0"),
     (CAPTURE_UNSUPPORTED, "hipErrorStreamCaptureUnsupported\0", "operation not permitted when stream is capturing\0"),
     (CAPTURE_INVALIDATED, "hipErrorStreamCaptureInvalidated\0", "operation failed due to a previous error during capture\0"),
-    (903, "hipErrorStreamCaptureUnmatched\0", "capture was not initiated in this stream\0"),
+    (CAPTURE_UNMATCHED, "hipErrorStreamCaptureUnmatched\0", "capture was not initiated in this stream\0"),
+    (CAPTURE_UNJOINED, "hipErrorStreamCaptureUnjoined\0", "capturing stream has unjoined work\0"),
+    (CAPTURE_ISOLATION, "hipErrorStreamCaptureIsolation\0", "dependency created on uncaptured work in another stream\0"),
     (
         CAPTURE_WRONG_THREAD,
         "hipErrorStreamCaptureWrongThread\0",

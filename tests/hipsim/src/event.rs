@@ -1,10 +1,28 @@
 //! Events: each record gets a generation number; the event completes when the stream
 //! reaches the record, and waiters wait for the generation current when they asked.
 
-use std::sync::{Condvar, LazyLock, Mutex};
+use std::sync::{Condvar, LazyLock, Mutex, Weak};
 use std::time::Instant;
 
 use crate::handles::Registry;
+use crate::stream::Stream;
+
+/// What a `hipEventRecord` on a capturing stream leaves in the event: the capture, the nodes
+/// before the record, and the capture's mode and thread (which a stream joining it takes).
+#[derive(Clone)]
+pub struct CaptureMark {
+    pub graph: usize,
+    pub tips: Vec<usize>,
+    pub mode: i32,
+    pub thread: libc::pthread_t,
+}
+
+/// The stream an event was last recorded on and, if it was capturing then, the mark.
+#[derive(Default)]
+struct LastRecord {
+    stream: Option<Weak<Stream>>,
+    mark: Option<CaptureMark>,
+}
 
 pub const DISABLE_TIMING: u32 = 2;
 
@@ -19,13 +37,25 @@ pub struct Event {
     pub flags: u32,
     st: Mutex<State>,
     cv: Condvar,
+    last: Mutex<LastRecord>,
 }
 
 pub static EVENTS: LazyLock<Registry<Event>> = LazyLock::new(Registry::new);
 
 impl Event {
     pub fn new(flags: u32) -> Self {
-        Event { flags, st: Mutex::new(State::default()), cv: Condvar::new() }
+        Event { flags, st: Mutex::new(State::default()), cv: Condvar::new(), last: Mutex::new(LastRecord::default()) }
+    }
+
+    /// Notes the stream of a record (none for the NULL stream) and its capture mark, if any.
+    pub fn set_capture(&self, stream: Option<Weak<Stream>>, mark: Option<CaptureMark>) {
+        *self.last.lock().unwrap() = LastRecord { stream, mark };
+    }
+
+    /// The stream the event was last recorded on (while it lives) and the capture mark.
+    pub fn capture(&self) -> (Option<std::sync::Arc<Stream>>, Option<CaptureMark>) {
+        let last = self.last.lock().unwrap();
+        (last.stream.as_ref().and_then(Weak::upgrade), last.mark.clone())
     }
 
     pub fn begin_record(&self) -> u64 {

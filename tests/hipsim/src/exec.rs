@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use crate::error::{HipResult, INVALID_HANDLE};
-use crate::graph::{Graphs, Op};
+use crate::graph::{self, Graphs, Op};
 use crate::memory;
 
 #[derive(Clone)]
@@ -119,12 +119,52 @@ impl ExecGraph {
         Ok(g)
     }
 
-    pub fn run(&self, dev: i32) -> HipResult {
+    /// What a launch fixes of its event nodes when it is issued, as a stream's record and wait
+    /// are fixed when they are enqueued: each wait node's generation to wait for (the event's
+    /// latest record then), then a generation reserved for each record node, by node handle.
+    pub fn launch_events(&self) -> HashMap<usize, u64> {
+        let mut fixed = HashMap::new();
+        self.each_op(&mut |handle, op| {
+            if let Op::EventWait(_, e) = op {
+                fixed.insert(handle, e.latest());
+            }
+        });
+        self.each_op(&mut |handle, op| {
+            if let Op::EventRecord(_, e) = op {
+                fixed.insert(handle, e.begin_record());
+            }
+        });
+        fixed
+    }
+
+    /// Completes every record a launch reserved: a launch that stopped at a failing node
+    /// leaves no waiter behind (the failure is the stream's sticky error).
+    pub fn complete_records(&self, events: &HashMap<usize, u64>) {
+        self.each_op(&mut |handle, op| {
+            if let Op::EventRecord(_, e) = op {
+                e.complete(events[&handle]);
+            }
+        });
+    }
+
+    fn each_op(&self, f: &mut impl FnMut(usize, &Op)) {
+        for n in &self.nodes {
+            match &n.child {
+                Some(c) => c.each_op(f),
+                None => f(n.handle, &n.op),
+            }
+        }
+    }
+
+    /// Runs the nodes in order; `events` is what [`Self::launch_events`] fixed at the launch.
+    pub fn run(&self, dev: i32, events: &HashMap<usize, u64>) -> HipResult {
         for &i in &self.order {
             let n = &self.nodes[i];
-            match &n.child {
-                Some(c) => c.run(dev)?,
-                None => run_op(&n.op, dev)?,
+            match (&n.child, &n.op) {
+                (Some(c), _) => c.run(dev, events)?,
+                (None, Op::EventRecord(_, e)) => e.complete(events[&n.handle]),
+                (None, Op::EventWait(_, e)) => e.wait_for(events[&n.handle]),
+                (None, op) => run_op(op, dev)?,
             }
         }
         Ok(())
@@ -186,15 +226,30 @@ pub fn run_op(op: &Op, dev: i32) -> HipResult {
             unsafe { func(*user as *mut std::ffi::c_void) };
             Ok(())
         }
-        Op::Child(_) | Op::Empty => Ok(()),
-        Op::EventRecord(e) => {
+        Op::Child(_) | Op::Empty | Op::MemAlloc | Op::MemFree => Ok(()),
+        // Run alone, an event node records or waits at once (a launched graph's go through
+        // `ExecGraph::run`, with what its launch fixed).
+        Op::EventRecord(_, e) => {
             e.record_now();
             Ok(())
         }
-        Op::EventWait(e) => {
+        Op::EventWait(_, e) => {
             e.wait_for(e.latest());
             Ok(())
         }
-        Op::WriteValue64 { ptr, value } => memory::lock().write(dev, *ptr, &value.to_ne_bytes()),
+        Op::MemOps { ops, .. } => ops.iter().try_for_each(|op| run_mem_op(op, dev)),
+    }
+}
+
+/// One stream memory operation: `[type, address, value, flags, ..]` (checked when the node was
+/// made).
+fn run_mem_op(op: &crate::abi::MemOpWords, dev: i32) -> HipResult {
+    let [kind, addr, value, flags, ..] = *op;
+    match kind as u32 as u64 {
+        graph::MEM_OP_WRITE_VALUE_32 => memory::lock().write(dev, addr, &(value as u32).to_ne_bytes()),
+        graph::MEM_OP_WRITE_VALUE_64 => memory::lock().write(dev, addr, &value.to_ne_bytes()),
+        graph::MEM_OP_WAIT_VALUE_32 => memory::wait_value(dev, addr, 4, value & 0xFFFF_FFFF, flags as u32, u64::MAX),
+        graph::MEM_OP_WAIT_VALUE_64 => memory::wait_value(dev, addr, 8, value, flags as u32, u64::MAX),
+        _ => Ok(()),
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::abi::{AccessPolicyWindow, Dim3, KernelNodeParams, MemsetParams};
+use crate::abi::{AccessPolicyWindow, Dim3, KernelNodeParams, MemOpWords, MemsetParams};
 use crate::error::{HipResult, INVALID_HANDLE, INVALID_VALUE};
 use crate::event::Event;
 use crate::handles::next_handle;
@@ -157,17 +157,41 @@ pub enum Op {
     /// Handle of the embedded clone (a graph owned by this node).
     Child(usize),
     Empty,
-    EventWait(Arc<Event>),
-    EventRecord(Arc<Event>),
-    /// hipStreamWriteValue64 captured into a graph.
-    WriteValue64 {
-        ptr: u64,
-        value: u64,
+    /// The event's handle (what the node's getter reports) and the event.
+    EventWait(usize, Arc<Event>),
+    EventRecord(usize, Arc<Event>),
+    /// Stream memory operations: `hipGraphAddBatchMemOpNode`, or a `hipStreamWriteValue64`
+    /// captured into a graph (without the `clr_stream_memops` quirk).
+    MemOps {
+        ctx: usize,
+        ops: Vec<MemOpWords>,
+        flags: u32,
     },
+    /// `hipGraphAddMemAllocNode`: hipsim models the node, not the allocation (see the README's
+    /// differences from real HIP); running it does nothing.
+    MemAlloc,
+    /// `hipGraphAddMemFreeNode`: running it does nothing.
+    MemFree,
+}
+
+/// hipStreamBatchMemOpType values hipsim runs (HIP's numbering, the same as CUDA's).
+pub const MEM_OP_WAIT_VALUE_32: u64 = 1;
+pub const MEM_OP_WRITE_VALUE_32: u64 = 2;
+pub const MEM_OP_FLUSH_REMOTE_WRITES: u64 = 3;
+pub const MEM_OP_WAIT_VALUE_64: u64 = 4;
+pub const MEM_OP_WRITE_VALUE_64: u64 = 5;
+
+/// Checks one memory operation: a known type whose wait flags are a comparison hipsim has.
+pub fn check_mem_op(op: &MemOpWords) -> HipResult {
+    match op[0] as u32 as u64 {
+        MEM_OP_WAIT_VALUE_32 | MEM_OP_WAIT_VALUE_64 if (op[3] as u32) <= 3 => Ok(()),
+        MEM_OP_WRITE_VALUE_32 | MEM_OP_WRITE_VALUE_64 | MEM_OP_FLUSH_REMOTE_WRITES => Ok(()),
+        _ => Err(INVALID_VALUE),
+    }
 }
 
 impl Op {
-    /// ROCm 6.x hipGraphNodeType; the captured stream write uses ROCm 7's BatchMemOp (14).
+    /// ROCm 6.x hipGraphNodeType, with ROCm 6.4's BatchMemOp (14).
     pub fn type_code(&self) -> i32 {
         match self {
             Op::Kernel(_) => 0,
@@ -176,9 +200,11 @@ impl Op {
             Op::Host { .. } => 3,
             Op::Child(_) => 4,
             Op::Empty => 5,
-            Op::EventWait(_) => 6,
-            Op::EventRecord(_) => 7,
-            Op::WriteValue64 { .. } => 14,
+            Op::EventWait(..) => 6,
+            Op::EventRecord(..) => 7,
+            Op::MemAlloc => 10,
+            Op::MemFree => 11,
+            Op::MemOps { .. } => 14,
         }
     }
 }

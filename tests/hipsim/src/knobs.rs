@@ -56,6 +56,7 @@ pub struct Knobs {
     clr138: AtomicBool,
     clr_graph_launch: AtomicBool,
     clr_stream_memops: AtomicBool,
+    memcpy_class: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
 }
@@ -101,6 +102,7 @@ fn init() -> Knobs {
         clr138: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),
         clr_stream_memops: AtomicBool::new(false),
+        memcpy_class: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
     };
@@ -191,12 +193,14 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops) = (false, KernargLeak::Off, false, false, false);
+        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops, mut memcpy_class) =
+            (false, KernargLeak::Off, false, false, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "clr_graph_launch" => clr_launch = true,
                 "clr_stream_memops" => clr_memops = true,
+                "memcpy_class" => memcpy_class = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
                 "kernarg_leak_silent" => leak = KernargLeak::Silent,
@@ -207,6 +211,7 @@ impl Knobs {
         self.clr138.store(clr138, Ordering::Relaxed);
         self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
         self.clr_stream_memops.store(clr_memops, Ordering::Relaxed);
+        self.memcpy_class.store(memcpy_class, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
         Ok(())
@@ -251,6 +256,15 @@ impl Knobs {
     /// ihipStreamOperation enqueues them with no capture branch).
     pub fn clr_stream_memops(&self) -> bool {
         self.clr_stream_memops.load(Ordering::Relaxed)
+    }
+
+    /// `memcpy_class`: hipGraphExecMemcpyNodeSetParams1D refuses (hipErrorInvalidValue) new
+    /// operands in another kind of memory (hipMalloc memory of a device, a VMM mapping,
+    /// registered host memory) than the executable node holds, as CUDA's
+    /// cuGraphExecMemcpyNodeSetParams does across its allocation classes; clr checks no such
+    /// thing.
+    pub fn memcpy_class(&self) -> bool {
+        self.memcpy_class.load(Ordering::Relaxed)
     }
 
     pub fn kernarg_leak(&self) -> KernargLeak {

@@ -127,6 +127,29 @@ impl Mem {
         Ok(base)
     }
 
+    /// An address range of `device` that no allocation will ever take and no access may use:
+    /// what a graph's memory allocation node hands out (hipsim models the node, not the
+    /// allocation it makes when it runs).
+    pub fn reserve_unbacked(&mut self, device: i32, size: usize) -> u64 {
+        let d = device as usize;
+        let base = self.next[d];
+        self.next[d] = base + (size as u64).div_ceil(ALIGN) * ALIGN + ALIGN;
+        base
+    }
+
+    /// What kind of memory `addr` lies in, as CUDA's executable memcpy setter tells them apart
+    /// (the `memcpy_class` quirk): hipMalloc memory of a device, a VMM mapping, registered host
+    /// memory, or none of them.
+    pub fn class_of(&self, addr: u64) -> (&'static str, i32) {
+        if (DEV_BASE..DEV_END).contains(&addr) {
+            return ("device", ((addr - DEV_BASE) / DEV_SPAN) as i32);
+        }
+        if crate::vmm::is_vmm(addr) {
+            return ("mapped", -1);
+        }
+        if self.is_host_registered(addr) { ("host", -1) } else { ("unknown", -1) }
+    }
+
     pub fn host_alloc(&mut self, size: usize, signal: bool) -> HipResult<u64> {
         let buf = Buf::zeroed(size, 4096)?;
         let base = buf.ptr() as u64;
@@ -296,6 +319,30 @@ pub fn copy(dev: i32, dst: u64, src: u64, n: usize, kind: i32) -> HipResult {
         // SAFETY: as above, for writing.
         unsafe { std::ptr::copy(buf.as_ptr(), dst as *mut u8, n) };
         Ok(())
+    }
+}
+
+/// hipStreamWaitValue comparisons (hipStreamWaitValueGte/Eq/And/Nor), on the masked value.
+pub fn wait_satisfied(flags: u32, cur: u64, value: u64, mask: u64) -> bool {
+    let cur = cur & mask;
+    match flags {
+        0 => cur >= value,
+        1 => cur == value,
+        2 => cur & value != 0,
+        _ => !(cur | value) != 0,
+    }
+}
+
+/// Polls the `width`-byte word at `addr` (4 or 8) until it satisfies `flags` against `value`
+/// under `mask`, as a stream wait does on the device.
+pub fn wait_value(dev: i32, addr: u64, width: usize, value: u64, flags: u32, mask: u64) -> HipResult {
+    loop {
+        let mut b = [0u8; 8];
+        lock().read(dev, addr, &mut b[..width])?;
+        if wait_satisfied(flags, u64::from_ne_bytes(b), value, mask) {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
     }
 }
 

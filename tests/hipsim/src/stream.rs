@@ -174,9 +174,7 @@ impl Target {
 /// Ends a stream that is being destroyed: its capture discarded, its work finished, its worker
 /// gone.
 pub fn destroy(s: &Stream) {
-    if let Some(c) = s.capture.lock().unwrap().take() {
-        let _ = crate::graph::lock().destroy(c.graph);
-    }
+    crate::capture::abandon(s);
     s.wait_idle();
     s.close();
 }

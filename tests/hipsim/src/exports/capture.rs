@@ -1,5 +1,7 @@
 use crate::capture::{Capture, MODE_GLOBAL, MODE_THREAD_LOCAL};
-use crate::error::{CAPTURE_INVALIDATED, CAPTURE_UNSUPPORTED, CAPTURE_WRONG_THREAD, ILLEGAL_STATE, INVALID_VALUE};
+use crate::error::{
+    CAPTURE_INVALIDATED, CAPTURE_UNJOINED, CAPTURE_UNMATCHED, CAPTURE_UNSUPPORTED, CAPTURE_WRONG_THREAD, ILLEGAL_STATE, INVALID_VALUE,
+};
 use crate::ffi::{hip_export, out, out_opt};
 use crate::graph;
 use crate::stream::{Target, resolve};
@@ -30,7 +32,7 @@ hip_export! {
             return Err(ILLEGAL_STATE);
         }
         let g = graph::lock().create(false, false);
-        *cap = Some(Capture { mode, thread: crate::capture::this_thread(), graph: g, last: None, invalidated: false });
+        *cap = Some(Capture { mode, thread: crate::capture::this_thread(), graph: g, tips: Vec::new(), origin: true, invalidated: false });
         Ok(())
     }
 
@@ -41,17 +43,30 @@ hip_export! {
         let Target::Stream(s) = resolve(h)? else { return Err(ILLEGAL_STATE) };
         let mut cap = s.capture.lock().unwrap();
         let c = cap.as_ref().ok_or(ILLEGAL_STATE)?;
+        if !c.origin {
+            return Err(CAPTURE_UNMATCHED);
+        }
         if (c.mode == MODE_GLOBAL || c.mode == MODE_THREAD_LOCAL) && c.thread != crate::capture::this_thread() {
             return Err(CAPTURE_WRONG_THREAD);
         }
         let c = cap.take().expect("checked");
         drop(cap);
+        crate::capture::end_joined(c.graph);
+        // A stream that joined and whose last work the capture's own stream never waited for
+        // ends the capture with an error (clr discards nothing then; hipsim discards the graph).
+        let failed = if c.invalidated {
+            Some(CAPTURE_INVALIDATED)
+        } else if !crate::capture::joined(c.graph, &c.tips)? {
+            Some(CAPTURE_UNJOINED)
+        } else {
+            None
+        };
         let mut gs = graph::lock();
-        if c.invalidated {
+        if let Some(code) = failed {
             gs.destroy(c.graph)?;
             // SAFETY: the C caller's out-pointer, checked for null above, is writable.
             unsafe { *g = 0 };
-            return Err(CAPTURE_INVALIDATED);
+            return Err(code);
         }
         gs.set_visible(c.graph);
         // SAFETY: the C caller's out-pointer, checked for null above, is writable.

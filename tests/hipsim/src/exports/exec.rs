@@ -77,9 +77,14 @@ hip_export! {
         }
         let dev = t.device();
         let launch = exec::InFlight::new(e);
+        let events = ex.launch_events();
         t.submit(Box::new(move || {
             let _finished_when_dropped = launch;
-            ex.run(dev)
+            let ran = ex.run(dev, &events);
+            if ran.is_err() {
+                ex.complete_records(&events);
+            }
+            ran
         }))
     }
 
@@ -94,7 +99,17 @@ hip_export! {
     ) {
         memcpy_kind_ok(kind)?;
         let op = Op::Memcpy { dst: dst as u64, src: src as u64, count, kind };
-        let check = |n: &ExecNode| if matches!(n.op, Op::Memcpy { .. }) { Ok(()) } else { Err(INVALID_VALUE) };
+        let check = |n: &ExecNode| match n.op {
+            Op::Memcpy { dst: old_dst, src: old_src, .. } => {
+                let m = crate::memory::lock();
+                let same = |a: u64, b: u64| m.class_of(a) == m.class_of(b);
+                if knobs::get().memcpy_class() && !(same(old_dst, dst as u64) && same(old_src, src as u64)) {
+                    return Err(INVALID_VALUE);
+                }
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        };
         modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
     }
 

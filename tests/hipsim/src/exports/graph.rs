@@ -1,6 +1,9 @@
 use std::ffi::c_void;
 
-use crate::abi::{DrvMemcpy3D, DrvMemcpySide, HostNodeParams, KernelNodeParams, Memcpy3DParms, MemsetParams, PitchedPtr, Pos};
+use crate::abi::{
+    BatchMemOpNodeParams, DrvMemcpy3D, DrvMemcpySide, HostNodeParams, KernelNodeParams, MemAllocNodeParams, Memcpy3DParms, MemsetParams,
+    PitchedPtr, Pos,
+};
 use crate::error::{HipResult, INVALID_VALUE};
 use crate::event::EVENTS;
 use crate::ffi::{hip_export, out, slice};
@@ -146,12 +149,79 @@ hip_export! {
 
     fn hipGraphAddEventRecordNode(node: *mut usize, g: usize, deps: *const usize, n: usize, e: usize) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
-        unsafe { add(node, g, deps, n, Op::EventRecord(EVENTS.get(e)?)) }
+        unsafe { add(node, g, deps, n, Op::EventRecord(e, EVENTS.get(e)?)) }
     }
 
     fn hipGraphAddEventWaitNode(node: *mut usize, g: usize, deps: *const usize, n: usize, e: usize) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
-        unsafe { add(node, g, deps, n, Op::EventWait(EVENTS.get(e)?)) }
+        unsafe { add(node, g, deps, n, Op::EventWait(e, EVENTS.get(e)?)) }
+    }
+
+    fn hipGraphEventRecordNodeGetEvent(node: usize, e: *mut usize) {
+        let Op::EventRecord(handle, _) = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(e, handle) }
+    }
+
+    fn hipGraphEventWaitNodeGetEvent(node: usize, e: *mut usize) {
+        let Op::EventWait(handle, _) = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(e, handle) }
+    }
+
+    fn hipGraphHostNodeGetParams(node: usize, p: *mut HostNodeParams) {
+        // clr reinterprets any node as a host node here; hipsim refuses the others.
+        let Op::Host { func, user } = graph::lock().node(node)?.op else { return Err(INVALID_VALUE) };
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, HostNodeParams { func: Some(func), user_data: user as *mut c_void }) }
+    }
+
+    fn hipGraphAddBatchMemOpNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *const BatchMemOpNodeParams) {
+        // SAFETY: the C caller's `p` is null or a readable hipBatchMemOpNodeParams, as HIP requires.
+        let p = unsafe { p.as_ref() }.ok_or(INVALID_VALUE)?;
+        if p.count == 0 {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the C caller's array has `count` operations, as HIP requires.
+        let ops = unsafe { slice(p.param_array, p.count as usize) }?.to_vec();
+        ops.iter().try_for_each(graph::check_mem_op)?;
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::MemOps { ctx: p.ctx as usize, ops, flags: p.flags }) }
+    }
+
+    fn hipGraphBatchMemOpNodeGetParams(node: usize, p: *mut BatchMemOpNodeParams) {
+        let gs = graph::lock();
+        let Op::MemOps { ctx, ops, flags } = &gs.node(node)?.op else { return Err(INVALID_VALUE) };
+        // The array is the node's own, valid until its parameters change or its graph goes.
+        let params = BatchMemOpNodeParams {
+            ctx: *ctx as *mut c_void,
+            count: ops.len() as u32,
+            param_array: ops.as_ptr().cast_mut(),
+            flags: *flags,
+        };
+        // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
+        unsafe { out(p, params) }
+    }
+
+    fn hipGraphAddMemAllocNode(node: *mut usize, g: usize, deps: *const usize, n: usize, p: *mut MemAllocNodeParams) {
+        // SAFETY: the C caller's `p` is null or a readable and writable hipMemAllocNodeParams.
+        let p = unsafe { p.as_mut() }.ok_or(INVALID_VALUE)?;
+        if p.bytesize == 0 {
+            return Err(INVALID_VALUE);
+        }
+        let ptr = crate::memory::lock().reserve_unbacked(crate::device::current()?, p.bytesize);
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::MemAlloc) }?;
+        p.dptr = ptr as *mut c_void;
+        Ok(())
+    }
+
+    fn hipGraphAddMemFreeNode(node: *mut usize, g: usize, deps: *const usize, n: usize, ptr: *mut c_void) {
+        if ptr.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the C caller's pointers are valid as HIP requires (see `add`).
+        unsafe { add(node, g, deps, n, Op::MemFree) }
     }
 
     fn hipGraphAddChildGraphNode(node: *mut usize, g: usize, deps: *const usize, n: usize, child: usize) {

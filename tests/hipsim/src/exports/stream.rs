@@ -4,7 +4,7 @@ use crate::capture;
 use crate::error::{CAPTURE_UNSUPPORTED, HipResult, INVALID_HANDLE, INVALID_VALUE, NOT_READY};
 use crate::event::{DISABLE_TIMING, EVENTS, Event};
 use crate::ffi::{hip_export, out};
-use crate::graph::Op;
+use crate::graph::{MEM_OP_WRITE_VALUE_64, Op};
 use crate::knobs;
 use crate::memory;
 use crate::stream::{self, STREAMS, Target, resolve};
@@ -27,17 +27,6 @@ fn refuse_if_capturing(t: &Target) -> HipResult {
         return Err(CAPTURE_UNSUPPORTED);
     }
     Ok(())
-}
-
-/// hipStreamWaitValue64 comparison (hipStreamWaitValueGte/Eq/And/Nor).
-fn wait_satisfied(flags: u32, cur: u64, value: u64, mask: u64) -> bool {
-    let cur = cur & mask;
-    match flags {
-        0 => cur >= value,
-        1 => cur == value,
-        2 => cur & value != 0,
-        _ => !(cur | value) != 0,
-    }
 }
 
 hip_export! {
@@ -110,10 +99,10 @@ hip_export! {
         unsafe { out(d, resolve(h)?.device()) }
     }
 
-    fn hipStreamWaitEvent(h: usize, e: usize, _flags: u32) {
+    fn hipStreamWaitEvent(h: usize, e: usize, flags: u32) {
         let t = resolve(h)?;
         let ev = EVENTS.get(e)?;
-        if capture::record(&t, &Op::EventWait(ev.clone()))? {
+        if capture::wait_event(&t, &ev, flags)? {
             return Ok(());
         }
         let generation = ev.latest();
@@ -123,13 +112,18 @@ hip_export! {
         }))
     }
 
-    fn hipStreamWriteValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, _flags: u32) {
+    fn hipStreamWriteValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, flags: u32) {
         let t = resolve(h)?;
-        let op = Op::WriteValue64 { ptr: ptr as u64, value };
+        let op = Op::MemOps { ctx: 0, ops: vec![[MEM_OP_WRITE_VALUE_64, ptr as u64, value, u64::from(flags), 0, 0]], flags: 0 };
         if knobs::get().clr_stream_memops() {
             return capture::submit_uncaptured(&t, op);
         }
         capture::submit(&t, op)
+    }
+
+    fn hipLaunchHostFunc(h: usize, func: Option<unsafe extern "C" fn(*mut std::ffi::c_void)>, user: *mut std::ffi::c_void) {
+        let func = func.ok_or(INVALID_VALUE)?;
+        capture::submit(&resolve(h)?, Op::Host { func, user: user as usize })
     }
 
     fn hipStreamWaitValue64(h: usize, ptr: *mut std::ffi::c_void, value: u64, flags: u32, mask: u64) {
@@ -142,14 +136,7 @@ hip_export! {
         }
         let dev = t.device();
         let addr = ptr as u64;
-        t.submit(Box::new(move || loop {
-            let mut b = [0u8; 8];
-            memory::lock().read(dev, addr, &mut b)?;
-            if wait_satisfied(flags, u64::from_ne_bytes(b), value, mask) {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_micros(20));
-        }))
+        t.submit(Box::new(move || memory::wait_value(dev, addr, 8, value, flags, mask)))
     }
 
     fn hipEventCreate(e: *mut usize) {
@@ -175,7 +162,7 @@ hip_export! {
     fn hipEventRecord(e: usize, h: usize) {
         let ev = EVENTS.get(e)?;
         let t = resolve(h)?;
-        if capture::record(&t, &Op::EventRecord(ev.clone()))? {
+        if capture::record_event(&t, &ev)? {
             return Ok(());
         }
         let generation = ev.begin_record();
