@@ -9,8 +9,8 @@
 #                  missing GPU fails the test instead of skipping it): exit 0 and an `ok` result;
 #   rcb-demo, xla_flow-<name> (the patched XLA's call sequences): exit 0, all checks passed;
 #   torch_flatten  tests/gpu/torch_flatten.py (PyTorch-captured graphs flattened and relocated);
-#   torch_collectives  tests/gpu/torch_collectives.py (NCCL collectives on two GPUs; skipped, by
-#                  name, on a machine with one);
+#   torch_collectives  tests/gpu/torch_collectives.py (NCCL collectives on two GPUs; a machine
+#                  with one fails it unless RCB_GPU_ALLOW_MISSING names gpus);
 #   real_graphs    tests/gpu/real_graphs.py (the benchmark on them; tables in real_graphs.md);
 #   rcb-bench      the benchmark (tables in rcb-bench.md; cuBLAS on the library path when the
 #                  machine has it); its `budget` scenario measures device memory over 100 000
@@ -19,7 +19,7 @@
 # Anything missing (the CUDA runtime, a GPU, python3, torch able to use CUDA, torchvision, a staged
 # program) FAILS its check, named for what is missing (tests/gpu/gpu_deps.py: torch not importable
 # or built without CUDA is `torch`, a CUDA build of torch that sees no device is `cuda`).
-# RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda] turns the named missing dependency
+# RCB_GPU_ALLOW_MISSING=torch[,torchvision][,cuda][,gpus][,nvcc] turns the named missing dependency
 # into a skip instead (for a partial run; a skip is listed by name in the verdict).
 # SKIPPED lines of the test programs (checks of the software GPU's knobs, a second device) are
 # listed by name and must be exactly those of tests/expected-skips/gpu.txt, each as many times as
@@ -68,6 +68,8 @@ gpu_skipped() { # log
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+# How many GPUs (torch_collectives needs two; with one, the checks needing a second are skipped).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if ! command -v python3 >/dev/null; then
     probe="no python3 to probe libcuda.so.1 with"
     nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && probe="ok"
@@ -106,7 +108,7 @@ if command -v nvcc >/dev/null; then
         fail ptx "nvcc could not compile kernels.cu: $(tail -n 3 "$logs/nvcc.log")"
     fi
 else
-    echo "ptx: no nvcc on this machine; the committed PTX is used"
+    missing ptx nvcc "no nvcc on this machine to compile kernels.cu; the committed PTX is used"
 fi
 [ -f "$ptx" ] || fail ptx "no PTX for the test kernels (the GPU tests will fail)"
 
@@ -203,13 +205,12 @@ python_check() { # name script [output]
     fi
 }
 python_check torch_flatten "$stage/torch_flatten.py"
-# NCCL collectives captured by PyTorch on two GPUs, one process each: only where there are two.
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-if [ "${gpus:-0}" -ge 2 ]; then
+# NCCL collectives captured by PyTorch on two GPUs, one process each: a machine with one lacks a
+# GPU for it (a failure unless RCB_GPU_ALLOW_MISSING names gpus).
+if [ "$gpus" -ge 2 ]; then
     NCCL_NVLS_ENABLE=0 python_check torch_collectives "$stage/torch_collectives.py"
 else
-    skipped+=("torch_collectives (needs two GPUs; this machine has ${gpus:-0})")
-    echo "SKIP torch_collectives: needs two GPUs, this machine has ${gpus:-0}"
+    missing torch_collectives gpus "two GPUs needed, this machine has $gpus"
 fi
 python_check real_graphs "$stage/real_graphs.py" "$out/real_graphs.md"
 [ ! -f "$out/real_graphs.md" ] || cat "$out/real_graphs.md"
@@ -246,15 +247,20 @@ fi
 # The checks skipped inside the programs are exactly those a GPU machine is expected to skip
 # (the software GPU's knobs, a second device), each as many times as listed: a skip more or less,
 # or a test skipping one check more or less than listed, fails the run.
-if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/skips.sh" ]; then
+# A machine with one GPU also skips the checks that need a second one
+# (tests/expected-skips/gpu-one-device.txt).
+if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/expected-skips-gpu-one-device.txt" ] && [ -f "$stage/skips.sh" ]; then
     touch "$logs/skipped.log"
-    if bash "$stage/skips.sh" "$stage/expected-skips-gpu.txt" "$logs/skipped.log"; then
+    expected=$logs/expected-skips.txt
+    cat "$stage/expected-skips-gpu.txt" >"$expected"
+    [ "$gpus" -ge 2 ] || cat "$stage/expected-skips-gpu-one-device.txt" >>"$expected"
+    if bash "$stage/skips.sh" "$expected" "$logs/skipped.log"; then
         pass skips "as tests/expected-skips/gpu.txt lists"
     else
         fail skips "the checks skipped inside the programs differ from tests/expected-skips/gpu.txt (above)"
     fi
 else
-    fail skips "ci/skips.sh or tests/expected-skips/gpu.txt not staged"
+    fail skips "ci/skips.sh or the tests/expected-skips/gpu*.txt lists not staged"
 fi
 
 echo
