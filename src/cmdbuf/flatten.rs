@@ -428,7 +428,11 @@ impl Planner<'_> {
             },
             NodeType::MemOp => match self.rt.mem_op_node_read(node) {
                 Ok(ops) => match ops.addresses() {
-                    Ok(addresses) => Params::MemOp(ops, References::Known(addresses)),
+                    // A wait on a word is another agent synchronizing with this graph (NCCL's
+                    // copy-engine collectives wait on a window their peers write, then copy into
+                    // buffers the peers also write): every allocation is pinned, not only the
+                    // words the operations name.
+                    Ok(_) => Params::MemOp(ops, References::Unknown),
                     Err(op) => return refuse(format!("a memory-operation node holds operation {op}, which neither runtime documents")),
                 },
                 Err(e) => return refuse(format!("reading a memory-operation node: {e}")),

@@ -84,9 +84,12 @@ impl Params {
     pub fn references(&self) -> Option<&References> {
         match self {
             Params::Child(refs) | Params::MemOp(_, refs) => Some(refs),
-            Params::KernelByPointers => Some(&UNKNOWN),
+            // A host function is code the library cannot see (its user data may point anywhere),
+            // and an event node synchronizes with work outside the graph that was issued with
+            // the graph's addresses: while one is in the command buffer, nothing moves in place.
+            Params::KernelByPointers | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
             Params::Kernel(k) => k.opaque.as_ref(),
-            Params::Memcpy(_) | Params::Memset(_) | Params::Empty | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => None,
+            Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
 

@@ -164,11 +164,13 @@ impl Pins {
 ///
 /// A pattern ending in `*` matches an identifier that starts with the rest, any other pattern
 /// an identifier equal to it (case-sensitive). The identifiers of a name are, for an Itanium
-/// C++ mangled name (`_Z...`), the source names of the function's own (possibly nested) name:
-/// `_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE` has the one
-/// identifier `ncclDevKernel_AllReduce_Sum_f32_RING_LL` (its parameter types are not looked
-/// at), `_ZN12_GLOBAL__N_113oneRankReduceIfEEvv` has `_GLOBAL__N_1` and `oneRankReduce`. Any
-/// other name (an `extern "C"` kernel) is its own one identifier.
+/// C++ mangled name (`_Z...`), every source name in it, its parameter and template types'
+/// included: `_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE`
+/// has `ncclDevKernel_AllReduce_Sum_f32_RING_LL` and `ncclDevKernelArgsStorage`. So a kernel of
+/// another name that takes a collective library's types (MSCCL++'s `allgather6(void*,
+/// mscclpp::DeviceHandle<...>*)`, a kernel on NCCL's device API) is on the list too: a kernel
+/// taken for opaque costs a re-record, one missed a wrong result. Any other name (an
+/// `extern "C"` kernel) is its own one identifier.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelList {
     patterns: Vec<String>,
@@ -229,27 +231,30 @@ impl Default for KernelList {
     }
 }
 
-/// The identifiers of a kernel's name (see [`KernelList`]). A mangled name is read only as far
-/// as its function's name: `_Z`, then `L` (internal linkage) or `N` with its qualifiers, then
-/// `<length><identifier>` source names, up to anything else (template arguments, the end of the
-/// nested name, parameter types). A name that starts with `_Z` but holds no source name there
-/// is taken whole.
+/// The identifiers of a kernel's name (see [`KernelList`]): in a mangled name, every
+/// `<length><identifier>` source name, read left to right (a run of digits whose length does not
+/// fit, or is not followed by as many identifier characters, is skipped: a template argument's
+/// number, `Lm4096E`). Reading a little more than the grammar's source names can only put more
+/// kernels on the list. A name that starts with `_Z` but holds no source name is taken whole.
 fn identifiers(name: &str) -> Vec<&str> {
-    let Some(mut rest) = name.strip_prefix("_Z") else { return vec![name] };
-    rest = rest.strip_prefix('L').unwrap_or(rest);
-    let nested = rest.starts_with('N');
-    if nested {
-        rest = rest[1..].trim_start_matches(['r', 'V', 'K', 'R', 'O']);
-    }
+    let Some(rest) = name.strip_prefix("_Z") else { return vec![name] };
+    let bytes = rest.as_bytes();
     let mut ids = Vec::new();
-    loop {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let Some(len) = rest[..digits].parse::<usize>().ok().filter(|&n| n > 0 && digits + n <= rest.len()) else { break };
-        let Some(id) = rest.get(digits..digits + len) else { break };
-        ids.push(id);
-        rest = &rest[digits + len..];
-        if !nested {
-            break;
+    let mut at = 0;
+    while at < bytes.len() {
+        let digits = bytes[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            at += 1;
+            continue;
+        }
+        let start = at + digits;
+        let len = rest[at..start].parse::<usize>().ok().filter(|&n| n > 0 && start + n <= bytes.len());
+        match len {
+            Some(n) if bytes[start..start + n].iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_') => {
+                ids.push(&rest[start..start + n]);
+                at = start + n;
+            }
+            _ => at = start,
         }
     }
     if ids.is_empty() { vec![name] } else { ids }
@@ -314,19 +319,20 @@ mod tests {
     }
 
     #[test]
-    fn identifiers_are_the_function_names_of_a_mangled_name_and_never_its_parameter_types() {
+    fn identifiers_are_every_source_name_of_a_mangled_name_parameter_types_included() {
         let nccl = "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE";
-        assert_eq!(identifiers(nccl), vec!["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]);
+        assert_eq!(identifiers(nccl), vec!["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernelArgsStorage"]);
         assert_eq!(identifiers("_ZN12_GLOBAL__N_113oneRankReduceIfEEvv"), vec!["_GLOBAL__N_1", "oneRankReduce"]);
         assert_eq!(identifiers("_ZL10staticFuncPf"), vec!["staticFunc"]);
         assert_eq!(identifiers("_ZNK3foo3barEv"), vec!["foo", "bar"]);
         assert_eq!(identifiers("_Z3fooIiEvPT_"), vec!["foo"]);
+        assert_eq!(identifiers("_Z3fooILm4096EEvv"), vec!["foo"], "a template argument's number is no source name");
         assert_eq!(identifiers("rcb_test_fill_u32"), vec!["rcb_test_fill_u32"]);
         for odd in ["_Z", "_Z99short", "_ZN", "_Zx"] {
             assert_eq!(identifiers(odd), vec![odd], "a mangled name without a source name is taken whole");
         }
-        // A kernel whose only parameter is NCCL's argument type is not NCCL's kernel.
-        assert_eq!(identifiers("_Z6mine_k24ncclDevKernelArgsStorageILm4096EE"), vec!["mine_k"]);
+        // Parameter types are read too: a kernel that takes NCCL's argument type is on the list.
+        assert_eq!(identifiers("_Z6mine_k24ncclDevKernelArgsStorageILm4096EE"), vec!["mine_k", "ncclDevKernelArgsStorage"]);
     }
 
     #[test]
@@ -341,17 +347,15 @@ mod tests {
             "_Z38ncclKernel_AllReduce_RING_LL_Sum_floatP11ncclDevCommmP8ncclWork",
             "_Z27mscclKernel_Sum_float_LL128P11ncclDevCommP10mscclAlgoP10mscclWork",
             "ncclDevKernel_Generic",
+            // MSCCL++'s kernels have names of their own; their parameters are MSCCL++'s types.
+            "_Z10allgather6ILb1EEvPvPN7mscclpp12DeviceHandleINS0_13MemoryChannelEEEmmmm",
+            // A kernel of another name that takes NCCL's argument type.
+            "_Z6mine_k24ncclDevKernelArgsStorageILm4096EE",
         ];
         for name in theirs {
             assert!(list.matching(name).is_some(), "{name}");
         }
-        let ours = [
-            "rcb_test_fill_u32",
-            "_Z4gemmPfS_S_",
-            "_Z6mine_k24ncclDevKernelArgsStorageILm4096EE",
-            "_ZN12_GLOBAL__N_113oneRankReduceIfEEvv",
-            "my_nccl_kernel",
-        ];
+        let ours = ["rcb_test_fill_u32", "_Z4gemmPfS_S_", "_ZN12_GLOBAL__N_113oneRankReduceIfEEvv", "my_nccl_kernel"];
         for name in ours {
             assert_eq!(list.matching(name), None, "{name}");
         }
