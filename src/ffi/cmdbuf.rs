@@ -21,6 +21,9 @@ use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, S
 use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
+
 /// A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
 /// the caller, freed with `rcb_cmdbuf_free`.
 ///

@@ -20,6 +20,9 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/correlator.rs"));
+
 /// A profiler correlator (opaque): HIP API events and device activities, joined by their 64-bit
 /// correlation id when exchanged. Created by `rcb_correlator_new`, owned by the caller, freed
 /// with `rcb_correlator_free`. The value is a handle id, never an address, so a freed or forged

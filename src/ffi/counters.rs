@@ -9,6 +9,9 @@ use super::{arg_out_sized, boundary, boundary_value, rcb_status, sized_struct};
 use crate::counters::{self, Counts, FALLBACK_SLOTS, Fallback};
 use std::ffi::c_char;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/counters.rs"));
+
 /// The layout version of `rcb_counters` this library writes into `rcb_counters.version`. A
 /// later version only appends fields (the rule for sized structs).
 pub const RCB_COUNTERS_VERSION: u32 = 1;

@@ -12,6 +12,7 @@ mod runtime;
 mod status;
 mod stream;
 mod trace_cache;
+mod unsized_abi;
 mod vmm_pool;
 
 pub use cmdbuf::*;

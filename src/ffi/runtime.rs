@@ -4,6 +4,9 @@ use super::{arg_out_sized, boundary, rcb_status, sized_struct, write_c_str};
 use crate::runtime::{self, Backend};
 use std::ffi::c_char;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/runtime.rs"));
+
 /// The HIP runtime (`libamdhip64`) backs the library.
 pub const RCB_BACKEND_HIP: i32 = 1;
 /// The CUDA driver (`libcuda.so.1`) backs the library.

@@ -9,6 +9,9 @@ use crate::runtime::Stream;
 use crate::stream_cache::{self, Idleness};
 use std::ffi::c_void;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/stream.rs"));
+
 /// Counters of the stream cache, filled by `rcb_stream_cache_stats`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

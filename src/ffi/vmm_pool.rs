@@ -8,6 +8,9 @@ use crate::vmm_pool::{Backing, DeviceCopy, Lease, MAX_BUFFERS, MAX_PEERS, PoolCo
 use std::ffi::c_void;
 use std::time::Duration;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/vmm_pool.rs"));
+
 /// A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
 /// change, and a GPU-written timeline per slot. Opaque; the value is a handle id, never an
 /// address, so a freed or forged handle yields `RCB_STATUS_INVALID_HANDLE`.
