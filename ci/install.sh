@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the library (release; --debug: the dev profile) and installs it under PREFIX:
 #   lib/librocm_cmdbuf.so.VERSION, librocm_cmdbuf.so.0 -> it, librocm_cmdbuf.so -> .so.0
-#   lib/librocm_cmdbuf_preload.so
+#   lib/librocm_cmdbuf_preload.so.VERSION, librocm_cmdbuf_preload.so.0 -> it, .so -> .so.0
 #   include/rocm_cmdbuf.h, include/rocm_cmdbuf.hpp (when present)
 #   lib/pkgconfig/rocm_cmdbuf.pc                                  (packaging/rocm_cmdbuf.pc.in)
 #   lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake, ...ConfigVersion.cmake (packaging/*.cmake.in):
@@ -64,7 +64,9 @@ lib="$root/lib"
 "${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf.so" "$lib/librocm_cmdbuf.so.$version"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$version" "$lib/librocm_cmdbuf.so.$major"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$major" "$lib/librocm_cmdbuf.so"
-"${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf_preload.so" "$lib/librocm_cmdbuf_preload.so"
+"${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf_preload.so" "$lib/librocm_cmdbuf_preload.so.$version"
+"${as_root[@]}" ln -sfn "librocm_cmdbuf_preload.so.$version" "$lib/librocm_cmdbuf_preload.so.$major"
+"${as_root[@]}" ln -sfn "librocm_cmdbuf_preload.so.$major" "$lib/librocm_cmdbuf_preload.so"
 "${as_root[@]}" install -m 0644 include/rocm_cmdbuf.h "$root/include/rocm_cmdbuf.h"
 if [ -f include/rocm_cmdbuf.hpp ]; then
     "${as_root[@]}" install -m 0644 include/rocm_cmdbuf.hpp "$root/include/rocm_cmdbuf.hpp"
@@ -76,8 +78,10 @@ fi
     "$lib/cmake/rocm_cmdbuf/"
 "${as_root[@]}" install -m 0644 bazel/rocm_cmdbuf.BUILD "$root/share/rocm_cmdbuf/BUILD.bazel"
 
-readelf -d "$lib/librocm_cmdbuf.so" | grep -q "Library soname: \[librocm_cmdbuf.so.$major\]" ||
-    { echo "$0: installed library has the wrong SONAME" >&2; exit 1; }
+for name in librocm_cmdbuf librocm_cmdbuf_preload; do
+    readelf -d "$lib/$name.so" | grep -q "Library soname: \[$name.so.$major\]" ||
+        { echo "$0: installed $name.so has the wrong SONAME" >&2; exit 1; }
+done
 # A directory the loader reads from its cache (/usr/local/lib on Debian, an /etc/ld.so.conf.d
 # entry for /opt/...) needs the cache refreshed before programs find the new SONAME.
 ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)

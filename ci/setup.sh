@@ -2,6 +2,8 @@
 # Installs what the build and the tests need on a fresh Debian machine; idempotent.
 #   - libamdhip64-dev: real ROCm 5.2 HIP headers (hip-runtime-sys builds against them) and a real
 #     libamdhip64.so.5 (the tests check that it reports "no device" cleanly here).
+#   - lld: the library is linked with ld.lld, which can give its exports their symbol versions
+#     (build.rs); rustc brings its own on x86-64 from 1.90, older toolchains find Debian's.
 #   - clang-19 and lld-19: build.rs compiles the test kernels (tests/gpu/kernels.hip) into AMD code
 #     objects with them, and ci/hip-versions.sh reads the real HIP headers with clang.
 #   - libabsl-dev and pkg-config: Abseil's hash maps for the baseline of `rcb-bench correlator`,
@@ -11,7 +13,7 @@
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
 
-bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev clang-19 lld-19 libabsl-dev pkg-config
+bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev lld clang-19 lld-19 libabsl-dev pkg-config
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
 done

@@ -6,7 +6,8 @@
 # GPU's own C suite, the checks against the real HIP of each ROCm version (ci/hip-versions.sh),
 # the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
 # installed library's pkg-config and CMake consumers (tests/install/run.sh).
-# GPU tests run on a GPU machine: ci/gpu.sh.
+# The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh) and with a program built against
+# the previous header (tests/abi). GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
@@ -18,6 +19,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== header and exports"
 bash ci/header.sh --verify
 bash ci/check-library.sh target/debug
+echo "== the C ABI against its baseline (ci/abi.sh), and a program built against the previous header (tests/abi)"
+bash ci/abi.sh target/debug
+bash tests/abi/run.sh target/debug
 echo "== Rust tests (software GPU)"
 # Every check runs on the software GPU: the tests that skip are exactly those of
 # tests/expected-skips/software-gpu.txt (ci/skips.sh compares the SKIPPED lines by name and count).

@@ -10,7 +10,28 @@
  *   rcb_counters_reset: the process totals); a non-NULL handle that is not live (never created,
  *   already freed, or of another type) is RCB_STATUS_INVALID_HANDLE.
  * - Inputs come before outputs; outputs are written only on success; an array is a pointer and
- *   a count, the pointer NULL allowed when the count is 0. */
+ *   a count, the pointer NULL allowed when the count is 0.
+ * - Sized structs: every struct passed to or from a function as one object begins with
+ *   `uint32_t struct_size`, which the caller sets to sizeof the struct as its header declares
+ *   it (`rcb_update_report report = {.struct_size = sizeof report};`; rocm_cmdbuf.hpp sets it
+ *   for C++ callers). The library reads an input's fields, and writes an output's, only within
+ *   those bytes: a field past the caller's struct takes its default (0) on input and is not
+ *   written on output, where struct_size is then set to the number of bytes written (less than
+ *   the caller's when the library is older than its header). On input, bytes past the library's
+ *   own struct must be zero: a field it does not know is RCB_STATUS_UNSUPPORTED, never ignored,
+ *   so initialise the whole struct. A struct_size below the struct's size in 0.1.0, or above
+ *   4096, is RCB_STATUS_INVALID_ARGUMENT with nothing read or written. Fields are only ever
+ *   appended.
+ * - Records, the structs that are elements of arrays (rcb_allocation, rcb_allocation_move,
+ *   rcb_kernel_arg, rcb_api_event, rcb_activity, rcb_vmm_copy) or handed to callbacks
+ *   (rcb_correlated_activity, rcb_correlated_api_event, rcb_correlation_report), and
+ *   rcb_arg_allocation, whose size is its argument's, have no struct_size: their layout never
+ *   changes within a SONAME; a new field means a new record type and new functions.
+ * - Versions: librocm_cmdbuf.so.MAJOR keeps the ABI of every earlier release of that major
+ *   version; each function carries the symbol version of the release that added it
+ *   (ROCM_CMDBUF_0.1, ...), so a program needing a newer library than the one it finds fails to
+ *   load, naming the version. RCB_VERSION_* are this header's version, rcb_version() the
+ *   library's; docs/c-api.md and the README ("Compatibility") have the whole policy. */
 
 #ifndef ROCM_CMDBUF_H
 #define ROCM_CMDBUF_H
@@ -114,8 +135,7 @@
 
 /**
  * The layout version of `rcb_counters` this library writes into `rcb_counters.version`. A
- * later version only appends fields, so a caller compiled against an older header keeps
- * working: the library writes no more than the caller's `struct_size` bytes.
+ * later version only appends fields (the rule for sized structs).
  */
 #define RCB_COUNTERS_VERSION 1
 
@@ -392,6 +412,10 @@ typedef struct rcb_kernel_arg {
  * `num_args` arguments (NULL allowed when `num_args` is 0), borrowed for the call.
  */
 typedef struct rcb_kernel_launch {
+  /**
+   * `sizeof(rcb_kernel_launch)` (the rule for sized structs, at the top of this header).
+   */
+  uint32_t struct_size;
   void *function;
   uint32_t grid[3];
   uint32_t block[3];
@@ -410,6 +434,10 @@ typedef struct rcb_kernel_launch {
  * without arguments (the runtime refuses it for one with arguments; ROCm 5.2 refuses it always).
  */
 typedef struct rcb_kernel_params_launch {
+  /**
+   * `sizeof(rcb_kernel_params_launch)` (the rule for sized structs).
+   */
+  uint32_t struct_size;
   void *function;
   uint32_t grid[3];
   uint32_t block[3];
@@ -421,6 +449,10 @@ typedef struct rcb_kernel_params_launch {
  * What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
  */
 typedef struct rcb_update_report {
+  /**
+   * In: `sizeof(rcb_update_report)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
   /**
    * Allocations whose base changed.
    */
@@ -470,6 +502,10 @@ typedef struct rcb_allocation_move {
  */
 typedef struct rcb_flatten_report {
   /**
+   * In: `sizeof(rcb_flatten_report)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
+  /**
    * 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
    * node and `reason` says why; its addresses are then not patch sites and it pins
    * allocations exactly like a node of `rcb_cmdbuf_add_child` (a command buffer child) or of
@@ -494,19 +530,19 @@ typedef struct rcb_flatten_report {
 
 /**
  * How to build a correlator. Read during `rcb_correlator_new` only; the caller keeps ownership.
- * A zeroed config gives the defaults.
+ * A config that is zero but for its `struct_size` gives the defaults.
  */
 typedef struct rcb_correlator_config {
+  /**
+   * `sizeof(rcb_correlator_config)` (the rule for sized structs).
+   */
+  uint32_t struct_size;
   /**
    * Number of shards, each with its own lock, that events are spread over by correlation id;
    * rounded up to a power of two, at most `RCB_CORRELATOR_MAX_SHARDS`. 0 takes
    * `RCB_CORRELATOR_DEFAULT_SHARDS`; 1 is a single lock.
    */
   uint32_t shards;
-  /**
-   * Must be 0.
-   */
-  uint32_t reserved;
   /**
    * Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
    * beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
@@ -669,6 +705,10 @@ typedef int32_t (*rcb_correlation_reports_fn)(void *user_data,
  * Borrowed for the call to `rcb_correlator_exchange` only.
  */
 typedef struct rcb_correlator_sink {
+  /**
+   * `sizeof(rcb_correlator_sink)` (the rule for sized structs).
+   */
+  uint32_t struct_size;
   void *user_data;
   /**
    * Every activity once, with its API event.
@@ -699,6 +739,10 @@ typedef struct rcb_correlator_sink {
  * Counts of one exchange, written by `rcb_correlator_exchange` on success.
  */
 typedef struct rcb_correlator_summary {
+  /**
+   * In: `sizeof(rcb_correlator_summary)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
   /**
    * Activities reported: every activity taken.
    */
@@ -747,6 +791,10 @@ typedef struct rcb_correlator_summary {
  */
 typedef struct rcb_correlator_counters {
   /**
+   * In: `sizeof(rcb_correlator_counters)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
+  /**
    * The number of shards (a power of two).
    */
   uint64_t shards;
@@ -775,8 +823,8 @@ typedef struct rcb_correlator_counters {
 
 /**
  * Counts of what the library asked of the GPU runtime, written by `rcb_counters_get`. Owned by
- * the caller, who sets `struct_size` before the call; every count only grows until
- * `rcb_counters_reset`.
+ * the caller, who sets `struct_size` before the call (the rule for sized structs); every count
+ * only grows until `rcb_counters_reset`.
  *
  * For a command buffer the counts cover its life (or since its last reset); the process totals
  * (`cb` NULL) add up every command buffer, freed ones included, and the trace caches.
@@ -784,7 +832,7 @@ typedef struct rcb_correlator_counters {
 typedef struct rcb_counters {
   /**
    * In: `sizeof(rcb_counters)` as the caller's header has it (at least
-   * `RCB_COUNTERS_V1_SIZE`). Not written.
+   * `RCB_COUNTERS_V1_SIZE`); out: the bytes written.
    */
   uint32_t struct_size;
   /**
@@ -854,6 +902,10 @@ typedef struct rcb_counters {
  */
 typedef struct rcb_runtime_info {
   /**
+   * In: `sizeof(rcb_runtime_info)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
+  /**
    * `RCB_BACKEND_HIP` or `RCB_BACKEND_CUDA`.
    */
   int32_t backend;
@@ -880,6 +932,10 @@ typedef struct rcb_runtime_info {
  * Counters of the stream cache, filled by `rcb_stream_cache_stats`.
  */
 typedef struct rcb_stream_stats {
+  /**
+   * In: `sizeof(rcb_stream_stats)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
   /**
    * Acquires served by an idle cached stream.
    */
@@ -923,6 +979,10 @@ typedef int32_t (*rcb_trace_fn)(void *user_data, void *stream);
  */
 typedef struct rcb_vmm_pool_config {
   /**
+   * `sizeof(rcb_vmm_pool_config)` (the rule for sized structs).
+   */
+  uint32_t struct_size;
+  /**
    * The device that owns the memory.
    */
   int32_t device;
@@ -960,6 +1020,11 @@ typedef struct rcb_vmm_pool_config {
  * A slot held between `rcb_vmm_pool_acquire` and `rcb_vmm_pool_release`.
  */
 typedef struct rcb_vmm_slot {
+  /**
+   * In: `sizeof(rcb_vmm_slot)`; out: the bytes written (the rule for sized structs). An
+   * acquire leaves it as the release needs it.
+   */
+  uint32_t struct_size;
   /**
    * This use's iteration number (0, 1, 2, ... across the pool's life).
    */
@@ -1598,7 +1663,8 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  * Thread-safety: one thread at a time per command buffer.
  *
  * # Safety
- * `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or writable.
+ * `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or
+ * a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
                                          const struct rcb_allocation *allocs,
@@ -1622,7 +1688,8 @@ rcb_status rcb_cmdbuf_update_allocations(struct rcb_cmdbuf *cb,
  * Thread-safety: one thread at a time per command buffer.
  *
  * # Safety
- * `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or writable.
+ * `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or
+ * a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_cmdbuf_move_allocations(struct rcb_cmdbuf *cb,
                                        const struct rcb_allocation_move *moves,
@@ -1776,7 +1843,8 @@ rcb_status rcb_cmdbuf_exec_update_budget(struct rcb_cmdbuf *cb, uint64_t *budget
  *
  * # Safety
  * `cb` must be NULL or a handle; `deps` NULL or `ndeps` handles; `child` NULL or a handle;
- * `graph` NULL or a live graph; `group` and `report` NULL or writable.
+ * `graph` NULL or a live graph; `group` NULL or writable; `report` NULL or
+ * a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
                                           const rcb_node *deps,
@@ -1819,7 +1887,7 @@ rcb_status rcb_cmdbuf_add_flattened_child(struct rcb_cmdbuf *cb,
  *
  * # Safety
  * `cb` must be NULL or a handle; `child` NULL or a handle; `graph` NULL or a live graph;
- * `report` NULL or writable.
+ * `report` NULL or a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_cmdbuf_update_flattened_child(struct rcb_cmdbuf *cb,
                                              rcb_node group,
@@ -1830,12 +1898,13 @@ rcb_status rcb_cmdbuf_update_flattened_child(struct rcb_cmdbuf *cb,
 /**
  * Creates a correlator. On success `*out` is a new handle that the caller owns and frees with
  * `rcb_correlator_free`; on failure `*out` is untouched. Returns `RCB_STATUS_INVALID_ARGUMENT`
- * for more than `RCB_CORRELATOR_MAX_SHARDS` shards or a non-zero `reserved`.
+ * for more than `RCB_CORRELATOR_MAX_SHARDS` shards.
  *
  * Thread-safety: any thread.
  *
  * # Safety
- * `config` must be NULL or point to a valid `rcb_correlator_config`; `out` NULL or writable.
+ * `config` must be NULL or point to a valid `rcb_correlator_config` of `struct_size` readable
+ * bytes; `out` NULL or writable.
  */
 rcb_status rcb_correlator_new(const struct rcb_correlator_config *config,
                               struct rcb_correlator **out);
@@ -1961,7 +2030,8 @@ rcb_status rcb_correlator_add_activities(struct rcb_correlator *c,
  *
  * # Safety
  * `c` NULL or a handle; `sink` NULL or a valid `rcb_correlator_sink` whose callbacks are NULL or
- * safe to call with its `user_data`; `summary` NULL or writable.
+ * safe to call with its `user_data` (`struct_size` bytes readable); `summary` NULL or
+ * a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_correlator_exchange(struct rcb_correlator *c,
                                    const struct rcb_correlator_sink *sink,
@@ -2000,7 +2070,7 @@ rcb_status rcb_correlator_trim(struct rcb_correlator *c);
  * Thread-safety: any thread, also during an exchange (from its callbacks too).
  *
  * # Safety
- * `c` NULL or a handle; `counters` NULL or writable.
+ * `c` NULL or a handle; `counters` NULL or a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_correlator_stats(struct rcb_correlator *c, struct rcb_correlator_counters *counters);
 
@@ -2008,8 +2078,9 @@ rcb_status rcb_correlator_stats(struct rcb_correlator *c, struct rcb_correlator_
  * Writes the counters of command buffer `cb`, or the process totals when `cb` is NULL, to
  * `*out`. The caller owns `out` and sets `out->struct_size = sizeof(rcb_counters)` first (a
  * size below `RCB_COUNTERS_V1_SIZE` gives `RCB_STATUS_INVALID_ARGUMENT`, nothing written); the
- * library writes `version` and the counts, never past `struct_size` bytes, and leaves
- * `struct_size` as it was. Works in every state of the command buffer, a capture included.
+ * library writes `version` and the counts, never past `struct_size` bytes, and sets
+ * `struct_size` to the bytes written. Works in every state of the command buffer, a capture
+ * included.
  *
  * Thread-safety: any thread. For a command buffer, not concurrently with other calls on it
  * (they are serialised by its lock); the process totals may be read while other threads work,
@@ -2053,7 +2124,7 @@ const char *rcb_fallback_reason_name(uint32_t reason);
  * Thread-safety: any thread; concurrent first calls load the runtime once.
  *
  * # Safety
- * `out` must be NULL or point to writable memory for an `rcb_runtime_info`.
+ * `out` must be NULL or point to an `rcb_runtime_info` writable for its `struct_size`.
  */
 rcb_status rcb_runtime_load(struct rcb_runtime_info *out);
 
@@ -2189,7 +2260,7 @@ rcb_status rcb_stream_cache_reset(int32_t device);
  * Thread-safety: any thread; the counters are a snapshot.
  *
  * # Safety
- * `stats` must be NULL or point to writable memory for an `rcb_stream_stats`.
+ * `stats` must be NULL or point to an `rcb_stream_stats` writable for its `struct_size`.
  */
 rcb_status rcb_stream_cache_stats(int32_t device, struct rcb_stream_stats *stats);
 
@@ -2282,8 +2353,8 @@ rcb_status rcb_trace_cache_get_or_trace(struct rcb_trace_cache *tc,
  * Thread-safety: any thread.
  *
  * # Safety
- * `config` must be NULL or point to a valid `rcb_vmm_pool_config` whose arrays hold the counts
- * it states; `out` must be NULL or writable.
+ * `config` must be NULL or point to a valid `rcb_vmm_pool_config` of `struct_size` readable
+ * bytes whose arrays hold the counts it states; `out` must be NULL or writable.
  */
 rcb_status rcb_vmm_pool_new(const struct rcb_vmm_pool_config *config, struct rcb_vmm_pool **out);
 
@@ -2300,7 +2371,7 @@ rcb_status rcb_vmm_pool_new(const struct rcb_vmm_pool_config *config, struct rcb
  * here while another releases.
  *
  * # Safety
- * `out` must be NULL or writable.
+ * `out` must be NULL or a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *out);
 
@@ -2329,7 +2400,7 @@ rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *
  * Thread-safety: any thread; concurrent calls get distinct iterations.
  *
  * # Safety
- * `stream` must be a live stream; `out` must be NULL or writable.
+ * `stream` must be a live stream; `out` must be NULL or a sized struct writable for its `struct_size`.
  */
 rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
                                           void *stream,
@@ -2358,7 +2429,8 @@ rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
  * Thread-safety: any thread.
  *
  * # Safety
- * `slot` must be NULL or point to a valid `rcb_vmm_slot`; `stream` must be a live stream.
+ * `slot` must be NULL or point to a valid `rcb_vmm_slot` of `struct_size` readable bytes;
+ * `stream` must be a live stream.
  */
 rcb_status rcb_vmm_pool_release(struct rcb_vmm_pool *pool,
                                 const struct rcb_vmm_slot *slot,

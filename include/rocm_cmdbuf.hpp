@@ -2,7 +2,10 @@
 // C++ program. Written by hand (rocm_cmdbuf.h is the generated one).
 //
 // It wraps, and adds no behaviour: every wrapper makes exactly one C call (the one named in the
-// comment above it) with the same arguments, and turns its rcb_status into an rcb::Status.
+// comment above it) with the same arguments, and turns its rcb_status into an rcb::Status. The
+// one thing it does for the caller: it sets the struct_size of every sized struct it passes (the
+// rule at the top of rocm_cmdbuf.h) to sizeof that struct as this header declares it, on a copy
+// of an input and in place for an output, so C++ callers leave it alone.
 // Ownership, lifetimes, thread-safety, which states allow a call, and what is written on failure
 // are exactly those of that C function (read its comment in rocm_cmdbuf.h); in particular an
 // output is written only on success. A wrapper object itself is a plain C++ value: do not move,
@@ -157,6 +160,21 @@ namespace internal {
 // The one conversion every wrapper uses: call the C function, then Wrap its status at once.
 inline Status Wrap(rcb_status code) { return Status::FromLastCall(code); }
 
+// An output sized struct with its struct_size set; nullptr is passed on as it is.
+template <class T>
+T* SetSize(T* out) noexcept {
+  if (out != nullptr) out->struct_size = static_cast<uint32_t>(sizeof(T));
+  return out;
+}
+
+// A copy of an input sized struct with its struct_size set.
+template <class T>
+T WithSize(const T& in) noexcept {
+  T copy = in;
+  copy.struct_size = static_cast<uint32_t>(sizeof(T));
+  return copy;
+}
+
 // Move-only owner of a handle of type Raw, freed with FreeFn (rcb_*_free).
 template <class Raw, rcb_status (*FreeFn)(Raw*)>
 class Owner {
@@ -206,7 +224,7 @@ class Owner {
 }  // namespace internal
 
 // rcb_runtime_load(out): loads the GPU runtime once per process and describes it.
-inline Status LoadRuntime(rcb_runtime_info* out) { return internal::Wrap(rcb_runtime_load(out)); }
+inline Status LoadRuntime(rcb_runtime_info* out) { return internal::Wrap(rcb_runtime_load(internal::SetSize(out))); }
 
 // rcb_version(): "MAJOR.MINOR.PATCH", static.
 inline const char* Version() noexcept { return rcb_version(); }
@@ -232,7 +250,7 @@ inline Status StreamCacheReset(int32_t device) { return internal::Wrap(rcb_strea
 
 // rcb_stream_cache_stats(device, stats); -1 sums every device.
 inline Status StreamCacheStats(int32_t device, rcb_stream_stats* stats) {
-  return internal::Wrap(rcb_stream_cache_stats(device, stats));
+  return internal::Wrap(rcb_stream_cache_stats(device, internal::SetSize(stats)));
 }
 
 // A command buffer (rcb_cmdbuf), freed with rcb_cmdbuf_free.
@@ -266,12 +284,14 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
 
   // rcb_cmdbuf_add_kernel(cb, deps.data(), deps.size(), &launch, node).
   Status AddKernel(Span<const rcb_node> deps, const rcb_kernel_launch& launch, rcb_node* node) {
-    return internal::Wrap(rcb_cmdbuf_add_kernel(h_, deps.data(), deps.size(), &launch, node));
+    const rcb_kernel_launch sized = internal::WithSize(launch);
+    return internal::Wrap(rcb_cmdbuf_add_kernel(h_, deps.data(), deps.size(), &sized, node));
   }
 
   // rcb_cmdbuf_add_kernel_params(cb, deps.data(), deps.size(), &launch, node).
   Status AddKernelParams(Span<const rcb_node> deps, const rcb_kernel_params_launch& launch, rcb_node* node) {
-    return internal::Wrap(rcb_cmdbuf_add_kernel_params(h_, deps.data(), deps.size(), &launch, node));
+    const rcb_kernel_params_launch sized = internal::WithSize(launch);
+    return internal::Wrap(rcb_cmdbuf_add_kernel_params(h_, deps.data(), deps.size(), &sized, node));
   }
 
   // rcb_cmdbuf_add_memcpy_d2d(cb, deps.data(), deps.size(), dst, src, bytes, node).
@@ -303,12 +323,14 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
 
   // rcb_cmdbuf_update_kernel(cb, node, &launch).
   Status UpdateKernel(rcb_node node, const rcb_kernel_launch& launch) {
-    return internal::Wrap(rcb_cmdbuf_update_kernel(h_, node, &launch));
+    const rcb_kernel_launch sized = internal::WithSize(launch);
+    return internal::Wrap(rcb_cmdbuf_update_kernel(h_, node, &sized));
   }
 
   // rcb_cmdbuf_update_kernel_params(cb, node, &launch).
   Status UpdateKernelParams(rcb_node node, const rcb_kernel_params_launch& launch) {
-    return internal::Wrap(rcb_cmdbuf_update_kernel_params(h_, node, &launch));
+    const rcb_kernel_params_launch sized = internal::WithSize(launch);
+    return internal::Wrap(rcb_cmdbuf_update_kernel_params(h_, node, &sized));
   }
 
   // rcb_cmdbuf_update_memcpy_d2d(cb, node, dst, src, bytes).
@@ -354,12 +376,12 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
 
   // rcb_cmdbuf_update_allocations(cb, allocs.data(), allocs.size(), report).
   Status UpdateAllocations(Span<const rcb_allocation> allocs, rcb_update_report* report) {
-    return internal::Wrap(rcb_cmdbuf_update_allocations(h_, allocs.data(), allocs.size(), report));
+    return internal::Wrap(rcb_cmdbuf_update_allocations(h_, allocs.data(), allocs.size(), internal::SetSize(report)));
   }
 
   // rcb_cmdbuf_move_allocations(cb, moves.data(), moves.size(), report).
   Status MoveAllocations(Span<const rcb_allocation_move> moves, rcb_update_report* report) {
-    return internal::Wrap(rcb_cmdbuf_move_allocations(h_, moves.data(), moves.size(), report));
+    return internal::Wrap(rcb_cmdbuf_move_allocations(h_, moves.data(), moves.size(), internal::SetSize(report)));
   }
 
   // rcb_cmdbuf_set_exec_update_budget(cb, bytes).
@@ -383,20 +405,21 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
                            rcb_flatten_report* report) {
     return internal::Wrap(rcb_cmdbuf_add_flattened_child(h_, deps.data(), deps.size(),
                                                          child != nullptr ? child->get() : nullptr, graph,
-                                                         group, report));
+                                                         group, internal::SetSize(report)));
   }
 
   // rcb_cmdbuf_update_flattened_child(cb, group, child ? child->get() : NULL, graph, report):
   // exactly one of `child` and `graph` is non-null; `report` may be null.
   Status UpdateFlattenedChild(rcb_node group, const CmdBuf* child, void* graph, rcb_flatten_report* report) {
     return internal::Wrap(rcb_cmdbuf_update_flattened_child(h_, group, child != nullptr ? child->get() : nullptr,
-                                                            graph, report));
+                                                            graph, internal::SetSize(report)));
   }
 };
 
-// rcb_counters_get(cb, out): the counters of `cb`, or the process totals for nullptr (set
-// out->struct_size = sizeof(rcb_counters) first).
-inline Status CountersGet(const rcb_cmdbuf* cb, rcb_counters* out) { return internal::Wrap(rcb_counters_get(cb, out)); }
+// rcb_counters_get(cb, out): the counters of `cb`, or the process totals for nullptr.
+inline Status CountersGet(const rcb_cmdbuf* cb, rcb_counters* out) {
+  return internal::Wrap(rcb_counters_get(cb, internal::SetSize(out)));
+}
 
 // rcb_counters_reset(cb): zeroes the counters of `cb`, or the process totals for nullptr.
 inline Status CountersReset(rcb_cmdbuf* cb) { return internal::Wrap(rcb_counters_reset(cb)); }
@@ -441,22 +464,24 @@ class VmmPool : public internal::Owner<rcb_vmm_pool, rcb_vmm_pool_free> {
   // before is freed). A nullptr `out` is passed on as NULL.
   static Status Create(const rcb_vmm_pool_config& config, VmmPool* out) {
     rcb_vmm_pool* raw = nullptr;
-    Status status = internal::Wrap(rcb_vmm_pool_new(&config, out != nullptr ? &raw : nullptr));
+    const rcb_vmm_pool_config sized = internal::WithSize(config);
+    Status status = internal::Wrap(rcb_vmm_pool_new(&sized, out != nullptr ? &raw : nullptr));
     if (status.ok()) *out = VmmPool(raw);
     return status;
   }
 
   // rcb_vmm_pool_acquire_on_stream(pool, stream, slot); `stream` a hipStream_t.
   Status AcquireOnStream(void* stream, rcb_vmm_slot* slot) {
-    return internal::Wrap(rcb_vmm_pool_acquire_on_stream(h_, stream, slot));
+    return internal::Wrap(rcb_vmm_pool_acquire_on_stream(h_, stream, internal::SetSize(slot)));
   }
 
   // rcb_vmm_pool_acquire(pool, slot).
-  Status Acquire(rcb_vmm_slot* slot) { return internal::Wrap(rcb_vmm_pool_acquire(h_, slot)); }
+  Status Acquire(rcb_vmm_slot* slot) { return internal::Wrap(rcb_vmm_pool_acquire(h_, internal::SetSize(slot))); }
 
   // rcb_vmm_pool_release(pool, &slot, stream); `stream` a hipStream_t.
   Status Release(const rcb_vmm_slot& slot, void* stream) {
-    return internal::Wrap(rcb_vmm_pool_release(h_, &slot, stream));
+    const rcb_vmm_slot sized = internal::WithSize(slot);
+    return internal::Wrap(rcb_vmm_pool_release(h_, &sized, stream));
   }
 
   // rcb_vmm_pool_copy(pool, stream, copies.data(), copies.size()).
@@ -481,7 +506,8 @@ class Correlator : public internal::Owner<rcb_correlator, rcb_correlator_free> {
   // before is freed). A nullptr `out` is passed on as NULL.
   static Status Create(const rcb_correlator_config& config, Correlator* out) {
     rcb_correlator* raw = nullptr;
-    Status status = internal::Wrap(rcb_correlator_new(&config, out != nullptr ? &raw : nullptr));
+    const rcb_correlator_config sized = internal::WithSize(config);
+    Status status = internal::Wrap(rcb_correlator_new(&sized, out != nullptr ? &raw : nullptr));
     if (status.ok()) *out = Correlator(raw);
     return status;
   }
@@ -509,7 +535,8 @@ class Correlator : public internal::Owner<rcb_correlator, rcb_correlator_free> {
   // rcb_correlator_exchange(c, &sink, summary): the records the callbacks receive are valid only
   // during each call.
   Status Exchange(const rcb_correlator_sink& sink, rcb_correlator_summary* summary) const {
-    return internal::Wrap(rcb_correlator_exchange(h_, &sink, summary));
+    const rcb_correlator_sink sized = internal::WithSize(sink);
+    return internal::Wrap(rcb_correlator_exchange(h_, &sized, internal::SetSize(summary)));
   }
 
   // rcb_correlator_clear(c).
@@ -520,7 +547,7 @@ class Correlator : public internal::Owner<rcb_correlator, rcb_correlator_free> {
 
   // rcb_correlator_stats(c, counters).
   Status Stats(rcb_correlator_counters* counters) const {
-    return internal::Wrap(rcb_correlator_stats(h_, counters));
+    return internal::Wrap(rcb_correlator_stats(h_, internal::SetSize(counters)));
   }
 };
 

@@ -646,7 +646,15 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
         let p = x;
         let mut arg = rcb_kernel_arg { value: &p as *const u64 as *const _, size: 8, kind: RCB_ARG_DEVICE_PTR };
         edit(&mut arg);
-        let l = rcb_kernel_launch { function: k.0, grid: [1; 3], block: [1; 3], shared_mem_bytes: 0, args: &arg, num_args: 1 };
+        let l = rcb_kernel_launch {
+            function: k.0,
+            grid: [1; 3],
+            block: [1; 3],
+            shared_mem_bytes: 0,
+            args: &arg,
+            num_args: 1,
+            ..Default::default()
+        };
         add(&l)
     };
     fails(bad_args(|a| a.kind = 7), RCB_STATUS_INVALID_ARGUMENT, "launch->args[0].kind is 7");

@@ -119,8 +119,14 @@ fn update_child(parent: &Cb, node: rcb_node, child: &Cb) {
 }
 
 /// The report of a refused update: nothing moved, nothing patched, re-record.
-const REFUSED: rcb_update_report =
-    rcb_update_report { moved_allocations: 0, patched_sites: 0, updated_nodes: 0, needs_rerecord: 1, reinstantiated: 0 };
+const REFUSED: rcb_update_report = rcb_update_report {
+    struct_size: size_of::<rcb_update_report>() as u32,
+    moved_allocations: 0,
+    patched_sites: 0,
+    updated_nodes: 0,
+    needs_rerecord: 1,
+    reinstantiated: 0,
+};
 
 fn fill_args(x: u64, value: f32) -> [Arg; 3] {
     args::fill(x, value.to_bits(), N as u64)
@@ -322,6 +328,7 @@ fn with_params_launch<R>(f: Function, values: &mut [*mut c_void], body: impl FnO
         block: [N as u32, 1, 1],
         shared_mem_bytes: 0,
         kernel_params: values.as_mut_ptr(),
+        ..Default::default()
     };
     body(&launch)
 }
@@ -443,7 +450,7 @@ fn a_nested_kernel_params_node_is_updated_in_its_template_and_never_flattened() 
     let parent = Cb::primary();
     parent.set_allocs(&[(x, BYTES), (d, BYTES)]);
     let mut group = 0;
-    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN], ..Default::default() };
     ok(unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, child.0, null_mut(), &mut group, &mut report) });
     let reason = unsafe { std::ffi::CStr::from_ptr(report.reason.as_ptr()) }.to_string_lossy().into_owned();
     assert_eq!((report.flattened, report.nodes), (0, 1));

@@ -103,6 +103,7 @@ fn sink(o: &mut Output) -> rcb_correlator_sink {
         api_events_without_activity: Some(on_orphans),
         dropped: Some(on_dropped),
         duplicates: Some(on_duplicates),
+        ..Default::default()
     }
 }
 
@@ -542,8 +543,9 @@ fn bad_input_gets_its_status_and_changes_nothing() {
     assert_eq!(unsafe { rcb_correlator_new(&config, null_mut()) }, RCB_STATUS_NULL_ARGUMENT);
     let bad = rcb_correlator_config { shards: RCB_CORRELATOR_MAX_SHARDS + 1, ..Default::default() };
     assert_eq!(unsafe { rcb_correlator_new(&bad, &mut c) }, RCB_STATUS_INVALID_ARGUMENT);
-    let bad = rcb_correlator_config { reserved: 1, ..Default::default() };
-    assert_eq!(unsafe { rcb_correlator_new(&bad, &mut c) }, RCB_STATUS_INVALID_ARGUMENT);
+    let unsized_config = rcb_correlator_config { struct_size: 0, ..Default::default() };
+    assert_eq!(unsafe { rcb_correlator_new(&unsized_config, &mut c) }, RCB_STATUS_INVALID_ARGUMENT);
+    assert!(last_error().contains("`config->struct_size` is 0"), "{}", last_error());
     assert!(c.is_null(), "an output written on failure");
 
     let live = correlator();
@@ -631,6 +633,7 @@ fn a_sink_that_frees_its_correlator_gets_an_error_not_a_deadlock() {
         api_events_without_activity: None,
         dropped: None,
         duplicates: None,
+        ..Default::default()
     };
     let mut summary = rcb_correlator_summary::default();
     assert_eq!(unsafe { rcb_correlator_exchange(c.0, &s, &mut summary) }, RCB_OK, "{}", last_error());

@@ -21,10 +21,7 @@ const N: u64 = 64;
 const BYTES: u64 = N * 4;
 
 fn blank() -> rcb_counters {
-    // SAFETY: plain integers; all-zero is a valid value.
-    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
-    c.struct_size = size_of::<rcb_counters>() as u32;
-    c
+    rcb_counters::default()
 }
 
 fn counters_of(cb: *const rcb_cmdbuf) -> rcb_counters {
@@ -184,12 +181,13 @@ fn the_struct_size_is_checked_and_reasons_are_named() {
     c.struct_size = RCB_COUNTERS_V1_SIZE - 1;
     fails(unsafe { rcb_counters_get(null(), &mut c) }, RCB_STATUS_INVALID_ARGUMENT, "struct_size");
     assert_eq!(c.version, 0, "nothing written");
-    // A caller whose struct is larger (a later header) gets version 1 and keeps its size.
-    let mut big = [0u64; 64];
+    // A caller whose struct is larger (a later header) gets version 1, told in struct_size how
+    // many bytes were written, and nothing past them.
+    let mut big = [0xAAAA_AAAA_AAAA_AAAA_u64; 64];
     big[0] = 512;
     ok(unsafe { rcb_counters_get(null(), big.as_mut_ptr().cast()) });
-    assert_eq!((big[0] & 0xffff_ffff, big[0] >> 32), (512, u64::from(RCB_COUNTERS_VERSION)));
-    assert!(big[RCB_COUNTERS_V1_SIZE as usize / 8..].iter().all(|&w| w == 0), "nothing past version 1");
+    assert_eq!((big[0] & 0xffff_ffff, big[0] >> 32), (u64::from(RCB_COUNTERS_V1_SIZE), u64::from(RCB_COUNTERS_VERSION)));
+    assert!(big[RCB_COUNTERS_V1_SIZE as usize / 8..].iter().all(|&w| w == 0xAAAA_AAAA_AAAA_AAAA), "nothing past version 1");
     fails(unsafe { rcb_counters_get(null(), null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "out");
     let mut c = blank();
     fails(unsafe { rcb_counters_get(0x10 as *const rcb_cmdbuf, &mut c) }, RCB_STATUS_INVALID_HANDLE, "rcb_cmdbuf");

@@ -34,8 +34,7 @@ const SLICE: u64 = WORDS * 4;
 const FILL_PUSH: u64 = 24 + NODE_OVERHEAD_BYTES;
 
 fn counters(cb: &Cb) -> rcb_counters {
-    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
-    c.struct_size = size_of::<rcb_counters>() as u32;
+    let mut c = rcb_counters::default();
     ok(unsafe { rcb_counters_get(cb.0, &mut c) });
     c
 }
@@ -883,7 +882,7 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
     }
     let (g, source) = owning_source_graph(gpu, &hip, out_a);
     sources.push(source);
-    let (mut group, mut report) = (0, rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] });
+    let (mut group, mut report) = (0, rcb_flatten_report::default());
     ok(unsafe { rcb_cmdbuf_add_flattened_child(a.0, null(), 0, null(), g.0, &mut group, &mut report) });
     assert_eq!(report.flattened, 1);
     a.finalize();
@@ -1023,7 +1022,7 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
                 let r0 = reinstantiations(cb);
                 cb.begin_update();
                 let s = if on_a {
-                    let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+                    let mut r = rcb_flatten_report::default();
                     unsafe { rcb_cmdbuf_update_flattened_child(a.0, group, null(), g.0, &mut r) }
                 } else {
                     unsafe { rcb_cmdbuf_update_child_graph(b.0, child, g.0) }
@@ -1157,7 +1156,7 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
         let mut sources = vec![first];
         let mut node = 0;
         if flattened {
-            let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+            let mut r = rcb_flatten_report::default();
             ok(unsafe { rcb_cmdbuf_add_flattened_child(cb.0, null(), 0, null(), g.0, &mut node, &mut r) });
             assert_eq!(r.flattened, 1);
         } else {
@@ -1169,7 +1168,7 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
         let replace = |g: rocm_cmdbuf::runtime::Graph| -> (rcb_status, String) {
             cb.begin_update();
             let s = if flattened {
-                let mut r = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+                let mut r = rcb_flatten_report::default();
                 unsafe { rcb_cmdbuf_update_flattened_child(cb.0, node, null(), g.0, &mut r) }
             } else {
                 unsafe { rcb_cmdbuf_update_child_graph(cb.0, node, g.0) }

@@ -24,7 +24,7 @@ use std::ptr::{null, null_mut};
 
 fn flatten(cb: &Cb, deps: &[rcb_node], child: *const rcb_cmdbuf, graph: Graph) -> Result<(rcb_node, rcb_flatten_report), rcb_status> {
     let mut group = 0;
-    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN], ..Default::default() };
     let s = unsafe { rcb_cmdbuf_add_flattened_child(cb.0, deps.as_ptr(), deps.len(), child, graph.0, &mut group, &mut report) };
     if s == RCB_OK { Ok((group, report)) } else { Err(s) }
 }
@@ -433,8 +433,7 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
 const HIP_7_2: std::ops::Range<i32> = 70_200_000..70_300_000;
 
 fn fallbacks(cb: &Cb) -> [u64; RCB_FALLBACK_REASON_SLOTS] {
-    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
-    c.struct_size = size_of::<rcb_counters>() as u32;
+    let mut c = rcb_counters::default();
     ok(unsafe { rcb_counters_get(cb.0, &mut c) });
     c.fallbacks
 }
@@ -803,7 +802,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     let parent = Cb::primary();
     let child = Cb::nested();
     let mut group = 0;
-    let mut report = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut report = rcb_flatten_report::default();
     let s = unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, null(), null_mut(), &mut group, &mut report) };
     fails(s, RCB_STATUS_NULL_ARGUMENT, "both NULL");
     let s = unsafe { rcb_cmdbuf_add_flattened_child(parent.0, null(), 0, child.0, 0x10 as *mut c_void, &mut group, &mut report) };
@@ -896,7 +895,7 @@ fn a_primary_command_buffer_holding_child_nodes_is_flattened_recursively() {
 }
 
 fn update_flattened(cb: &Cb, group: rcb_node, child: *const rcb_cmdbuf, graph: Graph) -> Result<rcb_flatten_report, rcb_status> {
-    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut report = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN], ..Default::default() };
     let s = unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, child, graph.0, &mut report) };
     if s == RCB_OK { Ok(report) } else { Err(s) }
 }
@@ -1071,7 +1070,7 @@ fn a_flattened_graph_keeps_its_sources_user_objects_until_the_free() {
     }
     ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
     cb.begin_update();
-    let mut r = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut r = rcb_flatten_report { flattened: 9, nodes: 9, sites: 9, reason: [0; RCB_FLATTEN_REASON_LEN], ..Default::default() };
     ok(unsafe { rcb_cmdbuf_update_flattened_child(cb.0, group, null(), g2.0, &mut r) });
     cb.finalize();
     gpu.rt.graph_destroy(g2).unwrap();

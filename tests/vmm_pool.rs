@@ -32,6 +32,7 @@ fn config(backing: u32, slots: u32, sizes: &[u64], timeout_ms: u32) -> rcb_vmm_p
         num_peers: 0,
         peers: null(),
         timeout_ms,
+        ..Default::default()
     }
 }
 
@@ -43,7 +44,7 @@ fn new_pool(config: &rcb_vmm_pool_config) -> *mut rcb_vmm_pool {
 }
 
 fn acquire(pool: *mut rcb_vmm_pool) -> rcb_vmm_slot {
-    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null(), ..Default::default() };
     assert_eq!(unsafe { rcb_vmm_pool_acquire(pool, &mut slot) }, RCB_OK, "acquire: {}", last_error());
     slot
 }
@@ -187,7 +188,7 @@ fn a_stalled_stream_makes_acquire_time_out_and_free_wait() {
     common::run(rt, k.sleep, &args::sleep(1_000_000), stream);
     release(pool, &first, stream);
 
-    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null(), ..Default::default() };
     let start = Instant::now();
     assert_eq!(unsafe { rcb_vmm_pool_acquire(pool, &mut slot) }, RCB_STATUS_TIMEOUT);
     assert!(start.elapsed() >= timeout, "gave up before the configured timeout");
@@ -504,7 +505,7 @@ fn free_reports_a_failed_release_and_releases_the_handle() {
 }
 
 fn acquire_on_stream(pool: *mut rcb_vmm_pool, stream: Stream) -> rcb_vmm_slot {
-    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot { iteration: u64::MAX, index: u32::MAX, num_buffers: 0, buffers: null(), ..Default::default() };
     assert_eq!(unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut slot) }, RCB_OK, "acquire on stream: {}", last_error());
     slot
 }
@@ -572,7 +573,7 @@ fn stream_ordered_acquire_and_release_survive_failed_stream_memory_operations() 
 
     // The slot is still in use on the GPU: the next acquire must enqueue a wait, which fails.
     sim.set_faults("hipStreamWaitValue64:1");
-    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null(), ..Default::default() };
     let status = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut slot) };
     sim.set_faults("");
     assert_eq!(status, RCB_STATUS_RUNTIME_ERROR, "{}", last_error());
@@ -611,7 +612,7 @@ fn an_unknown_capture_state_is_refused_where_the_runtime_would_not_capture() {
     sim.set_faults("hipStreamIsCapturing:1,hipStreamIsCapturing:2");
     let released = unsafe { rcb_vmm_pool_release(pool, &first, stream.0) };
     let release_error = last_error();
-    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null(), ..Default::default() };
     let acquired = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut second) };
     let acquire_error = last_error();
     sim.set_faults("");
@@ -650,7 +651,7 @@ fn a_capturing_stream_gets_the_timeline_only_where_the_runtime_captures_it() {
     rt.begin_capture(stream, CaptureMode::ThreadLocal).unwrap();
     let released = unsafe { rcb_vmm_pool_release(pool, &first, stream.0) };
     let release_error = last_error();
-    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null() };
+    let mut second = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null(), ..Default::default() };
     let acquired = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut second) };
     let acquire_error = last_error();
     let graph = rt.end_capture(stream).unwrap();

@@ -13,13 +13,16 @@
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
-use super::{Handle, Live, arg_out, arg_ref, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
-use super::{write_c_str, write_out};
+use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
+use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
 use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
+
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
 
 /// A command buffer (opaque). Created by `rcb_cmdbuf_new` or `rcb_cmdbuf_new_nested`, owned by
 /// the caller, freed with `rcb_cmdbuf_free`.
@@ -108,7 +111,10 @@ pub struct rcb_arg_allocation {
 /// A kernel launch. `function` is a `hipFunction_t` (or `CUfunction`); `args` points to
 /// `num_args` arguments (NULL allowed when `num_args` is 0), borrowed for the call.
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_kernel_launch {
+    /// `sizeof(rcb_kernel_launch)` (the rule for sized structs, at the top of this header).
+    pub struct_size: u32,
     pub function: *mut c_void,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -125,7 +131,10 @@ pub struct rcb_kernel_launch {
 /// library keeps no copy and never reads them back (ROCm/clr#138). NULL is accepted for a kernel
 /// without arguments (the runtime refuses it for one with arguments; ROCm 5.2 refuses it always).
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_kernel_params_launch {
+    /// `sizeof(rcb_kernel_params_launch)` (the rule for sized structs).
+    pub struct_size: u32,
     pub function: *mut c_void,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -168,8 +177,10 @@ pub struct rcb_allocation_move {
 
 /// What `rcb_cmdbuf_update_allocations` or `rcb_cmdbuf_move_allocations` did.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_update_report {
+    /// In: `sizeof(rcb_update_report)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// Allocations whose base changed.
     pub moved_allocations: u32,
     /// Recorded addresses rewritten (each: new base + the same offset).
@@ -193,6 +204,12 @@ pub struct rcb_update_report {
     /// once the work launched from it has finished. 0 otherwise.
     pub reinstantiated: u32,
 }
+
+// The sizes in 0.1.0, when the structs got their size.
+sized_struct!(rcb_kernel_launch, 64);
+sized_struct!(rcb_kernel_params_launch, 56);
+sized_struct!(rcb_update_report, 32);
+sized_struct!(rcb_flatten_report, 272);
 
 // `rcb_allocation` and `Allocation` are the same two u64 fields, so a table from C is read in
 // place instead of being copied on every update.
@@ -223,6 +240,7 @@ impl From<cmdbuf::UpdateReport> for rcb_update_report {
             updated_nodes: r.updated_nodes,
             needs_rerecord: u32::from(r.needs_rerecord),
             reinstantiated: u32::from(r.reinstantiated),
+            ..Self::default()
         }
     }
 }
@@ -244,11 +262,12 @@ fn update_reported(
     report: *mut rcb_update_report,
     update: impl FnOnce(&mut CmdBuf) -> Result<cmdbuf::UpdateReport>,
 ) -> Result<()> {
-    let out = arg_out(report, "report")?;
+    // SAFETY: the caller promises a NULL or writable sized struct.
+    let out = unsafe { arg_out_sized(report, "report") }?;
     with(cb, |_, cb| {
         let r = update(cb)?;
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, rcb_update_report::from(r)) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(rcb_update_report::from(r)) };
         Ok(())
     })
 }
@@ -332,7 +351,7 @@ struct Launch<'a> {
 /// `launch` must be NULL or valid, with `num_args` valid arguments whose values are readable.
 unsafe fn launch_of<'a>(launch: *const rcb_kernel_launch) -> Result<Launch<'a>> {
     // SAFETY: forwarded from the caller.
-    let l = unsafe { arg_ref(launch, "launch") }?;
+    let l = unsafe { arg_sized(launch, "launch") }?;
     if l.function.is_null() {
         return Err(null_argument("launch->function"));
     }
@@ -400,7 +419,7 @@ impl Launch<'_> {
 /// `launch` must be NULL or point to a readable `rcb_kernel_params_launch`.
 unsafe fn params_launch_of(launch: *const rcb_kernel_params_launch) -> Result<KernelParamPointers> {
     // SAFETY: forwarded from the caller.
-    let l = unsafe { arg_ref(launch, "launch") }?;
+    let l = unsafe { arg_sized(launch, "launch") }?;
     if l.function.is_null() {
         return Err(null_argument("launch->function"));
     }
@@ -1076,7 +1095,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 /// Thread-safety: one thread at a time per command buffer.
 ///
 /// # Safety
-/// `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or writable.
+/// `cb` must be NULL or a handle; `allocs` NULL or `n` readable entries; `report` NULL or
+/// a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
     cb: *mut rcb_cmdbuf,
@@ -1109,7 +1129,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_allocations(
 /// Thread-safety: one thread at a time per command buffer.
 ///
 /// # Safety
-/// `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or writable.
+/// `cb` must be NULL or a handle; `moves` NULL or `n` readable entries; `report` NULL or
+/// a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_move_allocations(
     cb: *mut rcb_cmdbuf,
@@ -1226,6 +1247,8 @@ pub const RCB_FLATTEN_REASON_LEN: usize = 256;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_flatten_report {
+    /// In: `sizeof(rcb_flatten_report)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// 1: the child's nodes were re-created in the parent. 0: the child became one cloned child
     /// node and `reason` says why; its addresses are then not patch sites and it pins
     /// allocations exactly like a node of `rcb_cmdbuf_add_child` (a command buffer child) or of
@@ -1247,7 +1270,7 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
         // SAFETY: the array is writable for its length.
         unsafe { write_c_str(text, reason.as_mut_ptr(), reason.len()) };
     }
-    rcb_flatten_report { flattened: u32::from(r.fallback.is_none()), nodes: r.nodes, sites: r.sites, reason }
+    rcb_flatten_report { flattened: u32::from(r.fallback.is_none()), nodes: r.nodes, sites: r.sites, reason, ..Default::default() }
 }
 
 /// Flattens a child into `cb` after `deps`: the child's nodes are re-created in `cb` in
@@ -1335,7 +1358,8 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 ///
 /// # Safety
 /// `cb` must be NULL or a handle; `deps` NULL or `ndeps` handles; `child` NULL or a handle;
-/// `graph` NULL or a live graph; `group` and `report` NULL or writable.
+/// `graph` NULL or a live graph; `group` NULL or writable; `report` NULL or
+/// a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
     cb: *mut rcb_cmdbuf,
@@ -1348,12 +1372,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
 ) -> rcb_status {
     boundary(|| {
         let group_out = arg_out(group, "group")?;
-        let report_out = arg_out(report, "report")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let report_out = unsafe { arg_out_sized(report, "report") }?;
         let done = |id: usize, (node, r): (NodeId, cmdbuf::FlattenReport)| {
-            // SAFETY: checked by arg_out.
+            // SAFETY: checked by arg_out and arg_out_sized.
             unsafe {
                 write_out(group_out, node_handle(id, node));
-                write_out(report_out, flatten_report(&r));
+                report_out.write(flatten_report(&r));
             }
         };
         match (child.is_null(), graph.is_null()) {
@@ -1407,7 +1432,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
 ///
 /// # Safety
 /// `cb` must be NULL or a handle; `child` NULL or a handle; `graph` NULL or a live graph;
-/// `report` NULL or writable.
+/// `report` NULL or a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_update_flattened_child(
     cb: *mut rcb_cmdbuf,
@@ -1417,10 +1442,16 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_flattened_child(
     report: *mut rcb_flatten_report,
 ) -> rcb_status {
     boundary(|| {
+        let report_out = if report.is_null() {
+            None
+        } else {
+            // SAFETY: the caller promises a writable sized struct.
+            Some(unsafe { arg_out_sized(report, "report") }?)
+        };
         let done = |r: cmdbuf::FlattenReport| {
-            if !report.is_null() {
-                // SAFETY: the caller guarantees a non-NULL `report` is writable.
-                unsafe { write_out(report, flatten_report(&r)) };
+            if let Some(out) = &report_out {
+                // SAFETY: checked by arg_out_sized.
+                unsafe { out.write(flatten_report(&r)) };
             }
         };
         match (child.is_null(), graph.is_null()) {

@@ -8,7 +8,9 @@
 //! but its shard.
 
 use super::handle::handle_type;
-use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, unregister, write_out};
+use super::{
+    arg_out, arg_out_sized, arg_ref, arg_sized, arg_slice, boundary, live, rcb_status, register, sized_struct, unregister, write_out,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profiler::{
     self, Activity, ApiEvent, CorrelatedActivity, CorrelatedApiEvent, Correlator, MAX_PENDING, Report, Sink, Stats, Summary,
@@ -17,6 +19,9 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/correlator.rs"));
 
 /// A profiler correlator (opaque): HIP API events and device activities, joined by their 64-bit
 /// correlation id when exchanged. Created by `rcb_correlator_new`, owned by the caller, freed
@@ -58,16 +63,16 @@ const _: () = {
 };
 
 /// How to build a correlator. Read during `rcb_correlator_new` only; the caller keeps ownership.
-/// A zeroed config gives the defaults.
+/// A config that is zero but for its `struct_size` gives the defaults.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_correlator_config {
+    /// `sizeof(rcb_correlator_config)` (the rule for sized structs).
+    pub struct_size: u32,
     /// Number of shards, each with its own lock, that events are spread over by correlation id;
     /// rounded up to a power of two, at most `RCB_CORRELATOR_MAX_SHARDS`. 0 takes
     /// `RCB_CORRELATOR_DEFAULT_SHARDS`; 1 is a single lock.
     pub shards: u32,
-    /// Must be 0.
-    pub reserved: u32,
     /// Most activities held between two exchanges (XLA's `max_activity_api_events`); an add
     /// beyond it fails with `RCB_STATUS_OUT_OF_MEMORY` and is counted in
     /// `rcb_correlator_counters.over_limit`. 0: no limit of the config, only the per-shard one of
@@ -227,6 +232,8 @@ pub type rcb_correlation_reports_fn =
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rcb_correlator_sink {
+    /// `sizeof(rcb_correlator_sink)` (the rule for sized structs).
+    pub struct_size: u32,
     pub user_data: *mut c_void,
     /// Every activity once, with its API event.
     pub activities: rcb_correlated_activities_fn,
@@ -245,8 +252,10 @@ pub struct rcb_correlator_sink {
 
 /// Counts of one exchange, written by `rcb_correlator_exchange` on success.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_correlator_summary {
+    /// In: `sizeof(rcb_correlator_summary)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// Activities reported: every activity taken.
     pub activities: u64,
     /// Activities joined to a main API event.
@@ -272,8 +281,10 @@ pub struct rcb_correlator_summary {
 
 /// What a correlator holds now, and its totals (`rcb_correlator_stats`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_correlator_counters {
+    /// In: `sizeof(rcb_correlator_counters)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// The number of shards (a power of two).
     pub shards: u64,
     /// Events added and not yet exchanged or cleared.
@@ -290,6 +301,12 @@ pub struct rcb_correlator_counters {
     /// a shard's `RCB_CORRELATOR_MAX_PENDING`.
     pub over_limit: u64,
 }
+
+// The sizes in 0.1.0, when the structs got their size.
+sized_struct!(rcb_correlator_config, 24);
+sized_struct!(rcb_correlator_sink, 56);
+sized_struct!(rcb_correlator_summary, 88);
+sized_struct!(rcb_correlator_counters, 64);
 
 // The correlator synchronizes its own state (adds come from many threads at once), so it is
 // shared as it is, without a lock around it.
@@ -337,21 +354,19 @@ fn with<R>(c: *const rcb_correlator, f: impl FnOnce(&Correlator) -> Result<R>) -
 
 /// Creates a correlator. On success `*out` is a new handle that the caller owns and frees with
 /// `rcb_correlator_free`; on failure `*out` is untouched. Returns `RCB_STATUS_INVALID_ARGUMENT`
-/// for more than `RCB_CORRELATOR_MAX_SHARDS` shards or a non-zero `reserved`.
+/// for more than `RCB_CORRELATOR_MAX_SHARDS` shards.
 ///
 /// Thread-safety: any thread.
 ///
 /// # Safety
-/// `config` must be NULL or point to a valid `rcb_correlator_config`; `out` NULL or writable.
+/// `config` must be NULL or point to a valid `rcb_correlator_config` of `struct_size` readable
+/// bytes; `out` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config, out: *mut *mut rcb_correlator) -> rcb_status {
     boundary(|| {
         // SAFETY: validity is the caller's promise.
-        let config = unsafe { arg_ref(config, "config") }?;
+        let config = unsafe { arg_sized(config, "config") }?;
         let out = arg_out(out, "out")?;
-        if config.reserved != 0 {
-            return Err(Error::invalid_argument(format!("reserved: {} must be 0", config.reserved)));
-        }
         let correlator = Correlator::new(&profiler::Config {
             shards: config.shards as usize,
             max_activities: config.max_activities,
@@ -468,8 +483,8 @@ pub unsafe extern "C" fn rcb_correlator_add_activities(c: *mut rcb_correlator, a
 }
 
 /// Calls a sink's C callbacks.
-struct CSink<'a> {
-    sink: &'a rcb_correlator_sink,
+struct CSink {
+    sink: rcb_correlator_sink,
 }
 
 fn callback_result(what: &str, code: i32) -> Result<()> {
@@ -479,7 +494,7 @@ fn callback_result(what: &str, code: i32) -> Result<()> {
     }
 }
 
-impl Sink for CSink<'_> {
+impl Sink for CSink {
     fn wants_activities(&self) -> bool {
         self.sink.activities.is_some()
     }
@@ -543,6 +558,7 @@ impl From<Summary> for rcb_correlator_summary {
             dropped_ids: s.dropped_ids,
             duplicate_ids: s.duplicate_ids,
             duplicate_api_events: s.duplicate_api_events,
+            ..Self::default()
         }
     }
 }
@@ -590,7 +606,8 @@ impl From<Summary> for rcb_correlator_summary {
 ///
 /// # Safety
 /// `c` NULL or a handle; `sink` NULL or a valid `rcb_correlator_sink` whose callbacks are NULL or
-/// safe to call with its `user_data`; `summary` NULL or writable.
+/// safe to call with its `user_data` (`struct_size` bytes readable); `summary` NULL or
+/// a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_correlator_exchange(
     c: *mut rcb_correlator,
@@ -599,11 +616,12 @@ pub unsafe extern "C" fn rcb_correlator_exchange(
 ) -> rcb_status {
     boundary(|| {
         // SAFETY: validity is the caller's promise.
-        let sink = unsafe { arg_ref(sink, "sink") }?;
-        let summary_out = arg_out(summary, "summary")?;
+        let sink = unsafe { arg_sized(sink, "sink") }?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let summary_out = unsafe { arg_out_sized(summary, "summary") }?;
         let result = with(c, |c| c.exchange(&mut CSink { sink }))?;
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(summary_out, result.into()) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { summary_out.write(result.into()) };
         Ok(())
     })
 }
@@ -652,11 +670,12 @@ pub unsafe extern "C" fn rcb_correlator_trim(c: *mut rcb_correlator) -> rcb_stat
 /// Thread-safety: any thread, also during an exchange (from its callbacks too).
 ///
 /// # Safety
-/// `c` NULL or a handle; `counters` NULL or writable.
+/// `c` NULL or a handle; `counters` NULL or a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_correlator_stats(c: *mut rcb_correlator, counters: *mut rcb_correlator_counters) -> rcb_status {
     boundary(|| {
-        let out = arg_out(counters, "counters")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(counters, "counters") }?;
         let s: Stats = with(c, |c| Ok(c.stats()))?;
         let counters = rcb_correlator_counters {
             shards: s.shards,
@@ -666,9 +685,10 @@ pub unsafe extern "C" fn rcb_correlator_stats(c: *mut rcb_correlator, counters: 
             added_activities: s.added_activities,
             added_api_events: s.added_api_events,
             over_limit: s.over_limit,
+            ..Default::default()
         };
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, counters) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(counters) };
         Ok(())
     })
 }

@@ -5,14 +5,15 @@
 //! Functions: `rcb_counters_get`, `rcb_counters_reset`, `rcb_fallback_reason_name`.
 
 use super::cmdbuf::{rcb_cmdbuf, with as with_cmdbuf};
-use super::{arg_out, boundary, boundary_value, rcb_status};
+use super::{arg_out_sized, boundary, boundary_value, rcb_status, sized_struct};
 use crate::counters::{self, Counts, FALLBACK_SLOTS, Fallback};
-use crate::error::{Error, Result};
 use std::ffi::c_char;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/counters.rs"));
+
 /// The layout version of `rcb_counters` this library writes into `rcb_counters.version`. A
-/// later version only appends fields, so a caller compiled against an older header keeps
-/// working: the library writes no more than the caller's `struct_size` bytes.
+/// later version only appends fields (the rule for sized structs).
 pub const RCB_COUNTERS_VERSION: u32 = 1;
 /// Size in bytes of version 1 of `rcb_counters`, the smallest `struct_size` accepted.
 pub const RCB_COUNTERS_V1_SIZE: u32 = 216;
@@ -107,12 +108,13 @@ const _: () = {
     assert!(RCB_FALLBACK_CONDITIONAL_NODE == Fallback::ConditionalNode as u32);
     assert!(RCB_FALLBACK_MEMORY_NODE == Fallback::MemoryNode as u32);
     assert!(RCB_FALLBACK_MEMCPY_NOT_IN_PLACE == Fallback::MemcpyNotInPlace as u32);
-    assert!(RCB_COUNTERS_V1_SIZE as usize == size_of::<rcb_counters>());
 };
 
+sized_struct!(rcb_counters, RCB_COUNTERS_V1_SIZE);
+
 /// Counts of what the library asked of the GPU runtime, written by `rcb_counters_get`. Owned by
-/// the caller, who sets `struct_size` before the call; every count only grows until
-/// `rcb_counters_reset`.
+/// the caller, who sets `struct_size` before the call (the rule for sized structs); every count
+/// only grows until `rcb_counters_reset`.
 ///
 /// For a command buffer the counts cover its life (or since its last reset); the process totals
 /// (`cb` NULL) add up every command buffer, freed ones included, and the trace caches.
@@ -120,7 +122,7 @@ const _: () = {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_counters {
     /// In: `sizeof(rcb_counters)` as the caller's header has it (at least
-    /// `RCB_COUNTERS_V1_SIZE`). Not written.
+    /// `RCB_COUNTERS_V1_SIZE`); out: the bytes written.
     pub struct_size: u32,
     /// Out: the layout version written (`RCB_COUNTERS_VERSION` of the library, or lower when
     /// the caller's `struct_size` ends earlier).
@@ -163,7 +165,7 @@ pub struct rcb_counters {
 impl From<Counts> for rcb_counters {
     fn from(c: Counts) -> Self {
         rcb_counters {
-            struct_size: RCB_COUNTERS_V1_SIZE,
+            struct_size: size_of::<Self>() as u32,
             version: RCB_COUNTERS_VERSION,
             captures: c.captures,
             instantiations: c.instantiations,
@@ -180,31 +182,12 @@ impl From<Counts> for rcb_counters {
     }
 }
 
-/// Writes `counts` into the caller's struct, no further than its `struct_size`.
-///
-/// # Safety
-/// `out` came from [`arg_out`] and points to at least `(*out).struct_size` writable bytes.
-unsafe fn write_counts(out: *mut rcb_counters, counts: Counts) -> Result<()> {
-    // SAFETY: `struct_size` is the first field, readable per the contract.
-    let size = unsafe { (*out).struct_size };
-    if size < RCB_COUNTERS_V1_SIZE {
-        return Err(Error::invalid_argument(format!(
-            "out->struct_size is {size}; set it to sizeof(rcb_counters) (at least {RCB_COUNTERS_V1_SIZE})"
-        )));
-    }
-    let mut value = rcb_counters::from(counts);
-    value.struct_size = size;
-    // SAFETY: the caller's struct holds at least our whole layout (checked above: version 1 is
-    // all there is); `write` does not read the old contents.
-    unsafe { out.write(value) };
-    Ok(())
-}
-
 /// Writes the counters of command buffer `cb`, or the process totals when `cb` is NULL, to
 /// `*out`. The caller owns `out` and sets `out->struct_size = sizeof(rcb_counters)` first (a
 /// size below `RCB_COUNTERS_V1_SIZE` gives `RCB_STATUS_INVALID_ARGUMENT`, nothing written); the
-/// library writes `version` and the counts, never past `struct_size` bytes, and leaves
-/// `struct_size` as it was. Works in every state of the command buffer, a capture included.
+/// library writes `version` and the counts, never past `struct_size` bytes, and sets
+/// `struct_size` to the bytes written. Works in every state of the command buffer, a capture
+/// included.
 ///
 /// Thread-safety: any thread. For a command buffer, not concurrently with other calls on it
 /// (they are serialised by its lock); the process totals may be read while other threads work,
@@ -215,7 +198,8 @@ unsafe fn write_counts(out: *mut rcb_counters, counts: Counts) -> Result<()> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_counters_get(cb: *const rcb_cmdbuf, out: *mut rcb_counters) -> rcb_status {
     boundary(|| {
-        let out = arg_out(out, "out")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(out, "out") }?;
         let mut counts = counters::totals();
         if !cb.is_null() {
             with_cmdbuf(cb, |_, cb| {
@@ -223,8 +207,9 @@ pub unsafe extern "C" fn rcb_counters_get(cb: *const rcb_cmdbuf, out: *mut rcb_c
                 Ok(())
             })?;
         }
-        // SAFETY: checked by arg_out; writable for its struct_size per the contract.
-        unsafe { write_counts(out, counts) }
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(counts.into()) };
+        Ok(())
     })
 }
 
@@ -275,21 +260,5 @@ mod tests {
         }
         assert!(rcb_fallback_reason_name(Fallback::ALL.len() as u32).is_null());
         assert!(rcb_fallback_reason_name(u32::MAX).is_null());
-    }
-
-    #[test]
-    fn a_short_struct_is_refused_and_the_caller_s_size_is_kept() {
-        let mut c = Counts::default();
-        c.add(counters::Event::Fallback(Fallback::PushFailed));
-        c.add(counters::Event::Fallback(Fallback::ShapeChanged));
-        let mut out = rcb_counters::from(Counts::default());
-        out.struct_size = RCB_COUNTERS_V1_SIZE - 8;
-        // SAFETY: `out` is a whole local struct.
-        assert!(unsafe { write_counts(&mut out, c) }.is_err());
-        assert_eq!(out.fallbacks_total, 0, "nothing written");
-        out.struct_size = RCB_COUNTERS_V1_SIZE;
-        // SAFETY: as above.
-        unsafe { write_counts(&mut out, c) }.unwrap();
-        assert_eq!((out.version, out.fallbacks_total, out.fallbacks[2]), (RCB_COUNTERS_VERSION, 2, 1));
     }
 }

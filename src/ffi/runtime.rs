@@ -1,8 +1,11 @@
 //! `rcb_runtime_info`: which GPU runtime the library loaded.
 
-use super::{arg_out, boundary, rcb_status, write_c_str, write_out};
+use super::{arg_out_sized, boundary, rcb_status, sized_struct, write_c_str};
 use crate::runtime::{self, Backend};
 use std::ffi::c_char;
+
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/runtime.rs"));
 
 /// The HIP runtime (`libamdhip64`) backs the library.
 pub const RCB_BACKEND_HIP: i32 = 1;
@@ -11,7 +14,10 @@ pub const RCB_BACKEND_CUDA: i32 = 2;
 
 /// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_runtime_info {
+    /// In: `sizeof(rcb_runtime_info)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// `RCB_BACKEND_HIP` or `RCB_BACKEND_CUDA`.
     pub backend: i32,
     /// `hipRuntimeGetVersion` (major*10^7 + minor*10^5 + patch) or `cuDriverGetVersion`.
@@ -25,6 +31,9 @@ pub struct rcb_runtime_info {
     pub library: [c_char; 256],
 }
 
+// The size in 0.1.0, when the struct got its size.
+sized_struct!(rcb_runtime_info, 276);
+
 /// Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.
 ///
 /// Returns `RCB_STATUS_RUNTIME_UNAVAILABLE` when no runtime library loads (the message lists each
@@ -35,11 +44,12 @@ pub struct rcb_runtime_info {
 /// Thread-safety: any thread; concurrent first calls load the runtime once.
 ///
 /// # Safety
-/// `out` must be NULL or point to writable memory for an `rcb_runtime_info`.
+/// `out` must be NULL or point to an `rcb_runtime_info` writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_status {
     boundary(|| {
-        let out = arg_out(out, "out")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(out, "out") }?;
         let info = runtime::get()?.info();
         let mut library = [0 as c_char; 256];
         // SAFETY: the array is writable for its length.
@@ -53,9 +63,10 @@ pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_sta
             device_count: info.device_count,
             disabled_features: info.disabled_features.len() as i32,
             library,
+            ..Default::default()
         };
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, value) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(value) };
         Ok(())
     })
 }

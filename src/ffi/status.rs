@@ -14,6 +14,9 @@ use crate::error::ErrorKind;
 use std::cell::RefCell;
 use std::ffi::c_char;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/status.rs"));
+
 /// The result of every fallible call: `RCB_OK` or one of the `RCB_STATUS_*` codes.
 pub type rcb_status = i32;
 

@@ -3,16 +3,21 @@
 //! Streams cross as `void*` (`hipStream_t` / `CUstream`). They are the runtime's handles, not
 //! registry ids: the caller uses them directly with the runtime between acquire and release.
 
-use super::{arg_out, boundary, null_argument, rcb_status, write_out};
+use super::{arg_out, arg_out_sized, boundary, null_argument, rcb_status, sized_struct, write_out};
 use crate::error::{Error, Result};
 use crate::runtime::Stream;
 use crate::stream_cache::{self, Idleness};
 use std::ffi::c_void;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/stream.rs"));
+
 /// Counters of the stream cache, filled by `rcb_stream_cache_stats`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_stream_stats {
+    /// In: `sizeof(rcb_stream_stats)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
     /// Acquires served by an idle cached stream.
     pub hits: u64,
     /// Acquires that found no idle stream and created one.
@@ -25,6 +30,9 @@ pub struct rcb_stream_stats {
     /// Streams acquired and not yet released now.
     pub in_use: u64,
 }
+
+// The size in 0.1.0, when the struct got its size.
+sized_struct!(rcb_stream_stats, 48);
 
 /// Hands out a stream of `device` with exactly `flags` and `priority` (clamped to the device's
 /// priority range, as stream creation clamps it): an idle cached one when there is one, else a
@@ -128,15 +136,23 @@ pub extern "C" fn rcb_stream_cache_reset(device: i32) -> rcb_status {
 /// Thread-safety: any thread; the counters are a snapshot.
 ///
 /// # Safety
-/// `stats` must be NULL or point to writable memory for an `rcb_stream_stats`.
+/// `stats` must be NULL or point to an `rcb_stream_stats` writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_stream_cache_stats(device: i32, stats: *mut rcb_stream_stats) -> rcb_status {
     boundary(|| {
-        let out = arg_out(stats, "stats")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(stats, "stats") }?;
         let s = stream_cache::stats(device_filter(device)?)?;
-        let value = rcb_stream_stats { hits: s.hits, misses: s.misses, destroyed: s.destroyed, kept: s.kept, in_use: s.in_use };
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, value) };
+        let value = rcb_stream_stats {
+            hits: s.hits,
+            misses: s.misses,
+            destroyed: s.destroyed,
+            kept: s.kept,
+            in_use: s.in_use,
+            ..Default::default()
+        };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(value) };
         Ok(())
     })
 }

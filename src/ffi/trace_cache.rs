@@ -14,6 +14,9 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/trace_cache.rs"));
+
 /// A trace cache (opaque). Created by `rcb_trace_cache_new`, owned by the caller, freed with
 /// `rcb_trace_cache_free`. It owns every graph it returns.
 ///

@@ -1,12 +1,15 @@
 //! `rcb_vmm_pool_*`: the circular VMM pool behind the C ABI.
 
 use super::handle::handle_type;
-use super::{arg_out, arg_ref, arg_slice, boundary, live, rcb_status, register, take, write_out};
+use super::{arg_out, arg_out_sized, arg_sized, arg_slice, boundary, live, rcb_status, register, sized_struct, take, write_out};
 use crate::config;
 use crate::runtime::Stream;
 use crate::vmm_pool::{Backing, DeviceCopy, Lease, MAX_BUFFERS, MAX_PEERS, PoolConfig, VmmPool};
 use std::ffi::c_void;
 use std::time::Duration;
+
+// The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
+include!(concat!(env!("OUT_DIR"), "/symbol_versions/vmm_pool.rs"));
 
 /// A pool: one physical chunk (or a set of device allocations) per slot at addresses that never
 /// change, and a GPU-written timeline per slot. Opaque; the value is a handle id, never an
@@ -30,7 +33,10 @@ pub const RCB_VMM_BACKING_DEVICE: u32 = 2;
 /// How to build a pool. Read during `rcb_vmm_pool_new` only; the caller keeps ownership of it
 /// and of the arrays it points to.
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_vmm_pool_config {
+    /// `sizeof(rcb_vmm_pool_config)` (the rule for sized structs).
+    pub struct_size: u32,
     /// The device that owns the memory.
     pub device: i32,
     /// `RCB_VMM_BACKING_VMM` or `RCB_VMM_BACKING_DEVICE`.
@@ -55,7 +61,11 @@ pub struct rcb_vmm_pool_config {
 
 /// A slot held between `rcb_vmm_pool_acquire` and `rcb_vmm_pool_release`.
 #[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct rcb_vmm_slot {
+    /// In: `sizeof(rcb_vmm_slot)`; out: the bytes written (the rule for sized structs). An
+    /// acquire leaves it as the release needs it.
+    pub struct_size: u32,
     /// This use's iteration number (0, 1, 2, ... across the pool's life).
     pub iteration: u64,
     /// The slot index, `iteration % num_slots`.
@@ -66,6 +76,10 @@ pub struct rcb_vmm_slot {
     /// and valid until `rcb_vmm_pool_free`.
     pub buffers: *const u64,
 }
+
+// The sizes in 0.1.0, when the structs got their size.
+sized_struct!(rcb_vmm_pool_config, 56);
+sized_struct!(rcb_vmm_slot, 32);
 
 /// One device-to-device copy.
 #[repr(C)]
@@ -89,13 +103,13 @@ pub struct rcb_vmm_copy {
 /// Thread-safety: any thread.
 ///
 /// # Safety
-/// `config` must be NULL or point to a valid `rcb_vmm_pool_config` whose arrays hold the counts
-/// it states; `out` must be NULL or writable.
+/// `config` must be NULL or point to a valid `rcb_vmm_pool_config` of `struct_size` readable
+/// bytes whose arrays hold the counts it states; `out` must be NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, out: *mut *mut rcb_vmm_pool) -> rcb_status {
     boundary(|| {
         // SAFETY: validity is the caller's promise.
-        let c = unsafe { arg_ref(config, "config") }?;
+        let c = unsafe { arg_sized(config, "config") }?;
         let out = arg_out(out, "out")?;
         // SAFETY: the counts are the caller's promise; arg_slice bounds them first.
         let sizes = unsafe { arg_slice(c.buffer_sizes, c.num_buffers as usize, "buffer_sizes", MAX_BUFFERS) }?;
@@ -132,7 +146,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
 /// the pool).
 fn slot_of(pool: &VmmPool, lease: &Lease) -> crate::error::Result<rcb_vmm_slot> {
     let buffers = pool.addresses(lease.slot)?;
-    Ok(rcb_vmm_slot { iteration: lease.iteration, index: lease.slot as u32, num_buffers: buffers.len() as u32, buffers: buffers.as_ptr() })
+    Ok(rcb_vmm_slot {
+        iteration: lease.iteration,
+        index: lease.slot as u32,
+        num_buffers: buffers.len() as u32,
+        buffers: buffers.as_ptr(),
+        ..Default::default()
+    })
 }
 
 /// Takes the next iteration and waits until its slot's previous use has finished on the GPU
@@ -147,16 +167,17 @@ fn slot_of(pool: &VmmPool, lease: &Lease) -> crate::error::Result<rcb_vmm_slot> 
 /// here while another releases.
 ///
 /// # Safety
-/// `out` must be NULL or writable.
+/// `out` must be NULL or a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut rcb_vmm_slot) -> rcb_status {
     boundary(|| {
-        let out = arg_out(out, "out")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(out, "out") }?;
         let pool = live(pool, "pool")?;
         let lease = pool.acquire()?;
         let value = slot_of(&pool, &lease)?;
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, value) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(value) };
         Ok(())
     })
 }
@@ -185,7 +206,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
 /// Thread-safety: any thread; concurrent calls get distinct iterations.
 ///
 /// # Safety
-/// `stream` must be a live stream; `out` must be NULL or writable.
+/// `stream` must be a live stream; `out` must be NULL or a sized struct writable for its `struct_size`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
     pool: *mut rcb_vmm_pool,
@@ -193,12 +214,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
     out: *mut rcb_vmm_slot,
 ) -> rcb_status {
     boundary(|| {
-        let out = arg_out(out, "out")?;
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(out, "out") }?;
         let pool = live(pool, "pool")?;
         let lease = pool.acquire_on_stream(Stream(stream))?;
         let value = slot_of(&pool, &lease)?;
-        // SAFETY: checked by arg_out.
-        unsafe { write_out(out, value) };
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(value) };
         Ok(())
     })
 }
@@ -225,12 +247,13 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
 /// Thread-safety: any thread.
 ///
 /// # Safety
-/// `slot` must be NULL or point to a valid `rcb_vmm_slot`; `stream` must be a live stream.
+/// `slot` must be NULL or point to a valid `rcb_vmm_slot` of `struct_size` readable bytes;
+/// `stream` must be a live stream.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_vmm_pool_release(pool: *mut rcb_vmm_pool, slot: *const rcb_vmm_slot, stream: *mut c_void) -> rcb_status {
     boundary(|| {
         // SAFETY: validity is the caller's promise.
-        let slot = unsafe { arg_ref(slot, "slot") }?;
+        let slot = unsafe { arg_sized(slot, "slot") }?;
         live(pool, "pool")?.release(Lease { slot: slot.index as usize, iteration: slot.iteration }, Stream(stream))
     })
 }

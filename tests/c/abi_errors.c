@@ -40,6 +40,7 @@ static void basic(void) {
     CHECK(s == RCB_STATUS_INVALID_HANDLE, "freeing a forged handle returned %d", (int)s);
     CHECK(strstr(last_error(), "not live") != NULL, "message: %s", last_error());
     struct rcb_vmm_slot slot;
+    SIZED(slot);
     s = rcb_vmm_pool_acquire(forged, &slot);
     CHECK(s == RCB_STATUS_INVALID_HANDLE, "acquire on a forged handle returned %d", (int)s);
     CHECK(rcb_vmm_pool_free(NULL) == RCB_OK, "free(NULL) must be a no-op");
@@ -54,6 +55,12 @@ static void basic(void) {
     EXPECT_FAIL(rcb_correlator_clear(NULL), RCB_STATUS_NULL_ARGUMENT, "`c`");
     EXPECT_FAIL(rcb_stream_release(NULL), RCB_STATUS_NULL_ARGUMENT, "`stream`");
 
+    /* A sized struct whose struct_size was not set is refused, naming it, and left as it was. */
+    rcb_runtime_info unset;
+    memset(&unset, 0, sizeof unset);
+    EXPECT_FAIL(rcb_runtime_load(&unset), RCB_STATUS_INVALID_ARGUMENT, "`out->struct_size` is 0");
+    CHECK(unset.struct_size == 0 && unset.library[0] == '\0', "a refused output was written");
+
     s = rcb_runtime_load(NULL);
     /* Length-only query, and truncation that still NUL-terminates. */
     size_t full = rcb_last_error_message(NULL, 0);
@@ -67,6 +74,7 @@ static void basic(void) {
 static void expect_load_failure(rcb_status expected, const char *needle) {
     rcb_runtime_info info;
     memset(&info, 0xAB, sizeof info);
+    info.struct_size = sizeof info;
     rcb_status s = rcb_runtime_load(&info);
     CHECK(s == expected, "rcb_runtime_load returned %d (%s), expected %d; message: %s", (int)s, rcb_status_str(s),
           (int)expected, last_error());
@@ -90,8 +98,10 @@ int main(int argc, char **argv) {
         expect_load_failure(RCB_STATUS_CONFIG, "RCB_BACKEND");
     } else if (strcmp(mode, "loads") == 0) {
         rcb_runtime_info info;
+        SIZED(info);
         rcb_status s = rcb_runtime_load(&info);
         CHECK(s == RCB_OK, "load failed: %s", last_error());
+        CHECK(info.struct_size == sizeof info, "struct_size %u after the load: the bytes written", (unsigned)info.struct_size);
         CHECK(s != RCB_OK || (info.backend == RCB_BACKEND_HIP && info.device_count >= 1 && info.library[0] != '\0'),
               "info: backend %d, %d devices, library '%s'", (int)info.backend, (int)info.device_count, info.library);
         CHECK(rcb_last_error_message(NULL, 0) == 0, "success left a message: %s", last_error());

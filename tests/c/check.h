@@ -32,6 +32,10 @@ static const char *last_error(void) {
     return buf;
 }
 
+/* Readies a sized struct (the rule at the top of rocm_cmdbuf.h) as a caller must: zeroed, with
+ * struct_size set to its size in this header; in C and C++ alike. */
+#define SIZED(var) (memset(&(var), 0, sizeof(var)), (var).struct_size = (uint32_t)sizeof(var))
+
 /* A device pointer as the library takes it. */
 static inline uint64_t dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 

@@ -59,6 +59,7 @@ static size_t site_count(rcb_cmdbuf *cb) {
 static rcb_flatten_report flatten_graph(rcb_cmdbuf *cb, hipGraph_t g, rcb_node *group) {
     rcb_flatten_report report;
     memset(&report, 0xAB, sizeof report);
+    report.struct_size = sizeof report;
     RCB(rcb_cmdbuf_add_flattened_child(cb, NULL, 0, NULL, g, group, &report));
     return report;
 }
@@ -71,6 +72,7 @@ static void free_all(void **bufs, size_t n) {
  * program's live count and its calls in this program's counters. */
 static void shared_instance(int preloaded) {
     rcb_runtime_info info;
+    SIZED(info);
     RCB(rcb_runtime_load(&info));
     const char *path = getenv("RCB_HIP_LIBRARY");
     if (preloaded) {
@@ -126,6 +128,7 @@ static void command_buffer(void) {
     HIP(hipMemset(z, 0, BYTES));
     rcb_update_report report;
     memset(&report, 0xAB, sizeof report);
+    report.struct_size = sizeof report;
     RCB(rcb_cmdbuf_update_allocations(cb, table, 4, &report));
     CHECK(report.moved_allocations == 3 && report.patched_sites == 5 && report.updated_nodes == 3 &&
               report.needs_rerecord == 0,
@@ -147,6 +150,7 @@ static void command_buffer(void) {
     void *out3 = upload_f32(0), *z2 = upload_f32(0);
     rcb_allocation_move moves[2] = {{3, dptr(z2)}, {2, dptr(out3)}};
     memset(&report, 0xAB, sizeof report);
+    report.struct_size = sizeof report;
     RCB(rcb_cmdbuf_move_allocations(cb, moves, 2, &report));
     CHECK(report.moved_allocations == 2 && report.patched_sites == 2 && report.updated_nodes == 2 &&
               report.needs_rerecord == 0,
@@ -208,6 +212,7 @@ static void flattened_capture(void) {
     void *moved[5] = {upload_f32(0), moved_copy(y), upload_f32(0), upload_f32(0), upload_f32(0)};
     table_of(moved, 5, table);
     rcb_update_report up;
+    SIZED(up);
     RCB(rcb_cmdbuf_update_allocations(cb, table, 5, &up));
     CHECK(up.moved_allocations == 5 && up.patched_sites == 9 && up.updated_nodes == 5 && up.needs_rerecord == 0,
           "moved %u, patched %llu, updated %llu, needs_rerecord %u (want 5, 9, 5, 0)", up.moved_allocations,
@@ -263,6 +268,7 @@ static void expect_fallback(hipGraph_t g, void *x, void *y, void *e, const char 
     rcb_allocation_move move_e = {2, dptr(e2)};
     rcb_update_report up;
     memset(&up, 0xAB, sizeof up);
+    up.struct_size = sizeof up;
     RCB(rcb_cmdbuf_move_allocations(cb, &move_e, 1, &up));
     CHECK(up.moved_allocations == 0 && up.patched_sites == 0 && up.updated_nodes == 0 && up.needs_rerecord == 1,
           "moved %u, patched %llu, updated %llu, needs_rerecord %u (want 0, 0, 0, 1)", up.moved_allocations,
@@ -339,7 +345,7 @@ static void xla_records(void) {
     CHECK(site_count(cb) == 1, "the scanned struct's dst word is the one site: %zu sites", site_count(cb));
     axpy_packed aa = axpy_of(y, x, 3.0f);
     void *params[4] = {&aa.y, &aa.x, &aa.a, &aa.n};
-    rcb_kernel_params_launch kp = {(void *)gpu.axpy, {1, 1, 1}, {N, 1, 1}, 0, params};
+    rcb_kernel_params_launch kp = {sizeof(rcb_kernel_params_launch), (void *)gpu.axpy, {1, 1, 1}, {N, 1, 1}, 0, params};
     rcb_node axpy = 0;
     RCB(rcb_cmdbuf_add_kernel_params(cb, &fill, 1, &kp, &axpy));
     memset(&aa, 0, sizeof aa); /* the runtime copied the values during the call */
@@ -352,6 +358,7 @@ static void xla_records(void) {
     rcb_allocation_move move_x = {0, dptr(x2)};
     rcb_update_report up;
     memset(&up, 0xAB, sizeof up);
+    up.struct_size = sizeof up;
     RCB(rcb_cmdbuf_move_allocations(cb, &move_x, 1, &up));
     check_report(&up, 0, 0, 0, 1, "a move beside a kernelParams node");
 
@@ -495,7 +502,9 @@ static void error_paths(void) {
     rcb_trace_cache *forged_tc = (rcb_trace_cache *)(uintptr_t)0x7777;
     rcb_allocation table[1] = {{0x1000, 16}};
     rcb_update_report up;
+    SIZED(up);
     rcb_flatten_report fr;
+    SIZED(fr);
     rcb_node group = 0, node = 0;
     void *g = NULL;
     uint32_t outcome = 0;
@@ -509,7 +518,7 @@ static void error_paths(void) {
     RCB(rcb_cmdbuf_new_nested(0, &child));
     RCB(rcb_cmdbuf_finalize(child));
     EXPECT_FAIL(rcb_cmdbuf_add_kernel(cb, NULL, 0, NULL, &node), RCB_STATUS_NULL_ARGUMENT, "`launch`");
-    rcb_kernel_launch no_args = {(void *)gpu.fill, {1, 1, 1}, {1, 1, 1}, 0, NULL, 3};
+    rcb_kernel_launch no_args = {sizeof(rcb_kernel_launch), (void *)gpu.fill, {1, 1, 1}, {1, 1, 1}, 0, NULL, 3};
     EXPECT_FAIL(rcb_cmdbuf_add_kernel(cb, NULL, 0, &no_args, &node), RCB_STATUS_NULL_ARGUMENT, "args");
     EXPECT_FAIL(rcb_cmdbuf_set_allocations(cb, NULL, 1), RCB_STATUS_NULL_ARGUMENT, "`allocs`");
     EXPECT_FAIL(rcb_cmdbuf_add_flattened_child(cb, NULL, 0, child, NULL, NULL, &fr), RCB_STATUS_NULL_ARGUMENT,

@@ -82,6 +82,7 @@ static void flatten_children_of_children(void) {
     rcb_node group = 0;
     rcb_flatten_report r;
     memset(&r, 0xAB, sizeof r);
+    r.struct_size = sizeof r;
     rcb_status s = rcb_cmdbuf_add_flattened_child(parent, NULL, 0, child, NULL, &group, &r);
     CHECK(s == RCB_OK, "flattening a command buffer holding child nodes: %s: %s", rcb_status_str(s), last_error());
     if (s == RCB_OK) {
@@ -94,6 +95,7 @@ static void flatten_children_of_children(void) {
         void *moved[5] = {upload_f32(0), upload_f32(10), upload_f32(0), upload_u32(0), upload_u32(0)};
         for (int i = 0; i < 5; i++) table[i].base = dptr(moved[i]);
         rcb_update_report up;
+        SIZED(up);
         RCB(rcb_cmdbuf_update_allocations(parent, table, 5, &up));
         CHECK(up.moved_allocations == 5 && up.patched_sites == 7 && up.needs_rerecord == 0,
               "moved %u, patched %llu, needs_rerecord %u (want 5, 7, 0)", up.moved_allocations,
@@ -251,6 +253,7 @@ static void failed_frees(void) {
     uint64_t sizes[2] = {BYTES, BYTES};
     rcb_vmm_pool_config config;
     memset(&config, 0, sizeof config);
+    config.struct_size = sizeof config;
     config.device = 0;
     config.backing = RCB_VMM_BACKING_VMM;
     config.num_slots = 2;

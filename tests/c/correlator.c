@@ -92,6 +92,7 @@ static int32_t on_duplicates(void *user, const rcb_correlation_report *r, size_t
 static rcb_correlator_sink sink_of(collected *c) {
     rcb_correlator_sink s;
     memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
     s.user_data = c;
     s.activities = on_activities;
     s.api_events = on_api_events;
@@ -142,6 +143,7 @@ static void add_act(rcb_correlator *c, rcb_activity a) {
 int main(void) {
     rcb_correlator_config config;
     memset(&config, 0, sizeof config);
+    config.struct_size = sizeof config;
     rcb_correlator *c = NULL;
     CHECK(rcb_correlator_new(&config, &c) == RCB_OK && c != NULL, "new: %s", last_error());
 
@@ -171,6 +173,7 @@ int main(void) {
     memset(&got, 0, sizeof got);
     rcb_correlator_sink sink = sink_of(&got);
     rcb_correlator_summary summary;
+    SIZED(summary);
     CHECK(rcb_correlator_exchange(c, &sink, &summary) == RCB_OK, "exchange: %s", last_error());
     CHECK(got.count[1] == KERNELS, "device 1 got %zu records", got.count[1]);
     for (size_t k = 0; k < got.count[1]; k++) {
@@ -210,6 +213,7 @@ int main(void) {
     add_act(c, act(13, 0, 5));
     CHECK(rcb_correlator_clear(c) == RCB_OK, "clear");
     rcb_correlator_counters counters;
+    SIZED(counters);
     CHECK(rcb_correlator_stats(c, &counters) == RCB_OK, "stats");
     CHECK(counters.pending_activities == 0 && counters.reserved_bytes > 0 && counters.shards == RCB_CORRELATOR_DEFAULT_SHARDS,
           "counters");

@@ -76,6 +76,7 @@ static void calls(const char *phase) {
     // The correlator: its per-thread cache of the last handle is a thread-local too.
     rcb_correlator_config config;
     memset(&config, 0, sizeof config);
+    config.struct_size = sizeof config;
     rcb_correlator *c = NULL;
     NEED(rcb_correlator_new(&config, &c));
     rcb_api_event api;
@@ -89,9 +90,11 @@ static void calls(const char *phase) {
     uint64_t joined = 0;
     rcb_correlator_sink sink;
     memset(&sink, 0, sizeof sink);
+    sink.struct_size = sizeof sink;
     sink.user_data = &joined;
     sink.activities = count_activities;
     rcb_correlator_summary summary;
+    SIZED(summary);
     NEED(rcb_correlator_exchange(c, &sink, &summary));
     CHECK(joined == 1 && summary.joined_main == 1, "%s: %llu activities joined", phase, (unsigned long long)joined);
     NEED(rcb_correlator_free(c));

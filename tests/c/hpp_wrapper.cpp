@@ -76,7 +76,8 @@ struct Args {
   }
   rcb_kernel_launch launch(hipFunction_t f) {
     for (size_t i = 0; i < count; i++) args[i] = rcb_kernel_arg{&values[i], sizes[i], kinds[i]};
-    rcb_kernel_launch l = {reinterpret_cast<void*>(f), {1, 1, 1}, {static_cast<uint32_t>(N), 1, 1}, 0, args.data(),
+    // struct_size left 0: the wrapper sets it.
+    rcb_kernel_launch l = {0, reinterpret_cast<void*>(f), {1, 1, 1}, {static_cast<uint32_t>(N), 1, 1}, 0, args.data(),
                            count};
     return l;
   }
@@ -140,15 +141,17 @@ size_t edge_count(void* graph) {
   return edges;
 }
 
+// A report of 0xAB bytes, its struct_size too: the wrapper sets it.
 rcb_update_report blank_report() {
   rcb_update_report r;
   std::memset(&r, 0xAB, sizeof r);
   return r;
 }
 
+// The report of an update in place; struct_size is the bytes the library wrote, all of them.
 bool report_is(const rcb_update_report& r, uint32_t moved, uint64_t patched, uint64_t updated) {
-  return r.moved_allocations == moved && r.patched_sites == patched && r.updated_nodes == updated &&
-         r.needs_rerecord == 0;
+  return r.struct_size == sizeof r && r.moved_allocations == moved && r.patched_sites == patched &&
+         r.updated_nodes == updated && r.needs_rerecord == 0;
 }
 
 #define REPORT_ARGS(r)                                                                                \
@@ -158,7 +161,6 @@ bool report_is(const rcb_update_report& r, uint32_t moved, uint64_t patched, uin
 rcb_counters counters_of(const rcb_cmdbuf* cb) {
   rcb_counters c;
   std::memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
   MUST(rcb::CountersGet(cb, &c));
   return c;
 }

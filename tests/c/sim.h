@@ -114,7 +114,7 @@ static inline hipError_t launch_extra(hipFunction_t f, void *packed, size_t size
 /* A kernel node of `f` over N elements after `deps`; the program stops when the add fails. */
 static inline rcb_node add_kernel(rcb_cmdbuf *cb, const rcb_node *deps, size_t ndeps, hipFunction_t f,
                                   const rcb_kernel_arg *args, size_t nargs) {
-    rcb_kernel_launch launch = {(void *)f, {1, 1, 1}, {N, 1, 1}, 0, args, nargs};
+    rcb_kernel_launch launch = {sizeof(rcb_kernel_launch), (void *)f, {1, 1, 1}, {N, 1, 1}, 0, args, nargs};
     rcb_node node = 0;
     RCB(rcb_cmdbuf_add_kernel(cb, deps, ndeps, &launch, &node));
     return node;

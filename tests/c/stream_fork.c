@@ -51,6 +51,7 @@ static int child(void) {
     alarm(10);
     int n = atomic_load(&seen_count);
     rcb_stream_stats stats;
+    SIZED(stats);
     if (rcb_stream_cache_stats(-1, &stats) != RCB_OK) return 2;
     if (stats.kept != 0 || stats.in_use != 0) return 5;
     for (int round = 0; round < 3; round++) {
@@ -79,6 +80,7 @@ int main(int argc, char **argv) {
     RCB(rcb_stream_release(a));
     RCB(rcb_stream_release(b));
     rcb_stream_stats stats;
+    SIZED(stats);
     RCB(rcb_stream_cache_stats(-1, &stats));
     CHECK(stats.kept == 2, "the parent keeps %llu idle streams, expected 2", (unsigned long long)stats.kept);
 

@@ -95,6 +95,7 @@ pub fn with_raw_launch<R>(f: Function, n: u64, args: &[(&[u8], u32)], body: impl
         shared_mem_bytes: 0,
         args: raw.as_ptr(),
         num_args: raw.len(),
+        ..Default::default()
     };
     body(&launch)
 }

@@ -89,6 +89,9 @@ static rcb_status checked(rcb_status s, const char *call) {
 }
 
 /* A library call of the scenario's work: on failure the scenario stops, as a caller would. */
+/* Readies a sized struct (the rule at the top of rocm_cmdbuf.h): zeroed, its struct_size set. */
+#define SIZED(var) (memset(&(var), 0, sizeof(var)), (var).struct_size = (uint32_t)sizeof(var))
+
 #define TRY(call)                                                   \
     do {                                                            \
         if (checked((call), #call) != RCB_OK) return FAILED;         \
@@ -204,6 +207,7 @@ static rcb_kernel_launch launch(hipFunction_t f, args *x) {
     for (size_t i = 0; i < x->n; i++) x->a[i].value = &x->v[i];
     rcb_kernel_launch l;
     memset(&l, 0, sizeof l);
+    l.struct_size = sizeof l;
     l.function = (void *)f;
     l.grid[0] = l.grid[1] = l.grid[2] = 1;
     l.block[0] = 64;
@@ -380,6 +384,7 @@ static void moved_setup(void) {
 static enum outcome update_work(void) {
     rcb_allocation table[4] = {{rec.x2, BYTES}, {rec.y2, BYTES}, {rec.out2, BYTES}, {rec.set2, BYTES}};
     rcb_update_report r;
+    SIZED(r);
     TRY(rcb_cmdbuf_update_allocations(rec.cb, table, 4, &r));
     if (r.needs_rerecord) return RERECORD;
     if (r.moved_allocations != 4) wrong_result("update_allocations moved %u of 4", r.moved_allocations);
@@ -390,6 +395,7 @@ static enum outcome update_work(void) {
 static enum outcome move_work(void) {
     rcb_allocation_move moves[4] = {{0, rec.x2}, {1, rec.y2}, {2, rec.out2}, {3, rec.set2}};
     rcb_update_report r;
+    SIZED(r);
     TRY(rcb_cmdbuf_move_allocations(rec.cb, moves, 4, &r));
     if (r.needs_rerecord) return RERECORD;
     if (r.moved_allocations != 4) wrong_result("move_allocations moved %u of 4", r.moved_allocations);
@@ -470,12 +476,14 @@ static enum outcome flatten_work(void) {
     TRY(rcb_cmdbuf_set_allocations(fl.parent, table, 2));
     rcb_node group;
     rcb_flatten_report report;
+    SIZED(report);
     TRY(rcb_cmdbuf_add_flattened_child(fl.parent, NULL, 0, NULL, graph, &group, &report));
     TRY(rcb_cmdbuf_finalize(fl.parent));
     TRY(rcb_cmdbuf_launch(fl.parent, gpu.stream));
     fl.launched_once = 1;
     rcb_allocation_move moves[2] = {{0, rec.x2}, {1, rec.y2}};
     rcb_update_report r;
+    SIZED(r);
     TRY(rcb_cmdbuf_move_allocations(fl.parent, moves, 2, &r));
     if (r.needs_rerecord) return RERECORD;
     TRY(rcb_cmdbuf_launch(fl.parent, gpu.stream));
@@ -495,6 +503,7 @@ static void flatten_rerecord(void) {
     MUST(rcb_cmdbuf_new(0, &parent));
     rcb_node group;
     rcb_flatten_report report;
+    SIZED(report);
     MUST(rcb_cmdbuf_add_flattened_child(parent, NULL, 0, NULL, graph, &group, &report));
     MUST(rcb_cmdbuf_finalize(parent));
     MUST(rcb_cmdbuf_launch(parent, gpu.stream));
@@ -592,6 +601,7 @@ static void pool_setup_vmm(void) { pool_setup_backing(RCB_VMM_BACKING_VMM); }
 static void pool_setup_device(void) { pool_setup_backing(RCB_VMM_BACKING_DEVICE); }
 
 static enum outcome pool_acquire_held(void) {
+    SIZED(pl.held[pl.nheld]);
     TRY(rcb_vmm_pool_acquire(pl.pool, &pl.held[pl.nheld]));
     pl.nheld++;
     return OK;
@@ -613,6 +623,7 @@ static enum outcome pool_work(void) {
     uint64_t sizes[2] = {BYTES, BYTES};
     rcb_vmm_pool_config c;
     memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
     c.device = 0;
     c.backing = pl.backing;
     c.num_slots = 2;
@@ -809,6 +820,7 @@ static enum outcome xla_command(int c, int update, const rcb_node *deps, size_t 
         void *params[] = {&y, &x, &one, &n};
         rcb_kernel_params_launch l;
         memset(&l, 0, sizeof l);
+        l.struct_size = sizeof l;
         l.function = (void *)gpu.axpy;
         l.grid[0] = l.grid[1] = l.grid[2] = 1;
         l.block[0] = 64, l.block[1] = l.block[2] = 1;
@@ -846,6 +858,7 @@ static enum outcome xla_work(void) {
     xf.slot_of[3] = XMOVED3;
     rcb_allocation_move moves[2] = {{0, xat(0)}, {3, xat(3)}};
     rcb_update_report r;
+    SIZED(r);
     TRY(rcb_cmdbuf_move_allocations(xf.cb, moves, 2, &r));
     if (r.needs_rerecord) {
         xf.rerecorded = 1;
@@ -966,6 +979,7 @@ static enum outcome node_kinds_work(void) {
     TRY(rcb_cmdbuf_set_allocations(nk.parent, table, 2));
     rcb_node group;
     rcb_flatten_report report;
+    SIZED(report);
     /* A failed read of a node falls back to a child node, whose moves are refused: a re-record. */
     TRY(rcb_cmdbuf_add_flattened_child(nk.parent, NULL, 0, NULL, nk.graph, &group, &report));
     TRY(rcb_cmdbuf_finalize(nk.parent));
@@ -973,6 +987,7 @@ static enum outcome node_kinds_work(void) {
     nk.launches++;
     rcb_allocation_move moves[2] = {{0, rec.x2}, {1, rec.y2}};
     rcb_update_report r;
+    SIZED(r);
     TRY(rcb_cmdbuf_move_allocations(nk.parent, moves, 2, &r));
     if (r.needs_rerecord) return RERECORD;
     TRY(rcb_cmdbuf_launch(nk.parent, gpu.stream));
@@ -1240,6 +1255,7 @@ int main(int argc, char **argv) {
     }
     read_names(argv[1]);
     rcb_runtime_info info;
+    SIZED(info);
     MUST(rcb_runtime_load(&info));
     MUST(hipModuleLoadData(&gpu.module, "hipsim"));
     MUST(hipModuleGetFunction(&gpu.fill, gpu.module, "rcb_test_fill_u32"));

@@ -11,14 +11,16 @@
  * fail, re-enter their cache or break the capture), streams of the cache, VMM pools of both
  * backings and correlators (with sinks that read every record, stop the exchange or add more
  * events), with valid and hostile arguments alike: NULL, freed and forged handles, double frees,
- * nodes of other command buffers, absurd counts and sizes, unknown argument kinds, calls in the
- * wrong state, unknown streams and graphs, zero and huge slot counts.
+ * nodes of other command buffers, absurd counts and sizes, sized structs whose struct_size is 0,
+ * too small or past the largest accepted, unknown argument kinds, calls in the wrong state,
+ * unknown streams and graphs, zero and huge slot counts.
  *
  * Oracle (a breach aborts, which libFuzzer reports as a crash with its input):
  *   - no crash, no ASan/UBSan report, no hang (libFuzzer's -timeout);
  *   - every status is a documented code; RCB_STATUS_PANIC (a library bug caught at the C
  *     boundary) is a finding too;
  *   - a failed call leaves a non-empty last-error message, a successful one an empty message;
+ *   - a sized output of a successful call states in its struct_size that all of it was written;
  *   - contracts that hold whatever the input: a live handle's free releases it (a second free is
  *     refused, as is a second release of a stream or of a pool slot), a trace cache called from its own trace_fn refuses, a slot released at the end
  *     lets its pool be freed, NULL is a no-op for every _free;
@@ -99,6 +101,20 @@ static void die(const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     abort();
+}
+
+/* The struct_size of a sized struct of `size` bytes (the rule at the top of rocm_cmdbuf.h): its
+ * size, or one time in 16 one the library must refuse before reading past that field: 0, too
+ * small, past the largest accepted. Drawn after an op's other bytes, so that older seeds keep
+ * their meaning. */
+static uint32_t struct_size_arg(input *in, size_t size) {
+    const uint32_t wrong[] = {0, (uint32_t)size - 4, 4097, UINT32_MAX};
+    return rarely(in, 16) ? PICK(in, wrong) : (uint32_t)size;
+}
+
+/* A sized output of `size` bytes that a call reported success on: it says it wrote all of it. */
+static void check_written(uint32_t struct_size, size_t size, const char *what) {
+    if (struct_size != size) die("%s: struct_size %u after the call, not the %zu bytes written", what, struct_size, size);
 }
 
 static rcb_status checked(rcb_status s, const char *call) {
@@ -319,6 +335,7 @@ static void launch_arg(input *in, rcb_kernel_launch *l) {
             for (uint32_t b = 0; b < a->size && b < 16; b++) v[b] = u8(in);
         }
     }
+    l->struct_size = struct_size_arg(in, sizeof *l);
 }
 
 static void params_arg(input *in, rcb_kernel_params_launch *l) {
@@ -332,6 +349,7 @@ static void params_arg(input *in, rcb_kernel_params_launch *l) {
         params_buf[i] = param_cells[i];
     }
     l->kernel_params = rarely(in, 8) ? NULL : params_buf;
+    l->struct_size = struct_size_arg(in, sizeof *l);
 }
 
 /* ---- allocation tables ---- */
@@ -414,6 +432,7 @@ typedef struct {
 
 static int32_t sink_step(sink_ctx *s) {
     rcb_correlator_counters counters;
+    counters.struct_size = sizeof counters;
     CALL(rcb_correlator_stats(s->c, &counters)); /* allowed from a callback */
     if (s->stop_after < 0) return 0;
     return s->stop_after-- == 0 ? 1 : 0;
@@ -616,8 +635,10 @@ static void op_add_flattened_child(input *in) {
     rcb_flatten_report report;
     memset(&report, 0xA5, sizeof report);
     rcb_flatten_report *rp = OR_NULL(in, &report);
+    report.struct_size = struct_size_arg(in, sizeof report);
     if (CALL(rcb_cmdbuf_add_flattened_child(cb, deps, ndeps, child, graph, out, rp)) != RCB_OK) return;
     remember_node(group);
+    check_written(report.struct_size, sizeof report, "a flatten report");
     if (memchr(report.reason, 0, sizeof report.reason) == NULL) die("the flatten report's reason is not NUL-terminated");
     if (report.flattened > 1) die("the flatten report says flattened = %u", report.flattened);
     if (report.flattened == 0 && report.reason[0] == '\0') die("a fallback without a reason");
@@ -707,6 +728,7 @@ static void op_queries(input *in) {
 }
 
 static void check_report(const rcb_update_report *r) {
+    check_written(r->struct_size, sizeof *r, "an update report");
     if (r->needs_rerecord > 1) die("an update report with needs_rerecord = %u", r->needs_rerecord);
     if (r->moved_allocations == 0 && (r->patched_sites != 0 || r->updated_nodes != 0))
         die("an update report with nothing moved but %llu sites patched", (unsigned long long)r->patched_sites);
@@ -716,16 +738,18 @@ static void op_update_allocations(input *in) {
     rcb_cmdbuf *cb = CB_ARG(in);
     size_t n;
     const rcb_allocation *t = table_arg(in, &n);
-    rcb_update_report r;
-    if (CALL(rcb_cmdbuf_update_allocations(cb, t, n, OR_NULL(in, &r))) == RCB_OK) check_report(&r);
+    rcb_update_report r, *rp = OR_NULL(in, &r);
+    r.struct_size = struct_size_arg(in, sizeof r);
+    if (CALL(rcb_cmdbuf_update_allocations(cb, t, n, rp)) == RCB_OK) check_report(&r);
 }
 
 static void op_move_allocations(input *in) {
     rcb_cmdbuf *cb = CB_ARG(in);
     size_t n;
     const rcb_allocation_move *m = moves_arg(in, &n);
-    rcb_update_report r;
-    if (CALL(rcb_cmdbuf_move_allocations(cb, m, n, OR_NULL(in, &r))) == RCB_OK) check_report(&r);
+    rcb_update_report r, *rp = OR_NULL(in, &r);
+    r.struct_size = struct_size_arg(in, sizeof r);
+    if (CALL(rcb_cmdbuf_move_allocations(cb, m, n, rp)) == RCB_OK) check_report(&r);
 }
 
 
@@ -779,7 +803,7 @@ static rcb_cmdbuf *oracle_record(const oracle_view *views, unsigned nviews, cons
         }
         args[a++] = (rcb_kernel_arg){&n, 8, RCB_ARG_VALUE};
         void *f = o->which == 0 ? gpu.fill : o->which == 1 ? gpu.add : gpu.axpy;
-        rcb_kernel_launch l = {f, {1, 1, 1}, {64, 1, 1}, 0, args, a};
+        rcb_kernel_launch l = {sizeof(rcb_kernel_launch), f, {1, 1, 1}, {64, 1, 1}, 0, args, a};
         if (CALL(rcb_cmdbuf_add_kernel(cb, k ? &prev : NULL, k ? 1 : 0, &l, &prev)) != RCB_OK) goto fail;
     }
     if (CALL(rcb_cmdbuf_finalize(cb)) == RCB_OK) return cb;
@@ -845,6 +869,7 @@ static void op_relocation_oracle(input *in) {
     rcb_cmdbuf *cb = oracle_record(old, n, ks, nk, 1);
     if (cb == NULL) return;
     rcb_update_report r;
+    r.struct_size = sizeof r;
     rcb_status s;
     if (pick(in, 2)) {
         rcb_allocation table[ORACLE_ENTRIES];
@@ -956,8 +981,9 @@ static void op_stream_cache(input *in) {
     if (pick(in, 2)) {
         CALL(rcb_stream_cache_trim(device));
     } else {
-        rcb_stream_stats stats;
-        CALL(rcb_stream_cache_stats(device, OR_NULL(in, &stats)));
+        rcb_stream_stats stats, *sp = OR_NULL(in, &stats);
+        stats.struct_size = struct_size_arg(in, sizeof stats);
+        CALL(rcb_stream_cache_stats(device, sp));
     }
 }
 
@@ -983,6 +1009,7 @@ static void op_pool_new(input *in) {
     c.timeout_ms = 1 + pick(in, 4);
     const rcb_vmm_pool_config *cp = OR_NULL(in, &c);
     rcb_vmm_pool **out = OR_NULL(in, &st.pool[slot]);
+    c.struct_size = struct_size_arg(in, sizeof c);
     if (st.pool[slot] != NULL) return;
     CALL(rcb_vmm_pool_new(cp, out));
     st.nheld[slot] = 0;
@@ -992,8 +1019,11 @@ static void op_pool_acquire(input *in) {
     rcb_vmm_pool *p = POOL_ARG(in);
     rcb_vmm_slot slot;
     rcb_vmm_slot *out = OR_NULL(in, &slot);
+    slot.struct_size = struct_size_arg(in, sizeof slot);
     int i = in_table((void *const *)st.pool, NPOOL, p);
-    if (CALL(rcb_vmm_pool_acquire(p, out)) != RCB_OK || i < 0) return;
+    if (CALL(rcb_vmm_pool_acquire(p, out)) != RCB_OK) return;
+    check_written(slot.struct_size, sizeof slot, "an acquired slot");
+    if (i < 0) return;
     if (slot.num_buffers == 0 || slot.buffers == NULL) die("an acquired slot without buffers");
     for (uint32_t b = 0; b < slot.num_buffers; b++) (void)*(volatile const uint64_t *)&slot.buffers[b];
     if (st.nheld[i] == NHELD) { /* hold at most four: release the oldest */
@@ -1030,7 +1060,9 @@ static void op_pool_release(input *in) {
         slot = &st.held[i][h];
     }
     void *stream = release_stream(in);
-    rcb_status s = CALL(rcb_vmm_pool_release(p, OR_NULL(in, slot), stream));
+    const rcb_vmm_slot *sp = OR_NULL(in, slot);
+    forged.struct_size = struct_size_arg(in, sizeof forged);
+    rcb_status s = CALL(rcb_vmm_pool_release(p, sp, stream));
     if (s != RCB_OK || i < 0) return;
     /* A forged slot that names a held one (same iteration and index) released that one. */
     for (h = 0; h < (unsigned)st.nheld[i]; h++) {
@@ -1089,11 +1121,11 @@ static void op_correlator_new(input *in) {
     unsigned slot = pick(in, NCOR);
     rcb_correlator_config c;
     c.shards = PICK(in, shards);
-    c.reserved = rarely(in, 8) ? u32(in) : 0;
     c.max_activities = PICK(in, limits);
     c.max_api_events = PICK(in, limits);
     const rcb_correlator_config *cp = rarely(in, 8) ? NULL : &c;
     rcb_correlator **out = OR_NULL(in, &st.cor[slot]);
+    c.struct_size = struct_size_arg(in, sizeof c);
     if (st.cor[slot] != NULL) return;
     CALL(rcb_correlator_new(cp, out));
 }
@@ -1143,7 +1175,10 @@ static void op_correlator_exchange(input *in) {
     const rcb_correlator_sink *sp = OR_NULL(in, &sink);
     rcb_correlator_summary summary;
     rcb_correlator_summary *out = rarely(in, 8) ? NULL : &summary;
+    sink.struct_size = struct_size_arg(in, sizeof sink);
+    summary.struct_size = struct_size_arg(in, sizeof summary);
     if (CALL(rcb_correlator_exchange(c, sp, out)) != RCB_OK || out == NULL) return;
+    check_written(summary.struct_size, sizeof summary, "an exchange summary");
     if (summary.joined_main + summary.joined_auxiliary + summary.without_api != summary.activities)
         die("an exchange summary with %llu + %llu + %llu joined of %llu activities", (unsigned long long)summary.joined_main,
             (unsigned long long)summary.joined_auxiliary, (unsigned long long)summary.without_api,
@@ -1152,9 +1187,13 @@ static void op_correlator_exchange(input *in) {
 
 static void op_correlator_misc(input *in) {
     rcb_correlator *c = COR_ARG(in);
-    rcb_correlator_counters counters;
+    rcb_correlator_counters counters, *cp;
     switch (pick(in, 3)) {
-    case 0: CALL(rcb_correlator_stats(c, OR_NULL(in, &counters))); break;
+    case 0:
+        cp = OR_NULL(in, &counters);
+        counters.struct_size = struct_size_arg(in, sizeof counters);
+        CALL(rcb_correlator_stats(c, cp));
+        break;
     case 1: CALL(rcb_correlator_clear(c)); break;
     default: CALL(rcb_correlator_trim(c)); break;
     }
@@ -1176,7 +1215,9 @@ static void op_update_flattened_child(input *in) {
     rcb_flatten_report report;
     memset(&report, 0xA5, sizeof report);
     rcb_flatten_report *rp = OR_NULL(in, &report);
+    report.struct_size = struct_size_arg(in, sizeof report);
     if (CALL(rcb_cmdbuf_update_flattened_child(cb, group, child, graph, rp)) != RCB_OK || rp == NULL) return;
+    check_written(report.struct_size, sizeof report, "a flatten report");
     if (memchr(report.reason, 0, sizeof report.reason) == NULL) die("the flatten report's reason is not NUL-terminated");
     if (report.flattened > 1) die("the flatten report says flattened = %u", report.flattened);
 }
@@ -1209,7 +1250,7 @@ static void op_counters(input *in) {
         uint32_t size = PICK(in, sizes);
         c->struct_size = size;
         if (CALL(rcb_counters_get(cb, OR_NULL(in, c))) != RCB_OK) return;
-        if (c->struct_size != size) die("rcb_counters_get changed struct_size from %u to %u", size, c->struct_size);
+        if (c->struct_size != RCB_COUNTERS_V1_SIZE) die("rcb_counters_get wrote %u bytes of version 1 (struct_size %u)", c->struct_size, size);
         for (size_t i = size; i < sizeof buf; i++) {
             if (buf[i] != 0x5A) die("rcb_counters_get wrote byte %zu past struct_size %u", i, size);
         }
@@ -1234,8 +1275,9 @@ static void op_misc(input *in) {
     size_t len = 1 + pick(in, sizeof buf);
     memset(buf, 'x', sizeof buf);
     if (rcb_last_error_message(buf, len) != full || memchr(buf, 0, len) == NULL) die("rcb_last_error_message(buf, %zu) broke its contract", len);
-    rcb_runtime_info info;
-    CALL(rcb_runtime_load(OR_NULL(in, &info)));
+    rcb_runtime_info info, *ip = OR_NULL(in, &info);
+    info.struct_size = struct_size_arg(in, sizeof info);
+    CALL(rcb_runtime_load(ip));
 }
 
 /* The harness's own work: raw graphs (captured, or empty) and its stream. */
@@ -1415,14 +1457,16 @@ static void op_double_free(input *in) {
         uint64_t dst = gpu.arena[0], n = 16;
         uint32_t v = 9;
         rcb_kernel_arg fill[3] = {{&dst, 8, RCB_ARG_DEVICE_PTR}, {&v, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
-        rcb_kernel_launch l = {gpu.fill, {1, 1, 1}, {64, 1, 1}, 0, fill, 3};
+        rcb_kernel_launch l = {sizeof(rcb_kernel_launch), gpu.fill, {1, 1, 1}, {64, 1, 1}, 0, fill, 3};
         rcb_node node = 0, group = 0;
         CALL(rcb_cmdbuf_add_kernel(cb, NULL, 0, &l, &node));
         rcb_flatten_report report;
+        report.struct_size = sizeof report;
         if (entry != NULL && !rarely(in, 4)) CALL(rcb_cmdbuf_add_flattened_child(cb, NULL, 0, NULL, entry, &group, &report));
         if (CALL(rcb_cmdbuf_finalize(cb)) == RCB_OK && CALL(rcb_cmdbuf_launch(cb, work)) == RCB_OK) {
             rcb_allocation_move move = {0, gpu.arena[2]};
             rcb_update_report r;
+            r.struct_size = sizeof r;
             CALL(rcb_cmdbuf_move_allocations(cb, &move, 1, &r));
         }
     }
@@ -1451,6 +1495,7 @@ static void op_double_free(input *in) {
     uint64_t size = 4096;
     rcb_vmm_pool_config c;
     memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
     c.backing = pick(in, 2) ? RCB_VMM_BACKING_DEVICE : RCB_VMM_BACKING_VMM;
     c.num_slots = 2;
     c.num_buffers = 1;
@@ -1459,6 +1504,7 @@ static void op_double_free(input *in) {
     rcb_vmm_pool *pool = NULL;
     if (CALL(rcb_vmm_pool_new(&c, &pool)) == RCB_OK) {
         rcb_vmm_slot slot;
+        slot.struct_size = sizeof slot;
         if (CALL(rcb_vmm_pool_acquire(pool, &slot)) == RCB_OK) {
             if (CALL(rcb_vmm_pool_release(pool, &slot, work)) != RCB_OK) die("releasing an acquired slot failed");
             refused_again(CALL(rcb_vmm_pool_release(pool, &slot, work)), RCB_STATUS_INVALID_STATE, "a second release of a slot");
@@ -1475,6 +1521,7 @@ static void op_double_free(input *in) {
     rcb_correlator *cor = NULL;
     rcb_correlator_config cc;
     memset(&cc, 0, sizeof cc); /* the defaults */
+    cc.struct_size = sizeof cc;
     if (CALL(rcb_correlator_new(&cc, &cor)) == RCB_OK) {
         rcb_api_event e;
         event_arg(in, &e);
@@ -1627,6 +1674,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     /* Short waits: a pool slot that is never released times out in milliseconds, not seconds. */
     setenv("RCB_VMM_POOL_TIMEOUT_MS", "5", 0);
     rcb_runtime_info info;
+    info.struct_size = sizeof info;
     if (rcb_runtime_load(&info) != RCB_OK) die("the runtime did not load (set RCB_BACKEND=hip and RCB_HIP_LIBRARY)");
     hip_or_die(hipModuleLoadData(&gpu.module, "hipsim"), "hipModuleLoadData");
     hip_or_die(hipModuleGetFunction(&gpu.fill, gpu.module, "rcb_test_fill_u32"), "fill");

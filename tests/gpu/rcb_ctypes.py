@@ -17,12 +17,26 @@ class Move(C.Structure):
     _fields_ = [("index", C.c_uint64), ("base", C.c_uint64)]
 
 
-class FlattenReport(C.Structure):
-    _fields_ = [("flattened", C.c_uint32), ("nodes", C.c_uint32), ("sites", C.c_uint32), ("reason", C.c_char * 256)]
+class Sized(C.Structure):
+    """A sized struct (the rule at the top of rocm_cmdbuf.h): made with its struct_size set."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(C.sizeof(self), *args, **kwargs)
 
 
-class UpdateReport(C.Structure):
-    _fields_ = [("moved_allocations", C.c_uint32), ("patched_sites", C.c_uint64), ("updated_nodes", C.c_uint64), ("needs_rerecord", C.c_uint32)]
+class FlattenReport(Sized):
+    _fields_ = [("struct_size", C.c_uint32), ("flattened", C.c_uint32), ("nodes", C.c_uint32), ("sites", C.c_uint32), ("reason", C.c_char * 256)]
+
+
+class UpdateReport(Sized):
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("moved_allocations", C.c_uint32),
+        ("patched_sites", C.c_uint64),
+        ("updated_nodes", C.c_uint64),
+        ("needs_rerecord", C.c_uint32),
+        ("reinstantiated", C.c_uint32),
+    ]
 
 
 lib = C.CDLL(os.environ["RCB_LIBRARY"])

@@ -87,8 +87,11 @@ int main(void) {
     rcb_kernel_arg fill_args[3] = {{&px, 8, RCB_ARG_DEVICE_PTR}, {&two_bits, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
     rcb_kernel_arg axpy_args[4] = {
         {&py, 8, RCB_ARG_DEVICE_PTR}, {&px, 8, RCB_ARG_DEVICE_PTR}, {&a, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
-    rcb_kernel_launch fill_launch = {(void *)fill, {1, 1, 1}, {N, 1, 1}, 0, fill_args, 3};
-    rcb_kernel_launch axpy_launch = {(void *)axpy, {1, 1, 1}, {N, 1, 1}, 0, axpy_args, 4};
+    /* A sized struct starts with its size (the rule at the top of rocm_cmdbuf.h). */
+    rcb_kernel_launch fill_launch = {.struct_size = sizeof fill_launch, .function = (void *)fill, .grid = {1, 1, 1},
+                                     .block = {N, 1, 1}, .args = fill_args, .num_args = 3};
+    rcb_kernel_launch axpy_launch = {.struct_size = sizeof axpy_launch, .function = (void *)axpy, .grid = {1, 1, 1},
+                                     .block = {N, 1, 1}, .args = axpy_args, .num_args = 4};
     rcb_node fill_node, axpy_node;
     RCB(rcb_cmdbuf_add_kernel(cb, NULL, 0, &fill_launch, &fill_node));
     RCB(rcb_cmdbuf_add_kernel(cb, &fill_node, 1, &axpy_launch, &axpy_node));
@@ -100,7 +103,7 @@ int main(void) {
     /* The allocator moved y: patch the recorded address, no re-recording. */
     HIP(hipMemcpy(y2, y, BYTES, hipMemcpyDeviceToDevice));
     rcb_allocation_move move = {1, dptr(y2)};
-    rcb_update_report report;
+    rcb_update_report report = {.struct_size = sizeof report};
     RCB(rcb_cmdbuf_move_allocations(cb, &move, 1, &report));
     if (report.patched_sites != 1 || report.updated_nodes != 1 || report.needs_rerecord != 0) {
         fprintf(stderr, "move of y: %llu sites, %llu nodes, needs_rerecord %u (want 1, 1, 0)\n",

@@ -88,8 +88,9 @@ int main() {
     rcb_kernel_arg fill_args[] = {{&px, 8, RCB_ARG_DEVICE_PTR}, {&two_bits, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
     rcb_kernel_arg axpy_args[] = {
         {&py, 8, RCB_ARG_DEVICE_PTR}, {&px, 8, RCB_ARG_DEVICE_PTR}, {&a, 4, RCB_ARG_VALUE}, {&n, 8, RCB_ARG_VALUE}};
-    rcb_kernel_launch fill_launch = {reinterpret_cast<void*>(fill), {1, 1, 1}, {N, 1, 1}, 0, fill_args, 3};
-    rcb_kernel_launch axpy_launch = {reinterpret_cast<void*>(axpy), {1, 1, 1}, {N, 1, 1}, 0, axpy_args, 4};
+    // struct_size (the first field) is set by the wrapper.
+    rcb_kernel_launch fill_launch = {0, reinterpret_cast<void*>(fill), {1, 1, 1}, {N, 1, 1}, 0, fill_args, 3};
+    rcb_kernel_launch axpy_launch = {0, reinterpret_cast<void*>(axpy), {1, 1, 1}, {N, 1, 1}, 0, axpy_args, 4};
     rcb_node fill_node = 0, axpy_node = 0;
     MUST(cb.AddKernel({}, fill_launch, &fill_node));
     MUST(cb.AddKernel({fill_node}, axpy_launch, &axpy_node));

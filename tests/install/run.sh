@@ -35,6 +35,8 @@ expected="./include/rocm_cmdbuf.h
 ./lib/librocm_cmdbuf.so.0
 ./lib/librocm_cmdbuf.so.$version
 ./lib/librocm_cmdbuf_preload.so
+./lib/librocm_cmdbuf_preload.so.0
+./lib/librocm_cmdbuf_preload.so.$version
 ./lib/pkgconfig/rocm_cmdbuf.pc
 ./share/rocm_cmdbuf/BUILD.bazel"
 first=$(listing "$prefix")

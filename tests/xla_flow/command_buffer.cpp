@@ -285,7 +285,7 @@ void NameAllocations(const std::vector<Slice>& slices, const std::vector<rcb_all
 
 // Kernel launches as the bridge converts them.
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
-  return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
+  return rcb_kernel_launch{sizeof(rcb_kernel_launch), f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
 }
 
 // The replayed CommandBufferCmd sequence (a chain, in command order) and its computation on
@@ -511,7 +511,7 @@ class Program {
       case Command::kParams: {
         uint64_t out = arena.Address(kO9), x = arena.Address(kO5), n = kN;
         void* params[] = {&out, &x, &x, &n};
-        rcb_kernel_params_launch launch{k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
+        rcb_kernel_params_launch launch{sizeof(rcb_kernel_params_launch), k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
         if (update) OK(cb.UpdateKernelParams(node, launch));
         else OK(cb.AddKernelParams(deps, launch, &node));
         return;

@@ -261,7 +261,7 @@ struct CopyKernel {
   }
   CopyKernel(const CopyKernel&) = delete;
   CopyKernel& operator=(const CopyKernel&) = delete;
-  rcb_kernel_launch Launch(void* copy) const { return rcb_kernel_launch{copy, {1, 1, 1}, {256, 1, 1}, 0, args, 3}; }
+  rcb_kernel_launch Launch(void* copy) const { return rcb_kernel_launch{sizeof(rcb_kernel_launch), copy, {1, 1, 1}, {256, 1, 1}, 0, args, 3}; }
 };
 
 // CreateRocmCmdbufCommandBuffer's create, as the first decision runs it: the library's create,

@@ -154,7 +154,7 @@ void Usable(Gpu& gpu) {
   rcb_allocation table[] = {{out, kN * 4}};
   OK(cb.SetAllocations(table));
   rcb_node node = 0;
-  OK(cb.AddKernel({}, rcb_kernel_launch{gpu.Function("rcb_test_fill_u32"), {1, 1, 1}, {256, 1, 1}, 0, args, 3},
+  OK(cb.AddKernel({}, rcb_kernel_launch{sizeof(rcb_kernel_launch), gpu.Function("rcb_test_fill_u32"), {1, 1, 1}, {256, 1, 1}, 0, args, 3},
                   &node));
   OK(cb.Finalize());
   OK(cb.Launch(gpu.stream()));

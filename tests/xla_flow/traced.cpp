@@ -115,7 +115,7 @@ rcb_counters Counters() {
 }
 
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
-  return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
+  return rcb_kernel_launch{sizeof(rcb_kernel_launch), f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
 }
 
 struct Options {
@@ -186,7 +186,7 @@ class Flow {
     if (!o_.kernel_params_node) return;
     // RocmCmdbufCommandBuffer passes KernelArgsPackedArray's pointers when sizes are unknown.
     void* params[] = {&a5, &a4, &a0, &n};
-    rcb_kernel_params_launch launch{k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
+    rcb_kernel_params_launch launch{sizeof(rcb_kernel_params_launch), k.add, {1, 1, 1}, {256, 1, 1}, 0, params};
     if (update) {
       OK(cb_.UpdateKernelParams(k3_, launch));
     } else {

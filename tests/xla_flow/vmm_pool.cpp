@@ -109,7 +109,7 @@ const std::vector<std::vector<int>> kCommandUses = {
 };
 
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
-  return rcb_kernel_launch{f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
+  return rcb_kernel_launch{sizeof(rcb_kernel_launch), f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
 }
 
 // CommandBufferThunk with its command buffer (one per executor, shared by both streams).

@@ -65,9 +65,7 @@ impl Cmdbuf {
     }
 
     fn counters(&self) -> R<rcb_counters> {
-        // SAFETY: plain integers; all-zero is a valid value.
-        let mut c: rcb_counters = unsafe { std::mem::zeroed() };
-        c.struct_size = size_of::<rcb_counters>() as u32;
+        let mut c = rcb_counters::default();
         // SAFETY: a live handle and a writable struct of that size.
         match unsafe { rcb_counters_get(self.0, &mut c) } {
             RCB_OK => Ok(c),

@@ -350,6 +350,7 @@ impl Lib {
             api_events_without_activity: None,
             dropped: Some(on_dropped),
             duplicates: Some(on_duplicates),
+            ..Default::default()
         };
         let mut summary = rcb_correlator_summary::default();
         let t = Instant::now();

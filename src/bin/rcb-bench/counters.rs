@@ -6,9 +6,7 @@ use std::ffi::CStr;
 
 /// The counters of `cb`, or the process totals when it is null.
 pub fn get(cb: *const rcb_cmdbuf) -> Result<rcb_counters, String> {
-    // SAFETY: plain integers; all-zero is a valid value.
-    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
-    c.struct_size = size_of::<rcb_counters>() as u32;
+    let mut c = rcb_counters::default();
     // SAFETY: null or a live handle, and a writable struct of that size.
     match unsafe { rcb_counters_get(cb, &mut c) } {
         RCB_OK => Ok(c),

@@ -88,7 +88,7 @@ fn check(s: rcb_status, what: &str) -> R<()> {
 fn flattened(g: Graph, t: &[rcb_allocation]) -> R<(*mut rcb_cmdbuf, u32, u32)> {
     let mut cb = null_mut();
     let mut group = 0;
-    let mut report = rcb_flatten_report { flattened: 0, nodes: 0, sites: 0, reason: [0; RCB_FLATTEN_REASON_LEN] };
+    let mut report = rcb_flatten_report::default();
     // SAFETY: valid out-pointers and arrays that outlive each call.
     let built = unsafe {
         check(rcb_cmdbuf_new(0, &mut cb), "rcb_cmdbuf_new")

@@ -362,11 +362,12 @@ fn pool_cycle(c: &mut Cycle, backing: u32) -> R<()> {
         num_peers: 0,
         peers: null(),
         timeout_ms: 0,
+        ..Default::default()
     };
     let mut pool = null_mut();
     // SAFETY: a valid config whose array outlives the call, a valid out-pointer.
     status("rcb_vmm_pool_new", unsafe { rcb_vmm_pool_new(&config, &mut pool) })?;
-    let mut slot = rcb_vmm_slot { iteration: 0, index: 0, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot::default();
     // SAFETY: a live pool, a writable slot, the stream of the runtime.
     let used = unsafe {
         status("rcb_vmm_pool_acquire", rcb_vmm_pool_acquire(pool, &mut slot))
@@ -379,7 +380,7 @@ fn pool_cycle(c: &mut Cycle, backing: u32) -> R<()> {
 
 fn correlator_cycle(_: &mut Cycle) -> R<()> {
     let mut c = null_mut();
-    let config = rcb_correlator_config { shards: 0, reserved: 0, max_activities: 0, max_api_events: 0 };
+    let config = rcb_correlator_config::default();
     // SAFETY: a valid config and out-pointer.
     status("rcb_correlator_new", unsafe { rcb_correlator_new(&config, &mut c) })?;
     let events: Vec<rcb_api_event> = (0..16u64)
@@ -388,7 +389,7 @@ fn correlator_cycle(_: &mut Cycle) -> R<()> {
     let activities: Vec<rcb_activity> = (0..16u64)
         .map(|id| rcb_activity { correlation_id: id, start_ns: id, end_ns: id + 2, name: 0, stream_id: 0, device_id: 0, kind: 0 })
         .collect();
-    let mut summary = std::mem::MaybeUninit::<rcb_correlator_summary>::uninit();
+    let mut summary = rcb_correlator_summary::default();
     // Nothing delivered: the exchange joins and counts only.
     let sink = rcb_correlator_sink {
         user_data: null_mut(),
@@ -397,18 +398,17 @@ fn correlator_cycle(_: &mut Cycle) -> R<()> {
         api_events_without_activity: None,
         dropped: None,
         duplicates: None,
+        ..Default::default()
     };
     // SAFETY: a live correlator, arrays of the stated lengths, a sink without callbacks, a writable summary.
     let used = unsafe {
         status("rcb_correlator_add_api_events", rcb_correlator_add_api_events(c, events.as_ptr(), events.len()))
             .and_then(|()| status("rcb_correlator_add_activities", rcb_correlator_add_activities(c, activities.as_ptr(), activities.len())))
-            .and_then(|()| status("rcb_correlator_exchange", rcb_correlator_exchange(c, &sink, summary.as_mut_ptr())))
+            .and_then(|()| status("rcb_correlator_exchange", rcb_correlator_exchange(c, &sink, &mut summary)))
     };
     // SAFETY: a live handle, freed once.
     let freed = status("rcb_correlator_free", unsafe { rcb_correlator_free(c) });
     used.and(freed)?;
-    // SAFETY: written by the successful exchange.
-    let summary = unsafe { summary.assume_init() };
     if summary.joined_main != 16 {
         return Err(format!("the exchange joined {} of 16 activities", summary.joined_main));
     }

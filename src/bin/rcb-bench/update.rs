@@ -156,6 +156,7 @@ pub(crate) fn add_launch(add: Function, args: &[rcb_kernel_arg; 4], elements: u3
         shared_mem_bytes: 0,
         args: args.as_ptr(),
         num_args: args.len(),
+        ..Default::default()
     }
 }
 

@@ -68,18 +68,19 @@ fn pool_iteration(rt: &'static dyn Runtime, peers: &[i32], runs: usize) -> Resul
         num_peers: peers.len() as u32,
         peers: if peers.is_empty() { null() } else { peers.as_ptr() },
         timeout_ms: 0,
+        ..Default::default()
     };
     let mut pool = null_mut();
     // SAFETY: `config` and its arrays (SIZES, peers) outlive the call; `pool` is a writable out-pointer.
     status("rcb_vmm_pool_new", unsafe { rcb_vmm_pool_new(&config, &mut pool) })?;
     let ns = per_iteration(rt, stream, runs, || {
-        let mut slot = rcb_vmm_slot { iteration: 0, index: 0, num_buffers: 0, buffers: null() };
+        let mut slot = rcb_vmm_slot::default();
         // SAFETY: `pool` is live until `rcb_vmm_pool_free` below; `slot` is a writable local.
         status("acquire", unsafe { rcb_vmm_pool_acquire(pool, &mut slot) })?;
         // SAFETY: `pool` and `stream` are live; `slot` was filled by the acquire above.
         status("release", unsafe { rcb_vmm_pool_release(pool, &slot, stream.0) })
     })?;
-    let mut slot = rcb_vmm_slot { iteration: 0, index: 0, num_buffers: 0, buffers: null() };
+    let mut slot = rcb_vmm_slot::default();
     // SAFETY: `pool` is live; `slot` is a writable local.
     status("acquire", unsafe { rcb_vmm_pool_acquire(pool, &mut slot) })?;
     // A write to the slot's own first buffer: any device address the stream may write will do.

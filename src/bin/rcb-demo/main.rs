@@ -67,6 +67,7 @@ fn add_kernel(cb: *mut rcb_cmdbuf, deps: &[rcb_node], f: Function, args: &[Arg])
         shared_mem_bytes: 0,
         args: raw.as_ptr(),
         num_args: raw.len(),
+        ..Default::default()
     };
     let mut node = 0;
     // SAFETY: every pointer is valid for the call.

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The C ABI of librocm_cmdbuf.so against the committed baseline abi/librocm_cmdbuf.abi, with
+# Debian's libabigail (abidw, abidiff).
+#
+#   ci/abi.sh [LIB_DIR]            check the library in LIB_DIR (default target/debug, built first)
+#   ci/abi.sh --update [LIB_DIR]   write the baseline from it instead
+#
+# What is compared: the library's exports with their symbol versions and its SONAME, and the types
+# of include/rocm_cmdbuf.h. libabigail reads types from C's debug information; the Rust library's
+# own describes Rust types (module paths, the internals of every crate), which change with the
+# toolchain and with refactorings that leave the C ABI alone. So the corpus is read from a
+# stand-in: every function of the header compiled from the header with `gcc -g`, linked with the
+# library's SONAME and abi/librocm_cmdbuf.map, with the library's older versions (NAME@NODE) as
+# stubs, and checked to export exactly what the library exports, versions included. (The header
+# is generated from the Rust types, and ci/check-library.sh checks that the exports are its
+# functions.)
+#
+# The check fails when
+#   1. the library's ABI differs from the baseline at all: regenerate the baseline (--update) and
+#      commit it with a CHANGELOG.md entry; the report says whether the difference is compatible
+#      (functions added, fields appended to a sized struct: docs/c-api.md) or not;
+#   2. the ABI the baseline records changed since the baseline before it (uncommitted: against
+#      HEAD's; otherwise in the last commit that changed the file) without CHANGELOG.md changing
+#      with it, or incompatibly without a new SONAME (a new major version: README,
+#      "Compatibility").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+update=0
+if [ "${1:-}" = "--update" ]; then update=1; shift; fi
+dir=${1:-target/debug}
+if [ -z "${1:-}" ]; then cargo build --quiet --lib -p rocm_cmdbuf; fi
+lib="$(cd "$dir" && pwd)/librocm_cmdbuf.so"
+[ -f "$lib" ] || { echo "ci/abi.sh: no $lib (cargo build --lib -p rocm_cmdbuf)"; exit 2; }
+bash ci/apt-install.sh abigail-tools gcc
+baseline=abi/librocm_cmdbuf.abi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The stand-in: each prototype of the header as a definition that returns 0, each older version
+# of a name as a stub of no parameters (what src/ffi/unsized_abi.rs exports), named after it.
+exports=$(nm -D --defined-only "$lib" | awk '$3 ~ /^rcb_/ {print $3}' | sort)
+{
+    echo '#include "rocm_cmdbuf.h"'
+    perl -0ne 's{/\*.*?\*/}{}gs; while (/^((?:const )?[a-z_]+ \**)(rcb_\w+)\(([^;]*?)\);/mg) { print "$1$2($3) { return 0; }\n" }' \
+        include/rocm_cmdbuf.h
+    grep -E '^rcb_[a-z0-9_]+@[^@]' <<<"$exports" | while IFS=@ read -r name node; do
+        stub="${name}__${node//./_}"
+        echo "rcb_status $stub(void) { return 0; }"
+        echo "__asm__(\".symver $stub, $name@$node, remove\");"
+    done
+} >"$work/standin.c"
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+mkdir "$work/standin"
+# Compiled in its directory, so that the debug information names it without the temporary path.
+root=$PWD
+(cd "$work" && gcc -std=c11 -g -O0 -shared -fPIC -w -I"$root/include" standin.c -o standin/librocm_cmdbuf.so \
+    -Wl,-soname,"$soname" -Wl,--version-script="$root/abi/librocm_cmdbuf.map")
+standin_exports=$(nm -D --defined-only "$work/standin/librocm_cmdbuf.so" | awk '$3 ~ /^rcb_/ {print $3}' | sort)
+if [ "$standin_exports" != "$exports" ]; then
+    echo "ci/abi.sh: the stand-in does not export what $lib does (< library, > stand-in):"
+    diff <(echo "$exports") <(echo "$standin_exports") || true
+    exit 1
+fi
+abidw --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed --type-id-style hash \
+    --out-file "$work/current.abi" "$work/standin/librocm_cmdbuf.so"
+if [ "$update" = 1 ]; then
+    cp "$work/current.abi" "$baseline"
+    echo "wrote $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)"
+    exit 0
+fi
+[ -f "$baseline" ] || { echo "ci/abi.sh: no $baseline (ci/abi.sh --update writes it)"; exit 1; }
+
+# The sized structs (those whose first field is struct_size) may grow at their end.
+sized=$(perl -0ne 'while (/typedef struct (rcb_\w+) \{\s*(?:\/\*\*.*?\*\/\s*)?uint32_t struct_size;/sg) { print "$1\n" }' \
+    include/rocm_cmdbuf.h | paste -sd'|')
+{
+    echo '[suppress_type]'
+    echo "  name_regexp = ^($sized)\$"
+    echo '  has_data_member_inserted_at = end'
+} >"$work/appended.suppr"
+
+# What makes the ABI in $2 incompatible with that in $1, empty when nothing does: a removed
+# function or symbol, a changed one (fields appended to a sized struct aside), another SONAME.
+incompatible() {
+    local report
+    report=$(abidiff --no-show-locs --suppressions "$work/appended.suppr" "$1" "$2" || true)
+    if grep -qE '[1-9][0-9]* Removed|[1-9][0-9]* Changed|SONAME changed' <<<"$report"; then
+        echo "$report"
+    fi
+}
+
+status=0
+if report=$(abidiff --no-show-locs "$baseline" "$work/current.abi"); then
+    echo "ABI: the library matches $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)"
+else
+    echo "ABI: the library differs from $baseline:"
+    sed 's/^/    /' <<<"$report"
+    if [ -n "$(incompatible "$baseline" "$work/current.abi")" ]; then
+        echo "The difference is incompatible: it removes or changes what programs use."
+    else
+        echo "The difference is compatible: functions added, fields appended to sized structs."
+    fi
+    echo "If it is intended: bash ci/abi.sh --update, and commit the baseline with a CHANGELOG.md entry;"
+    echo "an incompatible change also needs a new SONAME, a new major version (README, \"Compatibility\")."
+    status=1
+fi
+
+# The baseline's own last change.
+if ! git diff --quiet HEAD -- "$baseline" 2>/dev/null; then
+    change="the uncommitted change"
+    previous=$(git show "HEAD:$baseline" 2>/dev/null || true)
+    changed_files=$(git diff --name-only HEAD)
+else
+    last=$(git log -1 --format=%H -- "$baseline")
+    change="commit ${last:0:12}"
+    previous=$(git show "$last^:$baseline" 2>/dev/null || true)
+    changed_files=$(git diff --name-only "$last^" "$last" 2>/dev/null || true)
+fi
+if [ -n "$previous" ]; then
+    echo "$previous" >"$work/previous.abi"
+    if abidiff --no-show-locs "$work/previous.abi" "$baseline" >/dev/null; then :; else
+        if ! grep -qx CHANGELOG.md <<<"$changed_files"; then
+            echo "$baseline changed in $change without CHANGELOG.md: list the change under Added or Changed"
+            status=1
+        fi
+        breaking=$(incompatible "$work/previous.abi" "$baseline")
+        old_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$work/previous.abi")
+        new_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$baseline")
+        if [ -n "$breaking" ] && [ "$old_soname" = "$new_soname" ]; then
+            echo "$baseline changed incompatibly in $change and kept the SONAME $new_soname:"
+            sed 's/^/    /' <<<"$breaking"
+            echo "Programs linked against $new_soname would load the new library and misbehave. Keep the old functions"
+            echo "and structs (docs/c-api.md, \"Versions\"), or make a new major version with a new SONAME."
+            status=1
+        fi
+    fi
+fi
+exit $status
