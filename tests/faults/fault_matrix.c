@@ -989,7 +989,9 @@ static enum outcome node_kinds_work(void) {
     rcb_update_report r;
     SIZED(r);
     TRY(rcb_cmdbuf_move_allocations(nk.parent, moves, 2, &r));
-    if (r.needs_rerecord) return RERECORD;
+    /* Host, event and memory-operation nodes pin every allocation (so does the child node a
+     * failed read falls back to): the move is refused, and the next launch runs as before. */
+    if (!r.needs_rerecord) wrong_result("a move was taken in place beside host, event and memory-operation nodes");
     TRY(rcb_cmdbuf_launch(nk.parent, gpu.stream));
     nk.launches++;
     return OK;
@@ -1006,28 +1008,13 @@ static int node_kinds_verify(enum outcome o) {
         uint64_t word = 0;
         MUST(hipMemcpy(&word, (void *)(uintptr_t)nk.word, 8, hipMemcpyDeviceToHost));
         if (word != 7) wrong_result("the flattened memory operation wrote %llu", (unsigned long long)word);
-        ok = holds(nk.launches > 1 ? rec.y2 : rec.y, nk.launches > 1 ? y_of_moved : y_of_input, NULL, "y");
+        ok = holds(rec.y, y_of_input, NULL, "y");
     }
     if (__atomic_load_n(&nk.host_calls, __ATOMIC_SEQ_CST) != nk.launches)
         wrong_result("the host function ran %d times for %d launches", nk.host_calls, nk.launches);
-    if (o == RERECORD) {
-        /* Nothing was patched: re-record at the new addresses. */
-        if (!holds_garbage(rec.y2, "y2")) return 0;
-        rcb_cmdbuf *cb;
-        rcb_kernel_launch lf, la;
-        args f = fill_args(rec.y2, 2.0f, RCB_ARG_DEVICE_PTR), a = axpy_args(rec.y2, rec.x2, 3.0f, RCB_ARG_DEVICE_PTR);
-        lf = launch(gpu.fill, &f), la = launch(gpu.axpy, &a);
-        rcb_node n0, n1;
-        MUST(rcb_cmdbuf_new(0, &cb));
-        MUST(rcb_cmdbuf_add_kernel(cb, NULL, 0, &lf, &n0));
-        MUST(rcb_cmdbuf_add_kernel(cb, &n0, 1, &la, &n1));
-        MUST(rcb_cmdbuf_finalize(cb));
-        MUST(rcb_cmdbuf_launch(cb, gpu.stream));
-        sync();
-        MUST(rcb_cmdbuf_free(cb));
-        ok = ok && holds(rec.y2, y_of_moved, NULL, "re-recorded y2");
-    }
-    return ok;
+    (void)o;
+    /* The refused move changed nothing: the new y was never written. */
+    return ok && holds_garbage(rec.y2, "y2");
 }
 
 static int node_kinds_teardown(void) {
