@@ -248,12 +248,18 @@ fi
 # (the software GPU's knobs, a second device), each as many times as listed: a skip more or less,
 # or a test skipping one check more or less than listed, fails the run.
 # A machine with one GPU also skips the checks that need a second one
-# (tests/expected-skips/gpu-one-device.txt).
-if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/expected-skips-gpu-one-device.txt" ] && [ -f "$stage/skips.sh" ]; then
+# (tests/expected-skips/gpu-one-device.txt); one with two skips the software-GPU checks of those
+# tests instead (gpu-two-devices.txt).
+if [ -f "$stage/expected-skips-gpu.txt" ] && [ -f "$stage/expected-skips-gpu-one-device.txt" ] &&
+    [ -f "$stage/expected-skips-gpu-two-devices.txt" ] && [ -f "$stage/skips.sh" ]; then
     touch "$logs/skipped.log"
     expected=$logs/expected-skips.txt
     cat "$stage/expected-skips-gpu.txt" >"$expected"
-    [ "$gpus" -ge 2 ] || cat "$stage/expected-skips-gpu-one-device.txt" >>"$expected"
+    if [ "$gpus" -ge 2 ]; then
+        cat "$stage/expected-skips-gpu-two-devices.txt" >>"$expected"
+    else
+        cat "$stage/expected-skips-gpu-one-device.txt" >>"$expected"
+    fi
     if bash "$stage/skips.sh" "$expected" "$logs/skipped.log"; then
         pass skips "as tests/expected-skips/gpu.txt lists"
     else

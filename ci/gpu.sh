@@ -60,6 +60,7 @@ cp tests/gpu/kernels.cu tests/gpu/gpu_deps.py tests/gpu/rcb_ctypes.py tests/gpu/
 cp ci/skips.sh "$stage/"
 cp tests/expected-skips/gpu.txt "$stage/expected-skips-gpu.txt"
 cp tests/expected-skips/gpu-one-device.txt "$stage/expected-skips-gpu-one-device.txt"
+cp tests/expected-skips/gpu-two-devices.txt "$stage/expected-skips-gpu-two-devices.txt"
 # The timing loops of tests/gpu/real_graphs.py (no CUDA header needed: it is given the functions).
 cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_graphs_timer.c
 # The replay of the patched XLA's calls, built here against the staged library, which it loads
