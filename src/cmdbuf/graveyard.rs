@@ -7,14 +7,17 @@
 //! and never wait on the host.
 //!
 //! Whatever is still here when the process exits is leaked, never destroyed: the runtime may be
-//! gone by then, and nothing runs at exit to wait for the GPU.
+//! gone by then, and nothing runs at exit to wait for the GPU. A forked child starts with an
+//! empty list: the parent's is abandoned there (leaked, never touched), since its lock may be
+//! held by a parent thread that does not exist in the child and its objects are the parent's.
 
 use super::launches::Launches;
 use crate::counters::Counters;
 use crate::error::Leaks;
 use crate::runtime::Runtime;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// Event queries one library call spends on the graveyard at most.
@@ -25,13 +28,59 @@ struct Buried {
     launches: Launches,
 }
 
-static GRAVES: Mutex<VecDeque<Buried>> = Mutex::new(VecDeque::new());
+type Graves = Mutex<VecDeque<Buried>>;
+
+/// The process's list: null until first used, and again in a forked child. Published with an
+/// atomic, never a lock or a once-cell, which a fork could leave held (or half-run) in the child.
+static GRAVES: AtomicPtr<Graves> = AtomicPtr::new(std::ptr::null_mut());
 /// Whether anything is buried, read without the lock by every call that reaps.
 static OCCUPIED: AtomicBool = AtomicBool::new(false);
 
+/// Registers [`forget_in_child`] when the library is loaded, before any thread of the program
+/// can fork (as the stream cache does).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_AT_FORK: extern "C" fn() = register_at_fork;
+
+unsafe extern "C" {
+    fn pthread_atfork(prepare: Option<extern "C" fn()>, parent: Option<extern "C" fn()>, child: Option<extern "C" fn()>) -> c_int;
+}
+
+extern "C" fn register_at_fork() {
+    // SAFETY: registers a handler that only stores to atomics. A failure (out of memory) leaves a
+    // child the parent's list, whose lock a parent thread may hold; nothing to report it to here.
+    unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
+}
+
+/// In a forked child, the parent's list is abandoned: the next free starts an empty one.
+extern "C" fn forget_in_child() {
+    OCCUPIED.store(false, Ordering::Release);
+    GRAVES.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// The process's list, made on first use.
+fn graves() -> &'static Graves {
+    let current = GRAVES.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked list, never freed.
+    if let Some(graves) = unsafe { current.as_ref() } {
+        return graves;
+    }
+    let fresh = Box::into_raw(Box::new(Mutex::new(VecDeque::new())));
+    match GRAVES.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: just leaked; never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above: a leaked list.
+            unsafe { &*winner }
+        }
+    }
+}
+
 /// A panic while the lock was held left the list whole (each change is one push or pop).
 fn lock() -> MutexGuard<'static, VecDeque<Buried>> {
-    GRAVES.lock().unwrap_or_else(PoisonError::into_inner)
+    graves().lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Keeps a freed command buffer's `launches` until what waits in them is destroyed.
@@ -48,7 +97,7 @@ pub fn reap() {
     if !OCCUPIED.load(Ordering::Acquire) {
         return;
     }
-    let mut graves = match GRAVES.try_lock() {
+    let mut graves = match graves().try_lock() {
         Ok(graves) => graves,
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
         Err(TryLockError::WouldBlock) => return,
@@ -67,4 +116,24 @@ pub fn reap() {
         }
     }
     OCCUPIED.store(!graves.is_empty(), Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fork while another thread holds the list's lock: the child's handler gives it a new,
+    /// empty list, so its first free does not wait for a lock no thread of its will release.
+    #[test]
+    fn a_forked_child_abandons_the_parents_list_and_its_lock() {
+        let parents: *const Graves = graves();
+        let held = lock();
+        OCCUPIED.store(true, Ordering::Release);
+        forget_in_child();
+        assert!(!OCCUPIED.load(Ordering::Acquire), "the parent's list counts as occupied in the child");
+        let childs = graves();
+        assert!(!std::ptr::eq(childs, parents), "the child kept the parent's list");
+        assert!(childs.try_lock().is_ok_and(|g| g.is_empty()), "the child's list is locked or not empty");
+        drop(held);
+    }
 }
