@@ -1595,7 +1595,7 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * `cuStreamGetCtx`; else the command buffer's device), is recorded on `stream` right after the
  * launch, so that what an update replaces, and what `rcb_cmdbuf_free` gives up, is destroyed
  * only once this launch has finished; those events are queried, never waited on, by later
- * launches, updates and frees. An event is recorded again after a later launch only once it has
+ * launches, updates and frees. Each launch has an event of its own, used again only once it has
  * completed: a stream handle proves nothing about an earlier launch (`hipStreamPerThread` and
  * the default stream name another stream on another thread or device, and a destroyed stream's
  * address may be reused), so any number of streams and launches in flight are followed.

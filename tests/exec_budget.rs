@@ -1573,8 +1573,9 @@ fn seventeen_held_generations_and_a_launch_no_event_follows_destroy_nothing_earl
 
 /// Third review of issue 29, M2: launches into `hipStreamPerThread` from two threads in a
 /// generation that joins the newest of 16 held ones. Thread B's launch (finished) must not take
-/// over the event that follows thread A's (held): an event is recorded again only once it has
-/// completed. The source both launches read is destroyed only after A's launch finished.
+/// over the event that follows thread A's (held): each launch has an event of its own, used
+/// again only once it has completed. The source both launches read is destroyed only after A's
+/// launch finished.
 #[test]
 fn per_thread_launches_from_two_threads_across_a_join_are_each_followed() {
     let _serial = common::serial();
@@ -1728,9 +1729,9 @@ fn a_launch_on_another_devices_stream_is_followed() {
     rt.free(gate.word).unwrap();
 }
 
-/// Third review of issue 29, B2: launches on more streams than a generation scans at once (64)
-/// are all followed: the set of events grows instead of giving up, so nothing is kept for good
-/// and nothing goes while one of them runs.
+/// Third review of issue 29, B2: launches on more streams than the library used to follow (64)
+/// are all followed: the set of events grows instead of giving up (its completed events are
+/// reused), so nothing is kept for good and nothing goes while one of them runs.
 #[test]
 fn launches_on_seventy_streams_are_all_followed() {
     let _serial = common::serial();

@@ -6,13 +6,14 @@
 //! by querying events, never by waiting on them.
 //!
 //! Launches fall into generations, the launches between two replacements, numbered from 1. Each
-//! launch is followed by an event of the library's recorded right after it on its stream (a
-//! mark). A mark is recorded again by a later launch on the same stream handle only once its
-//! event has completed, so that no earlier launch is ever forgotten: the handle may name another
-//! stream by then (another thread's per-thread stream, the default stream under another device, a
-//! stream made at the address of a destroyed one). A replacement closes the open generation: its
-//! marks are never recorded again, so each completes once the launches before it on its stream
-//! have finished. An object is in service from a generation on (`since`: the one open when it
+//! launch is followed by an event of its own, recorded right after it on its stream (a mark). An
+//! event is used again only once it has completed, never re-recorded while the launch it follows
+//! may run: a later launch on the same stream handle may be on another stream (another thread's
+//! per-thread stream, the default stream under another device, a stream made at the address of a
+//! destroyed one), so that no earlier launch is ever forgotten. (It also makes the runtime calls
+//! of a launch the same whatever the GPU has finished: the software GPU's fault matrix counts
+//! them.) A replacement closes the open generation: each of its marks completes once the launches
+//! before it on its stream have finished. An object is in service from a generation on (`since`: the one open when it
 //! was made or given to the executable graph; 0 from the start) until the generation its
 //! replacement closes, and waits only for the generations of that span.
 //!
@@ -30,7 +31,7 @@
 //! Each generation holds any number of marks: past [`SCAN_AT`] (and then past twice what the last
 //! scan left) the marks whose event completed are dropped and their events reused, so a
 //! generation follows any number of streams and launches in flight at a constant cost per launch
-//! on average. Past [`MAX_CLOSED`] closed generations a replacement joins the newest one instead
+//! on average (one event query), with about as many events as launches in flight. Past [`MAX_CLOSED`] closed generations a replacement joins the newest one instead
 //! of closing another (what waited for it waits for these launches too, which only delays it),
 //! so a long-running process holds a bounded number of generations.
 //!
@@ -47,7 +48,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Marks a generation holds before it drops those whose event has completed.
-pub const SCAN_AT: usize = 64;
+pub const SCAN_AT: usize = 8;
 
 /// Closed generations that may still be running. A replacement that would close one more joins
 /// the newest instead.
@@ -60,10 +61,9 @@ pub enum Doomed {
     Graph(Graph),
 }
 
-/// The event recorded on `stream` (a stream of `device`) right after a launch.
+/// The event recorded right after a launch, on a stream of `device`.
 #[derive(Clone, Copy)]
 struct Mark {
-    stream: Stream,
     device: i32,
     event: Event,
 }
@@ -176,12 +176,6 @@ impl Launches {
         if !capture_known {
             return self.lose_track("whether the stream is capturing is unknown");
         }
-        // The stream's newest mark, once completed, proves nothing more: it follows this launch.
-        if let Some(mark) = self.open.marks.iter().rev().find(|m| m.stream == stream) {
-            if finished(rt, mark.event) && rt.event_record(mark.event, stream).is_ok() {
-                return;
-            }
-        }
         self.open.trim(rt, &mut self.spare);
         // An event records only on a stream of its own device.
         let device = rt.stream_device(stream).unwrap_or(self.device);
@@ -193,7 +187,7 @@ impl Launches {
             },
         };
         match rt.event_record(event, stream) {
-            Ok(()) => self.open.marks.push(Mark { stream, device, event }),
+            Ok(()) => self.open.marks.push(Mark { device, event }),
             Err(e) => {
                 self.spare.push((device, event));
                 self.lose_track(&e.to_string());
