@@ -1033,6 +1033,7 @@ static int node_kinds_verify(enum outcome o) {
 }
 
 static int node_kinds_teardown(void) {
+    launches_done(nk.parent);
     free_checked(cmdbuf_free, nk.parent, "rcb_cmdbuf_free");
     nk.parent = NULL;
     return 0;
