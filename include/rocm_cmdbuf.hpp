@@ -368,6 +368,9 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
   // rcb_cmdbuf_launch(cb, stream); `stream` a hipStream_t, nullptr for the default stream.
   Status Launch(void* stream) { return internal::Wrap(rcb_cmdbuf_launch(h_, stream)); }
 
+  // rcb_cmdbuf_launches_done(cb): every launch so far has finished (each stream synchronized).
+  Status LaunchesDone() { return internal::Wrap(rcb_cmdbuf_launches_done(h_)); }
+
   // rcb_cmdbuf_graph(cb, graph): the hipGraph_t, borrowed from the command buffer.
   Status Graph(void** graph) { return internal::Wrap(rcb_cmdbuf_graph(h_, graph)); }
 

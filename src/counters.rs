@@ -63,13 +63,23 @@ pub enum Fallback {
     /// where that was not possible, the update was refused (`needs_rerecord`) with nothing
     /// changed or the executable left refusing launches.
     MemcpyNotInPlace = 12,
+    /// An executable graph or graph that a launch the library could not follow may still use
+    /// was kept instead of destroyed when it was replaced (or its command buffer freed): nothing
+    /// the library can observe proves that launch finished, so only
+    /// `rcb_cmdbuf_launches_done` gives it back (`launches.rs`). Counted once per object.
+    KeptUntracked = 13,
+    /// The calling thread's stream capture mode could not be given back after the library's
+    /// own event call (set relaxed around it, see `Runtime::event_is_complete`), twice: the
+    /// thread stays relaxed, so calls it makes during a capture are no longer refused as unsafe.
+    /// Process totals only.
+    CaptureModeLeftRelaxed = 14,
 }
 
 /// Slots reserved for fallback reasons (room for reasons added later without a new layout).
 pub const FALLBACK_SLOTS: usize = 16;
 
 impl Fallback {
-    pub const ALL: [Fallback; 13] = [
+    pub const ALL: [Fallback; 15] = [
         Fallback::ShapeChanged,
         Fallback::OpaqueReference,
         Fallback::PushFailed,
@@ -83,6 +93,8 @@ impl Fallback {
         Fallback::ConditionalNode,
         Fallback::MemoryNode,
         Fallback::MemcpyNotInPlace,
+        Fallback::KeptUntracked,
+        Fallback::CaptureModeLeftRelaxed,
     ];
 
     /// A short stable name (what `rcb_fallback_reason_name` returns).
@@ -101,6 +113,8 @@ impl Fallback {
             Fallback::ConditionalNode => c"conditional_node",
             Fallback::MemoryNode => c"memory_node",
             Fallback::MemcpyNotInPlace => c"memcpy_not_in_place",
+            Fallback::KeptUntracked => c"kept_untracked",
+            Fallback::CaptureModeLeftRelaxed => c"capture_mode_left_relaxed",
         }
     }
 

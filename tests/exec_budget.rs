@@ -665,6 +665,12 @@ fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture(
         gpu.rt.stream_synchronize(stream).unwrap();
         f.launch_and_check(&gpu).unwrap();
         assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
+        if query_fails {
+            // The launch no event followed has finished: the promise lets the free destroy
+            // what it used (else leaked).
+            ok(unsafe { rcb_cmdbuf_launches_done(f.cb.0) });
+            assert_eq!(counters(&f.cb).retired_execs, 1);
+        }
         drop(f);
         gpu.rt.stream_destroy(stream).unwrap();
         sim.set_quirks("");
@@ -1131,15 +1137,25 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
     Ok(tally)
 }
 
-/// Second review of issue 29: a launch the library cannot follow with an event (here its event
-/// record fails) may run for as long as its stream holds it, and nothing the library can observe
-/// later proves it finished (a tracked launch after it on another stream does not). What is
-/// replaced behind it waits for the free, at most `MAX_STUCK_GRAPHS` (64) graphs; one more
-/// replacement is refused with nothing changed. The held launch reads its source intact: had a
-/// replaced clone been destroyed, its user object's destructor would have poisoned the source.
-/// Both ways a kept graph is replaced: a child node's graph, a flattened group's source.
+/// The process totals, or a command buffer's counts, of one fallback reason.
+fn fallback(cb: *mut rcb_cmdbuf, why: u32) -> u64 {
+    let mut c: rcb_counters = unsafe { std::mem::zeroed() };
+    c.struct_size = size_of::<rcb_counters>() as u32;
+    ok(unsafe { rcb_counters_get(cb, &mut c) });
+    c.fallbacks[why as usize]
+}
+
+/// Issue 29, B2 of the third review: a launch the library cannot follow with an event (here its
+/// event record fails) may run for as long as its stream holds it, and nothing the library can
+/// observe later proves it finished (a tracked launch after it does not). What it may use is kept
+/// instead of destroyed; no update is refused for it (before, 64 replacements refused every
+/// later one with `RCB_STATUS_INVALID_STATE`, which XLA's own path never does); what is put in
+/// service after it is followed as usual, so only the source in service at the time is kept.
+/// The held launch reads its source intact: had a kept clone been destroyed, its user object's
+/// destructor would have poisoned the source. `rcb_cmdbuf_launches_done` gives the kept one
+/// back. Both ways a kept graph is replaced: a child node's graph, a flattened group's source.
 #[test]
-fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_what_it_runs() {
+fn a_launch_no_event_follows_keeps_what_it_may_use_and_refuses_no_update() {
     let _serial = common::serial();
     let Some(sim) = common::hipsim_or_skip() else { return };
     let Some(gpu) = gpu() else { return };
@@ -1147,7 +1163,10 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
     let rt = gpu.rt;
     let in_flight = sim.live_count("exec_destroyed_in_flight");
     let want = source_pattern();
+    let ran = |s: &&Source| s.runs.load(std::sync::atomic::Ordering::SeqCst);
     for flattened in [false, true] {
+        let kinds = ["graph", "exec", "event", "user_object"];
+        let before: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
         let out = rt.malloc(0, SRC_BYTES as usize).unwrap();
         let snapshot = rt.malloc(0, SRC_BYTES as usize).unwrap();
         let cb = Cb::primary();
@@ -1164,7 +1183,6 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
         }
         cb.finalize();
         rt.graph_destroy(g).unwrap();
-        // The update's status, and its message when it failed.
         let replace = |g: rocm_cmdbuf::runtime::Graph| -> (rcb_status, String) {
             cb.begin_update();
             let s = if flattened {
@@ -1177,10 +1195,6 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
             cb.finalize();
             (s, message)
         };
-        let refused_for_a_launch_no_event_follows = |(s, message): (rcb_status, String)| {
-            assert_eq!(s, RCB_STATUS_INVALID_STATE, "{message}");
-            assert!(message.contains("could not follow") && message.contains("64"), "{message}");
-        };
 
         // The launch no event follows, held at a gate; the same stream then copies the output
         // aside.
@@ -1192,57 +1206,185 @@ fn replacements_behind_a_launch_no_event_follows_are_bounded_and_never_destroy_w
         sim.set_faults("");
         assert_eq!(launched, RCB_OK, "{}", common::last_error());
         common::run(rt, gpu.k.copy_u8, &args::copy(snapshot, out, SRC_BYTES), stream);
+        let kept_before = fallback(cb.0, RCB_FALLBACK_KEPT_UNTRACKED);
 
-        // 64 replaced graphs wait behind it, tracked launches on another stream in between (a
-        // child node's first replacement replaces no clone: its graph lives in the template).
-        for i in 0..STUCK_LIMIT + usize::from(!flattened) {
+        // More replacements than the 64 that used to be allowed, each followed by a tracked
+        // launch that finishes.
+        for i in 0..REPLACEMENTS {
             let (g, source) = owning_source_graph(&gpu, &hip, out);
             sources.push(source);
             let (s, message) = replace(g);
-            assert_eq!(s, RCB_OK, "replacement {i}: {message}");
+            assert_eq!(s, RCB_OK, "flattened {flattened}, replacement {i}: {message}");
             rt.graph_destroy(g).unwrap();
-            if i % 16 == 0 {
-                cb.launch(&gpu);
-            }
+            cb.launch(&gpu);
         }
-        let ran = |s: &&Source| s.runs.load(std::sync::atomic::Ordering::SeqCst);
-        let destroyed: Vec<u32> = sources.iter().map(ran).collect();
-        assert!(destroyed.iter().all(|&n| n == 0), "flattened {flattened}: a replaced source went while a launch may run: {destroyed:?}");
+        let runs: Vec<u32> = sources.iter().map(ran).collect();
+        // Flattened: the first source's clone is kept; a child node's first graph is in the
+        // template, which only the free replaces. Every later one went once its launches
+        // finished, but the one in service.
+        let mut expected = vec![1; REPLACEMENTS + 1];
+        (expected[0], expected[REPLACEMENTS]) = (0, 0);
+        assert_eq!(runs, expected, "flattened {flattened}: sources destroyed");
+        let kept = fallback(cb.0, RCB_FALLBACK_KEPT_UNTRACKED) - kept_before;
+        assert_eq!(kept, u64::from(flattened), "flattened {flattened}: graphs kept for the launch no event follows");
         assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
-        // One more is refused, changing nothing: the library made no clone of it.
-        let graphs = sim.live_count("graph");
-        let (g, refused) = owning_source_graph(&gpu, &hip, out);
-        refused_for_a_launch_no_event_follows(replace(g));
-        rt.graph_destroy(g).unwrap();
-        assert_eq!(sim.live_count("graph"), graphs, "the refused update left a graph behind");
-        assert_eq!(refused.runs.load(std::sync::atomic::Ordering::SeqCst), 1, "the refused source was kept");
-        cb.launch(&gpu);
 
         // The held launch runs now and read its source intact.
         gate.open();
         rt.stream_synchronize(stream).unwrap();
         assert_eq!(gpu.read_bytes(snapshot, SRC_BYTES as usize), want, "flattened {flattened}: the held launch read a destroyed source");
-        // The library still cannot know that it finished: only the free gives them up.
-        let (g, late) = owning_source_graph(&gpu, &hip, out);
-        refused_for_a_launch_no_event_follows(replace(g));
-        rt.graph_destroy(g).unwrap();
-        assert_eq!(late.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The library still cannot know that it finished, a launch after it notwithstanding.
+        cb.launch(&gpu);
+        assert_eq!(ran(&sources[0]), 0, "flattened {flattened}: kept without the promise");
+        // The caller's promise gives the kept clone back (the template stays: it is in service).
+        ok(unsafe { rcb_cmdbuf_launches_done(cb.0) });
+        assert_eq!(ran(&sources[0]), u32::from(flattened), "flattened {flattened}: after rcb_cmdbuf_launches_done");
         drop(cb);
         let runs: Vec<u32> = sources.iter().map(ran).collect();
         assert!(runs.iter().all(|&n| n == 1), "flattened {flattened}: after the free each source goes once: {runs:?}");
         assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
         rt.stream_destroy(stream).unwrap();
-        for s in sources.iter().chain([&refused, &late]) {
+        for s in &sources {
             rt.free(s.buffer).unwrap();
         }
         rt.free(out).unwrap();
         rt.free(snapshot).unwrap();
         rt.free(gate.word).unwrap();
+        let after: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
+        assert_eq!(after, before, "flattened {flattened}: live {kinds:?}");
     }
 }
 
-/// The library's limit of graphs waiting behind a launch it could not follow (the header's 64).
-const STUCK_LIMIT: usize = 64;
+/// More than the 64 replacements the library used to allow behind a launch it could not follow.
+const REPLACEMENTS: usize = 70;
+
+/// Issue 29, B1 of the third review: a patched XLA frees command buffers whose launches are still
+/// queued (an evicted entry, a re-record after a failed update, an executable's teardown), as
+/// its own path does. The free destroys nothing those launches use: here a live executable and
+/// a retired one of a budgeted command buffer, and a flattened source owning a user object whose
+/// destructor poisons what the launch copies, all behind a device word. Once the launches have
+/// finished, later library calls find them so and destroy everything: the live objects come
+/// back to where they were, each user object's destructor having run once, and the software
+/// GPU's use-after-free counter never moved.
+#[test]
+fn a_free_while_launches_run_destroys_nothing_they_use_until_a_later_call_finds_them_finished() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    let rt = gpu.rt;
+    let in_flight = sim.live_count("exec_destroyed_in_flight");
+    let kinds = ["graph", "exec", "event", "user_object"];
+    let before: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
+    // Made before the gate, so that a failed check drops the gate (which opens it) first: the
+    // fleet's drop frees its buffer, which waits for every stream.
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let stream = rt.stream_create(0, 1, 0).unwrap();
+    let gate = Gate::new(&gpu);
+    gate.hold(stream);
+
+    // A budgeted command buffer: launched, re-instantiated, launched again, all held.
+    ok(unsafe { rcb_cmdbuf_launch(f.cb.0, stream.0) });
+    f.flip(0);
+    assert_eq!(f.flip(1).reinstantiated, 1);
+    ok(unsafe { rcb_cmdbuf_launch(f.cb.0, stream.0) });
+    let fills = rt.malloc(0, 2 * 2 * SLICE as usize).unwrap();
+    common::run(rt, gpu.k.copy_u8, &args::copy(fills, f.buffer, 2 * 2 * SLICE), stream);
+    // A flattened source owning a user object, launched held.
+    let out = rt.malloc(0, SRC_BYTES as usize).unwrap();
+    let snapshot = rt.malloc(0, SRC_BYTES as usize).unwrap();
+    let (g, source) = owning_source_graph(&gpu, &hip, out);
+    let cb = Cb::primary();
+    let (mut node, mut r) = (0, rcb_flatten_report::default());
+    ok(unsafe { rcb_cmdbuf_add_flattened_child(cb.0, null(), 0, null(), g.0, &mut node, &mut r) });
+    cb.finalize();
+    rt.graph_destroy(g).unwrap();
+    ok(unsafe { rcb_cmdbuf_launch(cb.0, stream.0) });
+    common::run(rt, gpu.k.copy_u8, &args::copy(snapshot, out, SRC_BYTES), stream);
+
+    // Both freed with their launches held: nothing they use goes.
+    let execs = sim.live_count("exec");
+    ok(unsafe { rcb_cmdbuf_free(std::mem::replace(&mut f.cb.0, std::ptr::null_mut())) });
+    drop(cb);
+    assert_eq!(sim.live_count("exec"), execs, "a free destroyed an executable graph a held launch runs");
+    assert_eq!(source.runs.load(std::sync::atomic::Ordering::SeqCst), 0, "a free destroyed the source a held launch reads");
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+    // Later calls cannot find the launches finished yet.
+    drop(Cb::primary());
+    assert_eq!(sim.live_count("exec"), execs);
+
+    gate.open();
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!(gpu.read_bytes(snapshot, SRC_BYTES as usize), source_pattern(), "the held launch read a destroyed source");
+    // The second launch of the budgeted one ran the new executable: allocation 0 in its second
+    // home, 1 in its second home too; the first homes hold the first launch's values.
+    let words = common::download_u32(rt, fills, 4 * WORDS as usize);
+    let home = |i: usize, h: usize| words[(h * 2 + i) * WORDS as usize];
+    assert_eq!((home(0, 0), home(1, 0), home(0, 1), home(1, 1)), (1, 2, 1, 2), "the launches' results");
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+
+    // Later library calls (each a creation and a free here) find the launches finished and
+    // destroy what they used, a bounded number of event queries each.
+    for _ in 0..16 {
+        drop(Cb::primary());
+    }
+    assert_eq!(source.runs.load(std::sync::atomic::Ordering::SeqCst), 1, "the source's user object went once");
+    rt.stream_destroy(stream).unwrap();
+    drop(f);
+    for p in [fills, out, snapshot, source.buffer, gate.word] {
+        rt.free(p).unwrap();
+    }
+    let after: Vec<u64> = kinds.iter().map(|k| sim.live_count(k)).collect();
+    assert_eq!(after, before, "live {kinds:?} after the freed command buffers' launches finished");
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+}
+
+/// What a launch the library could not follow may use is leaked by the free, not destroyed
+/// (counted in the process totals), unless the caller promised first that the launches
+/// finished. The test destroys the leaked executable graph and template itself afterwards.
+#[test]
+fn a_free_leaks_what_a_launch_no_event_follows_may_use() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let in_flight = sim.live_count("exec_destroyed_in_flight");
+    let (execs, graphs) = (sim.live_count("exec"), sim.live_count("graph"));
+    let stream = rt.stream_create(0, 1, 0).unwrap();
+    let gate = Gate::new(&gpu);
+    for promise in [false, true] {
+        let cb = Cb::primary();
+        cb.finalize();
+        let (mut exec, mut template) = (std::ptr::null_mut(), std::ptr::null_mut());
+        ok(unsafe { rcb_cmdbuf_exec(cb.0, &mut exec) });
+        ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut template) });
+        gate.hold(stream);
+        sim.set_faults("hipEventRecord:1");
+        ok(unsafe { rcb_cmdbuf_launch(cb.0, stream.0) });
+        sim.set_faults("");
+        let kept = fallback(std::ptr::null_mut(), RCB_FALLBACK_KEPT_UNTRACKED);
+        if promise {
+            gate.open();
+            rt.stream_synchronize(stream).unwrap();
+            ok(unsafe { rcb_cmdbuf_launches_done(cb.0) });
+            drop(cb);
+            assert_eq!((sim.live_count("exec"), sim.live_count("graph")), (execs, graphs), "after the promise the free destroys all");
+            assert_eq!(fallback(std::ptr::null_mut(), RCB_FALLBACK_KEPT_UNTRACKED), kept);
+        } else {
+            drop(cb);
+            assert_eq!((sim.live_count("exec"), sim.live_count("graph")), (execs + 1, graphs + 1), "the free destroyed what may run");
+            assert_eq!(fallback(std::ptr::null_mut(), RCB_FALLBACK_KEPT_UNTRACKED), kept + 2, "the executable graph and the template");
+            gate.open();
+            rt.stream_synchronize(stream).unwrap();
+            rt.exec_destroy(rocm_cmdbuf::runtime::Exec(exec)).unwrap();
+            rt.graph_destroy(rocm_cmdbuf::runtime::Graph(template)).unwrap();
+            write_words(rt, gate.word, &[0]);
+        }
+    }
+    assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
+    rt.stream_destroy(stream).unwrap();
+    rt.free(gate.word).unwrap();
+}
 
 /// Second review of issue 29: the library's own event calls (after a launch, and the queries at
 /// later launches and updates) run in relaxed capture mode, so that a capture in progress
@@ -1323,4 +1465,306 @@ fn the_librarys_event_calls_leave_a_capture_in_progress_alone() {
     f.launch_and_check(&gpu).unwrap();
     rt.stream_destroy(capture.0).unwrap();
     rt.free(scratch).unwrap();
+}
+
+/// A command buffer holding one flattened copy of an owning source (`owning_source_graph`), with
+/// the update budget off, and what replaces that source.
+struct OneSource {
+    cb: Cb,
+    group: rcb_node,
+    out: u64,
+    hip: libloading::Library,
+    /// Every source given to the group so far, the first one first.
+    sources: Vec<&'static Source>,
+}
+
+impl OneSource {
+    fn new(gpu: &Gpu) -> OneSource {
+        let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+        let out = gpu.rt.malloc(0, SRC_BYTES as usize).unwrap();
+        let cb = Cb::primary();
+        ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, 0) });
+        let (g, first) = owning_source_graph(gpu, &hip, out);
+        let (mut group, mut r) = (0, rcb_flatten_report::default());
+        ok(unsafe { rcb_cmdbuf_add_flattened_child(cb.0, null(), 0, null(), g.0, &mut group, &mut r) });
+        assert_eq!(r.flattened, 1);
+        cb.finalize();
+        gpu.rt.graph_destroy(g).unwrap();
+        OneSource { cb, group, out, hip, sources: vec![first] }
+    }
+
+    /// Gives the group a new source (an update; the old one waits for its launches).
+    fn replace(&mut self, gpu: &Gpu) {
+        let (g, source) = owning_source_graph(gpu, &self.hip, self.out);
+        self.sources.push(source);
+        self.cb.begin_update();
+        let mut r = rcb_flatten_report::default();
+        ok(unsafe { rcb_cmdbuf_update_flattened_child(self.cb.0, self.group, null(), g.0, &mut r) });
+        self.cb.finalize();
+        gpu.rt.graph_destroy(g).unwrap();
+    }
+
+    /// How often each source's user object was destroyed, in order.
+    fn runs(&self) -> Vec<u32> {
+        self.sources.iter().map(|s| s.runs.load(std::sync::atomic::Ordering::SeqCst)).collect()
+    }
+
+    /// Frees the command buffer and every source's buffer.
+    fn free(self, gpu: &Gpu) {
+        drop(self.cb);
+        for s in &self.sources {
+            gpu.rt.free(s.buffer).unwrap();
+        }
+        gpu.rt.free(self.out).unwrap();
+    }
+}
+
+/// Third review of issue 29, M2: past `MAX_CLOSED` (16) closed generations a replacement joins
+/// the newest one. Seventeen generations of launches held behind one device word, then a launch
+/// no event follows held behind another, then replacements: a source replaced in the joined
+/// generation must wait for its launches (the joined generation stands for both numbers), the
+/// source in service during the untracked launch must be kept even once every tracked launch has
+/// finished, and one put in service after it is followed as usual (destroyed at once: no launch
+/// used it).
+#[test]
+fn seventeen_held_generations_and_a_launch_no_event_follows_destroy_nothing_early() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let mut one = OneSource::new(&gpu);
+    let (tracked, untracked) = (rt.stream_create(0, 1, 0).unwrap(), rt.stream_create(0, 1, 0).unwrap());
+    let (gate, late_gate) = (Gate::new(&gpu), Gate::new(&gpu));
+    gate.hold(tracked);
+    late_gate.hold(untracked);
+    for generation in 1..=17 {
+        ok(unsafe { rcb_cmdbuf_launch(one.cb.0, tracked.0) });
+        one.replace(&gpu);
+        assert!(one.runs().iter().all(|&n| n == 0), "generation {generation}: a source went while its launch is held: {:?}", one.runs());
+    }
+    sim.set_faults("hipEventRecord:1");
+    ok(unsafe { rcb_cmdbuf_launch(one.cb.0, untracked.0) });
+    sim.set_faults("");
+    let kept = fallback(one.cb.0, RCB_FALLBACK_KEPT_UNTRACKED);
+    one.replace(&gpu);
+    one.replace(&gpu);
+    assert_eq!(fallback(one.cb.0, RCB_FALLBACK_KEPT_UNTRACKED), kept + 1, "the source the untracked launch may read is kept");
+    let mut want = vec![0; 20];
+    want[18] = 1;
+    assert_eq!(one.runs(), want, "only the source no launch used went");
+    // The tracked launches finish: what they used goes, not what the untracked one may use.
+    gate.open();
+    rt.stream_synchronize(tracked).unwrap();
+    one.cb.launch(&gpu);
+    let mut want = vec![1; 20];
+    (want[17], want[19]) = (0, 0);
+    assert_eq!(one.runs(), want, "after the tracked launches finished");
+    late_gate.open();
+    rt.stream_synchronize(untracked).unwrap();
+    ok(unsafe { rcb_cmdbuf_launches_done(one.cb.0) });
+    assert_eq!(one.runs()[17], 1, "given back by the promise");
+    one.free(&gpu);
+    for s in [tracked, untracked] {
+        rt.stream_destroy(s).unwrap();
+    }
+    rt.free(gate.word).unwrap();
+    rt.free(late_gate.word).unwrap();
+}
+
+/// Third review of issue 29, M2: launches into `hipStreamPerThread` from two threads in a
+/// generation that joins the newest of 16 held ones. Thread B's launch (finished) must not take
+/// over the event that follows thread A's (held): each launch has an event of its own, used
+/// again only once it has completed. The source both launches read is destroyed only after A's
+/// launch finished.
+#[test]
+fn per_thread_launches_from_two_threads_across_a_join_are_each_followed() {
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let mut one = OneSource::new(&gpu);
+    let held = rt.stream_create(0, 1, 0).unwrap();
+    let gate = Gate::new(&gpu);
+    gate.hold(held);
+    for _ in 0..16 {
+        ok(unsafe { rcb_cmdbuf_launch(one.cb.0, held.0) });
+        one.replace(&gpu);
+    }
+    let cb = CbPtr(one.cb.0);
+    let late_gate = std::sync::Arc::new(Gate::new(&gpu));
+    let a = late_gate.clone();
+    std::thread::spawn(move || {
+        a.hold(PER_THREAD);
+        ok(unsafe { rcb_cmdbuf_launch(cb.get(), PER_THREAD.0) });
+    })
+    .join()
+    .unwrap();
+    std::thread::spawn(move || {
+        ok(unsafe { rcb_cmdbuf_launch(cb.get(), PER_THREAD.0) });
+        common::runtime().unwrap().stream_synchronize(PER_THREAD).unwrap();
+    })
+    .join()
+    .unwrap();
+    // Source 16, read by both, is replaced: this generation joins the newest held one.
+    one.replace(&gpu);
+    gate.open();
+    rt.stream_synchronize(held).unwrap();
+    one.cb.launch(&gpu);
+    // Source 15 waits too: its generation is the one the last joined (which only delays it).
+    let mut want = vec![1; 18];
+    (want[15], want[16], want[17]) = (0, 0, 0);
+    assert_eq!(one.runs(), want, "thread A's launch still reads source 16");
+    late_gate.open();
+    let mut spins = 0;
+    while one.runs()[15..17] != [1, 1] {
+        one.cb.launch(&gpu);
+        spins += 1;
+        assert!(spins < 100_000, "source 16 was never destroyed after thread A's launch finished");
+    }
+    one.free(&gpu);
+    rt.stream_destroy(held).unwrap();
+    rt.free(gate.word).unwrap();
+}
+
+/// Third review of issue 29, M3: a launch the runtime fails may have queued part of its work
+/// (clr runs a graph as several commands), so it counts as a launch no event follows: what it
+/// may use is kept, never destroyed by the replacement after it.
+#[test]
+fn a_failed_launch_keeps_what_it_may_use() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let mut one = OneSource::new(&gpu);
+    sim.set_faults("hipGraphLaunch:1");
+    let launched = unsafe { rcb_cmdbuf_launch(one.cb.0, gpu.stream.0) };
+    sim.set_faults("");
+    fails(launched, RCB_STATUS_RUNTIME_ERROR, "hipGraphLaunch");
+    one.replace(&gpu);
+    assert_eq!(one.runs(), [0, 0], "the source a failed launch may read was destroyed");
+    assert_eq!(fallback(one.cb.0, RCB_FALLBACK_KEPT_UNTRACKED), 1);
+    gpu.sync();
+    ok(unsafe { rcb_cmdbuf_launches_done(one.cb.0) });
+    assert_eq!(one.runs(), [1, 0]);
+    one.free(&gpu);
+}
+
+/// Third review of issue 29, M1: the library's event calls set the calling thread's capture mode
+/// to relaxed and give it back. The thread is in the global mode again after a launch and an
+/// update; a give-back that fails once is tried again; one that fails twice leaves the thread
+/// relaxed, which is logged and counted (`capture_mode_left_relaxed`, process totals).
+#[test]
+fn the_threads_capture_mode_is_given_back_after_the_librarys_event_calls() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    type ExchangeFn = unsafe extern "C" fn(*mut i32) -> i32;
+    let exchange: ExchangeFn = unsafe { *hip.get(b"hipThreadExchangeStreamCaptureMode\0").unwrap() };
+    const GLOBAL: i32 = 0;
+    const RELAXED: i32 = 2;
+    // The calling thread's mode, set to `to`; returns the mode it had.
+    let set = |to: i32| {
+        let mut mode = to;
+        assert_eq!(unsafe { exchange(&mut mode) }, 0);
+        mode
+    };
+    let mode = || {
+        let now = set(GLOBAL);
+        set(now);
+        now
+    };
+    assert_eq!(mode(), GLOBAL, "a test thread starts in the global mode");
+    let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
+    let left_relaxed = || fallback(std::ptr::null_mut(), RCB_FALLBACK_CAPTURE_MODE_LEFT_RELAXED);
+    let before = left_relaxed();
+    f.launch_and_check(&gpu).unwrap();
+    f.flip(0);
+    assert_eq!(f.flip(1).reinstantiated, 1);
+    f.launch_and_check(&gpu).unwrap();
+    assert_eq!(mode(), GLOBAL, "after launches and a re-instantiation");
+    // The first give-back fails (the second exchange of the launch's first event call).
+    sim.set_faults("hipThreadExchangeStreamCaptureMode:2");
+    ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+    sim.set_faults("");
+    gpu.sync();
+    assert_eq!((mode(), left_relaxed()), (GLOBAL, before), "one failed give-back is tried again");
+    // It fails twice: left relaxed, and counted.
+    sim.set_faults("hipThreadExchangeStreamCaptureMode:2,hipThreadExchangeStreamCaptureMode:3");
+    ok(unsafe { rcb_cmdbuf_launch(f.cb.0, gpu.stream.0) });
+    sim.set_faults("");
+    gpu.sync();
+    assert_eq!((mode(), left_relaxed()), (RELAXED, before + 1), "a thread left relaxed is counted");
+    set(GLOBAL);
+    f.launch_and_check(&gpu).unwrap();
+    assert_eq!(mode(), GLOBAL);
+}
+
+/// Third review of issue 29, B2: a launch on another device's stream is followed by an event made
+/// on that device (the software GPU refuses to record an event on another device's stream, as
+/// clr and CUDA do), so what it may use waits for it and is destroyed once it finished, never
+/// kept for good.
+#[test]
+fn a_launch_on_another_devices_stream_is_followed() {
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    if rt.info().device_count < 2 {
+        return common::skip("every check", "needs a second device");
+    }
+    let mut one = OneSource::new(&gpu);
+    let stream = rt.stream_create(1, 1, 0).unwrap();
+    let gate = Gate::new(&gpu);
+    gate.hold(stream);
+    ok(unsafe { rcb_cmdbuf_launch(one.cb.0, stream.0) });
+    one.replace(&gpu);
+    assert_eq!(fallback(one.cb.0, RCB_FALLBACK_KEPT_UNTRACKED), 0, "the launch was not followed");
+    assert_eq!(one.runs(), [0, 0], "the source a held launch reads went");
+    gate.open();
+    rt.stream_synchronize(stream).unwrap();
+    one.cb.launch(&gpu);
+    assert_eq!(one.runs(), [1, 0], "the old source goes once the launch finished");
+    one.free(&gpu);
+    rt.stream_destroy(stream).unwrap();
+    rt.free(gate.word).unwrap();
+}
+
+/// Third review of issue 29, B2: launches on more streams than the library used to follow (64)
+/// are all followed: the set of events grows instead of giving up (its completed events are
+/// reused), so nothing is kept for good and nothing goes while one of them runs.
+#[test]
+fn launches_on_seventy_streams_are_all_followed() {
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let mut one = OneSource::new(&gpu);
+    let streams: Vec<Stream> = (0..70).map(|_| rt.stream_create(0, 1, 0).unwrap()).collect();
+    // The first 64 launches stay held after the last 6 finish.
+    let (first, last) = (Gate::new(&gpu), Gate::new(&gpu));
+    for (i, &s) in streams.iter().enumerate() {
+        let gate = if i < 64 { &first } else { &last };
+        gate.hold(s);
+        ok(unsafe { rcb_cmdbuf_launch(one.cb.0, s.0) });
+    }
+    one.replace(&gpu);
+    assert_eq!(fallback(one.cb.0, RCB_FALLBACK_KEPT_UNTRACKED), 0, "a launch was not followed");
+    last.open();
+    for &s in &streams[64..] {
+        rt.stream_synchronize(s).unwrap();
+    }
+    one.cb.launch(&gpu);
+    assert_eq!(one.runs(), [0, 0], "the source 64 held launches read went");
+    first.open();
+    for &s in &streams[..64] {
+        rt.stream_synchronize(s).unwrap();
+    }
+    one.cb.launch(&gpu);
+    assert_eq!(one.runs(), [1, 0], "the old source goes once every launch finished");
+    one.free(&gpu);
+    for s in streams {
+        rt.stream_destroy(s).unwrap();
+    }
+    rt.free(first.word).unwrap();
+    rt.free(last.word).unwrap();
 }

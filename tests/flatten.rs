@@ -1598,3 +1598,60 @@ fn a_conditional_node_is_refused_with_a_status_and_nothing_added() {
     assert_eq!(u32s(&gpu, x)[0], 0);
     gpu.rt.graph_destroy(g).unwrap();
 }
+
+/// A graph of `copy(y ← x)` for each `y` of `ys`, owning a user object whose destructor poisons
+/// `x`.
+fn owning_copies(gpu: &Gpu, api: &DriverApi, ys: &[u64], x: u64, owned: &Owned) -> Graph {
+    let g = gpu.rt.graph_create().unwrap();
+    for &y in ys {
+        gpu.rt.add_kernel_node(g, &[], &common::launch(gpu.k.copy_u8, &pack(&args::copy(y, x, (N * 4) as u64)))).unwrap();
+    }
+    api.attach_user_object(g, owned);
+    g
+}
+
+/// Third review of issue 29, M2: a push failing at the middle node of a three-node group. The
+/// node after it is not pushed, yet must take the new source's parameters too (recorded as not
+/// pushed, so the finalize pushes it): otherwise it would go on reading the old source, which is
+/// given up once the launches before the update have finished.
+#[test]
+fn a_push_failing_at_the_middle_node_of_a_flattened_group_leaves_the_rest_on_the_new_source() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let api = DriverApi::of(&gpu);
+    let (x1, x2) = (gpu.upload(&iota(1.0)), gpu.upload(&iota(500.0)));
+    let ys = [zeroed(&gpu), zeroed(&gpu), zeroed(&gpu)];
+    let first = Owned { runs: 0.into(), poison: Some(x1) };
+    let second = Owned { runs: 0.into(), poison: Some(x2) };
+    let g1 = owning_copies(&gpu, &api, &ys, x1, &first);
+    let cb = Cb::primary();
+    let (group, report) = flatten(&cb, &[], null(), g1).unwrap();
+    assert_eq!((report.flattened, report.nodes), (1, 3), "{}", reason(&report));
+    cb.finalize();
+    gpu.rt.graph_destroy(g1).unwrap();
+    cb.launch(&gpu);
+    let read_all = || ys.iter().map(|&y| gpu.read(y, N)).collect::<Vec<_>>();
+    assert_eq!(read_all(), vec![iota(1.0); 3]);
+
+    let g2 = owning_copies(&gpu, &api, &ys, x2, &second);
+    cb.begin_update();
+    sim.set_faults("hipGraphExecKernelNodeSetParams:2");
+    let updated = update_flattened(&cb, group, null(), g2);
+    let message = last_error();
+    sim.set_faults("");
+    assert_eq!(updated.err(), Some(RCB_STATUS_RUNTIME_ERROR), "{message}");
+    assert!(message.contains("node 1 of 3"), "{message}");
+    gpu.rt.graph_destroy(g2).unwrap();
+    cb.finalize();
+    for y in ys {
+        gpu.rt.direct().copy_to_device(y, &vec![0u8; N * 4]).unwrap();
+    }
+    cb.launch(&gpu);
+    assert_eq!(read_all(), vec![iota(500.0); 3], "a node of the group still reads the old source");
+    cb.launch(&gpu);
+    assert_eq!(runs_after(&gpu, &first, 1), 1, "the old source is still kept beside the new one");
+    assert_eq!(read_all(), vec![iota(500.0); 3]);
+    drop(cb);
+    assert_eq!(runs_after(&gpu, &second, 1), 1);
+}

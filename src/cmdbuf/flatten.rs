@@ -182,11 +182,10 @@ impl CmdBuf {
     /// ([`Self::update_child`] / [`Self::update_child_graph`]), and the report says so.
     ///
     /// A `source` of another shape, or one that cannot be flattened, is refused before anything
-    /// changes, and so is a replacement that would leave too many graphs waiting for a launch the
-    /// library could not follow (`launches.rs`). A runtime failure part-way leaves every node of
-    /// the group with the new source's parameters, those from the failed one on unpushed (the
-    /// next finalize or address update pushes them; launches are refused until then), so that
-    /// the group keeps one source's clones, never two.
+    /// changes. A runtime failure part-way leaves every node of the group with the new source's
+    /// parameters, those from the failed one on unpushed (the next finalize or address update
+    /// pushes them; launches are refused until then), so that the group keeps one source's
+    /// clones, never two.
     pub fn update_flattened_child(&mut self, group: NodeId, source: Source<'_>) -> Result<FlattenReport> {
         self.state.allow(Op::Update)?;
         let Some(range) = self.flattened.get(&group).cloned() else {
@@ -229,8 +228,6 @@ impl CmdBuf {
                 )));
             }
         }
-        let replaced = self.kept.get(&group).map_or(0, Vec::len);
-        self.launches.room_for_graphs(self.rt, replaced, &mut self.counters)?;
         let keeps = self.keeps_for(&source)?;
         let mut sites = 0;
         let mut failed = None;
@@ -255,7 +252,7 @@ impl CmdBuf {
         }
         // The old source waits for the launches made so far; no later launch reads it: the
         // executable graph holds it only in nodes still unpushed, which refuse launches.
-        self.replace_kept(group, keeps);
+        self.replace_kept(group, keeps, None);
         if let Some((k, e)) = failed {
             return Err(e.context(format!(
                 "updating flattened node {k} of {}: it and the ones after it have the new parameters but the runtime does not; finalize pushes them again, and launches are refused until a push succeeds",

@@ -1,117 +1,168 @@
 //! Which launches of a command buffer's executable graphs may still run, and the runtime objects
-//! that wait for them: an executable graph replaced by a re-instantiation (`budget.rs`), and a
-//! graph kept for what a flattened or child node may read (user objects, see `flatten.rs`) once
-//! an update replaced it. Each is destroyed only after every launch made before it was replaced
-//! has finished, which the host learns by querying events, never by waiting on them.
+//! that wait for them: an executable graph replaced by a re-instantiation (`budget.rs`), a graph
+//! kept for what a flattened or child node may read (user objects, see `flatten.rs`) once an
+//! update replaced it, and at the free everything the command buffer owns (`graveyard.rs`). Each
+//! is destroyed only after every launch that may have used it has finished, which the host learns
+//! by querying events, never by waiting on them.
 //!
-//! Launches fall into generations, the launches between two replacements. In the open
-//! generation each stream's latest launch is followed by one event, re-recorded by its later
-//! launches there. A replacement closes the generation: its events are never recorded again, so
-//! each completes once everything launched before it on its stream has finished. A replaced
-//! object waits for the generation closed with it and every earlier one.
+//! Launches fall into generations, the launches between two replacements, numbered from 1. Each
+//! launch is followed by an event of its own, recorded right after it on its stream (a mark). An
+//! event is used again only once it has completed, never re-recorded while the launch it follows
+//! may run: a later launch on the same stream handle may be on another stream (another thread's
+//! per-thread stream, the default stream under another device, a stream made at the address of a
+//! destroyed one), so that no earlier launch is ever forgotten. (It also makes the runtime calls
+//! of a launch the same whatever the GPU has finished: the software GPU's fault matrix counts
+//! them.) A replacement closes the open generation: each of its marks completes once the launches
+//! before it on its stream have finished. An object is in service from a generation on (`since`: the one open when it
+//! was made or given to the executable graph; 0 from the start) until the generation its
+//! replacement closes, and waits only for the generations of that span.
 //!
-//! A launch that no event can follow (the runtime refused one, too many streams at once, a
-//! capture query that failed, another device's stream) leaves its generation untracked: nothing
-//! the library can observe ever proves that it finished (a later event on the same handle does
-//! not: the caller may have destroyed that stream and made another at the same address), so what
-//! waits for it is destroyed only with the command buffer. That is bounded: at most
-//! `budget::MAX_RETIRED` executables wait at all (past it the budget pushes in place), and at
-//! most [`MAX_STUCK_GRAPHS`] graphs wait behind an untracked generation; a replacement that would
-//! make more wait there is refused before anything changes ([`Launches::room_for_graphs`]).
-//! Launches into a capturing stream are refused before they are made (`CmdBuf::launch`). Past
-//! [`MAX_CLOSED`] generations a replacement joins the newest one instead of closing another
-//! (each stream keeps its latest event there, which completes after the earlier ones), so a
-//! replacement behind tracked launches is never refused and a long-running process holds a
-//! bounded number of generations and events.
+//! A launch that no event can follow (its record or the event's creation failed, the launch
+//! itself failed part-way, a capture query that failed) leaves its generation untracked: nothing
+//! the library can observe proves that it finished (a later event on the same handle does not,
+//! see above). What was in service during an untracked generation is kept instead of destroyed
+//! when it is replaced (counted as the fallback `kept_untracked`, logged once), for as long as
+//! the command buffer lives, and leaked when it is freed, unless the caller promises that every
+//! launch has finished (`rcb_cmdbuf_launches_done`). No update is ever refused for it, and what is
+//! put in service after the untracked generation is followed as usual. Kept executables do not
+//! count towards the budget's limit of waiting ones (`budget::MAX_RETIRED`): that would stop the
+//! re-instantiations for good and let ROCm's argument memory grow in place instead.
 //!
-//! The events are queried, never waited on, at a launch and at a replacement. The runtime makes
+//! Each generation holds any number of marks: past [`SCAN_AT`] (and then past twice what the last
+//! scan left) the marks whose event completed are dropped and their events reused, so a
+//! generation follows any number of streams and launches in flight at a constant cost per launch
+//! on average (one event query), with about as many events as launches in flight. Past [`MAX_CLOSED`] closed generations a replacement joins the newest one instead
+//! of closing another (what waited for it waits for these launches too, which only delays it),
+//! so a long-running process holds a bounded number of generations.
+//!
+//! The events are queried at a launch, a replacement, and by the graveyard. The runtime makes
 //! those calls with the thread in relaxed capture mode (`Runtime::event_is_complete`), so that
 //! they break no capture in progress elsewhere; a capture begun on a stream where one of the
 //! events was recorded is still broken on ROCm (clr checks the event's stream), which
 //! `rcb_cmdbuf_launch` tells the caller not to do.
 
-use crate::counters::{Counters, Event as Counted};
-use crate::error::{Error, Leaks, Result};
+use crate::counters::{Counters, Event as Counted, Fallback};
+use crate::error::Leaks;
 use crate::runtime::{Event, Exec, Graph, Runtime, Stream};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Streams (or launches into a per-thread or default stream handle) one generation follows at
-/// once. Past it the entries whose event has completed are dropped; if none has, the
-/// generation is untracked.
-pub const MAX_FOLLOWED: usize = 64;
+/// Marks a generation holds before it drops those whose event has completed.
+pub const SCAN_AT: usize = 8;
 
 /// Closed generations that may still be running. A replacement that would close one more joins
 /// the newest instead.
 pub const MAX_CLOSED: usize = 16;
 
-/// Graphs that may wait behind an untracked generation. A replacement that would make more wait
-/// there is refused: they can only go with the command buffer.
-pub const MAX_STUCK_GRAPHS: usize = 64;
-
-/// A runtime object destroyed once the launches before its replacement have finished.
-enum Doomed {
+/// A runtime object destroyed once the launches that may use it have finished.
+#[derive(Clone, Copy)]
+pub enum Doomed {
     Exec(Exec),
     Graph(Graph),
 }
 
-struct Generation {
-    /// The latest event of each stream followed (one per launch for per-thread and default
-    /// stream handles).
-    events: Vec<(Stream, Event)>,
-    untracked: bool,
+/// The event recorded right after a launch, on a stream of `device`.
+#[derive(Clone, Copy)]
+struct Mark {
+    device: i32,
+    event: Event,
 }
 
+/// A generation's marks, and how many it holds before the completed ones are dropped.
+struct Marks {
+    marks: Vec<Mark>,
+    scan_at: usize,
+}
+
+impl Marks {
+    fn new() -> Self {
+        Self { marks: Vec::new(), scan_at: SCAN_AT }
+    }
+
+    /// Past the threshold, moves the marks whose event has completed to `spare`, and doubles the
+    /// threshold past what is left.
+    fn trim(&mut self, rt: &dyn Runtime, spare: &mut Vec<(i32, Event)>) {
+        if self.marks.len() < self.scan_at {
+            return;
+        }
+        self.marks.retain(|m| {
+            !finished(rt, m.event) || {
+                spare.push((m.device, m.event));
+                false
+            }
+        });
+        self.scan_at = (2 * self.marks.len()).max(SCAN_AT);
+    }
+}
+
+/// A closed generation not yet known to have finished.
+struct Generation {
+    /// The generation numbers it stands for: more than one once later ones joined it.
+    first: u64,
+    last: u64,
+    marks: Marks,
+}
+
+/// A replaced object and the generations it was in service in.
+struct Waiting {
+    since: u64,
+    until: u64,
+    doomed: Doomed,
+}
+
+/// A warning about a launch the library could not follow, or objects kept for one, is logged
+/// once per process; later ones at debug.
+static WARNED_LOST: AtomicBool = AtomicBool::new(false);
+static WARNED_KEPT: AtomicBool = AtomicBool::new(false);
+
 /// A command buffer's launches and what waits for them. Not thread-safe (the command buffer's
-/// `&mut self` serialises it).
+/// `&mut self` serialises it; the graveyard's lock once it is freed).
 pub struct Launches {
+    /// The command buffer's device: events for streams whose device the runtime cannot say.
     device: i32,
-    /// Whether launches are followed by events: only where something may be replaced later
-    /// (see [`Self::follow`]); an unfollowed launch leaves its generation untracked.
-    on: bool,
-    /// The open generation: each followed stream and the event after its latest launch.
-    open: Vec<(Stream, Event)>,
+    open: Marks,
+    /// A launch of the open generation could not be followed.
     open_untracked: bool,
-    /// Closed generations not yet known to have finished, oldest first. They are numbered
-    /// consecutively; the newest has number `closed_total`, so every generation numbered below
-    /// `closed_total - closed.len() + 1` has finished.
+    /// The open generation's number; closed ones have lower numbers.
+    open_number: u64,
+    /// Closed generations not yet known to have finished, oldest first.
     closed: VecDeque<Generation>,
-    closed_total: u64,
-    /// Objects waiting, each for the generations up to its number (non-decreasing).
-    waiting: VecDeque<(u64, Doomed)>,
-    waiting_execs: usize,
-    /// Events of finished generations, for reuse.
-    spare: Vec<Event>,
-    /// Objects the runtime failed to destroy: destroyed again by [`Self::release`].
+    /// The newest generation with a launch that could not be followed.
+    last_untracked: Option<u64>,
+    /// Replaced objects waiting for their generations to finish.
+    waiting: Vec<Waiting>,
+    /// Replaced objects in service during an untracked generation.
+    kept: Vec<Doomed>,
+    /// Events no mark uses (completed, or of a generation that proves nothing), by device.
+    spare: Vec<(i32, Event)>,
+    /// Objects the runtime failed to destroy: destroyed again at the free.
     orphans: Vec<Doomed>,
-    warned: bool,
 }
 
 impl Launches {
     pub fn new(device: i32) -> Self {
         Self {
             device,
-            on: false,
-            open: Vec::new(),
+            open: Marks::new(),
             open_untracked: false,
+            open_number: 1,
             closed: VecDeque::new(),
-            closed_total: 0,
-            waiting: VecDeque::new(),
-            waiting_execs: 0,
+            last_untracked: None,
+            waiting: Vec::new(),
+            kept: Vec::new(),
             spare: Vec::new(),
             orphans: Vec::new(),
-            warned: false,
         }
     }
 
-    /// Follows launches from now on; set before the first launch, at the first finalize, when the
-    /// command buffer may replace something a launch uses.
-    pub fn follow(&mut self) {
-        self.on = true;
+    /// The open generation: what is put in service now is in service from it on.
+    pub fn now(&self) -> u64 {
+        self.open_number
     }
 
-    /// Replaced executables still waiting for their launches.
+    /// Replaced executables still waiting for their launches (kept ones excluded).
     pub fn waiting_execs(&self) -> usize {
-        self.waiting_execs
+        self.waiting.iter().filter(|w| matches!(w.doomed, Doomed::Exec(_))).count()
     }
 
     /// Whether anything waits (so that a launch first looks for what it can destroy).
@@ -119,205 +170,216 @@ impl Launches {
         !self.waiting.is_empty()
     }
 
-    fn open_has_launches(&self) -> bool {
-        !self.open.is_empty() || self.open_untracked
-    }
-
     /// Follows a launch just made on `stream`, which was not capturing (`capture_known`) or of
     /// which the runtime could not say (an event recorded there might join a capture).
     pub fn launched(&mut self, rt: &dyn Runtime, stream: Stream, capture_known: bool) {
-        if !self.on {
-            self.open_untracked = true;
-            return;
-        }
         if !capture_known {
             return self.lose_track("whether the stream is capturing is unknown");
         }
-        // A per-thread or default stream handle names another stream on another thread or
-        // device: each launch into one gets its own event.
-        let reuse = if stream.is_per_thread_or_default() { None } else { self.open.iter().position(|&(s, _)| s == stream) };
-        let at = match reuse {
-            Some(at) => at,
-            None => {
-                if self.open.len() >= MAX_FOLLOWED {
-                    self.drop_finished_open(rt);
-                    if self.open.len() >= MAX_FOLLOWED {
-                        return self.lose_track(&format!("more than {MAX_FOLLOWED} streams run launches at once"));
-                    }
-                }
-                match self.spare.pop().map_or_else(|| rt.event_create(self.device), Ok) {
-                    Ok(event) => {
-                        self.open.push((stream, event));
-                        self.open.len() - 1
-                    }
-                    Err(e) => return self.lose_track(&e.to_string()),
-                }
-            }
+        self.open.trim(rt, &mut self.spare);
+        // An event records only on a stream of its own device.
+        let device = rt.stream_device(stream).unwrap_or(self.device);
+        let event = match self.spare.iter().position(|&(d, _)| d == device) {
+            Some(at) => self.spare.swap_remove(at).1,
+            None => match rt.event_create(device) {
+                Ok(event) => event,
+                Err(e) => return self.lose_track(&e.to_string()),
+            },
         };
-        if let Err(e) = rt.event_record(self.open[at].1, stream) {
-            self.lose_track(&e.to_string());
+        match rt.event_record(event, stream) {
+            Ok(()) => self.open.marks.push(Mark { device, event }),
+            Err(e) => {
+                self.spare.push((device, event));
+                self.lose_track(&e.to_string());
+            }
         }
     }
 
-    /// Drops the open generation's entries whose launches have finished.
-    fn drop_finished_open(&mut self, rt: &dyn Runtime) {
-        let spare = &mut self.spare;
-        self.open.retain(|&(s, e)| {
-            let finished = finished(rt, s, e);
-            if finished {
-                spare.push(e);
-            }
-            !finished
-        });
+    /// A launch that failed: the runtime may have queued part of its work all the same.
+    pub fn launch_failed(&mut self) {
+        self.lose_track("the launch failed, and part of it may run");
     }
 
     fn lose_track(&mut self, why: &str) {
-        if std::mem::replace(&mut self.warned, true) {
-            log::debug!("cannot follow a launch of the executable graph: {why}");
+        if WARNED_LOST.swap(true, Ordering::Relaxed) {
+            log::debug!("cannot follow a launch of an executable graph: {why}");
         } else {
             log::warn!(
-                "cannot follow a launch of the executable graph ({why}); what it may use is destroyed only with its command buffer, and at most {MAX_STUCK_GRAPHS} replaced graphs may wait for it"
+                "cannot follow a launch of an executable graph ({why}); what it may use is kept, not destroyed, when an update replaces it (counted as kept_untracked; rcb_cmdbuf_launches_done gives it back)"
             );
         }
         self.open_untracked = true;
     }
 
-    /// Refuses, before anything changes, a replacement that would retire `graphs` graphs behind
-    /// an untracked generation already holding [`MAX_STUCK_GRAPHS`] (or that would fill it past
-    /// that). Destroys first what has finished.
-    pub fn room_for_graphs(&mut self, rt: &dyn Runtime, graphs: usize, counters: &mut Counters) -> Result<()> {
-        if graphs == 0 {
-            return Ok(());
-        }
+    /// Takes `exec`, in service since generation `since`, out of service: destroyed once the
+    /// launches that may use it have finished.
+    pub fn retire_exec(&mut self, rt: &dyn Runtime, exec: Exec, since: u64, counters: &mut Counters) {
+        self.retire(rt, Doomed::Exec(exec), since, counters);
+    }
+
+    /// Gives up `graph`, in service since generation `since`.
+    pub fn retire_graph(&mut self, rt: &dyn Runtime, graph: Graph, since: u64, counters: &mut Counters) {
+        self.retire(rt, Doomed::Graph(graph), since, counters);
+    }
+
+    fn retire(&mut self, rt: &dyn Runtime, doomed: Doomed, since: u64, counters: &mut Counters) {
+        self.close_open(rt);
+        self.wait(doomed, since, counters);
         self.reap(rt, counters);
-        // The number of the first generation nothing will ever find finished, once the
-        // replacement has closed (or joined) the open one.
-        let oldest = self.closed_total + 1 - self.closed.len() as u64;
-        let first_untracked = match self.closed.iter().position(|g| g.untracked) {
-            Some(i) => oldest + i as u64,
-            None if self.open_untracked => {
-                if self.closed.len() >= MAX_CLOSED {
-                    self.closed_total
-                } else {
-                    self.closed_total + 1
-                }
+    }
+
+    /// Files `doomed`, in service from `since` up to the newest closed generation.
+    fn wait(&mut self, doomed: Doomed, since: u64, counters: &mut Counters) {
+        if self.last_untracked.is_some_and(|u| since <= u) {
+            counters.record(Counted::Fallback(Fallback::KeptUntracked));
+            if !WARNED_KEPT.swap(true, Ordering::Relaxed) {
+                log::warn!(
+                    "keeping a replaced graph or executable graph that a launch the library could not follow may still use; it is destroyed only after rcb_cmdbuf_launches_done, and leaked when its command buffer is freed"
+                );
             }
-            None => return Ok(()),
-        };
-        let stuck = self.waiting.iter().filter(|(n, d)| *n >= first_untracked && matches!(d, Doomed::Graph(_))).count();
-        if stuck + graphs > MAX_STUCK_GRAPHS {
-            return Err(Error::invalid_state(format!(
-                "{stuck} replaced graph(s) already wait for a launch the library could not follow (it may still run, and only freeing the command buffer destroys them); replacing {graphs} more would pass the limit of {MAX_STUCK_GRAPHS}: synchronize the streams this command buffer was launched on, free it and record it again"
-            )));
+            self.kept.push(doomed);
+            return;
         }
-        Ok(())
+        self.waiting.push(Waiting { since, until: self.open_number - 1, doomed });
     }
 
-    /// Takes `exec` out of service: destroyed once the launches made so far have finished.
-    pub fn retire_exec(&mut self, rt: &dyn Runtime, exec: Exec, counters: &mut Counters) {
-        self.waiting_execs += 1;
-        self.retire(rt, Doomed::Exec(exec), counters);
-    }
-
-    /// Gives up `graph`, which launches made so far may still use.
-    pub fn retire_graph(&mut self, rt: &dyn Runtime, graph: Graph, counters: &mut Counters) {
-        self.retire(rt, Doomed::Graph(graph), counters);
-    }
-
-    fn retire(&mut self, rt: &dyn Runtime, doomed: Doomed, counters: &mut Counters) {
-        if self.open_has_launches() {
-            self.reap(rt, counters);
-            let untracked = std::mem::take(&mut self.open_untracked);
-            let full = self.closed.len() >= MAX_CLOSED;
-            match self.closed.back_mut().filter(|_| full) {
-                // Joined to the newest generation: what waited for it waits for these launches
-                // too, which only delays it.
-                Some(newest) => {
-                    newest.untracked |= untracked;
-                    for (s, e) in self.open.drain(..) {
-                        let same = (!s.is_per_thread_or_default()).then(|| newest.events.iter_mut().find(|(n, _)| *n == s)).flatten();
-                        match same {
-                            // A later event on a stream completes after the earlier one.
-                            Some(slot) => self.spare.push(std::mem::replace(&mut slot.1, e)),
-                            None => newest.events.push((s, e)),
-                        }
-                    }
-                    if newest.events.len() > MAX_FOLLOWED {
-                        let spare = &mut self.spare;
-                        newest.events.retain(|&(s, e)| {
-                            !finished(rt, s, e) || {
-                                spare.push(e);
-                                false
-                            }
-                        });
-                        newest.untracked |= newest.events.len() > MAX_FOLLOWED;
-                    }
-                }
-                None => {
-                    self.closed.push_back(Generation { events: self.open.drain(..).collect(), untracked });
-                    self.closed_total += 1;
-                }
+    /// Closes the open generation when it has launches (something new goes in service after
+    /// them): it becomes untracked history, a closed generation, or part of the newest closed one.
+    pub fn close_open(&mut self, rt: &dyn Runtime) {
+        if self.open.marks.is_empty() && !self.open_untracked {
+            return;
+        }
+        let number = self.open_number;
+        self.open_number += 1;
+        let marks = std::mem::replace(&mut self.open, Marks::new());
+        if std::mem::take(&mut self.open_untracked) {
+            // Its marks prove nothing: their events are reused.
+            self.last_untracked = Some(number);
+            self.spare.extend(marks.marks.iter().map(|m| (m.device, m.event)));
+            return;
+        }
+        let full = self.closed.len() >= MAX_CLOSED;
+        match self.closed.back_mut().filter(|_| full) {
+            Some(newest) => {
+                newest.last = number;
+                newest.marks.marks.extend(marks.marks);
+                newest.marks.trim(rt, &mut self.spare);
             }
+            None => self.closed.push_back(Generation { first: number, last: number, marks }),
         }
-        self.waiting.push_back((self.closed_total, doomed));
-        self.reap(rt, counters);
     }
 
     /// Destroys what waits for generations that have all finished.
     pub fn reap(&mut self, rt: &dyn Runtime, counters: &mut Counters) {
-        while let Some(front) = self.closed.front() {
-            if front.untracked || !front.events.iter().all(|&(s, e)| finished(rt, s, e)) {
-                break;
+        self.reap_within(rt, usize::MAX, counters, None);
+    }
+
+    /// [`Self::reap`] with at most `queries` event queries; returns whether nothing waits. A
+    /// failed destroy goes to `leaks` when given (the object is leaked), else it is tried again
+    /// at the free.
+    pub fn reap_within(&mut self, rt: &dyn Runtime, mut queries: usize, counters: &mut Counters, mut leaks: Option<&mut Leaks>) -> bool {
+        let spare = &mut self.spare;
+        'generations: for generation in self.closed.iter_mut() {
+            while let Some(&mark) = generation.marks.marks.last() {
+                if queries == 0 {
+                    break 'generations;
+                }
+                queries -= 1;
+                if !finished(rt, mark.event) {
+                    break;
+                }
+                spare.push((mark.device, mark.event));
+                generation.marks.marks.pop();
             }
-            let done = self.closed.pop_front().expect("front checked");
-            self.spare.extend(done.events.into_iter().map(|(_, e)| e));
         }
-        let finished_through = self.closed_total - self.closed.len() as u64;
-        while self.waiting.front().is_some_and(|&(n, _)| n <= finished_through) {
-            let (_, doomed) = self.waiting.pop_front().expect("front checked");
-            self.destroy(rt, doomed, counters);
+        self.closed.retain(|g| !g.marks.marks.is_empty());
+        let closed = &self.closed;
+        let running = |w: &Waiting| closed.iter().any(|g| g.first <= w.until && w.since <= g.last);
+        let (still, done): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting).into_iter().partition(running);
+        self.waiting = still;
+        for w in done {
+            match leaks.as_deref_mut() {
+                Some(leaks) => leaks.note(destroy_now(rt, w.doomed, counters)),
+                None => self.destroy(rt, w.doomed, counters),
+            }
         }
+        self.waiting.is_empty()
     }
 
     fn destroy(&mut self, rt: &dyn Runtime, doomed: Doomed, counters: &mut Counters) {
-        let destroyed = match doomed {
-            Doomed::Exec(exec) => {
-                self.waiting_execs -= 1;
-                rt.exec_destroy(exec).inspect(|()| counters.record(Counted::Retirement))
-            }
-            Doomed::Graph(graph) => rt.graph_destroy(graph),
-        };
-        if let Err(e) = destroyed {
-            log::warn!("destroying a replaced graph or executable graph: {e}; trying again when the command buffer is freed");
+        if let Err(e) = destroy_now(rt, doomed, counters) {
+            log::warn!("destroying a replaced graph or executable graph: {e}; trying again when its command buffer is freed");
             self.orphans.push(doomed);
         }
     }
 
-    /// Destroys everything that waits and every event: the command buffer is going away, and
-    /// the launches still pending are the caller's to have waited for (`rcb_cmdbuf_free`).
-    pub fn release(&mut self, rt: &dyn Runtime, leaks: &mut Leaks) {
-        let doomed = self.waiting.drain(..).map(|(_, d)| d).chain(self.orphans.drain(..));
-        for d in doomed.collect::<Vec<_>>() {
-            leaks.note(match d {
-                Doomed::Exec(exec) => rt.exec_destroy(exec),
-                Doomed::Graph(graph) => rt.graph_destroy(graph),
-            });
+    /// The caller's promise that every launch made so far has finished: destroys what waits and
+    /// what is kept, and forgets the generations (an untracked one included).
+    pub fn all_finished(&mut self, rt: &dyn Runtime, counters: &mut Counters) {
+        let marks =
+            std::mem::replace(&mut self.open, Marks::new()).marks.into_iter().chain(self.closed.drain(..).flat_map(|g| g.marks.marks));
+        self.spare.extend(marks.map(|m| (m.device, m.event)).collect::<Vec<_>>());
+        self.open_untracked = false;
+        self.last_untracked = None;
+        let doomed: Vec<Doomed> = std::mem::take(&mut self.waiting).into_iter().map(|w| w.doomed).chain(self.kept.drain(..)).collect();
+        for d in doomed {
+            self.destroy(rt, d, counters);
         }
-        self.waiting_execs = 0;
-        let events = self
-            .open
-            .drain(..)
-            .map(|(_, e)| e)
-            .chain(self.closed.drain(..).flat_map(|g| g.events).map(|(_, e)| e))
-            .chain(self.spare.drain(..));
-        for e in events.collect::<Vec<_>>() {
+    }
+
+    /// The command buffer is freed: `owned` (its executable graph and graphs, each with the
+    /// generation it is in service since) wait like replaced objects. What no launch may still
+    /// use is destroyed now (a failure goes to `leaks`); what launches may still use goes to the
+    /// graveyard with the events that follow them; what a launch the library could not follow
+    /// may use is leaked (counted as `kept_untracked`, logged).
+    pub fn free(mut self, rt: &'static dyn Runtime, owned: Vec<(Doomed, u64)>, counters: &mut Counters, leaks: &mut Leaks) {
+        self.close_open(rt);
+        for (doomed, since) in owned {
+            self.wait(doomed, since, counters);
+        }
+        for d in std::mem::take(&mut self.orphans) {
+            leaks.note(destroy_now(rt, d, counters));
+        }
+        let done = self.reap_within(rt, usize::MAX, counters, Some(leaks));
+        if !self.kept.is_empty() {
+            log::warn!(
+                "freeing a command buffer leaks {} graph(s) or executable graph(s) that a launch the library could not follow may still use",
+                self.kept.len()
+            );
+            self.kept.clear();
+        }
+        if done {
+            self.release_events(rt, counters, leaks);
+        } else {
+            super::graveyard::bury(rt, self);
+        }
+    }
+
+    /// Destroys every event and what the runtime failed to destroy before: nothing waits any
+    /// more (a freed command buffer's tracking leaving the graveyard).
+    pub fn release_events(&mut self, rt: &dyn Runtime, counters: &mut Counters, leaks: &mut Leaks) {
+        for d in std::mem::take(&mut self.orphans) {
+            leaks.note(destroy_now(rt, d, counters));
+        }
+        let marks =
+            std::mem::replace(&mut self.open, Marks::new()).marks.into_iter().chain(self.closed.drain(..).flat_map(|g| g.marks.marks));
+        let events: Vec<Event> = marks.map(|m| m.event).chain(self.spare.drain(..).map(|(_, e)| e)).collect();
+        for e in events {
             leaks.note(rt.event_destroy(e));
         }
     }
 }
 
-/// Whether the launch `event` follows on `_stream` has finished. (The stream itself is never
-/// asked anything: the caller may have destroyed it since.)
-fn finished(rt: &dyn Runtime, _stream: Stream, event: Event) -> bool {
+/// Destroys `doomed`, counting a retired executable graph.
+fn destroy_now(rt: &dyn Runtime, doomed: Doomed, counters: &mut Counters) -> crate::error::Result<()> {
+    match doomed {
+        Doomed::Exec(exec) => rt.exec_destroy(exec).inspect(|()| counters.record(Counted::Retirement)),
+        Doomed::Graph(graph) => rt.graph_destroy(graph),
+    }
+}
+
+/// Whether the launches before `event`'s last record have finished. A failed query counts as
+/// not yet (asked again later).
+fn finished(rt: &dyn Runtime, event: Event) -> bool {
     rt.event_is_complete(event).unwrap_or(false)
 }

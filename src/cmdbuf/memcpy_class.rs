@@ -104,11 +104,9 @@ impl CmdBuf {
 
     /// Re-instantiates because a memcpy node cannot take its parameters in place (`why`): the
     /// template, brought up to date, holds them. The caller checked
-    /// [`Self::reinstantiation_blocked`]. Launches are followed from now on, so that the old
-    /// executable graph, and any replaced later, is destroyed once its launches finish (those
-    /// made before, if they were not followed, keep it until the command buffer is freed).
+    /// [`Self::reinstantiation_blocked`]. The old executable graph is destroyed once its launches
+    /// finish (`launches.rs`).
     pub(super) fn reinstantiate_for_memcpy(&mut self, why: &str) -> Result<()> {
-        self.launches.follow();
         match self.reinstantiate() {
             Ok(()) => {
                 log::info!("{why}: re-instantiated the executable graph, whose memcpy setter would refuse it");

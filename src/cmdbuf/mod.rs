@@ -13,6 +13,7 @@ pub mod allocations;
 pub mod args;
 mod budget;
 mod flatten;
+mod graveyard;
 mod launches;
 mod memcpy_class;
 mod nodes;
@@ -39,7 +40,7 @@ use crate::runtime::{
 };
 use allocations::AllocationTable;
 use budget::ExecBudget;
-use launches::Launches;
+use launches::{Doomed, Launches};
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
 use patch::PatchTable;
@@ -84,6 +85,8 @@ pub struct CmdBuf {
     state: State,
     graph: Graph,
     exec: Option<Exec>,
+    /// The generation (`launches.rs`) from which launches run `exec`.
+    exec_since: u64,
     /// The graph came from stream capture: its nodes are the runtime's, not in `nodes`.
     captured: bool,
     nodes: Vec<NodeRecord>,
@@ -129,6 +132,7 @@ pub struct CmdBuf {
 
 impl CmdBuf {
     pub fn new(rt: &'static dyn Runtime, device: i32, kind: Kind) -> Result<Self> {
+        graveyard::reap();
         let count = rt.info().device_count;
         if !(0..count).contains(&device) {
             return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
@@ -144,6 +148,7 @@ impl CmdBuf {
             state: State::Recording,
             graph: rt.graph_create()?,
             exec: None,
+            exec_since: 0,
             captured: false,
             nodes: Vec::new(),
             allocs: AllocationTable::default(),
@@ -191,8 +196,8 @@ impl CmdBuf {
     }
 
     /// Sets the update budget (bytes; 0: never re-instantiate), replacing the default of
-    /// `RCB_EXEC_UPDATE_BUDGET` or the runtime. Only before the first finalize: launches are
-    /// followed from the first one when the budget is on, and only then.
+    /// `RCB_EXEC_UPDATE_BUDGET` or the runtime. Only before the first finalize, so that the
+    /// executable graph has one budget from its instantiation on.
     pub fn set_exec_update_budget(&mut self, bytes: u64) -> Result<()> {
         if self.kind == Kind::Nested {
             return Err(Error::invalid_state("a nested command buffer has no executable graph to budget"));
@@ -323,14 +328,21 @@ impl CmdBuf {
         }
     }
 
-    /// Replaces what `node` keeps with `graphs`: the old ones wait for the launches made so far.
-    fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>) {
+    /// Replaces what `node` keeps with `graphs`, and its child clone with `clone` when given: the
+    /// old ones wait for the launches that may use them, the new ones are in service from the
+    /// generation after.
+    fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>, clone: Option<Graph>) {
         let old = if graphs.is_empty() { self.kept.remove(&node) } else { self.kept.insert(node, graphs) };
+        let old_clone = clone.and_then(|c| self.nodes[node as usize].child_clone.replace(c));
         // Published no more before they may be destroyed.
         self.republish();
-        for graph in old.into_iter().flatten() {
-            self.launches.retire_graph(self.rt, graph, &mut self.counters);
+        let since = self.nodes[node as usize].graphs_since;
+        for graph in old.into_iter().flatten().chain(old_clone) {
+            self.launches.retire_graph(self.rt, graph, since, &mut self.counters);
         }
+        // The launches made so far run the old ones.
+        self.launches.close_open(self.rt);
+        self.nodes[node as usize].graphs_since = self.launches.now();
     }
 
     /// Brings what is published with the template up to date after the kept graphs changed.
@@ -486,10 +498,6 @@ impl CmdBuf {
                 "a child node of a nested command buffer cannot be updated in place (the runtime has no template setter for child graphs); re-record the nested command buffer",
             ));
         }
-        // What this replaces waits for the launches made so far; refused here, before anything
-        // changes, when too much waits behind one the library could not follow.
-        let replaced = usize::from(self.nodes[node as usize].child_clone.is_some()) + self.kept.get(&node).map_or(0, Vec::len);
-        self.launches.room_for_graphs(self.rt, replaced, &mut self.counters)?;
         // The template cannot take the new graph; a clone of it is what a re-instantiation gives
         // the next executable graph, and it carries the graph's user objects for as long as an
         // executable graph may read them (the caller may destroy `graph` after this call).
@@ -509,12 +517,8 @@ impl CmdBuf {
         }
         self.pushed(1, bytes);
         self.detach_pins(node);
-        let old = self.nodes[node as usize].child_clone.replace(clone);
-        // Republishes without the old clone before it may be destroyed.
-        self.replace_kept(node, keeps);
-        if let Some(old) = old {
-            self.launches.retire_graph(self.rt, old, &mut self.counters);
-        }
+        // What this replaces waits for the launches that may use it.
+        self.replace_kept(node, keeps, Some(clone));
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
         record.child_bytes = bytes;
@@ -581,6 +585,7 @@ impl CmdBuf {
     /// instantiates a primary command buffer; later ones push what an earlier failed update
     /// left behind and never re-instantiate.
     pub fn finalize(&mut self) -> Result<()> {
+        graveyard::reap();
         self.state.allow(Op::Finalize)?;
         if self.state == State::Recording {
             let empty = if self.captured { self.rt.graph_nodes(self.graph)?.is_empty() } else { self.nodes.is_empty() };
@@ -589,15 +594,9 @@ impl CmdBuf {
             }
             if self.kind == Kind::Primary {
                 self.exec = Some(self.rt.instantiate(self.graph)?);
+                self.exec_since = self.launches.now();
                 self.counters.record(Event::Instantiation);
                 self.note_exec_classes();
-                // Launches are followed where something they use may be replaced later: an
-                // executable graph (the budget) or a graph kept for a child or flattened node,
-                // now or after an update gives a flattened group a source that owns objects.
-                let may_keep = !self.kept.is_empty() || !self.flattened.is_empty();
-                if self.budget.limit() != 0 || may_keep || self.nodes.iter().any(|r| matches!(r.params, Params::Child(_))) {
-                    self.launches.follow();
-                }
             }
         } else {
             self.push_unpushed()?;
@@ -615,6 +614,7 @@ impl CmdBuf {
     }
 
     pub fn launch(&mut self, stream: Stream) -> Result<()> {
+        graveyard::reap();
         self.state.allow(Op::Launch)?;
         let exec = self
             .exec
@@ -636,9 +636,21 @@ impl CmdBuf {
         if self.launches.any_waiting() {
             self.launches.reap(self.rt, &mut self.counters);
         }
-        self.rt.graph_launch(exec, stream)?;
+        if let Err(e) = self.rt.graph_launch(exec, stream) {
+            // The runtime may have queued part of the work before it failed (clr runs a graph as
+            // several commands).
+            self.launches.launch_failed();
+            return Err(e);
+        }
         self.launches.launched(self.rt, stream, capturing.is_ok());
         Ok(())
+    }
+
+    /// The caller's promise that every launch of this command buffer so far has finished (it
+    /// synchronized each stream): what waits for those launches, what is kept for one the
+    /// library could not follow included, is destroyed now.
+    pub fn launches_done(&mut self) {
+        self.launches.all_finished(self.rt, &mut self.counters);
     }
 
     /// Refuses a read (graph, executable graph, counts) while a capture is in progress.
@@ -742,7 +754,8 @@ impl CmdBuf {
         self.counters.record(Event::Instantiation);
         self.counters.record(Event::Reinstantiation);
         self.budget.restart();
-        self.launches.retire_exec(self.rt, old, &mut self.counters);
+        self.launches.retire_exec(self.rt, old, self.exec_since, &mut self.counters);
+        self.exec_since = self.launches.now();
         if nodes > 0 {
             self.pushed(nodes, bytes);
         }
@@ -1016,26 +1029,34 @@ impl CmdBuf {
         if std::mem::take(&mut self.published) {
             published::withdraw(self.graph);
         }
+        // What a launch may still use waits for it (`launches.rs`, `graveyard.rs`): the executable
+        // graph, the child clones and kept graphs, and the template (its child nodes hold clones
+        // that own user objects).
+        let mut owned = Vec::new();
         if let Some(exec) = self.exec.take() {
-            leaks.note(self.rt.exec_destroy(exec));
+            owned.push((Doomed::Exec(exec), self.exec_since));
         }
-        self.launches.release(self.rt, &mut leaks);
         for record in &mut self.nodes {
             if let Some(clone) = record.child_clone.take() {
-                leaks.note(self.rt.graph_destroy(clone));
+                owned.push((Doomed::Graph(clone), record.graphs_since));
             }
         }
-        for graph in std::mem::take(&mut self.kept).into_values().flatten() {
-            leaks.note(self.rt.graph_destroy(graph));
+        for (node, graphs) in std::mem::take(&mut self.kept) {
+            let since = self.nodes[node as usize].graphs_since;
+            owned.extend(graphs.into_iter().map(|g| (Doomed::Graph(g), since)));
         }
         // A null graph marks it as already destroyed: runtimes never hand out a null one.
         let graph = std::mem::replace(&mut self.graph, Graph(std::ptr::null_mut()));
         if !graph.is_null() {
-            leaks.note(self.rt.graph_destroy(graph));
+            owned.push((Doomed::Graph(graph), 0));
         }
+        // (The empty tracking left in its place has nothing to give back at a second release.)
+        std::mem::replace(&mut self.launches, Launches::new(0)).free(self.rt, owned, &mut self.counters, &mut leaks);
+        // Never launched: the graphs a capture replaced.
         for orphan in std::mem::take(&mut self.orphans) {
             leaks.note(self.rt.graph_destroy(orphan));
         }
+        graveyard::reap();
         leaks
     }
 }

@@ -212,6 +212,9 @@ pub struct NodeRecord {
     /// given (owned), which a re-instantiation gives the new executable graph, since the
     /// template cannot take it.
     pub child_clone: Option<Graph>,
+    /// The generation (`launches.rs`) from which launches may use the child clone and the graphs
+    /// kept for this node: 0 for those it was recorded with, else the one an update gave them in.
+    pub graphs_since: u64,
 }
 
 impl NodeRecord {
@@ -246,6 +249,7 @@ impl NodeRecord {
             template_dirty: false,
             child_bytes: 0,
             child_clone: None,
+            graphs_since: 0,
         }
     }
 }

@@ -8,7 +8,7 @@
 //! `rcb_cmdbuf_add_child_graph`, `rcb_cmdbuf_update_kernel`, `rcb_cmdbuf_update_memcpy_d2d`,
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
-//! `rcb_cmdbuf_launch`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
+//! `rcb_cmdbuf_launch`, `rcb_cmdbuf_launches_done`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
 //! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
@@ -481,16 +481,26 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
-/// discarded. The free never waits on the host: every stream the command buffer was launched on
-/// (each thread's own for `hipStreamPerThread` and the default streams) must be synchronized
-/// first, since its executable graphs, the ones the update budget replaced and the graphs kept
-/// for what flattened and child nodes may read (user objects) are destroyed at once.
+/// discarded.
+///
+/// Launches of `cb` may still be queued or running: the free never waits on the host and
+/// destroys nothing they may use (as CUDA's `cuGraphExecDestroy` of a running executable graph
+/// frees it once it completes). The executable graphs, the graphs kept for what flattened and
+/// child nodes may read (user objects) and the template go, with the events that follow the
+/// launches (see `rcb_cmdbuf_launch`), to a list of the process's that later command-buffer calls
+/// (`rcb_cmdbuf_new*`, `rcb_cmdbuf_launch`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_free`, on any
+/// thread; each queries at most 8 of those events) empty as the launches finish; what no launch
+/// may use is destroyed at once. What a launch the library could not follow may still use is
+/// leaked instead, logged at warn (counted as `RCB_FALLBACK_KEPT_UNTRACKED` when it was kept):
+/// call `rcb_cmdbuf_launches_done` before the free, once those launches are synchronized, to have
+/// it destroyed. Whatever is still on the list when the process exits is leaked too.
 ///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
 /// command buffer is released all the same, the message names each failed call (its object is
 /// leaked) and, when ending a capture failed, says whether the stream is still capturing (then
-/// end its capture before using the stream).
+/// end its capture before using the stream). A destroy that fails later, on the list, is logged
+/// at warn and its object leaked.
 ///
 /// Thread-safety: any thread, not concurrently with other calls on `cb`.
 ///
@@ -855,11 +865,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_memset(
 /// another command buffer) has unknown references from then on.
 ///
 /// What the update replaces (the node's previous clone and the graphs kept for what it reads) is
-/// destroyed once every launch made before it has finished. After a launch the library could not
-/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
-/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
-/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
-/// command buffer was launched on, free it and record it again.
+/// destroyed once every launch that may use it has finished. What a launch the library could not
+/// follow with an event (see `rcb_cmdbuf_launch`) may use is kept instead, never destroyed while
+/// the command buffer lives, unless `rcb_cmdbuf_launches_done` says the launches have finished;
+/// no update is refused for it.
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.
@@ -884,11 +893,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_child(cb: *mut rcb_cmdbuf, node: rcb_
 /// updated in place (`RCB_STATUS_UNSUPPORTED`). On failure the node keeps its graph.
 ///
 /// What the update replaces (the node's previous clone and the graphs kept for what it reads) is
-/// destroyed once every launch made before it has finished. After a launch the library could not
-/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
-/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
-/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
-/// command buffer was launched on, free it and record it again.
+/// destroyed once every launch that may use it has finished; what a launch the library could not
+/// follow may use is kept instead, and no update is refused for it (see
+/// `rcb_cmdbuf_update_child`).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -981,14 +988,22 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// a `stream` that is capturing (CUDA refuses such a launch and invalidates the capture; ROCm
 /// would run the executable graph's work on the stream, outside the capture).
 ///
-/// While the update budget is on, or the command buffer holds child or flattened nodes whose
-/// graphs may be replaced, an event of the library's is recorded on `stream` right after the
-/// launch (one per launch on the per-thread and default stream handles), so that what an update
-/// replaces is destroyed only once this launch has finished; those events are queried, never
-/// waited on, by later launches and updates. A launch no event can follow (its record fails,
-/// `stream` belongs to another device, more than 64 streams hold launches still running, or the
-/// runtime cannot say whether `stream` is capturing) is made all the same, and what is replaced
-/// after it waits for `rcb_cmdbuf_free` (see `rcb_cmdbuf_update_child`).
+/// An event of the library's, made on `stream`'s device (`hipStreamGetDevice` from ROCm 5.6,
+/// `cuStreamGetCtx`; else the command buffer's device), is recorded on `stream` right after the
+/// launch, so that what an update replaces, and what `rcb_cmdbuf_free` gives up, is destroyed
+/// only once this launch has finished; those events are queried, never waited on, by later
+/// launches, updates and frees. Each launch has an event of its own, used again only once it has
+/// completed: a stream handle proves nothing about an earlier launch (`hipStreamPerThread` and
+/// the default stream name another stream on another thread or device, and a destroyed stream's
+/// address may be reused), so any number of streams and launches in flight are followed.
+///
+/// A launch no event can follow (the event's creation or record fails, the launch itself fails,
+/// which may leave part of its work queued, or the runtime cannot say whether `stream` is
+/// capturing) is made or reported all the same, and nothing is ever refused for it: what it may
+/// use (the executable graph and the graphs in service at the time) is kept instead of destroyed
+/// when an update replaces it, and leaked by `rcb_cmdbuf_free`, logged once at warn and counted
+/// as `RCB_FALLBACK_KEPT_UNTRACKED` per object, until `rcb_cmdbuf_launches_done` says the
+/// launches have finished. What is put in service after it is followed as usual.
 ///
 /// The library records and queries its events with the calling thread in relaxed capture mode
 /// (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
@@ -1006,6 +1021,29 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_launch(cb: *mut rcb_cmdbuf, stream: *mut c_void) -> rcb_status {
     boundary(|| with(cb, |_, cb| cb.launch(Stream(stream))))
+}
+
+/// The caller's promise that every launch of `cb` so far has finished: it synchronized each
+/// stream `cb` was launched on (each thread's own for `hipStreamPerThread` and the default
+/// streams) after the last launch. What waits for those launches is destroyed now, what is kept
+/// for a launch the library could not follow included (see `rcb_cmdbuf_launch`), and the library
+/// follows the launches made afterwards as usual. A broken promise lets the runtime destroy an
+/// executable graph or graph that a launch still uses. Optional: without it, what is kept stays
+/// until `rcb_cmdbuf_free`, which leaks it. A failed destroy is logged at warn and tried again by
+/// the free. Allowed in every state; a command buffer never launched has nothing to give up.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_launches_done(cb: *mut rcb_cmdbuf) -> rcb_status {
+    boundary(|| {
+        with(cb, |_, cb| {
+            cb.launches_done();
+            Ok(())
+        })
+    })
 }
 
 /// Writes the command buffer's template graph (`hipGraph_t`) to `*graph`. It is borrowed: owned
@@ -1199,9 +1237,11 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
 /// brings the template graph up to date from its own copies of the parameters, instantiates it
 /// (`rcb_update_report.reinstantiated` says so for an address update; `rcb_counters` counts
 /// each) and destroys the old executable graph once everything launched from it has finished,
-/// in stream order, without waiting on the host (an event is recorded after each launch while
-/// the budget is on). At most two old executable graphs wait at a time: a third
-/// re-instantiation first waits for the oldest's launches.
+/// in stream order, without waiting on the host (an event follows each launch, see
+/// `rcb_cmdbuf_launch`). At most two old executable graphs wait at a time: past that the update
+/// goes to the live executable graph in place (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`) until one is
+/// destroyed. Old executable graphs that a launch the library could not follow may use are kept
+/// and do not count towards the two.
 ///
 /// Allowed before the first `rcb_cmdbuf_finalize` only (`RCB_STATUS_INVALID_STATE` after it, and
 /// for a nested command buffer, which has no executable graph).
@@ -1420,12 +1460,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_flattened_child(
 /// are pushed again by `rcb_cmdbuf_finalize` (launches are refused until a push succeeds), so
 /// the group never reads two children at once. `*report` (NULL allowed) is written on success.
 ///
-/// What the update replaces (the clones kept for what the group's nodes read) is
-/// destroyed once every launch made before it has finished. After a launch the library could not
-/// follow with an event (see `rcb_cmdbuf_launch`) nothing proves that, so what is replaced from
-/// then on waits for `rcb_cmdbuf_free`; at most 64 graphs wait so, and an update that would make
-/// more wait is `RCB_STATUS_INVALID_STATE` with nothing changed: synchronize the streams the
-/// command buffer was launched on, free it and record it again.
+/// What the update replaces (the clones kept for what the group's nodes read) is destroyed once
+/// every launch that may use it has finished; what a launch the library could not follow may use
+/// is kept instead, and no update is refused for it (see `rcb_cmdbuf_update_child`).
 ///
 /// Thread-safety: one thread at a time per command buffer; `child` must not be used by another
 /// thread during the call.

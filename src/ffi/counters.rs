@@ -92,6 +92,16 @@ pub const RCB_FALLBACK_MEMORY_NODE: u32 = 11;
 /// the move is refused (`needs_rerecord`) with nothing changed, or the nodes are left
 /// unpushed and launches refused until a re-record.
 pub const RCB_FALLBACK_MEMCPY_NOT_IN_PLACE: u32 = 12;
+/// Fallback reason: an executable graph or graph that a launch the library could not follow
+/// with an event may still use (see `rcb_cmdbuf_launch`) was kept instead of destroyed when an
+/// update replaced it or its command buffer was freed; only `rcb_cmdbuf_launches_done` gives it
+/// back. Counted once per object.
+pub const RCB_FALLBACK_KEPT_UNTRACKED: u32 = 13;
+/// Fallback reason: the library could not give the calling thread its stream capture mode back
+/// after one of its own event calls (made in relaxed mode, see `rcb_cmdbuf_launch`), twice; the
+/// thread stays relaxed, so its calls during a capture are no longer refused as unsafe. Logged
+/// at warn; counted in the process totals only.
+pub const RCB_FALLBACK_CAPTURE_MODE_LEFT_RELAXED: u32 = 14;
 
 const _: () = {
     assert!(RCB_FALLBACK_REASON_SLOTS == FALLBACK_SLOTS);
@@ -108,6 +118,8 @@ const _: () = {
     assert!(RCB_FALLBACK_CONDITIONAL_NODE == Fallback::ConditionalNode as u32);
     assert!(RCB_FALLBACK_MEMORY_NODE == Fallback::MemoryNode as u32);
     assert!(RCB_FALLBACK_MEMCPY_NOT_IN_PLACE == Fallback::MemcpyNotInPlace as u32);
+    assert!(RCB_FALLBACK_KEPT_UNTRACKED == Fallback::KeptUntracked as u32);
+    assert!(RCB_FALLBACK_CAPTURE_MODE_LEFT_RELAXED == Fallback::CaptureModeLeftRelaxed as u32);
 };
 
 sized_struct!(rcb_counters, RCB_COUNTERS_V1_SIZE);

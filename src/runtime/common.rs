@@ -2,7 +2,8 @@
 //! messages and module images. HIP and the CUDA driver share the shapes of these calls and the
 //! error numbers the library tells apart, so each piece exists once, here.
 
-use super::{Edge, HostNode, MemOp, MemOpNode, Node, NodeType};
+use super::{CaptureMode, Edge, HostNode, MemOp, MemOpNode, Node, NodeType};
+use crate::counters::{self, Event, Fallback};
 use crate::error::{Error, ErrorKind};
 use std::borrow::Cow;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
@@ -19,6 +20,34 @@ pub fn dependencies(deps: &[Node]) -> (*const P, usize) {
 /// The `from` and `to` arrays of an edge list, as the add-dependency calls take them.
 pub fn edge_ends(edges: &[Edge]) -> (Vec<P>, Vec<P>) {
     edges.iter().map(|e| (e.from.0, e.to.0)).unzip()
+}
+
+/// Runs `call` (one of the library's own event calls) with the calling thread in relaxed capture
+/// mode, set through `exchange` (the runtime's `ThreadExchangeStreamCaptureMode`), then gives the
+/// thread its mode back; when the mode cannot be set, `call` runs as it is. A failed give-back is
+/// tried once more: a thread left relaxed no longer has its unsafe calls during a capture refused,
+/// so a second failure is logged at warn and counted (`capture_mode_left_relaxed`, process
+/// totals).
+pub fn relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let mut mode = CaptureMode::Relaxed as c_int;
+    if exchange(&mut mode) != 0 {
+        return call();
+    }
+    let rc = call();
+    let own = mode;
+    let mut failed = 0;
+    for _ in 0..2 {
+        let mut back = own;
+        failed = exchange(&mut back);
+        if failed == 0 {
+            return rc;
+        }
+    }
+    log::warn!(
+        "giving the calling thread its stream capture mode ({own}) back after the library's event call failed twice (error {failed}): the thread stays in relaxed mode"
+    );
+    counters::record_total(Event::Fallback(Fallback::CaptureModeLeftRelaxed));
+    rc
 }
 
 /// The error codes told apart. Both runtimes number them alike (HIP copied CUDA's codes).

@@ -43,6 +43,9 @@ pub trait Streams {
     /// Whether `stream` is in capture mode; an invalidated capture counts, as it still needs its
     /// end. `Unsupported` when the runtime cannot say.
     fn stream_is_capturing(&self, stream: Stream) -> Result<bool>;
+    /// The device `stream` belongs to (for the null and per-thread handles: the calling thread's
+    /// current device). `Unsupported` when the runtime cannot say.
+    fn stream_device(&self, stream: Stream) -> Result<i32>;
     /// An event on `device` that records no timing.
     fn event_create(&self, device: i32) -> Result<Event>;
     fn event_destroy(&self, event: Event) -> Result<()>;

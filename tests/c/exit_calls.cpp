@@ -6,7 +6,9 @@
 // be dropped, never wrong), and nothing may abort. Needs the software GPU (the library's runtime
 // and the program's HIP calls); run as `exit_calls all` with RCB_BACKEND=hip and
 // RCB_HIP_LIBRARY set (run.sh). Exits 0 and prints "exit_calls: ok" from the last phase (the
-// static destructor) when every check of every phase held; a failing phase exits 1 at once.
+// static destructor) when every check of every phase held; a failing phase exits 1 at once. Each
+// phase also frees a command buffer whose launch is still held, so the process exits with one on
+// the library's list of freed command buffers (see rcb_cmdbuf_free): nothing may crash then.
 #include <hip/hip_runtime_api.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -127,6 +129,26 @@ static void calls(const char *phase) {
     NEED(rcb_cmdbuf_launch(cb, s));
     NEED_HIP(hipStreamSynchronize(static_cast<hipStream_t>(s)));
     NEED(rcb_cmdbuf_free(cb));
+
+    // A command buffer freed while its launch is held behind a device word: the free destroys
+    // nothing the launch runs, and leaves it to later calls (the next phase's, or none: the last
+    // phase exits with it still on the library's list, which is leaked then).
+    void *word = NULL;
+    NEED_HIP(hipMalloc(&word, 8));
+    NEED_HIP(hipMemset(word, 0, 8));
+    NEED(rcb_cmdbuf_new(0, &cb));
+    NEED(rcb_cmdbuf_add_empty(cb, NULL, 0, &node));
+    NEED(rcb_cmdbuf_finalize(cb));
+    NEED_HIP(hipStreamWaitValue64(static_cast<hipStream_t>(s), word, 1, hipStreamWaitValueGte, ~0ull));
+    NEED(rcb_cmdbuf_launch(cb, s));
+    NEED(rcb_cmdbuf_free(cb));
+    hipStream_t opener = NULL;
+    NEED_HIP(hipStreamCreateWithFlags(&opener, hipStreamNonBlocking));
+    NEED_HIP(hipStreamWriteValue64(opener, word, 1, 0));
+    NEED_HIP(hipStreamSynchronize(opener));
+    NEED_HIP(hipStreamDestroy(opener));
+    NEED_HIP(hipStreamSynchronize(static_cast<hipStream_t>(s)));
+    NEED_HIP(hipFree(word));
     NEED_HIP(hipFree(t.buffer));
 
     NEED(rcb_stream_release(s));

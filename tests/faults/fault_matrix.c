@@ -128,6 +128,15 @@ static int free_checked(rcb_status (*free_fn)(void *), void *h, const char *what
 }
 
 static rcb_status cmdbuf_free(void *h) { return rcb_cmdbuf_free((rcb_cmdbuf *)h); }
+
+/* Every scenario's verify synchronized its stream: the promise lets the free destroy at once what
+ * a launch the library could not follow (a failed event record, capture query or launch) may use,
+ * which it would leak otherwise (see rcb_cmdbuf_launch). */
+static void launches_done(rcb_cmdbuf *cb) {
+    if (cb == NULL) return;
+    rcb_status s = checked(rcb_cmdbuf_launches_done(cb), "rcb_cmdbuf_launches_done");
+    if (s != RCB_OK) breach("rcb_cmdbuf_launches_done returned %s", rcb_status_str(s));
+}
 static rcb_status trace_cache_free(void *h) { return rcb_trace_cache_free((rcb_trace_cache *)h); }
 static rcb_status pool_free(void *h) { return rcb_vmm_pool_free((rcb_vmm_pool *)h); }
 
@@ -358,6 +367,7 @@ static int rec_verify(enum outcome o) {
 }
 
 static int rec_teardown(void) {
+    launches_done(rec.cb);
     free_checked(cmdbuf_free, rec.cb, "rcb_cmdbuf_free");
     rec.cb = NULL;
     return 0;
@@ -522,6 +532,7 @@ static int flatten_verify(enum outcome o) {
 }
 
 static int flatten_teardown(void) {
+    launches_done(fl.parent);
     free_checked(cmdbuf_free, fl.parent, "rcb_cmdbuf_free");
     free_checked(cmdbuf_free, fl.nested, "rcb_cmdbuf_free");
     fl.parent = fl.nested = NULL;
@@ -564,12 +575,13 @@ static enum outcome trace_work(void) {
 }
 
 static int trace_verify(enum outcome o) {
-    if (o != OK) return 1;
     sync();
+    if (o != OK) return 1;
     return holds(rec.y2, y_of_moved, NULL, "y at the relocated addresses") && holds_garbage(rec.y, "y");
 }
 
 static int trace_teardown(void) {
+    launches_done(tr.cb);
     free_checked(cmdbuf_free, tr.cb, "rcb_cmdbuf_free");
     free_checked(trace_cache_free, tr.tc, "rcb_trace_cache_free");
     tr.cb = NULL;
@@ -898,7 +910,10 @@ static int xla_verify(enum outcome o) {
 
 static int xla_teardown(void) {
     rcb_cmdbuf *all[4] = {xf.cb, xf.nested, xf.traced, xf.retraced};
-    for (int i = 0; i < 4; i++) free_checked(cmdbuf_free, all[i], "rcb_cmdbuf_free");
+    for (int i = 0; i < 4; i++) {
+        launches_done(all[i]);
+        free_checked(cmdbuf_free, all[i], "rcb_cmdbuf_free");
+    }
     xf.cb = xf.nested = xf.traced = xf.retraced = NULL;
     return 0;
 }
@@ -1018,6 +1033,7 @@ static int node_kinds_verify(enum outcome o) {
 }
 
 static int node_kinds_teardown(void) {
+    launches_done(nk.parent);
     free_checked(cmdbuf_free, nk.parent, "rcb_cmdbuf_free");
     nk.parent = NULL;
     return 0;

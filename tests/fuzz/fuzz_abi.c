@@ -158,6 +158,9 @@ enum { NCB = 4, NNODES = 64, NTC = 2, NPOOL = 2, NHELD = 4, NSTREAM = 4, NCOR = 
 
 static struct {
     rcb_cmdbuf *cb[NCB];
+    /* A launch of cb[i] failed: it may have queued part of its work, so the library keeps what it
+     * may use until the harness promises (rcb_cmdbuf_launches_done) that every launch finished. */
+    int lost[NCB];
     rcb_node nodes[NNODES]; /* nodes of every command buffer, a ring, newest last */
     size_t nnodes;
     rcb_trace_cache *tc[NTC];
@@ -539,7 +542,17 @@ static rcb_status cmdbuf_free(void *h) { return rcb_cmdbuf_free(h); }
 static rcb_status trace_cache_free(void *h) { return rcb_trace_cache_free(h); }
 static rcb_status correlator_free(void *h) { return rcb_correlator_free(h); }
 
+static void settle(void);
+
+/* Frees `cb`; after a failed launch of it, first waits for every stream and promises that its
+ * launches finished, so that the free destroys what they used instead of leaking it. */
 static void free_cmdbuf(rcb_cmdbuf *cb) {
+    int i = in_table((void **)st.cb, NCB, cb);
+    if (i >= 0 && st.lost[i]) {
+        settle();
+        CALL(rcb_cmdbuf_launches_done(cb));
+        st.lost[i] = 0;
+    }
     free_checked(cb, (void **)st.cb, NCB, cmdbuf_free, "rcb_cmdbuf_free");
     st.borrowed_graph = NULL; /* it may have gone with its command buffer */
 }
@@ -708,7 +721,10 @@ static void op_begin_update(input *in) { CALL(rcb_cmdbuf_begin_update(CB_ARG(in)
 static void op_launch(input *in) {
     rcb_cmdbuf *cb = CB_ARG(in);
     void *stream = stream_arg(in);
-    CALL(rcb_cmdbuf_launch(cb, stream));
+    if (CALL(rcb_cmdbuf_launch(cb, stream)) == RCB_STATUS_RUNTIME_ERROR) {
+        int i = in_table((void **)st.cb, NCB, cb);
+        if (i >= 0) st.lost[i] = 1;
+    }
 }
 
 static void op_queries(input *in) {
@@ -1482,8 +1498,10 @@ static void op_double_free(input *in) {
         remember_stale(tc);
     }
     if (cb != NULL) {
-        /* The free never waits: the launch's stream is synchronized first, as the header asks. */
+        /* The launch's stream synchronized, the promise lets the free destroy at once what the
+         * launch used, even a failed one (which may have queued part of its work). */
         hipStreamSynchronize((hipStream_t)work);
+        CALL(rcb_cmdbuf_launches_done(cb));
         rcb_status first = CALL(rcb_cmdbuf_free(cb));
         if (first == RCB_STATUS_INVALID_HANDLE) die("freeing a command buffer returned %s", rcb_status_str(first));
         refused_again(CALL(rcb_cmdbuf_free(cb)), RCB_STATUS_INVALID_HANDLE, "a second rcb_cmdbuf_free");
@@ -1608,6 +1626,14 @@ static void settle(void) {
     hipSetDevice(0);
 }
 
+/* Whether the GPU holds what it held before the input. */
+static int live_as_before(void) {
+    for (int k = 0; k < NKINDS; k++) {
+        if (hipsimLiveCount(LIVE_KINDS[k]) != gpu.live[k]) return 0;
+    }
+    return 1;
+}
+
 /* Frees everything the input left, then checks that nothing is left on the GPU. */
 static void cleanup(void) {
     current_op = "cleanup";
@@ -1653,6 +1679,12 @@ static void cleanup(void) {
         if (st.graphs[i] != NULL) hipGraphDestroy(st.graphs[i]);
     }
     settle();
+    /* Command buffers freed while their launches ran left what those use to later library calls
+     * (see rcb_cmdbuf_free); every launch has finished now, so a few calls destroy all of it. */
+    for (int round = 0; round < 256 && !live_as_before(); round++) {
+        rcb_cmdbuf *cb = NULL;
+        if (rcb_cmdbuf_new(0, &cb) == RCB_OK) rcb_cmdbuf_free(cb);
+    }
     for (int k = 0; k < NKINDS; k++) {
         uint64_t now = hipsimLiveCount(LIVE_KINDS[k]);
         if (now != gpu.live[k])

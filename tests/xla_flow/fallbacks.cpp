@@ -599,10 +599,6 @@ void FailedFlattenedUpdate(Gpu& gpu, void* copy, void* sleep, const char* fault,
     // cache), then the command buffer itself, dropped without waiting for its launch (as on
     // eviction and at an executable's teardown: every free of a library command buffer goes
     // through ~RocmCmdbufCommandBuffer); then this execution recorded from scratch in a new one.
-    // TODO: drop this synchronize once rcb_cmdbuf_free defers destroying what launches in
-    // flight run until they finish (the library change that lets XLA free without waiting);
-    // the check after the free then proves it.
-    gpu.Sync();
     const uint64_t destroyed_in_flight = gpu.LiveCount("exec_destroyed_in_flight");
     old.reset();
     CHECK(gpu.LiveCount("exec_destroyed_in_flight") == destroyed_in_flight,

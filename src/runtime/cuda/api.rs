@@ -125,6 +125,17 @@ symbol_table! {
 }
 
 symbol_table! {
+    /// The device of a stream, for an event the library records there: its context
+    /// (CUDA 9.2+), made current for a moment to ask its device.
+    pub struct StreamDevice {
+        cuStreamGetCtx: fn(P, *mut P) -> R;
+        cuCtxPushCurrent_v2: fn(P) -> R;
+        cuCtxPopCurrent_v2: fn(*mut P) -> R;
+        cuCtxGetDevice: fn(*mut c_int) -> R;
+    }
+}
+
+symbol_table! {
     /// The calling thread's capture mode, relaxed around the library's own event calls so that a
     /// capture of the caller's never counts them as unsafe (CUDA 10.1+).
     pub struct ThreadCaptureMode {

@@ -19,7 +19,7 @@ use crate::runtime::common::P;
 use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
-use api::{CaptureQuery, Core, FuncName, MemOps, NodeAttributes, NodeKinds, ParamInfo, PointerClass, ThreadCaptureMode};
+use api::{CaptureQuery, Core, FuncName, MemOps, NodeAttributes, NodeKinds, ParamInfo, PointerClass, StreamDevice, ThreadCaptureMode};
 use context::Contexts;
 use layout::KernelNodeParams;
 use libloading::Library;
@@ -40,6 +40,7 @@ pub struct CudaRuntime {
     names: Feature<FuncName>,
     node_kinds: Feature<NodeKinds>,
     pointer_class: Feature<PointerClass>,
+    stream_device: Option<StreamDevice>,
     contexts: Contexts,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -102,6 +103,8 @@ impl CudaRuntime {
         // SAFETY: as for `Core`.
         let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
         // SAFETY: as for `Core`.
+        let stream_device = unsafe { StreamDevice::resolve(&library) }.ok();
+        // SAFETY: as for `Core`.
         let names = unsafe { FuncName::resolve(&library) }.map_err(|m| missing_in(&name, m));
         let names = Feature::new("kernel_names", "kernel names are unavailable", names);
         // SAFETY: as for `Core`.
@@ -127,6 +130,7 @@ impl CudaRuntime {
             names,
             node_kinds,
             pointer_class,
+            stream_device,
             contexts: Contexts::new(count),
             info,
             _library: library,

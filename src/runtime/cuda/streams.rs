@@ -3,7 +3,7 @@
 use super::CudaRuntime;
 use super::status::ERROR_NOT_READY;
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams};
+use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams, common};
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
@@ -83,6 +83,27 @@ impl Streams for CudaRuntime {
         Ok(status != 0)
     }
 
+    fn stream_device(&self, stream: Stream) -> Result<i32> {
+        let table = self.stream_device.as_ref().ok_or_else(|| Error::unsupported("the CUDA driver lacks cuStreamGetCtx"))?;
+        let mut ctx = null_mut();
+        // SAFETY: a valid out-pointer; the caller keeps the stream live (the special handles
+        // answer with the calling thread's current context).
+        self.call("cuStreamGetCtx", || unsafe { (table.cuStreamGetCtx)(stream.0, &mut ctx) })?;
+        // SAFETY: a context the driver just reported, current only until the pop below.
+        self.check("cuCtxPushCurrent_v2", unsafe { (table.cuCtxPushCurrent_v2)(ctx) })?;
+        let mut handle = 0;
+        // SAFETY: a valid out-pointer.
+        let asked = self.check("cuCtxGetDevice", unsafe { (table.cuCtxGetDevice)(&mut handle) });
+        let mut popped = null_mut();
+        // SAFETY: a valid out-pointer; pops the context pushed above.
+        self.check("cuCtxPopCurrent_v2", unsafe { (table.cuCtxPopCurrent_v2)(&mut popped) })?;
+        asked?;
+        // `CUdevice` is a handle; the ordinal is the one whose handle it is.
+        (0..self.info.device_count)
+            .find(|&d| self.device_handle(d).is_ok_and(|h| h == handle))
+            .ok_or_else(|| Error::invalid_argument(format!("the stream's context belongs to device handle {handle}, which no ordinal has")))
+    }
+
     fn event_create(&self, device: i32) -> Result<Event> {
         self.on_device(device, || {
             let mut e = null_mut();
@@ -123,18 +144,10 @@ impl CudaRuntime {
     /// event query counts as unsafe while a capture is in progress: the runtime fails it and
     /// invalidates every global-mode capture in the process or the thread's own. Relaxed, the
     /// library's events (never recorded into a capture) leave the caller's captures alone. A
-    /// runtime without `cuThreadExchangeStreamCaptureMode` runs `call` as it is.
+    /// driver without `cuThreadExchangeStreamCaptureMode` runs `call` as it is.
     fn relaxed(&self, call: impl FnOnce() -> c_int) -> c_int {
         let Some(table) = &self.thread_mode else { return call() };
-        let mut mode = CaptureMode::Relaxed as c_int;
         // SAFETY: a valid in/out pointer holding a valid mode.
-        if unsafe { (table.cuThreadExchangeStreamCaptureMode)(&mut mode) } != 0 {
-            return call();
-        }
-        let rc = call();
-        // The thread's own mode back (a failure leaves it relaxed, which only allows more).
-        // SAFETY: as above; `mode` holds the mode the runtime gave back.
-        unsafe { (table.cuThreadExchangeStreamCaptureMode)(&mut mode) };
-        rc
+        common::relaxed(|mode| unsafe { (table.cuThreadExchangeStreamCaptureMode)(mode) }, call)
     }
 }

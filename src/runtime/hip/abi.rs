@@ -57,6 +57,7 @@ fn tables(layout: Layout) -> Vec<(&'static str, bool, &'static [Prototype])> {
         ("KernelNames", false, api::KernelNames::PROTOTYPES),
         ("EventNodes", false, api::EventNodes::PROTOTYPES),
         ("HostNodes", false, api::HostNodes::PROTOTYPES),
+        ("StreamDevice", false, api::StreamDevice::PROTOTYPES),
     ];
     if layout.has_mem_op_nodes() {
         t.push(("MemOpNodes", false, api::MemOpNodes::PROTOTYPES));

@@ -27,6 +27,8 @@ macro_rules! c_types {
 c_types! {
     /// Kept as an integer: the runtime may return values newer than any enum of ours.
     hipError_t = c_int, Some(size_of::<c_int>());
+    /// A device ordinal (clr's `typedef int hipDevice_t`).
+    hipDevice_t = c_int, Some(size_of::<c_int>());
     hipStream_t = *mut c_void, Some(size_of::<*mut c_void>());
     hipEvent_t = *mut c_void, Some(size_of::<*mut c_void>());
     hipGraph_t = *mut c_void, Some(size_of::<*mut c_void>());
@@ -186,6 +188,13 @@ symbol_table! {
     /// Whether a stream is capturing: says what a failed end of capture left behind.
     pub struct CaptureQuery {
         hipStreamIsCapturing: fn(stream: hipStream_t, pCaptureStatus: *mut hipStreamCaptureStatus) -> hipError_t;
+    }
+}
+
+symbol_table! {
+    /// The device of a stream, for an event the library records there (ROCm 5.6+).
+    pub struct StreamDevice {
+        hipStreamGetDevice: fn(stream: hipStream_t, device: *mut hipDevice_t) -> hipError_t;
     }
 }
 

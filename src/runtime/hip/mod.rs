@@ -21,7 +21,7 @@ use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
 use api::{
     CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, EventNodes, HostNodes, KernelNames, MemOpNodes, MemOps, NodeAttributes,
-    ThreadCaptureMode,
+    StreamDevice, ThreadCaptureMode,
 };
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
@@ -52,6 +52,7 @@ pub struct HipRuntime {
     event_nodes: Feature<EventNodes>,
     host_nodes: Feature<HostNodes>,
     mem_op_nodes: Feature<MemOpNodes>,
+    stream_device: Option<StreamDevice>,
     layout: Layout,
     info: RuntimeInfo,
     // Last: the tables above point into it, and it is never unloaded while they live.
@@ -97,6 +98,8 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     // SAFETY: as for `Core`.
     let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
     // SAFETY: as for `Core`.
+    let stream_device = unsafe { StreamDevice::resolve(&library) }.ok();
+    // SAFETY: as for `Core`.
     let names = unsafe { KernelNames::resolve(&library) }.map_err(|m| missing_in(&name, m));
     let names = Feature::new("kernel_names", "kernel names are unavailable", names);
     // SAFETY: as for `Core`.
@@ -140,6 +143,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         event_nodes,
         host_nodes,
         mem_op_nodes,
+        stream_device,
         layout,
         info,
         _library: library,

@@ -2,7 +2,7 @@
 
 use super::HipRuntime;
 use crate::error::{Error, Result};
-use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams};
+use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams, common};
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
@@ -85,6 +85,19 @@ impl Streams for HipRuntime {
         Ok(status != CAPTURE_STATUS_NONE)
     }
 
+    fn stream_device(&self, stream: Stream) -> Result<i32> {
+        let mut device = 0;
+        match &self.stream_device {
+            // SAFETY: a valid out-pointer; the caller keeps the stream live (clr answers the null
+            // and per-thread handles with the calling thread's current device).
+            Some(table) => self.check("hipStreamGetDevice", unsafe { (table.hipStreamGetDevice)(stream.0, &mut device) })?,
+            // SAFETY: a valid out-pointer.
+            None if stream.is_per_thread_or_default() => self.check("hipGetDevice", unsafe { (self.core.hipGetDevice)(&mut device) })?,
+            None => return Err(Error::unsupported("the HIP runtime lacks hipStreamGetDevice (ROCm 5.6+)")),
+        }
+        Ok(device)
+    }
+
     fn event_create(&self, device: i32) -> Result<Event> {
         self.on_device(device, || {
             let mut e = null_mut();
@@ -127,15 +140,7 @@ impl HipRuntime {
     /// runtime without `hipThreadExchangeStreamCaptureMode` runs `call` as it is.
     fn relaxed(&self, call: impl FnOnce() -> c_int) -> c_int {
         let Some(table) = &self.thread_mode else { return call() };
-        let mut mode = CaptureMode::Relaxed as c_int;
         // SAFETY: a valid in/out pointer holding a valid mode.
-        if unsafe { (table.hipThreadExchangeStreamCaptureMode)(&mut mode) } != 0 {
-            return call();
-        }
-        let rc = call();
-        // The thread's own mode back (a failure leaves it relaxed, which only allows more).
-        // SAFETY: as above; `mode` holds the mode the runtime gave back.
-        unsafe { (table.hipThreadExchangeStreamCaptureMode)(&mut mode) };
-        rc
+        common::relaxed(|mode| unsafe { (table.hipThreadExchangeStreamCaptureMode)(mode) }, call)
     }
 }

@@ -35,6 +35,8 @@ struct State {
 
 pub struct Event {
     pub flags: u32,
+    /// The device current when it was made: a record goes only on a stream of that device.
+    pub device: i32,
     st: Mutex<State>,
     cv: Condvar,
     last: Mutex<LastRecord>,
@@ -43,8 +45,8 @@ pub struct Event {
 pub static EVENTS: LazyLock<Registry<Event>> = LazyLock::new(Registry::new);
 
 impl Event {
-    pub fn new(flags: u32) -> Self {
-        Event { flags, st: Mutex::new(State::default()), cv: Condvar::new(), last: Mutex::new(LastRecord::default()) }
+    pub fn new(flags: u32, device: i32) -> Self {
+        Event { flags, device, st: Mutex::new(State::default()), cv: Condvar::new(), last: Mutex::new(LastRecord::default()) }
     }
 
     /// Notes the stream of a record (none for the NULL stream) and its capture mark, if any.

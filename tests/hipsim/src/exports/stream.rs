@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use crate::capture;
+use crate::device;
 use crate::error::{CAPTURE_UNSUPPORTED, HipResult, INVALID_HANDLE, INVALID_VALUE, NOT_READY};
 use crate::event::{DISABLE_TIMING, EVENTS, Event};
 use crate::ffi::{hip_export, out};
@@ -144,7 +145,7 @@ hip_export! {
             return Err(INVALID_VALUE);
         }
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(e, EVENTS.insert(Event::new(0))) }
+        unsafe { out(e, EVENTS.insert(Event::new(0, device::current()?))) }
     }
 
     fn hipEventCreateWithFlags(e: *mut usize, flags: u32) {
@@ -152,7 +153,7 @@ hip_export! {
             return Err(INVALID_VALUE);
         }
         // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
-        unsafe { out(e, EVENTS.insert(Event::new(flags))) }
+        unsafe { out(e, EVENTS.insert(Event::new(flags, device::current()?))) }
     }
 
     fn hipEventDestroy(e: usize) {
@@ -164,6 +165,10 @@ hip_export! {
         let t = resolve(h)?;
         if capture::record_event(&t, &ev)? {
             return Ok(());
+        }
+        // clr's hipEventRecord: an event of another device than the stream's is refused.
+        if ev.device != t.device() {
+            return Err(INVALID_HANDLE);
         }
         let generation = ev.begin_record();
         t.submit(Box::new(move || {
