@@ -32,6 +32,9 @@ if [ -n "$before" ]; then
     git worktree remove --force "$tree"
 fi
 cargo build --release --bin rcb-bench --bin rcb-demo --lib
+# Built once in the open, so that a test that does not compile stops the staging with its error
+# instead of leaving its binary out of the run.
+cargo test --release -p rocm_cmdbuf --no-run
 mapfile -t tests < <(
     cargo test --release -p rocm_cmdbuf --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys

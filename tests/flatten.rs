@@ -1359,8 +1359,11 @@ unsafe extern "C" fn count_call(user: *mut c_void) {
     unsafe { &*(user as *const std::sync::atomic::AtomicU32) }.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Another host function: its body differs from `count_call`'s, so that an optimized build does not
+/// merge the two into one address (rustc merges identical functions), which would make the
+/// "other function" below the same one.
 unsafe extern "C" fn count_other(user: *mut c_void) {
-    unsafe { count_call(user) }
+    unsafe { &*(user as *const std::sync::atomic::AtomicU32) }.fetch_add(2, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// A graph of sleep(20 ms) → fill(x = 7) → host(count) → record(e), and apart from them
