@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints,
-# header drift and export checks, Rust tests of the whole workspace, the release-built soak of the
-# update budget (tests/exec_budget.rs), the C/C++ ABI tests, the fault matrix (tests/faults), a
-# short soak (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software
-# GPU's own C suite, the checks against the real HIP of each ROCm version (ci/hip-versions.sh),
-# the LD_PRELOAD test, the Bazel consumer test (ci/bazel-test.sh) and the
-# installed library's pkg-config and CMake consumers (tests/install/run.sh).
-# The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh) and with a program built against
-# the previous header (tests/abi). GPU tests run on a GPU machine: ci/gpu.sh.
+# Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints, the
+# documents' links (ci/doc-links.py), header drift and export checks, Rust tests of the whole
+# workspace, the release-built soak of the update budget (tests/exec_budget.rs), the C/C++ ABI
+# tests, the fault matrix (tests/faults), a short soak (rcb-bench --quick soak), two minutes of
+# fuzzing the C ABI (ci/fuzz.sh), the software GPU's own C suite, the checks against the real HIP of
+# each ROCm version (ci/hip-versions.sh), the LD_PRELOAD test, the Bazel consumer test
+# (ci/bazel-test.sh) and the installed library's pkg-config and CMake consumers
+# (tests/install/run.sh). The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh) and with a
+# program built against the previous header (tests/abi). GPU tests run on a GPU machine: ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
@@ -16,6 +16,8 @@ echo "== build"
 cargo build --workspace --all-targets --quiet
 echo "== lints (Cargo.toml [workspace.lints]: undocumented unsafe blocks, pointer casts)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== the documents' links, scripts and RCB_ names (ci/doc-links.py)"
+python3 ci/doc-links.py
 echo "== header and exports"
 bash ci/header.sh --verify
 bash ci/check-library.sh target/debug
