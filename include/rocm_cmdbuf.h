@@ -873,8 +873,10 @@ typedef struct rcb_counters {
    */
   uint64_t reinstantiations;
   /**
-   * Executable graphs replaced by a re-instantiation and then destroyed, each once the work
-   * launched from it had finished (until then the command buffer keeps it).
+   * Executable graphs destroyed, each once the work launched from it had finished: those a
+   * re-instantiation replaced (until then the command buffer keeps them) and those of freed
+   * command buffers (until then the library keeps them, see `rcb_cmdbuf_free`). So
+   * `instantiations - retired_execs` is how many the process holds, in service or waiting.
    */
   uint64_t retired_execs;
   /**

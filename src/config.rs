@@ -45,8 +45,30 @@ pub struct Config {
 /// `RCB_LOG`: the log filter, read by the logging set-up before anything else.
 pub const LOG_VAR: &str = "RCB_LOG";
 
+/// `RCB_STATS`: where the process counters go when the library is unloaded (at process exit),
+/// read then by `stats_at_exit.rs` (on its own: a malformed other variable must not silence it).
+pub const STATS_VAR: &str = "RCB_STATS";
+
+/// Where `RCB_STATS` sends the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatsTarget {
+    Stderr,
+    /// Appended to this file (created if missing).
+    File(PathBuf),
+}
+
+/// `RCB_STATS`: unset, empty or `0` prints nothing; `1` prints to stderr; anything else is the
+/// path of a file the report is appended to.
+pub fn stats_target(value: Option<&std::ffi::OsStr>) -> Option<StatsTarget> {
+    match value?.to_str() {
+        Some("" | "0") => None,
+        Some("1") => Some(StatsTarget::Stderr),
+        _ => Some(StatsTarget::File(PathBuf::from(value?))),
+    }
+}
+
 /// Every `RCB_*` variable the library and the preload read: [`Config::from_lookup`] reads all of
-/// them but [`LOG_VAR`]. The README's table of variables, where each is described, lists exactly
+/// them but [`LOG_VAR`] and [`STATS_VAR`]. The README's table of variables, where each is described, lists exactly
 /// these (both checked by the tests below).
 pub const VARIABLES: &[&str] = &[
     "RCB_BACKEND",
@@ -58,6 +80,7 @@ pub const VARIABLES: &[&str] = &[
     "RCB_EXEC_UPDATE_BUDGET",
     "RCB_OPAQUE_KERNELS",
     LOG_VAR,
+    STATS_VAR,
 ];
 
 static CONFIG: Lazy<Result<Config>> = Lazy::new(|| Config::from_lookup(|name| std::env::var_os(name)));
@@ -201,10 +224,20 @@ mod tests {
     }
 
     #[test]
+    fn stats_go_nowhere_to_stderr_or_to_a_file() {
+        use std::ffi::OsStr;
+        assert_eq!(stats_target(None), None);
+        assert_eq!(stats_target(Some(OsStr::new(""))), None);
+        assert_eq!(stats_target(Some(OsStr::new("0"))), None);
+        assert_eq!(stats_target(Some(OsStr::new("1"))), Some(StatsTarget::Stderr));
+        assert_eq!(stats_target(Some(OsStr::new("run/stats.txt"))), Some(StatsTarget::File("run/stats.txt".into())));
+    }
+
+    #[test]
     fn the_list_of_variables_is_what_is_read_and_what_the_readme_describes() {
         let mut listed: Vec<&str> = VARIABLES.to_vec();
         listed.sort_unstable();
-        let read = std::cell::RefCell::new(vec![LOG_VAR.to_owned()]);
+        let read = std::cell::RefCell::new(vec![LOG_VAR.to_owned(), STATS_VAR.to_owned()]);
         Config::from_lookup(|name| {
             read.borrow_mut().push(name.to_owned());
             None

@@ -136,8 +136,8 @@ pub enum Event {
     /// be spent or a memcpy node could not take its new operands in place (also counted as an
     /// [`Event::Instantiation`]).
     Reinstantiation,
-    /// An executable graph replaced by a re-instantiation destroyed, once the work launched from
-    /// it had finished.
+    /// An executable graph destroyed once the work launched from it had finished: one a
+    /// re-instantiation replaced, or that of a freed command buffer.
     Retirement,
     /// Parameters of this many nodes pushed to an executable graph (`hipGraphExec*SetParams`),
     /// estimated to take this many bytes of the runtime's kernel-argument staging.
@@ -194,6 +194,30 @@ impl Counts {
 
     pub fn fallbacks_total(&self) -> u64 {
         self.fallbacks.iter().sum()
+    }
+
+    /// A short table, one count a line (then each fallback reason that occurred), as `RCB_STATS`
+    /// prints it.
+    pub fn table(&self) -> String {
+        let counts = [
+            ("stream captures", self.captures.to_string()),
+            ("instantiations", format!("{} ({} re-instantiations)", self.instantiations, self.reinstantiations)),
+            ("executable graphs destroyed", self.retirements.to_string()),
+            (
+                "executable-node pushes",
+                format!("{} (about {} KiB of kernel-argument staging)", self.exec_pushes, self.exec_push_bytes / 1024),
+            ),
+            ("address updates in place", self.address_updates.to_string()),
+            ("trace-cache relocations", self.relocations.to_string()),
+            ("trace-cache hits", self.trace_hits.to_string()),
+            ("fallbacks", self.fallbacks_total().to_string()),
+        ]
+        .map(|(label, value)| (label.to_owned(), value));
+        let reasons = Fallback::ALL
+            .into_iter()
+            .filter(|&why| self.fallback(why) > 0)
+            .map(|why| (format!("  {}", why.name().to_string_lossy()), self.fallback(why).to_string()));
+        counts.into_iter().chain(reasons).map(|(label, value)| format!("  {label:<28} {value}\n")).collect()
     }
 }
 

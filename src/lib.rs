@@ -32,6 +32,8 @@ pub(crate) mod profiler;
 #[doc(hidden)]
 pub mod runtime;
 /// cbindgen:ignore
+mod stats_at_exit;
+/// cbindgen:ignore
 pub(crate) mod stream_cache;
 /// cbindgen:ignore
 pub(crate) mod trace_cache;

@@ -149,8 +149,10 @@ pub struct rcb_counters {
     /// (see `RCB_EXEC_UPDATE_BUDGET`) or a memcpy node could not take its new operands in place
     /// (`RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`); each is counted in `instantiations` too.
     pub reinstantiations: u64,
-    /// Executable graphs replaced by a re-instantiation and then destroyed, each once the work
-    /// launched from it had finished (until then the command buffer keeps it).
+    /// Executable graphs destroyed, each once the work launched from it had finished: those a
+    /// re-instantiation replaced (until then the command buffer keeps them) and those of freed
+    /// command buffers (until then the library keeps them, see `rcb_cmdbuf_free`). So
+    /// `instantiations - retired_execs` is how many the process holds, in service or waiting.
     pub retired_execs: u64,
     /// Node parameters pushed to an executable graph (`hipGraphExecKernelNodeSetParams`, the
     /// memcpy, memset and child-graph setters): one per node per push.

@@ -5,7 +5,8 @@
 # include/rocm_cmdbuf.hpp (also under -pedantic); correlator.c and correlator.cpp the profiler
 # correlator through each header (no GPU runtime); exit_calls.cpp calls exports from atexit, a C++
 # static destructor and a thread's key destructor; stream_fork.c forks while a thread uses the
-# stream cache. cmdbuf_flow, contracts, exit_calls and stream_fork also link the
+# stream cache; stats_at_exit.c makes known counts, which the RCB_STATS report at exit must hold.
+# cmdbuf_flow, contracts, exit_calls, stream_fork and stats_at_exit also link the
 # software GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers: the
 # system's (/usr/include), or those under the directory $2 (ci/hip-versions.sh passes each real
 # ROCm's). Whether each real HIP runtime reports "no device" cleanly is checked by
@@ -74,6 +75,7 @@ if [ -e "$hipsim" ]; then
     build exit-calls g++ c++17 exit_calls.cpp -pthread "${hip[@]}"
     build exit-calls-asan g++ c++17 exit_calls.cpp -pthread "${hip[@]}" "${san[@]}"
     build stream-fork gcc c11 stream_fork.c -pthread "${hip[@]}"
+    build stats-at-exit gcc c11 stats_at_exit.c "${hip[@]}"
     build stream-fork-asan gcc c11 stream_fork.c -pthread "${hip[@]}" "${san[@]}"
 fi
 
@@ -116,5 +118,30 @@ if [ -e "$hipsim" ]; then
     for bin in stream-fork stream-fork-asan; do
         run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
     done
+    # RCB_STATS: the report printed when the library is unloaded holds what the program read
+    # from rcb_counters_get(NULL) before it exited; nothing is printed without RCB_STATS.
+    stats_check() { # report-file program-stdout
+        local line
+        while IFS= read -r line; do
+            grep -Eq "^ +${line% *} +${line##* }( |$)" "$1" || { echo "FAIL: RCB_STATS report lacks \"$line\":"; cat "$1"; failed=1; }
+        done <"$2"
+    }
+    sim=(RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so")
+    if env "${sim[@]}" RCB_STATS="$out/stats.txt" "$out/stats-at-exit" >"$out/stats.expect"; then
+        stats_check "$out/stats.txt" "$out/stats.expect"
+        grep -q '^rocm_cmdbuf .*what the library did:$' "$out/stats.txt" || { echo "FAIL: RCB_STATS report has no title"; failed=1; }
+    else
+        echo "FAIL: stats-at-exit (RCB_STATS=file)"; failed=1
+    fi
+    if env "${sim[@]}" RCB_STATS=1 "$out/stats-at-exit" >"$out/stats.expect" 2>"$out/stats.stderr"; then
+        stats_check "$out/stats.stderr" "$out/stats.expect"
+    else
+        echo "FAIL: stats-at-exit (RCB_STATS=1)"; failed=1
+    fi
+    if env -u RCB_STATS "${sim[@]}" "$out/stats-at-exit" >/dev/null 2>"$out/stats.stderr"; then
+        ! grep -q 'what the library did' "$out/stats.stderr" || { echo "FAIL: a report without RCB_STATS"; failed=1; }
+    else
+        echo "FAIL: stats-at-exit (no RCB_STATS)"; failed=1
+    fi
 fi
 exit $failed
