@@ -7,6 +7,8 @@
 #   lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake, ...ConfigVersion.cmake (packaging/*.cmake.in):
 #       the imported target rocm_cmdbuf::rocm_cmdbuf
 #   share/rocm_cmdbuf/BUILD.bazel (bazel/rocm_cmdbuf.BUILD; XLA reads ROCM_CMDBUF_PATH=PREFIX)
+#   share/doc/rocm_cmdbuf/LICENSE-MIT, LICENSE-APACHE, CHANGELOG.md (the licences travel with
+#       the binaries they cover)
 # VERSION is Cargo.toml's, the only place it is written; the templates get it from here.
 # DESTDIR=DIR stages the files under DIR/PREFIX for a package (the files still name PREFIX).
 # The build runs as the calling user; the copying runs under sudo only when the destination is
@@ -77,6 +79,8 @@ fi
 "${as_root[@]}" install -m 0644 "$gen/rocm_cmdbufConfig.cmake" "$gen/rocm_cmdbufConfigVersion.cmake" \
     "$lib/cmake/rocm_cmdbuf/"
 "${as_root[@]}" install -m 0644 bazel/rocm_cmdbuf.BUILD "$root/share/rocm_cmdbuf/BUILD.bazel"
+"${as_root[@]}" install -d "$root/share/doc/rocm_cmdbuf"
+"${as_root[@]}" install -m 0644 LICENSE-MIT LICENSE-APACHE CHANGELOG.md "$root/share/doc/rocm_cmdbuf/"
 
 for name in librocm_cmdbuf librocm_cmdbuf_preload; do
     readelf -d "$lib/$name.so" | grep -q "Library soname: \[$name.so.$major\]" ||

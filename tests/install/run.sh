@@ -2,7 +2,8 @@
 # The installed library as its users see it. Installs cmake and pkg-config when missing, installs
 # the library with ci/install.sh into a temporary PREFIX (options after the script's name go to
 # it: --debug), and checks:
-#   - the installed files are exactly the documented ones, the headers equal the committed ones,
+#   - the installed files are exactly the documented ones, the headers, licences and changelog
+#     equal the committed ones,
 #     a second install over the same PREFIX changes nothing, and a DESTDIR install stages the same
 #     files naming the final PREFIX;
 #   - both installed libraries pass ci/check-library.sh (exports, SONAME, no RPATH/RUNPATH, ...);
@@ -38,6 +39,9 @@ expected="./include/rocm_cmdbuf.h
 ./lib/librocm_cmdbuf_preload.so.0
 ./lib/librocm_cmdbuf_preload.so.$version
 ./lib/pkgconfig/rocm_cmdbuf.pc
+./share/doc/rocm_cmdbuf/CHANGELOG.md
+./share/doc/rocm_cmdbuf/LICENSE-APACHE
+./share/doc/rocm_cmdbuf/LICENSE-MIT
 ./share/rocm_cmdbuf/BUILD.bazel"
 first=$(listing "$prefix")
 if [ "$(awk '{print $1}' <<<"$first")" != "$expected" ]; then
@@ -47,6 +51,9 @@ if [ "$(awk '{print $1}' <<<"$first")" != "$expected" ]; then
 fi
 for header in rocm_cmdbuf.h rocm_cmdbuf.hpp; do
     cmp "include/$header" "$prefix/include/$header"
+done
+for doc in LICENSE-MIT LICENSE-APACHE CHANGELOG.md; do
+    cmp "$doc" "$prefix/share/doc/rocm_cmdbuf/$doc"
 done
 bash ci/install.sh "$prefix" "$@" >/dev/null
 [ "$(listing "$prefix")" = "$first" ] || { echo "a second install over $prefix changed it"; exit 1; }
