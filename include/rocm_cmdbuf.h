@@ -8,7 +8,10 @@
  *   NULL is RCB_STATUS_NULL_ARGUMENT naming the argument, as for any required pointer, except
  *   where a function gives NULL a meaning (each _free function: a no-op; rcb_counters_get and
  *   rcb_counters_reset: the process totals); a non-NULL handle that is not live (never created,
- *   already freed, or of another type) is RCB_STATUS_INVALID_HANDLE.
+ *   already freed, or of another type) is RCB_STATUS_INVALID_HANDLE. Handle values are handed
+ *   out in turn from 2^28 of them: a value comes round again only after every other has had its
+ *   turn, so a handle used after its free is caught unless some 268 million handles were made
+ *   in between, and a process that makes and frees handles for as long as it runs never runs out.
  * - Inputs come before outputs; outputs are written only on success; an array is a pointer and
  *   a count, the pointer NULL allowed when the count is 0.
  * - Sized structs: every struct passed to or from a function as one object begins with

@@ -13,7 +13,7 @@
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
-use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked, unregister};
+use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked};
 use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
@@ -439,12 +439,8 @@ fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
 
 fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
     let out = arg_out(out, "out")?;
-    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?));
-    // Node handles hold the id in their upper 32 bits.
-    if cb.addr() > u32::MAX as usize {
-        unregister(cb)?;
-        return Err(Error::new(ErrorKind::OutOfMemory, "command buffer handle ids are exhausted"));
-    }
+    // Node handles hold the id in their upper 32 bits, where every id fits (handle.rs).
+    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?))?;
     // SAFETY: checked by arg_out.
     unsafe { write_out(out, cb) };
     Ok(())

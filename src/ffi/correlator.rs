@@ -373,7 +373,7 @@ pub unsafe extern "C" fn rcb_correlator_new(config: *const rcb_correlator_config
             max_api_events: config.max_api_events,
         })?;
         // SAFETY: checked by arg_out.
-        unsafe { write_out(out, register::<rcb_correlator>(correlator)) };
+        unsafe { write_out(out, register::<rcb_correlator>(correlator)?) };
         Ok(())
     })
 }

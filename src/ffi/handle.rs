@@ -1,8 +1,12 @@
 //! Live-handle registries: the one place where a C handle becomes the object it stands for.
 //!
 //! A C handle is an id, never a Rust address: a freed or forged handle is looked up, not
-//! dereferenced, so it yields `RCB_STATUS_INVALID_HANDLE` instead of a crash, and ids are never
-//! reused, so a stale handle cannot reach a newer object. A NULL handle is a NULL pointer
+//! dereferenced, so it yields `RCB_STATUS_INVALID_HANDLE` instead of a crash. Ids are handed out in
+//! turn from 2^28 values below 2^32 (command buffers put theirs in the upper half of their
+//! 64-bit node handles), an id still live skipped, and an id comes round again only after every
+//! other one has had its turn: a stale handle can reach a newer object only some 268 million
+//! turns after it was handed out, while a long-running process that keeps making and freeing
+//! handles (XLA's traced command buffers) never runs out. A NULL handle is a NULL pointer
 //! argument like any other (`RCB_STATUS_NULL_ARGUMENT`, naming the argument), except that a
 //! `_free` function takes it as a no-op.
 //!
@@ -11,11 +15,11 @@
 //! site casts a handle or chooses what to look it up in.
 
 use crate::error::{Error, ErrorKind, Result};
-use dashmap::DashMap;
+use dashmap::{DashMap, DashSet};
 use once_cell::sync::Lazy;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// A C handle type (an opaque marker struct) whose pointer values are ids in its registry.
@@ -45,8 +49,40 @@ macro_rules! handle_type {
 }
 pub(crate) use handle_type;
 
-// One counter for all types, so a handle of one type is never a live handle of another.
-static NEXT_ID: AtomicUsize = AtomicUsize::new(0x1000);
+/// Ids of every type: one space, so a handle of one type is never a live handle of another.
+static IDS: IdSpace = IdSpace::new(0x1000, (1 << 28) - 0x100);
+
+/// Ids `first + 16 k` for `k < slots`, handed out in turn and round again, skipping those live.
+pub(crate) struct IdSpace {
+    first: usize,
+    slots: u64,
+    /// How many ids were ever taken (and skipped): the next is `next % slots`.
+    next: AtomicU64,
+    live: Lazy<DashSet<usize, BuildHasherDefault<IdHasher>>>,
+}
+
+impl IdSpace {
+    pub const fn new(first: usize, slots: u64) -> Self {
+        Self { first, slots, next: AtomicU64::new(0), live: Lazy::new(DashSet::default) }
+    }
+
+    /// The next id that is not live, now live; an error when every id is live.
+    fn take(&self) -> Result<usize> {
+        for _ in 0..self.slots {
+            let k = self.next.fetch_add(1, Ordering::Relaxed) % self.slots;
+            let id = self.first + 16 * k as usize;
+            if self.live.insert(id) {
+                return Ok(id);
+            }
+        }
+        Err(Error::new(ErrorKind::OutOfMemory, format!("all {} handle ids are live: free some handles", self.slots)))
+    }
+
+    /// `id` is free to be taken again, when its turn comes round.
+    fn give_back(&self, id: usize) {
+        self.live.remove(&id);
+    }
+}
 
 /// Hashes a handle id. Ids come from one counter, never from a caller (a forged handle is
 /// only looked up, never inserted), so the keyed SipHash's defence against chosen keys buys
@@ -127,11 +163,12 @@ impl<H: Handle<Object = Mutex<T>>, T> Live<H> {
     }
 }
 
-/// Registers `object`; the new handle is the caller's, released by the type's `_free`.
-pub(crate) fn register<H: Handle>(object: H::Object) -> *mut H {
-    let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
+/// Registers `object`; the new handle is the caller's, released by the type's `_free`. Fails
+/// only when 2^28 handles are live at once, with `object` dropped.
+pub(crate) fn register<H: Handle>(object: H::Object) -> Result<*mut H> {
+    let id = IDS.take()?;
     H::registry().live.insert(id, Arc::new(object));
-    std::ptr::without_provenance_mut(id)
+    Ok(std::ptr::without_provenance_mut(id))
 }
 
 /// The object behind `handle`, argument `arg` of the call: NULL is `NullArgument` naming `arg`,
@@ -152,7 +189,9 @@ pub(crate) fn unregister<H: Handle>(handle: *mut H) -> Result<Option<Arc<H::Obje
         return Ok(None);
     }
     let id = handle.addr();
-    H::registry().live.remove(&id).map(|(_, object)| Some(object)).ok_or_else(|| not_live::<H>(id))
+    let (_, object) = H::registry().live.remove(&id).ok_or_else(|| not_live::<H>(id))?;
+    IDS.give_back(id);
+    Ok(Some(object))
 }
 
 /// Unregisters `handle` for its `_free` function and hands the object back, so that its teardown
@@ -190,25 +229,50 @@ mod tests {
 
     #[test]
     fn null_freed_and_foreign_handles_are_rejected() {
-        let a = register::<rcb_a>(Mutex::new(7));
-        let b = register::<rcb_b>(8);
+        let a = register::<rcb_a>(Mutex::new(7)).unwrap();
+        let b = register::<rcb_b>(8).unwrap();
         assert_eq!(*live(a, "a").unwrap().lock().unwrap(), 7);
         let e = live(std::ptr::null::<rcb_a>(), "pool").err().unwrap();
         assert_eq!((e.kind, e.message.as_str()), (ErrorKind::NullArgument, "argument `pool` is NULL"));
         let foreign: *const rcb_b = a.cast();
         assert_eq!(live(foreign, "b").err().unwrap().kind, ErrorKind::InvalidHandle);
+        assert!(IDS.live.contains(&a.addr()));
         assert_eq!(take(a, |_| Ok(())).unwrap().map(unlocked), Some(7));
+        assert!(!IDS.live.contains(&a.addr()), "a freed handle's id can come round again");
         let e = unregister(a).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidHandle);
         assert!(e.message.contains("rcb_a"), "{}", e.message);
         assert!(unregister(std::ptr::null_mut::<rcb_a>()).unwrap().is_none(), "freeing NULL is a no-op");
-        assert_ne!(register::<rcb_a>(Mutex::new(9)), a, "ids are never reused");
+        assert_ne!(register::<rcb_a>(Mutex::new(9)).unwrap(), a, "a freed id is not taken again at once");
         assert_eq!(*live(b, "b").unwrap(), 8);
     }
 
     #[test]
+    fn ids_come_round_again_after_all_others_skipping_live_ones_and_run_out_only_when_all_are_live() {
+        let ids = IdSpace::new(0x1000, 4);
+        let first: Vec<usize> = (0..4).map(|_| ids.take().unwrap()).collect();
+        assert_eq!(first, [0x1000, 0x1010, 0x1020, 0x1030]);
+        assert_eq!(ids.take().unwrap_err().kind, ErrorKind::OutOfMemory, "all four live");
+        ids.give_back(0x1020);
+        ids.give_back(0x1000);
+        // The turn goes on from where it stopped: 0x1000 is free again, but 0x1010 is live.
+        assert_eq!(ids.take().unwrap(), 0x1000);
+        assert_eq!(ids.take().unwrap(), 0x1020);
+        assert!(ids.take().is_err());
+        // Freed at once, an id still waits for every other id's turn.
+        for id in [0x1000, 0x1010, 0x1020, 0x1030] {
+            ids.give_back(id);
+        }
+        let next = ids.take().unwrap();
+        ids.give_back(next);
+        let others: Vec<usize> = (0..3).map(|_| ids.take().unwrap()).collect();
+        assert!(!others.contains(&next), "{next:#x} came round again before {others:x?} had their turn");
+        assert_eq!(ids.take().unwrap(), next);
+    }
+
+    #[test]
     fn a_refused_or_shared_take_leaves_what_it_must() {
-        let b = register::<rcb_b>(1);
+        let b = register::<rcb_b>(1).unwrap();
         let e = take(b, |_| Err(Error::invalid_state("busy"))).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidState);
         assert!(rcb_b::registry().contains(b.addr()), "a refused free leaves the handle live");

@@ -115,7 +115,7 @@ fn tracing<R>(id: usize, f: impl FnOnce() -> R) -> R {
 pub unsafe extern "C" fn rcb_trace_cache_new(capacity: usize, out: *mut *mut rcb_trace_cache) -> rcb_status {
     boundary(|| {
         let out = arg_out(out, "out")?;
-        let tc = register::<rcb_trace_cache>(Mutex::new(TraceCache::new(runtime::get()?, capacity)?));
+        let tc = register::<rcb_trace_cache>(Mutex::new(TraceCache::new(runtime::get()?, capacity)?))?;
         // SAFETY: checked by arg_out.
         unsafe { write_out(out, tc) };
         Ok(())

@@ -137,7 +137,7 @@ pub unsafe extern "C" fn rcb_vmm_pool_new(config: *const rcb_vmm_pool_config, ou
             timeout: Duration::from_millis(timeout_ms.into()),
         })?;
         // SAFETY: checked by arg_out.
-        unsafe { write_out(out, register::<rcb_vmm_pool>(pool)) };
+        unsafe { write_out(out, register::<rcb_vmm_pool>(pool)?) };
         Ok(())
     })
 }
