@@ -2246,8 +2246,9 @@ rcb_status rcb_stream_acquire(int32_t device,
  * otherwise (work still queued on a destroyed stream completes). A caller that has just
  * synchronized the stream can skip the query with `rcb_stream_release_idle`.
  *
- * A stream that is not held from the cache (never acquired, already released, or acquired
- * before `rcb_stream_cache_reset`) is `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
+ * A stream that is not held from the cache (never acquired, already released, being released
+ * by another thread now, or acquired before `rcb_stream_cache_reset`) is
+ * `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
  * `RCB_STATUS_NULL_ARGUMENT`. When
  * the stream had to be destroyed and that failed, the status is the runtime's error and the
  * stream counts as released.
