@@ -185,10 +185,11 @@
 
 /**
  * Fallback reason: the executable graph's update budget was spent but it was not
- * re-instantiated from its template (a node's template lags behind it, or as many replaced
+ * re-instantiated from its template (a node's template lags behind it, as many replaced
  * executable graphs as are kept still wait for their launches: the host never waits for
- * them), so the update went to the live executable graph in place, whose runtime may keep
- * growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+ * them, or two replaced ones are kept for launches the library could not follow, see
+ * `RCB_FALLBACK_KEPT_UNTRACKED`), so the update went to the live executable graph in place,
+ * whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
  */
 #define RCB_FALLBACK_REINSTANTIATE_BLOCKED 5
 
@@ -267,7 +268,9 @@
  * Fallback reason: an executable graph or graph that a launch the library could not follow
  * with an event may still use (see `rcb_cmdbuf_launch`) was kept instead of destroyed when an
  * update replaced it or its command buffer was freed; only `rcb_cmdbuf_launches_done` gives it
- * back. Counted once per object.
+ * back. Counted once per object. A command buffer keeps at most two executable graphs so:
+ * with two kept, the update budget stops re-instantiating (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`)
+ * and updates go to the live executable graph in place, none refused.
  */
 #define RCB_FALLBACK_KEPT_UNTRACKED 13
 
@@ -1611,7 +1614,10 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * use (the executable graph and the graphs in service at the time) is kept instead of destroyed
  * when an update replaces it, and leaked by `rcb_cmdbuf_free`, logged once at warn and counted
  * as `RCB_FALLBACK_KEPT_UNTRACKED` per object, until `rcb_cmdbuf_launches_done` says the
- * launches have finished. What is put in service after it is followed as usual.
+ * launches have finished. What is put in service after it is followed as usual. At most two
+ * executable graphs are kept so: then the update budget stops re-instantiating and updates go
+ * to the live executable graph in place (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`), so launches
+ * that are never followed (every event record failing) keep a bounded number.
  *
  * The library records and queries its events with the calling thread in relaxed capture mode
  * (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so

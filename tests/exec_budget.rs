@@ -22,9 +22,9 @@ mod common;
 use cmdbuf_helpers::*;
 use common::rng::XorShift;
 use common::{args, fails, ok};
-use rocm_cmdbuf::NODE_OVERHEAD_BYTES;
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::Runtime;
+use rocm_cmdbuf::{MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
 use std::ptr::null;
 
 /// Words each fill node writes; its allocation's size in bytes is `SLICE`.
@@ -1646,6 +1646,49 @@ fn a_failed_launch_keeps_what_it_may_use() {
     ok(unsafe { rcb_cmdbuf_launches_done(one.cb.0) });
     assert_eq!(one.runs(), [1, 0]);
     one.free(&gpu);
+}
+
+/// Fourth review of issue 29, D3: the executables kept for launches no event follows were never
+/// capped. With the library's `hipEventRecord` failing after every launch and a budget of one
+/// byte (every update re-instantiates), 200 rounds of a launch and an update left 201 live
+/// executable graphs. Past `MAX_KEPT_EXECS` kept ones the budget stops re-instantiating and the
+/// update goes to the live executable in place (counted as `reinstantiate_blocked`); no update
+/// is refused and every launch still computes the right result. The caller's promise gives the
+/// kept ones back.
+#[test]
+fn executables_kept_for_launches_no_event_follows_are_capped() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    const ROUNDS: usize = 200;
+    let execs = sim.live_count("exec");
+    let mut f = Fleet::new(&gpu, 2, 1);
+    let records = sim.call_count("hipEventRecord");
+    let mut most = 0;
+    for round in 0..ROUNDS {
+        // The next hipEventRecord, the library's after this launch, fails.
+        sim.set_faults("hipEventRecord:1");
+        let checked = f.launch_and_check(&gpu);
+        sim.set_faults("");
+        checked.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        f.flip(round % 2);
+        most = most.max(sim.live_count("exec") - execs);
+    }
+    assert_eq!(sim.call_count("hipEventRecord") - records, ROUNDS as u64, "one failed record per launch");
+    assert!(most <= MAX_KEPT_EXECS as u64 + 1, "{most} live executable graphs, more than the {MAX_KEPT_EXECS} kept and the live one");
+    let c = counters(&f.cb);
+    let kept = MAX_KEPT_EXECS as u64;
+    assert_eq!(c.reinstantiations, kept, "re-instantiations up to the cap");
+    assert_eq!(c.fallbacks[RCB_FALLBACK_KEPT_UNTRACKED as usize], kept);
+    assert_eq!(c.fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize], ROUNDS as u64 - kept, "every later update went in place");
+    assert_eq!(c.exec_param_pushes, ROUNDS as u64 - kept);
+    f.launch_and_check(&gpu).unwrap();
+    // Every launch was synchronized: the promise destroys the kept ones, and the budget
+    // re-instantiates again.
+    ok(unsafe { rcb_cmdbuf_launches_done(f.cb.0) });
+    assert_eq!(sim.live_count("exec") - execs, 1);
+    assert_eq!(f.flip(0).reinstantiated, 1);
+    f.launch_and_check(&gpu).unwrap();
 }
 
 /// Third review of issue 29, M1: the library's event calls set the calling thread's capture mode

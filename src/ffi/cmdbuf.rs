@@ -999,7 +999,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// use (the executable graph and the graphs in service at the time) is kept instead of destroyed
 /// when an update replaces it, and leaked by `rcb_cmdbuf_free`, logged once at warn and counted
 /// as `RCB_FALLBACK_KEPT_UNTRACKED` per object, until `rcb_cmdbuf_launches_done` says the
-/// launches have finished. What is put in service after it is followed as usual.
+/// launches have finished. What is put in service after it is followed as usual. At most two
+/// executable graphs are kept so: then the update budget stops re-instantiating and updates go
+/// to the live executable graph in place (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`), so launches
+/// that are never followed (every event record failing) keep a bounded number.
 ///
 /// The library records and queries its events with the calling thread in relaxed capture mode
 /// (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
