@@ -118,7 +118,8 @@ pub extern "C" fn rcb_stream_cache_trim(device: i32) -> rcb_status {
 /// `hipStreamDestroy` of a stream a reset destroyed is `hipErrorInvalidHandle`, and touches
 /// nothing. Streams acquired after this call are the new device's. Without this call, a stream
 /// acquired before a reset and released after it would be queried (a use after free in the
-/// runtime) or, released idle, kept and handed out dead.
+/// runtime) or, released idle, kept and handed out dead. Command buffers of the device are freed
+/// before the reset as `rcb_cmdbuf_free` says, so that none of their objects is left to query.
 ///
 /// When a destroy fails, the rest are still destroyed and every handed-out stream is still
 /// forgotten; the status is the first failure.
