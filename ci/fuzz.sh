@@ -42,7 +42,7 @@ cp --remove-destination target/debug/libamdhip64.so "$out/hip/"
 ln -sf libamdhip64.so "$out/hip/libamdhip64.so.6"
 clang-19 -g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -D__HIP_PLATFORM_AMD__ -Iinclude tests/fuzz/fuzz_abi.c \
-    -L"$out/lib" -Wl,-rpath,'$ORIGIN/lib' -lrocm_cmdbuf -L"$out/hip" -Wl,-rpath,'$ORIGIN/hip' -lamdhip64 -ldl \
+    -L"$out/lib" -Wl,-rpath,'$ORIGIN/lib' -lrocm_cmdbuf -L"$out/hip" -Wl,-rpath,'$ORIGIN/hip' -lamdhip64 -ldl -pthread \
     -o "$out/fuzz_abi.new"
 mv "$out/fuzz_abi.new" "$out/fuzz_abi"
 

@@ -185,10 +185,11 @@
 
 /**
  * Fallback reason: the executable graph's update budget was spent but it was not
- * re-instantiated from its template (a node's template lags behind it, or as many replaced
+ * re-instantiated from its template (a node's template lags behind it, as many replaced
  * executable graphs as are kept still wait for their launches: the host never waits for
- * them), so the update went to the live executable graph in place, whose runtime may keep
- * growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+ * them, or two replaced ones are kept for launches the library could not follow, see
+ * `RCB_FALLBACK_KEPT_UNTRACKED`), so the update went to the live executable graph in place,
+ * whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
  */
 #define RCB_FALLBACK_REINSTANTIATE_BLOCKED 5
 
@@ -267,7 +268,9 @@
  * Fallback reason: an executable graph or graph that a launch the library could not follow
  * with an event may still use (see `rcb_cmdbuf_launch`) was kept instead of destroyed when an
  * update replaced it or its command buffer was freed; only `rcb_cmdbuf_launches_done` gives it
- * back. Counted once per object.
+ * back. Counted once per object. A command buffer keeps at most two executable graphs so:
+ * with two kept, the update budget stops re-instantiating (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`)
+ * and updates go to the live executable graph in place, none refused.
  */
 #define RCB_FALLBACK_KEPT_UNTRACKED 13
 
@@ -1214,6 +1217,20 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * call `rcb_cmdbuf_launches_done` before the free, once those launches are synchronized, to have
  * it destroyed. Whatever is still on the list when the process exits is leaked too.
  *
+ * Two things touch what is on the list after the free, and only leaving nothing there avoids
+ * them. A reset of the device (`hipDeviceReset`, `cuDevicePrimaryCtxReset`) destroys its
+ * executable graphs, graphs and events under the library, whose later queries and destroys of
+ * them would then be calls on dead handles. And on ROCm, querying one of the events while the
+ * stream it was recorded on is capturing invalidates that capture; the list's queries come from
+ * calls on any command buffer, on any thread, until the library has found the launches
+ * finished. So before a device reset, and in a process that begins captures on streams it
+ * launched command buffers on, free each command buffer as follows: synchronize the streams it
+ * was launched on, call `rcb_cmdbuf_launches_done`, then `rcb_cmdbuf_free`, which then destroys
+ * everything at once and puts nothing on the list. Free every command buffer of a device so
+ * before resetting it (with `rcb_stream_cache_reset` for its streams); a command buffer freed
+ * earlier while its launches ran may still be on the list, whose queries the reset makes
+ * unsafe.
+ *
  * When a runtime call underneath fails (ending the capture, destroying the executable graph or
  * the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
  * command buffer is released all the same, the message names each failed call (its object is
@@ -1611,7 +1628,10 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * use (the executable graph and the graphs in service at the time) is kept instead of destroyed
  * when an update replaces it, and leaked by `rcb_cmdbuf_free`, logged once at warn and counted
  * as `RCB_FALLBACK_KEPT_UNTRACKED` per object, until `rcb_cmdbuf_launches_done` says the
- * launches have finished. What is put in service after it is followed as usual.
+ * launches have finished. What is put in service after it is followed as usual. At most two
+ * executable graphs are kept so: then the update budget stops re-instantiating and updates go
+ * to the live executable graph in place (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`), so launches
+ * that are never followed (every event record failing) keep a bounded number.
  *
  * The library records and queries its events with the calling thread in relaxed capture mode
  * (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
@@ -1620,7 +1640,9 @@ rcb_status rcb_cmdbuf_begin_update(struct rcb_cmdbuf *cb);
  * capture in the process and the calling thread's own captures. One case remains: on ROCm a
  * query of an event whose last record was into a stream that is now capturing invalidates that
  * capture, so do not begin a capture on a stream this command buffer was launched on while
- * launching or updating it.
+ * launching or updating it. After `rcb_cmdbuf_free` the same holds for any thread's calls on any
+ * command buffer: they may query the freed one's events until they find its launches finished
+ * (see `rcb_cmdbuf_free`, which says how to free so that nothing is left to query).
  *
  * Thread-safety: one thread at a time per command buffer.
  *
@@ -2246,8 +2268,9 @@ rcb_status rcb_stream_acquire(int32_t device,
  * otherwise (work still queued on a destroyed stream completes). A caller that has just
  * synchronized the stream can skip the query with `rcb_stream_release_idle`.
  *
- * A stream that is not held from the cache (never acquired, already released, or acquired
- * before `rcb_stream_cache_reset`) is `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
+ * A stream that is not held from the cache (never acquired, already released, being released
+ * by another thread now, or acquired before `rcb_stream_cache_reset`) is
+ * `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
  * `RCB_STATUS_NULL_ARGUMENT`. When
  * the stream had to be destroyed and that failed, the status is the runtime's error and the
  * stream counts as released.
@@ -2294,7 +2317,8 @@ rcb_status rcb_stream_cache_trim(int32_t device);
  * `hipStreamDestroy` of a stream a reset destroyed is `hipErrorInvalidHandle`, and touches
  * nothing. Streams acquired after this call are the new device's. Without this call, a stream
  * acquired before a reset and released after it would be queried (a use after free in the
- * runtime) or, released idle, kept and handed out dead.
+ * runtime) or, released idle, kept and handed out dead. Command buffers of the device are freed
+ * before the reset as `rcb_cmdbuf_free` says, so that none of their objects is left to query.
  *
  * When a destroy fails, the rest are still destroyed and every handed-out stream is still
  * forgotten; the status is the first failure.

@@ -30,8 +30,9 @@ pub enum Fallback {
     /// A trace-cache relocation failed part-way; the command was captured again.
     RelocationFailed = 4,
     /// The update budget was spent but the executable graph was not re-instantiated (a node's
-    /// template lags behind it, or `MAX_RETIRED` old executables still wait for their
-    /// launches): the update went to the live executable in place.
+    /// template lags behind it, `MAX_RETIRED` old executables still wait for their launches, or
+    /// `MAX_KEPT_EXECS` are kept for launches no event follows): the update went to the live
+    /// executable in place.
     ReinstantiateBlocked = 5,
     /// Re-instantiating failed in the runtime: the update went to the old executable.
     ReinstantiateFailed = 6,

@@ -48,4 +48,4 @@ pub use cmdbuf::args as kernel_args;
 /// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
 /// measure and test against them; not API.
 #[doc(hidden)]
-pub use cmdbuf::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};
+pub use cmdbuf::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};

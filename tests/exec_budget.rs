@@ -22,9 +22,9 @@ mod common;
 use cmdbuf_helpers::*;
 use common::rng::XorShift;
 use common::{args, fails, ok};
-use rocm_cmdbuf::NODE_OVERHEAD_BYTES;
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::runtime::Runtime;
+use rocm_cmdbuf::{MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
 use std::ptr::null;
 
 /// Words each fill node writes; its allocation's size in bytes is `SLICE`.
@@ -616,18 +616,14 @@ fn past_the_retired_limit_updates_push_in_place_and_never_wait_for_a_launch() {
 /// Found by reading (issue 29, item 4): ROCm's clr runs a launch into a capturing stream on the
 /// stream itself (its hipGraphLaunch has no capture branch) and CUDA refuses it, so such a
 /// launch is refused; when the runtime cannot say whether the stream captures, the launch is
-/// made (as clr runs it here) and keeps its executable alive; and the library's event after a
-/// launch never joins the caller's capture.
+/// made (as clr runs it here) and keeps its executable alive; and the library records no event on
+/// the capturing stream (on clr such a record joins the capture, forking it into the event).
 #[test]
 fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture() {
     let _serial = common::serial();
     let Some(sim) = common::hipsim_or_skip() else { return };
     let Some(gpu) = gpu() else { return };
     let destroyed_in_flight = sim.live_count("exec_destroyed_in_flight");
-    let capture_nodes = |g: rocm_cmdbuf::runtime::Graph| -> Vec<rocm_cmdbuf::runtime::NodeType> {
-        let nodes = gpu.rt.graph_nodes(g).unwrap();
-        nodes.into_iter().map(|n| gpu.rt.node_type(n).unwrap()).collect()
-    };
     for query_fails in [false, true] {
         sim.set_quirks("clr_graph_launch");
         let mut f = Fleet::new(&gpu, 2, FILL_PUSH);
@@ -640,7 +636,16 @@ fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture(
             sim.set_faults("hipStreamIsCapturing:1");
         }
         // Held at the gate, the launch's own work is in flight on the stream (the clr quirk).
+        let records = sim.call_count("hipEventRecord");
         let launched = unsafe { rcb_cmdbuf_launch(f.cb.0, stream.0) };
+        // The launch's only candidate for a record is the capturing stream. (A node in the
+        // captured graph would not show it: the software GPU, as clr, makes no node for a record
+        // on a capturing stream, and only remembers the stream's last nodes in the event.)
+        assert_eq!(
+            sim.call_count("hipEventRecord"),
+            records,
+            "the library recorded an event on the capturing stream (capture query failing: {query_fails})"
+        );
         sim.set_faults("");
         if query_fails {
             assert_eq!(launched, RCB_OK, "{}", common::last_error());
@@ -648,10 +653,6 @@ fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture(
             fails(launched, RCB_STATUS_INVALID_STATE, "the stream is capturing");
         }
         let captured = gpu.rt.end_capture(stream).unwrap();
-        assert!(
-            !capture_nodes(captured).contains(&rocm_cmdbuf::runtime::NodeType::EventRecord),
-            "the library recorded an event into the caller's capture (capture query failing: {query_fails})"
-        );
         gpu.rt.graph_destroy(captured).unwrap();
         // A re-instantiation replaces the executable the held launch (if made) runs.
         f.flip(0);
@@ -1646,6 +1647,49 @@ fn a_failed_launch_keeps_what_it_may_use() {
     ok(unsafe { rcb_cmdbuf_launches_done(one.cb.0) });
     assert_eq!(one.runs(), [1, 0]);
     one.free(&gpu);
+}
+
+/// Fourth review of issue 29, D3: the executables kept for launches no event follows were never
+/// capped. With the library's `hipEventRecord` failing after every launch and a budget of one
+/// byte (every update re-instantiates), 200 rounds of a launch and an update left 201 live
+/// executable graphs. Past `MAX_KEPT_EXECS` kept ones the budget stops re-instantiating and the
+/// update goes to the live executable in place (counted as `reinstantiate_blocked`); no update
+/// is refused and every launch still computes the right result. The caller's promise gives the
+/// kept ones back.
+#[test]
+fn executables_kept_for_launches_no_event_follows_are_capped() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    const ROUNDS: usize = 200;
+    let execs = sim.live_count("exec");
+    let mut f = Fleet::new(&gpu, 2, 1);
+    let records = sim.call_count("hipEventRecord");
+    let mut most = 0;
+    for round in 0..ROUNDS {
+        // The next hipEventRecord, the library's after this launch, fails.
+        sim.set_faults("hipEventRecord:1");
+        let checked = f.launch_and_check(&gpu);
+        sim.set_faults("");
+        checked.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        f.flip(round % 2);
+        most = most.max(sim.live_count("exec") - execs);
+    }
+    assert_eq!(sim.call_count("hipEventRecord") - records, ROUNDS as u64, "one failed record per launch");
+    assert!(most <= MAX_KEPT_EXECS as u64 + 1, "{most} live executable graphs, more than the {MAX_KEPT_EXECS} kept and the live one");
+    let c = counters(&f.cb);
+    let kept = MAX_KEPT_EXECS as u64;
+    assert_eq!(c.reinstantiations, kept, "re-instantiations up to the cap");
+    assert_eq!(c.fallbacks[RCB_FALLBACK_KEPT_UNTRACKED as usize], kept);
+    assert_eq!(c.fallbacks[RCB_FALLBACK_REINSTANTIATE_BLOCKED as usize], ROUNDS as u64 - kept, "every later update went in place");
+    assert_eq!(c.exec_param_pushes, ROUNDS as u64 - kept);
+    f.launch_and_check(&gpu).unwrap();
+    // Every launch was synchronized: the promise destroys the kept ones, and the budget
+    // re-instantiates again.
+    ok(unsafe { rcb_cmdbuf_launches_done(f.cb.0) });
+    assert_eq!(sim.live_count("exec") - execs, 1);
+    assert_eq!(f.flip(0).reinstantiated, 1);
+    f.launch_and_check(&gpu).unwrap();
 }
 
 /// Third review of issue 29, M1: the library's event calls set the calling thread's capture mode

@@ -13,9 +13,10 @@
 //! A destroyed stream goes back to a cache keyed by (current device, requested flags,
 //! priority) when `hipStreamQuery` says it is idle; a create takes one from there when it can.
 //! Streams this library did not hand out are destroyed for real; a second destroy of a cached
-//! one gets `hipErrorInvalidHandle`, as from plain HIP. `hipDeviceReset` empties the device's
-//! part of the cache before the real reset, and a forked child starts with an empty cache (the
-//! fork handler is registered when the library is loaded). One runtime's streams are cached (the
+//! one (also while the first is in progress on another thread) gets `hipErrorInvalidHandle`, as
+//! from plain HIP. `hipDeviceReset` empties the device's part of the cache before the real
+//! reset, and a forked child starts with an empty cache (the fork handler is registered when the
+//! library is loaded). One runtime's streams are cached (the
 //! first one to create through the cache), and only while it is the only one in use: once a
 //! caller's real functions are another runtime's (a framework's bundled `libamdhip64` beside the
 //! system's, under any name), the cache stands aside for good and every call goes to the caller's
@@ -204,9 +205,11 @@ unsafe fn stream_destroy(real: Option<Real>, stream: HipStream) -> HipError {
         Ok(_) => Some(HIP_SUCCESS),
         // Not the cache's (or forgotten by a device reset): HIP answers.
         Err(ReleaseError::NotHeld) => None,
-        // Destroyed already as far as the caller knows, and kept alive for the next creator:
-        // plain HIP's answer to a second destroy, and the stream stays untouched.
-        Err(ReleaseError::AlreadyReleased) => Some(HIP_ERROR_INVALID_HANDLE),
+        // Destroyed already as far as the caller knows, and kept alive for the next creator, or
+        // being destroyed by another thread's call, which keeps or destroys it: plain HIP's
+        // answer to a second destroy, and the stream is left to the first. Forwarded, the real
+        // destroy would kill a stream the first call may file for the next creator.
+        Err(ReleaseError::AlreadyReleased | ReleaseError::Releasing) => Some(HIP_ERROR_INVALID_HANDLE),
         Err(ReleaseError::Destroy(rc)) => Some(rc),
     })
 }

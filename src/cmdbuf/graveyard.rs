@@ -4,7 +4,9 @@
 //! not wait for them (XLA frees command buffers whose launches are still queued, as CUDA's
 //! `cuGraphExecDestroy` allows); later command-buffer calls (a creation, launch, finalize or free,
 //! on any thread) each query at most [`QUERIES`] of the events, destroy what they find finished,
-//! and never wait on the host.
+//! and never wait on the host. Those calls may come after a device reset destroyed the objects,
+//! or query an event while its stream captures; `rcb_cmdbuf_free`'s documentation tells callers
+//! how to leave nothing here when that matters.
 //!
 //! Whatever is still here when the process exits is leaked, never destroyed: the runtime may be
 //! gone by then, and nothing runs at exit to wait for the GPU. A forked child starts with an

@@ -25,8 +25,10 @@
 //! the command buffer lives, and leaked when it is freed, unless the caller promises that every
 //! launch has finished (`rcb_cmdbuf_launches_done`). No update is ever refused for it, and what is
 //! put in service after the untracked generation is followed as usual. Kept executables do not
-//! count towards the budget's limit of waiting ones (`budget::MAX_RETIRED`): that would stop the
-//! re-instantiations for good and let ROCm's argument memory grow in place instead.
+//! count towards the budget's limit of waiting ones (`budget::MAX_RETIRED`), which one lost
+//! event would fill for good; they have a cap of their own (`budget::MAX_KEPT_EXECS`), past
+//! which the budget stops re-instantiating, so that launches that are never followed (every
+//! event record failing) do not keep an executable per re-instantiation.
 //!
 //! Each generation holds any number of marks: past [`SCAN_AT`] (and then past twice what the last
 //! scan left) the marks whose event completed are dropped and their events reused, so a
@@ -163,6 +165,11 @@ impl Launches {
     /// Replaced executables still waiting for their launches (kept ones excluded).
     pub fn waiting_execs(&self) -> usize {
         self.waiting.iter().filter(|w| matches!(w.doomed, Doomed::Exec(_))).count()
+    }
+
+    /// Replaced executables kept for launches the library could not follow.
+    pub fn kept_execs(&self) -> usize {
+        self.kept.iter().filter(|d| matches!(d, Doomed::Exec(_))).count()
     }
 
     /// Whether anything waits (so that a launch first looks for what it can destroy).

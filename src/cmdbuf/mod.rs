@@ -27,7 +27,7 @@ mod update;
 
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
-pub use budget::{DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES};
+pub use budget::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use opaque::KernelList;
 pub use update::{AllocationMove, UpdateReport};
@@ -708,8 +708,9 @@ impl CmdBuf {
     /// keep going to the old executable.
     fn reinstantiate_for_budget(&mut self) -> bool {
         // The host never waits for a launch here: with as many old executables as are kept
-        // still running, the update goes to the live one in place.
-        if let Some(why) = self.reinstantiation_blocked() {
+        // still running, or kept for launches no event follows, the update goes to the live one
+        // in place.
+        if let Some(why) = self.reinstantiation_blocked().or_else(|| self.kept_execs_block_budget()) {
             self.counters.record(Event::Fallback(Fallback::ReinstantiateBlocked));
             self.budget.note_blocked(&why);
             return false;
@@ -730,6 +731,17 @@ impl CmdBuf {
                 false
             }
         }
+    }
+
+    /// Why the budget should not re-instantiate, if it should not: as many replaced executables
+    /// as are capped are kept for launches the library could not follow, and one more would be
+    /// kept until `rcb_cmdbuf_launches_done` (`budget::MAX_KEPT_EXECS`). A re-instantiation
+    /// that a memcpy node needs is not held back by them: without it the update is refused.
+    fn kept_execs_block_budget(&self) -> Option<String> {
+        let kept = self.launches.kept_execs();
+        (kept >= budget::MAX_KEPT_EXECS).then(|| {
+            format!("{kept} old executable graph(s) are kept for launches the library could not follow, until rcb_cmdbuf_launches_done")
+        })
     }
 
     fn reinstantiate(&mut self) -> Result<()> {

@@ -491,6 +491,20 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// call `rcb_cmdbuf_launches_done` before the free, once those launches are synchronized, to have
 /// it destroyed. Whatever is still on the list when the process exits is leaked too.
 ///
+/// Two things touch what is on the list after the free, and only leaving nothing there avoids
+/// them. A reset of the device (`hipDeviceReset`, `cuDevicePrimaryCtxReset`) destroys its
+/// executable graphs, graphs and events under the library, whose later queries and destroys of
+/// them would then be calls on dead handles. And on ROCm, querying one of the events while the
+/// stream it was recorded on is capturing invalidates that capture; the list's queries come from
+/// calls on any command buffer, on any thread, until the library has found the launches
+/// finished. So before a device reset, and in a process that begins captures on streams it
+/// launched command buffers on, free each command buffer as follows: synchronize the streams it
+/// was launched on, call `rcb_cmdbuf_launches_done`, then `rcb_cmdbuf_free`, which then destroys
+/// everything at once and puts nothing on the list. Free every command buffer of a device so
+/// before resetting it (with `rcb_stream_cache_reset` for its streams); a command buffer freed
+/// earlier while its launches ran may still be on the list, whose queries the reset makes
+/// unsafe.
+///
 /// When a runtime call underneath fails (ending the capture, destroying the executable graph or
 /// the graph), the rest is still given back and the status is `RCB_STATUS_RUNTIME_ERROR`: the
 /// command buffer is released all the same, the message names each failed call (its object is
@@ -999,7 +1013,10 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// use (the executable graph and the graphs in service at the time) is kept instead of destroyed
 /// when an update replaces it, and leaked by `rcb_cmdbuf_free`, logged once at warn and counted
 /// as `RCB_FALLBACK_KEPT_UNTRACKED` per object, until `rcb_cmdbuf_launches_done` says the
-/// launches have finished. What is put in service after it is followed as usual.
+/// launches have finished. What is put in service after it is followed as usual. At most two
+/// executable graphs are kept so: then the update budget stops re-instantiating and updates go
+/// to the live executable graph in place (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`), so launches
+/// that are never followed (every event record failing) keep a bounded number.
 ///
 /// The library records and queries its events with the calling thread in relaxed capture mode
 /// (`hipThreadExchangeStreamCaptureMode` from ROCm 5.0, `cuThreadExchangeStreamCaptureMode`), so
@@ -1008,7 +1025,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_begin_update(cb: *mut rcb_cmdbuf) -> rcb_sta
 /// capture in the process and the calling thread's own captures. One case remains: on ROCm a
 /// query of an event whose last record was into a stream that is now capturing invalidates that
 /// capture, so do not begin a capture on a stream this command buffer was launched on while
-/// launching or updating it.
+/// launching or updating it. After `rcb_cmdbuf_free` the same holds for any thread's calls on any
+/// command buffer: they may query the freed one's events until they find its launches finished
+/// (see `rcb_cmdbuf_free`, which says how to free so that nothing is left to query).
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///

@@ -37,10 +37,11 @@ pub const RCB_FALLBACK_FLATTENED_AS_CHILD: u32 = 3;
 /// Fallback reason: a trace-cache relocation failed part-way; the command was captured again.
 pub const RCB_FALLBACK_RELOCATION_FAILED: u32 = 4;
 /// Fallback reason: the executable graph's update budget was spent but it was not
-/// re-instantiated from its template (a node's template lags behind it, or as many replaced
+/// re-instantiated from its template (a node's template lags behind it, as many replaced
 /// executable graphs as are kept still wait for their launches: the host never waits for
-/// them), so the update went to the live executable graph in place, whose runtime may keep
-/// growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
+/// them, or two replaced ones are kept for launches the library could not follow, see
+/// `RCB_FALLBACK_KEPT_UNTRACKED`), so the update went to the live executable graph in place,
+/// whose runtime may keep growing its memory (see `RCB_EXEC_UPDATE_BUDGET`).
 pub const RCB_FALLBACK_REINSTANTIATE_BLOCKED: u32 = 5;
 /// Fallback reason: re-instantiating for the update budget failed in the runtime; the update
 /// went to the old executable graph.
@@ -95,7 +96,9 @@ pub const RCB_FALLBACK_MEMCPY_NOT_IN_PLACE: u32 = 12;
 /// Fallback reason: an executable graph or graph that a launch the library could not follow
 /// with an event may still use (see `rcb_cmdbuf_launch`) was kept instead of destroyed when an
 /// update replaced it or its command buffer was freed; only `rcb_cmdbuf_launches_done` gives it
-/// back. Counted once per object.
+/// back. Counted once per object. A command buffer keeps at most two executable graphs so:
+/// with two kept, the update budget stops re-instantiating (`RCB_FALLBACK_REINSTANTIATE_BLOCKED`)
+/// and updates go to the live executable graph in place, none refused.
 pub const RCB_FALLBACK_KEPT_UNTRACKED: u32 = 13;
 /// Fallback reason: the library could not give the calling thread its stream capture mode back
 /// after one of its own event calls (made in relaxed mode, see `rcb_cmdbuf_launch`), twice; the

@@ -66,8 +66,9 @@ pub unsafe extern "C" fn rcb_stream_acquire(device: i32, flags: u32, priority: i
 /// otherwise (work still queued on a destroyed stream completes). A caller that has just
 /// synchronized the stream can skip the query with `rcb_stream_release_idle`.
 ///
-/// A stream that is not held from the cache (never acquired, already released, or acquired
-/// before `rcb_stream_cache_reset`) is `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
+/// A stream that is not held from the cache (never acquired, already released, being released
+/// by another thread now, or acquired before `rcb_stream_cache_reset`) is
+/// `RCB_STATUS_INVALID_HANDLE` and is left untouched; NULL is
 /// `RCB_STATUS_NULL_ARGUMENT`. When
 /// the stream had to be destroyed and that failed, the status is the runtime's error and the
 /// stream counts as released.
@@ -117,7 +118,8 @@ pub extern "C" fn rcb_stream_cache_trim(device: i32) -> rcb_status {
 /// `hipStreamDestroy` of a stream a reset destroyed is `hipErrorInvalidHandle`, and touches
 /// nothing. Streams acquired after this call are the new device's. Without this call, a stream
 /// acquired before a reset and released after it would be queried (a use after free in the
-/// runtime) or, released idle, kept and handed out dead.
+/// runtime) or, released idle, kept and handed out dead. Command buffers of the device are freed
+/// before the reset as `rcb_cmdbuf_free` says, so that none of their objects is left to query.
 ///
 /// When a destroy fails, the rest are still destroyed and every handed-out stream is still
 /// forgotten; the status is the first failure.

@@ -98,8 +98,9 @@ pub fn acquire(device: i32, flags: u32, priority: i32) -> Result<Stream> {
 /// Gives back a stream from [`acquire`]: kept for reuse when it is idle (asked of the runtime
 /// with [`Idleness::Query`], taken on the caller's word with [`Idleness::Known`]) and its key has
 /// room, destroyed otherwise. A stream not handed out by the cache (never acquired, already
-/// released) is an [`ErrorKind::InvalidHandle`] error and is left alone: a second release of a
-/// stream kept idle never destroys it, so the cache never hands out a stream it destroyed. When
+/// released, or being released by another thread now) is an [`ErrorKind::InvalidHandle`] error
+/// and is left alone: a second release of a stream kept idle never destroys it, so the cache
+/// never hands out a stream it destroyed. When
 /// the stream had to be destroyed and that failed, the error is returned and the cache has
 /// forgotten the stream.
 pub fn release(stream: Stream, idleness: Idleness) -> Result<Released> {
@@ -115,6 +116,10 @@ pub fn release(stream: Stream, idleness: Idleness) -> Result<Released> {
         ReleaseError::AlreadyReleased => Error::new(
             ErrorKind::InvalidHandle,
             format!("stream {:p} was already released: it is idle in the stream cache, and stays there", stream.0),
+        ),
+        ReleaseError::Releasing => Error::new(
+            ErrorKind::InvalidHandle,
+            format!("stream {:p} is being released by another call, which keeps or destroys it; this one left it alone", stream.0),
         ),
         ReleaseError::Destroy(e) => e.context(format!("stream {:p} could not be reused and destroying it failed", stream.0)),
     })

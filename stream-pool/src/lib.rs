@@ -8,7 +8,15 @@
 //! docs/streams.md).
 //!
 //! Locks: one mutex over the idle lists and counters (few keys, short critical sections) and
-//! sixteen shards over the handed-out set. No lock is ever held while [`StreamOps`] is called.
+//! sixteen shards over the handed-out set; a shard is locked inside the idle lock, never the
+//! other way round. No lock is ever held while [`StreamOps`] is called.
+//!
+//! Two releases of one handle at once: the first marks the handle's record and keeps it until
+//! the handle is filed idle (the record leaves in the same step, under the idle lock) or
+//! destroyed; the second finds the mark and is refused ([`ReleaseError::Releasing`]). Without
+//! the mark the second found the handle neither handed out nor idle, and a caller that destroys
+//! such handles itself (the preload, for streams it did not make) destroyed the one the first
+//! release then filed idle, for the next acquire to hand out dead.
 //!
 //! Device resets: every device has an epoch, read under the idle lock when a handle is handed
 //! out and advanced by [`Pool::reset`]. A release compares the two under the same lock before
@@ -108,6 +116,9 @@ pub enum ReleaseError<E> {
     NotHeld,
     /// The handle is idle in the pool: it was released already. It stays there, alive.
     AlreadyReleased,
+    /// Another release of the handle is in progress (on another thread). That one decides what
+    /// becomes of the handle; this one touches nothing.
+    Releasing,
     /// The handle was destroyed (it was not cacheable) and the destroy failed; the pool has
     /// forgotten it.
     Destroy(E),
@@ -155,16 +166,31 @@ struct Idle<S> {
     epochs: Vec<(i32, u64)>,
     /// ... and how many resets of every device: a device's epoch is the sum.
     all_epochs: u64,
+    /// Releases that destroyed a handle so far: numbers them ([`Release::Destroying`]).
+    destroys: u64,
 }
 
-/// What the handed-out set knows of a handle: the key it was asked for, and its device's epoch
+/// What the handed-out set knows of a handle: the key it was asked for, its device's epoch
 /// and the pool's count of resets when it was handed out (for a creation: before the runtime was
-/// asked for it).
+/// asked for it), and whether a release of it is in progress.
 #[derive(Clone, Copy)]
 struct Held {
     key: Key,
     epoch: u64,
     resets: u64,
+    release: Release,
+}
+
+/// How far a release of a handed-out handle has come.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Release {
+    None,
+    /// Taken by a release that has not yet decided between filing and destroying.
+    Deciding,
+    /// Being destroyed by the release that numbered it so ([`Idle::destroys`]): once the destroy
+    /// returns, that release removes the record only if it still holds this number, so never
+    /// the record of a new handle the runtime made at the same address in the meantime.
+    Destroying(u64),
 }
 
 const SHARDS: usize = 16;
@@ -184,7 +210,7 @@ impl<S: Copy + Eq + Hash> Pool<S> {
     pub fn new(settings: Settings) -> Self {
         Self {
             settings,
-            idle: Mutex::new(Idle { slots: Vec::new(), ranges: Vec::new(), epochs: Vec::new(), all_epochs: 0 }),
+            idle: Mutex::new(Idle { slots: Vec::new(), ranges: Vec::new(), epochs: Vec::new(), all_epochs: 0, destroys: 0 }),
             held: std::array::from_fn(|_| Mutex::new(HashMap::default())),
             resets: AtomicU64::new(0),
         }
@@ -216,7 +242,7 @@ impl<S: Copy + Eq + Hash> Pool<S> {
                 Some(_) => slot.hits += 1,
                 None => slot.misses += 1,
             }
-            (Held { key, epoch, resets }, cached)
+            (Held { key, epoch, resets, release: Release::None }, cached)
         };
         let stream = match cached {
             Some(stream) => stream,
@@ -235,21 +261,33 @@ impl<S: Copy + Eq + Hash> Pool<S> {
     /// tells) and its key is below the bound; destroyed otherwise. A handle that is not handed
     /// out is left alone: [`ReleaseError::AlreadyReleased`] when it is idle in the pool (a second
     /// release must never destroy a handle the pool would hand out again),
-    /// [`ReleaseError::NotHeld`] otherwise. A reset of the handle's device that runs while the
-    /// release is in progress (between taking the handle's record and filing it) makes it
+    /// [`ReleaseError::NotHeld`] otherwise; so is one that another release of it has in hand
+    /// ([`ReleaseError::Releasing`]). A reset of the handle's device that runs while the release
+    /// is in progress (between marking the handle's record and filing it) makes it
     /// [`ReleaseError::NotHeld`] too: the reset destroyed the handle, which is neither kept nor
     /// destroyed again.
     pub fn release<O: StreamOps<Stream = S>>(&self, ops: &O, stream: S, idleness: Idleness) -> Result<Released, ReleaseError<O::Error>> {
-        let Some(held) = lock(self.shard(stream)).remove(&stream) else {
-            let idle = lock(&self.idle);
-            return Err(if idle.slots.iter().any(|slot| slot.idle.contains(&stream)) {
-                ReleaseError::AlreadyReleased
-            } else {
-                ReleaseError::NotHeld
-            });
+        let marked = lock(self.shard(stream)).get_mut(&stream).map(|held| match held.release {
+            Release::None => {
+                held.release = Release::Deciding;
+                Ok(*held)
+            }
+            Release::Deciding | Release::Destroying(_) => Err(ReleaseError::Releasing),
+        });
+        let held = match marked {
+            Some(marked) => marked?,
+            None => {
+                let idle = lock(&self.idle);
+                return Err(if idle.slots.iter().any(|slot| slot.idle.contains(&stream)) {
+                    ReleaseError::AlreadyReleased
+                } else {
+                    ReleaseError::NotHeld
+                });
+            }
         };
-        // Forgotten by a reset since it was handed out (the reset swept the records before this
-        // release took its own): never queried.
+        // Forgotten by a reset since it was handed out: never queried. The reset's sweep removes
+        // the marked record (it may not have reached it yet; until then a second release is
+        // refused as in progress).
         if self.reset_since(&held) {
             return Err(ReleaseError::NotHeld);
         }
@@ -260,21 +298,39 @@ impl<S: Copy + Eq + Hash> Pool<S> {
             Idleness::Known => true,
         };
         let reusable = self.settings.enabled && idle();
-        {
+        let destroying = {
             let mut idle = lock(&self.idle);
-            // A reset during the query destroyed it: neither kept nor destroyed again.
+            // A reset during the query destroyed it: neither kept nor destroyed again (and the
+            // reset's sweep removes the record).
             if idle.epoch(held.key.device) != held.epoch {
                 return Err(ReleaseError::NotHeld);
             }
             let max = self.settings.max_per_key;
             let slot = idle.slot(held.key);
             if reusable && slot.idle.len() < max {
+                // The record leaves and the handle is filed in one step under the idle lock: a
+                // second release finds one or the other, never neither.
+                lock(self.shard(stream)).remove(&stream);
                 slot.idle.push(stream);
                 return Ok(Released::Kept);
             }
             slot.destroyed += 1;
+            idle.destroys += 1;
+            let destroying = Release::Destroying(idle.destroys);
+            if let Some(record) = lock(self.shard(stream)).get_mut(&stream) {
+                record.release = destroying;
+            }
+            destroying
+        };
+        // The record stays marked until the handle is gone, so that a second release never
+        // reaches a caller that would destroy it too.
+        let destroyed = ops.destroy(stream);
+        let mut shard = lock(self.shard(stream));
+        if shard.get(&stream).is_some_and(|record| record.release == destroying) {
+            shard.remove(&stream);
         }
-        ops.destroy(stream).map_err(ReleaseError::Destroy)?;
+        drop(shard);
+        destroyed.map_err(ReleaseError::Destroy)?;
         Ok(Released::Destroyed)
     }
 
@@ -331,6 +387,7 @@ impl<S: Copy + Eq + Hash> Pool<S> {
             stats.destroyed += slot.destroyed;
             stats.kept += slot.idle.len() as u64;
         }
+        // A handle being released counts as in use until its release has filed or destroyed it.
         for shard in &self.held {
             stats.in_use += lock(shard).values().filter(|held| wanted(held.key.device)).count() as u64;
         }

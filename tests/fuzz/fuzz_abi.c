@@ -22,8 +22,13 @@
  *   - a failed call leaves a non-empty last-error message, a successful one an empty message;
  *   - a sized output of a successful call states in its struct_size that all of it was written;
  *   - contracts that hold whatever the input: a live handle's free releases it (a second free is
- *     refused, as is a second release of a stream or of a pool slot), a trace cache called from its own trace_fn refuses, a slot released at the end
- *     lets its pool be freed, NULL is a no-op for every _free;
+ *     refused, as is a second release of a stream, also from another thread at the same time, or
+ *     of a pool slot), a trace cache called from its own trace_fn refuses, a slot released at the
+ *     end lets its pool be freed, NULL is a no-op for every _free;
+ *   - calls made where the calling thread's thread-locals are already destroyed (op thread_exit
+ *     runs its bytes as ops in a pthread key destructor of a thread that exits, and an atexit
+ *     handler runs the first ops of the last input again, then frees everything) hold to the same
+ *     oracle, except that a failed call's message may be empty (dropped, never wrong);
  *   - after the input everything is freed, and the software GPU's live-object counters (graphs,
  *     executable graphs, streams, events, allocations, physical VMM handles, reservations,
  *     mappings, modules) are back where they were before it (the harness's own module, stream and
@@ -44,6 +49,7 @@
 #include "rocm_cmdbuf.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,13 +99,29 @@ static int rarely(input *in, unsigned n) { return pick(in, n) == n - 1; }
 static const char *current_op = "(none)";
 static int trace;
 
+/* Set while ops run where the calling thread's thread-locals may be destroyed already (in a
+ * pthread key destructor at a thread's exit, in an atexit handler): the library may drop a failed
+ * call's message there, never give a wrong one. */
+static int exit_time;
+
+/* The first bytes of the last input, which the atexit handler runs again (see exit_calls). */
+static uint8_t last_input[256];
+static size_t last_input_len;
+static int in_atexit;
+
 static void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "fuzz_abi: finding in op %s: ", current_op);
+    fprintf(stderr, "fuzz_abi: finding in op %s%s: ", current_op, in_atexit ? " (run again at exit)" : "");
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    if (in_atexit) {
+        /* libFuzzer writes no input for a crash after its loop: the bytes to replay. */
+        fprintf(stderr, "fuzz_abi: the last input began with:");
+        for (size_t i = 0; i < last_input_len; i++) fprintf(stderr, " %02x", last_input[i]);
+        fputc('\n', stderr);
+    }
     abort();
 }
 
@@ -123,7 +145,7 @@ static rcb_status checked(rcb_status s, const char *call) {
     if (trace) fprintf(stderr, "  %s -> %s%s%s\n", call, rcb_status_str(s), len ? ": " : "", msg);
     if (s < RCB_OK || s > RCB_STATUS_PANIC) die("%s returned %d, not a documented rcb_status", call, s);
     if (s == RCB_STATUS_PANIC) die("%s: the library panicked: %s", call, msg);
-    if (s != RCB_OK && len == 0) die("%s failed with %s and left no message", call, rcb_status_str(s));
+    if (s != RCB_OK && len == 0 && !exit_time) die("%s failed with %s and left no message", call, rcb_status_str(s));
     if (s == RCB_OK && len != 0) die("%s succeeded but left the message '%s'", call, msg);
     if (len < sizeof msg && strlen(msg) != len) die("%s: message length %zu, %zu bytes copied", call, len, strlen(msg));
     return s;
@@ -1425,15 +1447,55 @@ static void refused_again(rcb_status s, rcb_status want, const char *what) {
     if (s != want) die("%s returned %s, not %s", what, rcb_status_str(s), rcb_status_str(want));
 }
 
-/* Releases a stream this op acquired, twice (by the two functions in a chosen order): the
- * first gives it back (never INVALID_HANDLE), the second is RCB_STATUS_INVALID_HANDLE. */
+/* One of two releases of a stream made at the same time from two threads. */
+typedef struct {
+    void *stream;
+    int idle;
+    pthread_barrier_t *start;
+    rcb_status status;
+} racing_release;
+
+static void *release_racing(void *arg) {
+    racing_release *r = arg;
+    pthread_barrier_wait(r->start);
+    r->status = r->idle ? CALL(rcb_stream_release_idle(r->stream)) : CALL(rcb_stream_release(r->stream));
+    return NULL;
+}
+
+/* Releases `s` from this thread and another at once (by the functions chosen); returns the status
+ * of the release that gave it back, after checking that the other was refused. */
+static rcb_status release_at_once(void *s, int idle_first, int idle_second) {
+    pthread_barrier_t start;
+    if (pthread_barrier_init(&start, NULL, 2) != 0) die("harness: pthread_barrier_init failed");
+    racing_release r[2] = {{s, idle_first, &start, RCB_OK}, {s, idle_second, &start, RCB_OK}};
+    pthread_t other;
+    if (pthread_create(&other, NULL, release_racing, &r[1]) != 0) die("harness: pthread_create failed");
+    release_racing(&r[0]);
+    pthread_join(other, NULL);
+    pthread_barrier_destroy(&start);
+    if ((r[0].status == RCB_STATUS_INVALID_HANDLE) + (r[1].status == RCB_STATUS_INVALID_HANDLE) != 1)
+        die("two releases of a stream at once returned %s and %s, not one refused with RCB_STATUS_INVALID_HANDLE",
+            rcb_status_str(r[0].status), rcb_status_str(r[1].status));
+    return r[0].status == RCB_STATUS_INVALID_HANDLE ? r[1].status : r[0].status;
+}
+
+/* Releases a stream this op acquired, twice (by the two functions in a chosen order, one after
+ * the other or from two threads at once): one gives it back (never INVALID_HANDLE), the other is
+ * RCB_STATUS_INVALID_HANDLE. */
 static void release_twice(input *in, void *s) {
-    int idle_first = pick(in, 2), idle_second = pick(in, 2);
-    if (idle_first && hipStreamSynchronize((hipStream_t)s) != hipSuccess) idle_first = 0;
-    rcb_status first = idle_first ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s));
+    /* Bit 1 of the first byte races the two releases: older seeds hold 0 or 1 there. */
+    uint8_t how = u8(in);
+    int idle_first = how & 1, at_once = (how & 2) != 0, idle_second = pick(in, 2);
+    if ((idle_first || idle_second) && hipStreamSynchronize((hipStream_t)s) != hipSuccess) idle_first = idle_second = 0;
+    rcb_status first;
+    if (at_once) {
+        first = release_at_once(s, idle_first, idle_second);
+    } else {
+        first = idle_first ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s));
+        refused_again(idle_second ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s)), RCB_STATUS_INVALID_HANDLE,
+                      "a second release of a stream");
+    }
     if (first == RCB_STATUS_INVALID_HANDLE || first == RCB_STATUS_NULL_ARGUMENT) die("releasing an acquired stream returned %s", rcb_status_str(first));
-    refused_again(idle_second ? CALL(rcb_stream_release_idle(s)) : CALL(rcb_stream_release(s)), RCB_STATUS_INVALID_HANDLE,
-                  "a second release of a stream");
     remember_stale(s);
 }
 
@@ -1552,6 +1614,47 @@ static void op_double_free(input *in) {
     release_twice(in, work);
 }
 
+/* ---- calls at a thread's exit ---- */
+
+static pthread_key_t exit_key;
+static void run_program(input *in, size_t max_ops);
+
+enum { EXIT_OPS = 4 };
+
+/* The key's destructor: runs after the thread's thread-locals were destroyed. */
+static void at_thread_exit(void *program) {
+    exit_time = 1;
+    run_program(program, EXIT_OPS);
+    exit_time = 0;
+}
+
+static void *exiting_thread(void *program) {
+    /* The thread-locals with destructors first, as tests/c/exit_calls.cpp does: the library's
+     * last error (a failed call) and cached correlator (any correlator call), and the software
+     * GPU's (its runtime's thread spawning, reached by a stream's creation). One first made in
+     * the key destructor registers its destructor after the thread's have run, and glibc never
+     * runs it: LeakSanitizer reports the registration (and what the value holds) as leaked. The
+     * check here is that calls after the destruction behave. */
+    refused_again(CALL(rcb_stream_release(NULL)), RCB_STATUS_NULL_ARGUMENT, "rcb_stream_release(NULL)");
+    rcb_api_event e;
+    memset(&e, 0, sizeof e);
+    refused_again(CALL(rcb_correlator_add_api_event(NULL, &e)), RCB_STATUS_NULL_ARGUMENT, "rcb_correlator_add_api_event(NULL)");
+    CALL(rcb_cmdbuf_free(NULL));
+    hipStream_t s;
+    hip_or_die(hipStreamCreate(&s), "hipStreamCreate");
+    hip_or_die(hipStreamDestroy(s), "hipStreamDestroy");
+    if (pthread_setspecific(exit_key, program) != 0) die("harness: pthread_setspecific failed");
+    return NULL;
+}
+
+/* Runs the op's bytes as up to EXIT_OPS ops in a pthread key destructor of a thread that exits. */
+static void op_thread_exit(input *in) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, exiting_thread, in) != 0) die("harness: pthread_create failed");
+    pthread_join(t, NULL);
+    current_op = "thread_exit";
+}
+
 typedef void (*op_fn)(input *);
 
 static const struct {
@@ -1608,6 +1711,7 @@ static const struct {
     {"stream_release_idle", op_stream_release_idle}, /* 47 */
     {"relocation_oracle", op_relocation_oracle},   /* 48 */
     {"double_free", op_double_free},               /* 49 */
+    {"thread_exit", op_thread_exit},               /* 50 */
 };
 
 /* Waits for every stream of every device (a stream the input released may still run work). */
@@ -1698,6 +1802,17 @@ static void hip_or_die(hipError_t e, const char *what) {
     if (e != hipSuccess) die("harness set-up: %s returned %d", what, (int)e);
 }
 
+/* Runs at process exit (libFuzzer ends with exit()), after the main thread's thread-locals were
+ * destroyed: the first EXIT_OPS ops of the last input again, then frees everything and checks the
+ * software GPU's live objects, as after an input. */
+static void exit_calls(void) {
+    in_atexit = 1;
+    exit_time = 1;
+    input in = {last_input, last_input_len};
+    run_program(&in, EXIT_OPS);
+    cleanup();
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -1728,21 +1843,31 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     hip_or_die(hipStreamCreate(&gpu.oracle_stream), "hipStreamCreate");
     for (int k = 0; k < NKINDS; k++) gpu.live[k] = hipsimLiveCount(LIVE_KINDS[k]);
+    if (pthread_key_create(&exit_key, at_thread_exit) != 0) die("harness: pthread_key_create failed");
+    if (atexit(exit_calls) != 0) die("harness: atexit failed");
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    input in = {data, size};
-    while (in.n > 0) {
-        unsigned op = u8(&in) % COUNT(OPS);
-        size_t len = u8(&in);
-        input args = {in.p, len < in.n ? len : in.n};
-        in.p += args.n;
-        in.n -= args.n;
+/* Runs the ops of `in`, at most `max_ops` of them. At exit time a thread_exit op is skipped. */
+static void run_program(input *in, size_t max_ops) {
+    for (size_t done = 0; in->n > 0 && done < max_ops; done++) {
+        unsigned op = u8(in) % COUNT(OPS);
+        size_t len = u8(in);
+        input args = {in->p, len < in->n ? len : in->n};
+        in->p += args.n;
+        in->n -= args.n;
+        if (exit_time && OPS[op].fn == op_thread_exit) continue;
         current_op = OPS[op].name;
-        if (trace) fprintf(stderr, "op %s (%zu bytes)\n", current_op, args.n);
+        if (trace) fprintf(stderr, "%sop %s (%zu bytes)\n", exit_time ? "at exit: " : "", current_op, args.n);
         OPS[op].fn(&args);
     }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    last_input_len = size < sizeof last_input ? size : sizeof last_input;
+    if (last_input_len > 0) memcpy(last_input, data, last_input_len);
+    input in = {data, size};
+    run_program(&in, SIZE_MAX);
     cleanup();
     return 0;
 }

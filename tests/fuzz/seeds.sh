@@ -15,7 +15,7 @@ ops=(cmdbuf_new cmdbuf_free set_allocations add_kernel add_kernel_params add_mem
     stream_release stream_cache pool_new pool_acquire pool_release pool_copy pool_timeline pool_free
     correlator_new correlator_free correlator_add correlator_exchange correlator_misc misc harness
     update_child_graph update_flattened_child budget counters stream_release_idle relocation_oracle
-    double_free)
+    double_free thread_exit)
 
 seed="" # the seed being written, as printf escapes
 op() { # name [argument bytes, hex]...
@@ -201,6 +201,21 @@ write relocation-aliased
 op double_free
 op double_free 01 01 01 01 01 03 01
 write double-free
+
+# 13. The same double frees with the first stream's two releases made from two threads at once
+# (bit 1 of release_twice's first byte): by the plain releases, then (second op) by the idle ones.
+op double_free 00 02
+op double_free 01 03 01
+write racing-release
+
+# 14. Calls from a pthread key destructor at a thread's exit: the thread_exit op's bytes are four
+# ops (command buffer slot 0 made, finalized, launched, freed); the atexit handler then runs the
+# first four ops of this input again (the same thread_exit is skipped there).
+op cmdbuf_new
+op thread_exit 00 02 00 00 12 02 00 00 14 03 00 00 00 01 02 00 00
+op stream_acquire
+op stream_release
+write exit-calls
 
 # 12. Event record and wait, host and memory-operation nodes: a raw graph of them (harness case
 # 5) flattened into a primary, launched, moved, launched and re-traced in place; a capture that

@@ -2,6 +2,11 @@
  * without it: the answers must be plain HIP's either way).
  *   double-destroy  a second hipStreamDestroy of a stream gets hipErrorInvalidHandle, and the
  *                   next creations get live streams
+ *   racing-destroy  two threads destroy one stream at once, 200 times: one destroy succeeds, the
+ *                   other gets hipErrorInvalidHandle, and the next creation is a live stream
+ *                   (hipStreamQuery takes 1 ms and hipStreamDestroy 3 ms, so that the second
+ *                   destroy comes while the preload's first one asks whether the stream is idle,
+ *                   and a real destroy takes effect after that answer)
  *   reset           hipDeviceReset destroys the device's streams: the next creation gets a live
  *                   one, and a destroy of a stream from before the reset gets hipErrorInvalidHandle
  *   reset-no-device the same when hipGetDevice fails (injected) inside hipDeviceReset
@@ -11,6 +16,8 @@
  *                   every child creates, queries and destroys streams of its own within 10 s
  *                   (never one of the parent's) and exits 0
  * Exits 0 when every check holds, 1 otherwise. */
+/* pthread barriers are POSIX, outside plain C11. */
+#define _POSIX_C_SOURCE 200809L
 #include <hip/hip_runtime_api.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +31,7 @@
 
 uint64_t hipsimGetCallCount(const char *name);
 int hipsimSetFaults(const char *spec);
+int hipsimSetLatency(const char *spec);
 
 static int failures = 0;
 #define EXPECT(c, ...) do { if (!(c)) { fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
@@ -42,6 +50,54 @@ static void double_destroy(void) {
         EXPECT(hipStreamSynchronize(b) == hipSuccess, "creation %d cannot be synchronized", i);
         CHECK(hipStreamDestroy(b));
     }
+}
+
+/* Two threads destroy `shared` between the same barriers; the main thread then creates a stream
+ * and queries it. */
+static hipStream_t shared;
+static hipError_t racing_rc[2];
+static pthread_barrier_t race_start, race_end;
+
+static void *racing_destroyer(void *arg) {
+    int which = (int)(intptr_t)arg;
+    for (;;) {
+        pthread_barrier_wait(&race_start);
+        if (shared == NULL) return NULL;
+        racing_rc[which] = hipStreamDestroy(shared);
+        pthread_barrier_wait(&race_end);
+    }
+}
+
+static void racing_destroy(void) {
+    enum { ROUNDS = 200 };
+    pthread_t threads[2];
+    if (hipsimSetLatency("hipStreamQuery:1ms,hipStreamDestroy:3ms") != 0) exit(1);
+    if (pthread_barrier_init(&race_start, NULL, 3) != 0 || pthread_barrier_init(&race_end, NULL, 3) != 0) exit(1);
+    for (int i = 0; i < 2; i++) {
+        if (pthread_create(&threads[i], NULL, racing_destroyer, (void *)(intptr_t)i) != 0) exit(1);
+    }
+    int dead = 0, both = 0, neither = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        CHECK(hipStreamCreate(&shared));
+        pthread_barrier_wait(&race_start);
+        pthread_barrier_wait(&race_end);
+        int ok = (racing_rc[0] == hipSuccess) + (racing_rc[1] == hipSuccess);
+        int refused = (racing_rc[0] == hipErrorInvalidHandle) + (racing_rc[1] == hipErrorInvalidHandle);
+        both += ok == 2;
+        neither += ok != 1 || refused != 1;
+        hipStream_t next;
+        CHECK(hipStreamCreate(&next));
+        dead += hipStreamQuery(next) != hipSuccess;
+        /* A dead stream's destroy is refused, a live one's succeeds: either way it is gone. */
+        (void)hipStreamDestroy(next);
+    }
+    shared = NULL;
+    pthread_barrier_wait(&race_start);
+    for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+    if (hipsimSetLatency("") != 0) exit(1);
+    EXPECT(dead == 0, "%d of %d creations after two racing destroys handed out a dead stream", dead, ROUNDS);
+    EXPECT(neither == 0, "%d of %d racing pairs were not one success and one hipErrorInvalidHandle (%d: both succeeded)",
+           neither, ROUNDS, both);
 }
 
 /* With no_device, the first hipGetDevice from the reset on fails (the preload's hipDeviceReset
@@ -132,12 +188,13 @@ static void forks(void) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "double-destroy") == 0) double_destroy();
+    else if (strcmp(mode, "racing-destroy") == 0) racing_destroy();
     else if (strcmp(mode, "reset") == 0) reset(0);
     else if (strcmp(mode, "reset-no-device") == 0) reset(1);
     else if (strcmp(mode, "flag-bits") == 0) flag_bits();
     else if (strcmp(mode, "fork") == 0) forks();
     else {
-        fprintf(stderr, "usage: lifecycle double-destroy|reset|reset-no-device|flag-bits|fork\n");
+        fprintf(stderr, "usage: lifecycle double-destroy|racing-destroy|reset|reset-no-device|flag-bits|fork\n");
         return 2;
     }
     if (failures == 0) printf("%s: ok\n", mode);

@@ -4,7 +4,7 @@
 # librocm_cmdbuf_preload.so preloaded (also when HIP is dlopen'ed late with RTLD_LOCAL), while
 # the work on the streams still checks out; RCB_STREAM_CACHE=0, or a malformed value, turns the
 # cache off. lifecycle.c gets plain HIP's answers with the preload too: a second destroy of a
-# stream, a destroy after hipDeviceReset (also when hipGetDevice fails in it), a fork while
+# stream (also two at once from two threads), a destroy after hipDeviceReset (also when hipGetDevice fails in it), a fork while
 # another thread creates and destroys streams, a runtime that reports flag bits of its own.
 # two_runtimes.c loads two copies of hipsim under different sonames behind RTLD_LOCAL objects: no
 # stream of one reaches the other. The workload built as XLA up to rocm-jaxlib-v0.8.0 takes HIP
@@ -113,8 +113,9 @@ two_runtimes "two runtimes, preload" libuser_ "LD_PRELOAD=$preload"
 two_runtimes "two runtimes from dlsym(handle)" libuser_tsl_
 two_runtimes "two runtimes from dlsym(handle), preload" libuser_tsl_ "LD_PRELOAD=$preload"
 
-# Plain HIP's answers, with and without the preload: a second destroy, a device reset, a fork.
-for mode in double-destroy reset reset-no-device fork; do
+# Plain HIP's answers, with and without the preload: a second destroy (after the first, and racing
+# it), a device reset, a fork.
+for mode in double-destroy racing-destroy reset reset-no-device fork; do
     for env in "" "LD_PRELOAD=$preload"; do
         label="$mode${env:+, preload}"
         if out=$(env $env timeout 120 "$work/lifecycle" "$mode" 2>&1); then

@@ -1,7 +1,8 @@
-//! A device reset that runs while a release or an acquire is between its steps: the pool never
-//! keeps, hands out or destroys again a stream the reset destroyed. Each test stops one thread
-//! inside a runtime call (the gap where the pool holds no lock), runs the reset on another, and
-//! lets the first go on, so the interleaving is the same on every run.
+//! A device reset, or a second release of the same stream, that runs while a release or an
+//! acquire is between its steps: the pool never keeps, hands out or destroys again a stream the
+//! reset destroyed, and a second release leaves the stream to the first. Each test stops one
+//! thread inside a runtime call (the gap where the pool holds no lock), runs the reset or the
+//! release on another, and lets the first go on, so the interleaving is the same on every run.
 
 use rocm_cmdbuf_stream_pool::{Idleness, Pool, ReleaseError, Released, Settings, StreamOps};
 use std::collections::HashSet;
@@ -11,6 +12,7 @@ use std::sync::{Barrier, Mutex};
 const NOWHERE: u8 = 0;
 const IN_IS_IDLE: u8 = 1;
 const IN_CREATE: u8 = 2;
+const IN_DESTROY: u8 = 3;
 
 /// A runtime of one device whose streams a test can all kill at once (the reset), that records
 /// every destroy and every call on a dead stream, and that stops once, at `pause`, until the test
@@ -82,6 +84,7 @@ impl StreamOps for Runtime {
             return Err("destroy of a dead stream");
         }
         self.live.lock().unwrap().remove(&s);
+        self.stop_if(IN_DESTROY);
         Ok(())
     }
 
@@ -101,13 +104,22 @@ impl StreamOps for Runtime {
 /// pool first, then the runtime, as `rcb_stream_cache_reset` and the preload's `hipDeviceReset`
 /// do), lets it finish and returns what it returned.
 fn with_reset_in_between<T: Send>(rt: &Runtime, pool: &Pool<usize>, during: impl FnOnce() -> T + Send) -> T {
+    with_pause(rt, during, || {
+        pool.reset(rt, Some(0)).expect("the reset's own destroys succeed");
+        rt.reset_device();
+    })
+    .0
+}
+
+/// Runs `during` on another thread until it stops at the runtime's pause, runs `meanwhile`,
+/// lets `during` finish and returns what both returned.
+fn with_pause<T: Send, U>(rt: &Runtime, during: impl FnOnce() -> T + Send, meanwhile: impl FnOnce() -> U) -> (T, U) {
     std::thread::scope(|scope| {
         let worker = scope.spawn(during);
         rt.arrived.wait();
-        pool.reset(rt, Some(0)).expect("the reset's own destroys succeed");
-        rt.reset_device();
+        let meanwhile = meanwhile();
         rt.resume.wait();
-        worker.join().expect("the worker does not panic")
+        (worker.join().expect("the worker does not panic"), meanwhile)
     })
 }
 
@@ -157,4 +169,47 @@ fn a_stream_created_across_a_reset_is_never_kept_or_touched_on_release() {
     assert!(matches!(released, Err(ReleaseError::NotHeld)), "{released:?}");
     assert_eq!(*rt.destroyed.lock().unwrap(), []);
     assert_only_live_streams_afterwards(&rt, &pool, s);
+}
+
+#[test]
+fn a_second_release_while_the_first_queries_is_refused_and_leaves_the_stream_to_it() {
+    let (rt, pool) = (Runtime::new(IN_IS_IDLE), pool());
+    let s = pool.acquire(&rt, 0, 0, 0).unwrap();
+    let (first, second) = with_pause(&rt, || pool.release(&rt, s, Idleness::Query), || pool.release(&rt, s, Idleness::Query));
+    // The second release found the stream neither handed out nor idle before the mark, and the
+    // preload then destroyed it for real while the first filed it idle.
+    assert!(matches!(second, Err(ReleaseError::Releasing)), "{second:?}");
+    assert_eq!(first.unwrap(), Released::Kept);
+    assert_eq!(*rt.destroyed.lock().unwrap(), [], "the second release destroyed the stream");
+    assert!(matches!(pool.release(&rt, s, Idleness::Query), Err(ReleaseError::AlreadyReleased)), "filed idle by the first");
+    assert_eq!(pool.stats(None).in_use, 0);
+    assert_eq!(pool.acquire(&rt, 0, 0, 0).unwrap(), s);
+    assert!(rt.live.lock().unwrap().contains(&s));
+    assert_eq!(*rt.dead_calls.lock().unwrap(), []);
+}
+
+#[test]
+fn a_second_release_while_the_first_destroys_is_refused_and_the_record_goes_after_the_destroy() {
+    let (rt, pool) = (Runtime::new(IN_DESTROY), pool());
+    let s = pool.acquire(&rt, 0, 0, 0).unwrap();
+    rt.busy.store(true, Ordering::Relaxed);
+    let (first, (second, reborn)) = with_pause(
+        &rt,
+        || pool.release(&rt, s, Idleness::Query),
+        || {
+            let second = pool.release(&rt, s, Idleness::Query);
+            // The runtime makes its next stream at the address just freed, as an allocator may.
+            rt.next.store(s - 16, Ordering::Relaxed);
+            (second, pool.acquire(&rt, 0, 0, 0).unwrap())
+        },
+    );
+    rt.busy.store(false, Ordering::Relaxed);
+    assert!(matches!(second, Err(ReleaseError::Releasing)), "{second:?}");
+    assert_eq!(first.unwrap(), Released::Destroyed);
+    assert_eq!(*rt.destroyed.lock().unwrap(), [s], "destroyed once, by the first release");
+    // The first release removed its own record, not the new stream's at the same address.
+    assert_eq!(reborn, s);
+    assert_eq!(pool.stats(None).in_use, 1);
+    assert_eq!(pool.release(&rt, reborn, Idleness::Query).unwrap(), Released::Kept);
+    assert_eq!(*rt.dead_calls.lock().unwrap(), []);
 }
