@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # The C ABI of librocm_cmdbuf.so against the committed baseline abi/librocm_cmdbuf.abi, with
-# Debian's libabigail (abidw, abidiff).
+# Debian's libabigail (abidw, abidiff) and ci/abi-compare.py.
 #
 #   ci/abi.sh [LIB_DIR]            check the library in LIB_DIR (default target/debug, built first)
 #   ci/abi.sh --update [LIB_DIR]   write the baseline from it instead
 #
-# What is compared: the library's exports with their symbol versions and its SONAME, and the types
-# of include/rocm_cmdbuf.h. libabigail reads types from C's debug information; the Rust library's
-# own describes Rust types (module paths, the internals of every crate), which change with the
-# toolchain and with refactorings that leave the C ABI alone. So the corpus is read from a
-# stand-in: every function of the header compiled from the header with `gcc -g`, linked with the
-# library's SONAME and abi/librocm_cmdbuf.map, with the library's older versions (NAME@NODE) as
-# stubs, and checked to export exactly what the library exports, versions included. (The header
-# is generated from the Rust types, and ci/check-library.sh checks that the exports are its
-# functions.)
+# What is compared: the library's exports with their symbol versions and its SONAME, every
+# function's signature, and every type of include/rocm_cmdbuf.h, used or not. libabigail reads
+# types from C's debug information; the Rust library's own describes Rust types (module paths,
+# the internals of every crate), which change with the toolchain and with refactorings that
+# leave the C ABI alone. So the corpus is read from a stand-in: every function of the header
+# compiled from the header with `gcc -g`, linked with the library's SONAME and
+# abi/librocm_cmdbuf.map, with the library's older versions (NAME@NODE) as stubs, and checked to
+# export exactly what the library exports, versions included. (The header is generated from the
+# Rust types, and ci/check-library.sh checks that the exports are its functions.)
 #
-# The check fails when
+# ci/abi-compare.py applies the README's "Compatibility" to two corpora: additions are
+# compatible (exports, functions, types; fields appended to a sized struct, one declared with
+# sized_struct! in src/ffi/, that grows with them); any other change is not (a sized struct's
+# existing fields changing name, offset or type, a record changing at all, a removal). libabigail
+# compares them too, and a difference only it finds counts as incompatible. The check fails when
 #   1. the library's ABI differs from the baseline at all: regenerate the baseline (--update) and
-#      commit it with a CHANGELOG.md entry; the report says whether the difference is compatible
-#      (functions added, fields appended to a sized struct: docs/c-api.md) or not;
+#      commit it with a CHANGELOG.md entry; the report lists the changes, compatible or not;
 #   2. the ABI the baseline records changed since the baseline before it (uncommitted: against
 #      HEAD's; otherwise in the last commit that changed the file) without CHANGELOG.md changing
 #      with it, or incompatibly without a new SONAME (a new major version: README,
@@ -53,7 +56,7 @@ soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 mkdir "$work/standin"
 # Compiled in its directory, so that the debug information names it without the temporary path.
 root=$PWD
-(cd "$work" && gcc -std=c11 -g -O0 -shared -fPIC -w -I"$root/include" standin.c -o standin/librocm_cmdbuf.so \
+(cd "$work" && gcc -std=c11 -g -O0 -fno-eliminate-unused-debug-types -shared -fPIC -w -I"$root/include" standin.c -o standin/librocm_cmdbuf.so \
     -Wl,-soname,"$soname" -Wl,--version-script="$root/abi/librocm_cmdbuf.map")
 standin_exports=$(nm -D --defined-only "$work/standin/librocm_cmdbuf.so" | awk '$3 ~ /^rcb_/ {print $3}' | sort)
 if [ "$standin_exports" != "$exports" ]; then
@@ -61,8 +64,10 @@ if [ "$standin_exports" != "$exports" ]; then
     diff <(echo "$exports") <(echo "$standin_exports") || true
     exit 1
 fi
-abidw --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed --type-id-style hash \
+# Every type of the header, also those no function takes (rcb_arg_allocation).
+abidw --load-all-types --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed --type-id-style hash \
     --out-file "$work/current.abi" "$work/standin/librocm_cmdbuf.so"
+python3 ci/abi-compare.py check "$work/current.abi"
 if [ "$update" = 1 ]; then
     cp "$work/current.abi" "$baseline"
     echo "wrote $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)"
@@ -70,40 +75,41 @@ if [ "$update" = 1 ]; then
 fi
 [ -f "$baseline" ] || { echo "ci/abi.sh: no $baseline (ci/abi.sh --update writes it)"; exit 1; }
 
-# The sized structs (those whose first field is struct_size) may grow at their end.
-sized=$(perl -0ne 'while (/typedef struct (rcb_\w+) \{\s*(?:\/\*\*.*?\*\/\s*)?uint32_t struct_size;/sg) { print "$1\n" }' \
-    include/rocm_cmdbuf.h | paste -sd'|')
-{
-    echo '[suppress_type]'
-    echo "  name_regexp = ^($sized)\$"
-    echo '  has_data_member_inserted_at = end'
-} >"$work/appended.suppr"
-
-# What makes the ABI in $2 incompatible with that in $1, empty when nothing does: a removed
-# function or symbol, a changed one (fields appended to a sized struct aside), another SONAME.
-incompatible() {
-    local report
-    report=$(abidiff --no-show-locs --suppressions "$work/appended.suppr" "$1" "$2" || true)
-    if grep -qE '[1-9][0-9]* Removed|[1-9][0-9]* Changed|SONAME changed' <<<"$report"; then
-        echo "$report"
+# What changed from the ABI in $1 to that in $2, by the rules of the README's "Compatibility"
+# (ci/abi-compare.py, which takes the sized structs from src/ffi/): prints the changes and returns
+# 0 (none), 1 (all compatible) or 2 (one is not). libabigail compares the two as well; a
+# difference it finds that the comparison does not is counted as incompatible, never let through.
+compare() {
+    local verdict=0 report
+    python3 ci/abi-compare.py compare "$1" "$2" || verdict=$?
+    [ "$verdict" -le 2 ] || return 3
+    if [ "$verdict" = 0 ] && ! report=$(abidiff --no-show-locs "$1" "$2"); then
+        echo "incompatible: libabigail finds a difference that ci/abi-compare.py does not place:"
+        sed 's/^/    /' <<<"$report"
+        verdict=2
     fi
+    return "$verdict"
 }
 
 status=0
-if report=$(abidiff --no-show-locs "$baseline" "$work/current.abi"); then
-    echo "ABI: the library matches $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)"
-else
-    echo "ABI: the library differs from $baseline:"
-    sed 's/^/    /' <<<"$report"
-    if [ -n "$(incompatible "$baseline" "$work/current.abi")" ]; then
-        echo "The difference is incompatible: it removes or changes what programs use."
-    else
-        echo "The difference is compatible: functions added, fields appended to sized structs."
-    fi
-    echo "If it is intended: bash ci/abi.sh --update, and commit the baseline with a CHANGELOG.md entry;"
-    echo "an incompatible change also needs a new SONAME, a new major version (README, \"Compatibility\")."
-    status=1
-fi
+verdict=0
+report=$(compare "$baseline" "$work/current.abi") || verdict=$?
+case $verdict in
+    3) echo "$report"; exit 2 ;;
+    0) echo "ABI: the library matches $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)" ;;
+    *)
+        echo "ABI: the library differs from $baseline:"
+        sed 's/^/    /' <<<"$report"
+        if [ "$verdict" = 2 ]; then
+            echo "The difference is incompatible: it removes or changes what programs use."
+        else
+            echo "The difference is compatible: only additions (exports, functions, types, fields appended to sized structs)."
+        fi
+        echo "If it is intended: bash ci/abi.sh --update, and commit the baseline with a CHANGELOG.md entry;"
+        echo "an incompatible change also needs a new SONAME, a new major version (README, \"Compatibility\")."
+        status=1
+        ;;
+esac
 
 # The baseline's own last change.
 if ! git diff --quiet HEAD -- "$baseline" 2>/dev/null; then
@@ -118,15 +124,17 @@ else
 fi
 if [ -n "$previous" ]; then
     echo "$previous" >"$work/previous.abi"
-    if abidiff --no-show-locs "$work/previous.abi" "$baseline" >/dev/null; then :; else
+    verdict=0
+    breaking=$(compare "$work/previous.abi" "$baseline") || verdict=$?
+    [ "$verdict" != 3 ] || { echo "$breaking"; exit 2; }
+    if [ "$verdict" != 0 ]; then
         if ! grep -qx CHANGELOG.md <<<"$changed_files"; then
             echo "$baseline changed in $change without CHANGELOG.md: list the change under Added or Changed"
             status=1
         fi
-        breaking=$(incompatible "$work/previous.abi" "$baseline")
         old_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$work/previous.abi")
         new_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$baseline")
-        if [ -n "$breaking" ] && [ "$old_soname" = "$new_soname" ]; then
+        if [ "$verdict" = 2 ] && [ "$old_soname" = "$new_soname" ]; then
             echo "$baseline changed incompatibly in $change and kept the SONAME $new_soname:"
             sed 's/^/    /' <<<"$breaking"
             echo "Programs linked against $new_soname would load the new library and misbehave. Keep the old functions"
