@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """The rules of the README's "Compatibility" applied to two recordings of the C ABI, as ci/abi.sh
 makes them: an ABI corpus written by libabigail's abidw (XML: the exports with their symbol
-versions, the SONAME, every function's signature and every type of include/rocm_cmdbuf.h).
+versions, the SONAME, every function's signature and every type of include/rocm_cmdbuf.h) and a
+list of its constants (`NAME VALUE` a line, `#` lines aside: every #define of the header, which
+libabigail never sees).
 
-    python3 ci/abi-compare.py compare OLD.abi NEW.abi
+    python3 ci/abi-compare.py compare OLD.abi OLD-CONSTANTS NEW.abi NEW-CONSTANTS
     python3 ci/abi-compare.py check NEW.abi
 
 `compare` prints what changed from OLD to NEW, each change marked compatible (an addition) or
 incompatible, and exits 0 when nothing changed, 1 when every change is compatible, 2 when one is
-not, 3 when it cannot judge them. Compatible are: an export, a function or a type added; fields
-appended to a sized struct that grows with them. Everything else is incompatible: a removal, a
+not, 3 when it cannot judge them. Compatible are: an export, a function, a type or a constant
+added; fields appended to a sized struct that grows with them; a constant named `*_VERSION` (a
+layout version: RCB_COUNTERS_VERSION) raised. Everything else is incompatible: a removal, a
 function whose signature changed, a typedef that changed, a sized struct whose existing fields
 changed name, offset or type or that did not grow, a record (any other struct) that changed at
-all, another SONAME. Types are compared by name where they are used (a field of type
+all, a constant whose value changed, another SONAME. Types are compared by name where they are used (a field of type
 `const rcb_kernel_arg *` is that text), and each named type of the header on its own, so a
 change to a record reached through a sized struct is a change to that record.
 
@@ -135,11 +138,25 @@ class Corpus:
         fail(f"{tag} {name or tid}: a kind of type it does not compare; teach it")
 
 
+def constants(path):
+    """NAME -> value; a missing file (a recording from before constants were listed) is empty."""
+    values = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip() and not line.startswith("#"):
+                    parts = line.split()
+                    if len(parts) != 2 or not re.fullmatch(r"-?\d+", parts[1]):
+                        fail(f"{path}:{number}: not `NAME VALUE`")
+                    values[parts[0]] = int(parts[1])
+    return values
+
+
 def field(f):
     return f"{f[2]} {f[0]} at byte {f[1]}"
 
 
-def compare(old, new, sized):
+def compare(old, new, old_constants, new_constants, sized):
     incompatible, compatible = [], []
     if old.soname != new.soname:
         incompatible.append(f"SONAME {old.soname} -> {new.soname}")
@@ -195,6 +212,16 @@ def compare(old, new, sized):
             compatible.append(
                 f"struct {s} (sized): appended " + "; ".join(field(f) for f in appended) + f" (size {old_size} -> {new_size} bytes)"
             )
+    for c in sorted(old_constants.keys() - new_constants.keys()):
+        incompatible.append(f"constant {c} ({old_constants[c]}) removed")
+    for c in sorted(new_constants.keys() - old_constants.keys()):
+        compatible.append(f"constant {c} {new_constants[c]} added")
+    for c in sorted(old_constants.keys() & new_constants.keys()):
+        a, b = old_constants[c], new_constants[c]
+        if a != b and c.endswith("_VERSION") and b > a:
+            compatible.append(f"constant {c} {a} -> {b} (a layout version, raised)")
+        elif a != b:
+            incompatible.append(f"constant {c} {a} -> {b}")
     for label, items in (("incompatible", incompatible), ("compatible", compatible)):
         if items:
             print(f"{label}:")
@@ -223,8 +250,9 @@ def check(corpus, sized):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "compare":
-        return compare(Corpus(argv[2]), Corpus(argv[3]), sized_structs())
+    if len(argv) == 6 and argv[1] == "compare":
+        old, new = Corpus(argv[2]), Corpus(argv[4])
+        return compare(old, new, constants(argv[3]), constants(argv[5]), sized_structs())
     if len(argv) == 3 and argv[1] == "check":
         return check(Corpus(argv[2]), sized_structs())
     print(__doc__, file=sys.stderr)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The C ABI of librocm_cmdbuf.so against the committed baseline abi/librocm_cmdbuf.abi, with
-# Debian's libabigail (abidw, abidiff) and ci/abi-compare.py.
+# Debian's libabigail (abidw, abidiff) and ci/abi-compare.py, and the header's constants against
+# abi/constants.txt.
 #
 #   ci/abi.sh [LIB_DIR]            check the library in LIB_DIR (default target/debug, built first)
-#   ci/abi.sh --update [LIB_DIR]   write the baseline from it instead
+#   ci/abi.sh --update [LIB_DIR]   write the baseline and the constants from it instead
 #
 # What is compared: the library's exports with their symbol versions and its SONAME, every
 # function's signature, and every type of include/rocm_cmdbuf.h, used or not. libabigail reads
@@ -15,15 +16,20 @@
 # export exactly what the library exports, versions included. (The header is generated from the
 # Rust types, and ci/check-library.sh checks that the exports are its functions.)
 #
+# Every value of the header is a #define (status codes, argument kinds, fallback reasons,
+# backends, limits), which libabigail never sees: a program compiled with the header prints each
+# one as programs get it, into the list abi/constants.txt, which is part of the baseline.
+#
 # ci/abi-compare.py applies the README's "Compatibility" to two corpora: additions are
 # compatible (exports, functions, types; fields appended to a sized struct, one declared with
-# sized_struct! in src/ffi/, that grows with them); any other change is not (a sized struct's
-# existing fields changing name, offset or type, a record changing at all, a removal). libabigail
+# sized_struct! in src/ffi/, that grows with them; constants; a *_VERSION constant raised); any
+# other change is not (a sized struct's existing fields changing name, offset or type, a record
+# changing at all, a constant's value changing, a removal). libabigail
 # compares them too, and a difference only it finds counts as incompatible. The check fails when
 #   1. the library's ABI differs from the baseline at all: regenerate the baseline (--update) and
 #      commit it with a CHANGELOG.md entry; the report lists the changes, compatible or not;
 #   2. the ABI the baseline records changed since the baseline before it (uncommitted: against
-#      HEAD's; otherwise in the last commit that changed the file) without CHANGELOG.md changing
+#      HEAD's; otherwise in the last commit that changed one of its files) without CHANGELOG.md changing
 #      with it, or incompatibly without a new SONAME (a new major version: README,
 #      "Compatibility").
 set -euo pipefail
@@ -36,6 +42,7 @@ lib="$(cd "$dir" && pwd)/librocm_cmdbuf.so"
 [ -f "$lib" ] || { echo "ci/abi.sh: no $lib (cargo build --lib -p rocm_cmdbuf)"; exit 2; }
 bash ci/apt-install.sh abigail-tools gcc
 baseline=abi/librocm_cmdbuf.abi
+constants=abi/constants.txt
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -68,22 +75,48 @@ fi
 abidw --load-all-types --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed --type-id-style hash \
     --out-file "$work/current.abi" "$work/standin/librocm_cmdbuf.so"
 python3 ci/abi-compare.py check "$work/current.abi"
+
+# The constants: every #define of the header with a value but its own version (RCB_VERSION_*,
+# which ci/header.sh checks against Cargo.toml), as a program compiled with it sees them
+# ((1 << 24) is 16777216, UINT32_MAX 4294967295). A constant that is not an integer fails to
+# compile here: the list would have to learn its kind.
+{
+    echo '#include <stdio.h>'
+    echo '#include "rocm_cmdbuf.h"'
+    echo 'int main(void) {'
+    sed -n 's/^#define \([A-Za-z_][A-Za-z0-9_]*\) .*/\1/p' include/rocm_cmdbuf.h | grep -v '^RCB_VERSION_' | sort |
+        while read -r name; do
+            echo "    if (($name) < 0) printf(\"$name %lld\\n\", (long long)($name));"
+            echo "    else printf(\"$name %llu\\n\", (unsigned long long)($name));"
+        done
+    echo '    return 0;'
+    echo '}'
+} >"$work/constants.c"
+gcc -std=c11 -w -Iinclude "$work/constants.c" -o "$work/constants"
+{
+    echo "# NAME VALUE: every constant (#define) of include/rocm_cmdbuf.h but RCB_VERSION_*, as programs"
+    echo "# compiled with it get it. Written by bash ci/abi.sh --update; ci/abi.sh compares it."
+    "$work/constants"
+} >"$work/constants.txt"
+
 if [ "$update" = 1 ]; then
     cp "$work/current.abi" "$baseline"
-    echo "wrote $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)"
+    cp "$work/constants.txt" "$constants"
+    echo "wrote $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname) and $constants ($(grep -vc '^#' "$constants") constants)"
     exit 0
 fi
 [ -f "$baseline" ] || { echo "ci/abi.sh: no $baseline (ci/abi.sh --update writes it)"; exit 1; }
+[ -f "$constants" ] || { echo "ci/abi.sh: no $constants (ci/abi.sh --update writes it)"; exit 1; }
 
-# What changed from the ABI in $1 to that in $2, by the rules of the README's "Compatibility"
+# What changed from the ABI in $1 (constants in $2) to that in $3 (constants in $4), by the rules of the README's "Compatibility"
 # (ci/abi-compare.py, which takes the sized structs from src/ffi/): prints the changes and returns
 # 0 (none), 1 (all compatible) or 2 (one is not). libabigail compares the two as well; a
 # difference it finds that the comparison does not is counted as incompatible, never let through.
 compare() {
     local verdict=0 report
-    python3 ci/abi-compare.py compare "$1" "$2" || verdict=$?
+    python3 ci/abi-compare.py compare "$1" "$2" "$3" "$4" || verdict=$?
     [ "$verdict" -le 2 ] || return 3
-    if [ "$verdict" = 0 ] && ! report=$(abidiff --no-show-locs "$1" "$2"); then
+    if [ "$verdict" = 0 ] && ! report=$(abidiff --no-show-locs "$1" "$3"); then
         echo "incompatible: libabigail finds a difference that ci/abi-compare.py does not place:"
         sed 's/^/    /' <<<"$report"
         verdict=2
@@ -93,17 +126,17 @@ compare() {
 
 status=0
 verdict=0
-report=$(compare "$baseline" "$work/current.abi") || verdict=$?
+report=$(compare "$baseline" "$constants" "$work/current.abi" "$work/constants.txt") || verdict=$?
 case $verdict in
     3) echo "$report"; exit 2 ;;
-    0) echo "ABI: the library matches $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname)" ;;
+    0) echo "ABI: the library matches $baseline ($(grep -c '<elf-symbol ' "$baseline") symbols, SONAME $soname) and $constants ($(grep -vc '^#' "$constants") constants)" ;;
     *)
-        echo "ABI: the library differs from $baseline:"
+        echo "ABI: the library differs from $baseline and $constants:"
         sed 's/^/    /' <<<"$report"
         if [ "$verdict" = 2 ]; then
             echo "The difference is incompatible: it removes or changes what programs use."
         else
-            echo "The difference is compatible: only additions (exports, functions, types, fields appended to sized structs)."
+            echo "The difference is compatible: only additions (exports, functions, types, constants, fields appended to sized structs)."
         fi
         echo "If it is intended: bash ci/abi.sh --update, and commit the baseline with a CHANGELOG.md entry;"
         echo "an incompatible change also needs a new SONAME, a new major version (README, \"Compatibility\")."
@@ -112,30 +145,32 @@ case $verdict in
 esac
 
 # The baseline's own last change.
-if ! git diff --quiet HEAD -- "$baseline" 2>/dev/null; then
+if ! git diff --quiet HEAD -- "$baseline" "$constants" 2>/dev/null; then
     change="the uncommitted change"
-    previous=$(git show "HEAD:$baseline" 2>/dev/null || true)
+    before=HEAD
     changed_files=$(git diff --name-only HEAD)
 else
-    last=$(git log -1 --format=%H -- "$baseline")
+    last=$(git log -1 --format=%H -- "$baseline" "$constants")
     change="commit ${last:0:12}"
-    previous=$(git show "$last^:$baseline" 2>/dev/null || true)
+    before="$last^"
     changed_files=$(git diff --name-only "$last^" "$last" 2>/dev/null || true)
 fi
+previous=$(git show "$before:$baseline" 2>/dev/null || true)
 if [ -n "$previous" ]; then
     echo "$previous" >"$work/previous.abi"
+    git show "$before:$constants" >"$work/previous-constants.txt" 2>/dev/null || true
     verdict=0
-    breaking=$(compare "$work/previous.abi" "$baseline") || verdict=$?
+    breaking=$(compare "$work/previous.abi" "$work/previous-constants.txt" "$baseline" "$constants") || verdict=$?
     [ "$verdict" != 3 ] || { echo "$breaking"; exit 2; }
     if [ "$verdict" != 0 ]; then
         if ! grep -qx CHANGELOG.md <<<"$changed_files"; then
-            echo "$baseline changed in $change without CHANGELOG.md: list the change under Added or Changed"
+            echo "$baseline or $constants changed in $change without CHANGELOG.md: list the change under Added or Changed"
             status=1
         fi
         old_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$work/previous.abi")
         new_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$baseline")
         if [ "$verdict" = 2 ] && [ "$old_soname" = "$new_soname" ]; then
-            echo "$baseline changed incompatibly in $change and kept the SONAME $new_soname:"
+            echo "The ABI ($baseline, $constants) changed incompatibly in $change and kept the SONAME $new_soname:"
             sed 's/^/    /' <<<"$breaking"
             echo "Programs linked against $new_soname would load the new library and misbehave. Keep the old functions"
             echo "and structs (docs/c-api.md, \"Versions\"), or make a new major version with a new SONAME."
