@@ -20,20 +20,24 @@
 # backends, limits), which libabigail never sees: a program compiled with the header prints each
 # one as programs get it, into the list abi/constants.txt, which is part of the baseline.
 #
-# ci/abi-compare.py applies the README's "Compatibility" to two corpora: additions are
+# ci/abi-compare.py applies the README's "Compatibility" to two recordings: additions are
 # compatible (exports, functions, types; fields appended to a sized struct, one declared with
 # sized_struct! in src/ffi/, that grows with them; constants; a *_VERSION constant raised); any
 # other change is not (a sized struct's existing fields changing name, offset or type, a record
-# changing at all, a constant's value changing, a removal). libabigail
-# compares them too, and a difference only it finds counts as incompatible. The check fails when
+# changing at all, a constant's value changing, a removal). libabigail compares them too, and a
+# difference only it finds counts as incompatible. The check fails when
 #   1. the library's ABI differs from the baseline at all: regenerate the baseline (--update) and
 #      commit it with a CHANGELOG.md entry; the report lists the changes, compatible or not;
-#   2. the ABI the baseline records changed since the baseline before it (uncommitted: against
-#      HEAD's; otherwise in the last commit that changed one of its files) without CHANGELOG.md changing
-#      with it, or incompatibly without a new SONAME (a new major version: README,
-#      "Compatibility").
+#   2. the baseline changed (uncommitted: against HEAD's; otherwise in the last commit that
+#      changed one of its files) without CHANGELOG.md changing with it;
+#   3. the baseline is incompatible with the last release's, that of the newest tag v* in the
+#      history, and the SONAME is the same (an incompatible change needs a new major version:
+#      README, "Compatibility"). Every change in between counts, not only the last. Before the
+#      first tag nothing is released and nothing is refused here; a CHANGELOG.md that lists a
+#      tagged version whose tag the clone lacks (a shallow clone) fails, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+git rev-parse --git-dir >/dev/null 2>&1 || { echo "ci/abi.sh: needs a git checkout (the baseline's history, the release tags)"; exit 2; }
 update=0
 if [ "${1:-}" = "--update" ]; then update=1; shift; fi
 dir=${1:-target/debug}
@@ -144,8 +148,8 @@ case $verdict in
         ;;
 esac
 
-# The baseline's own last change.
-if ! git diff --quiet HEAD -- "$baseline" "$constants" 2>/dev/null; then
+# 2. CHANGELOG.md with the baseline's last change.
+if ! git diff --quiet HEAD -- "$baseline" "$constants"; then
     change="the uncommitted change"
     before=HEAD
     changed_files=$(git diff --name-only HEAD)
@@ -155,27 +159,64 @@ else
     before="$last^"
     changed_files=$(git diff --name-only "$last^" "$last" 2>/dev/null || true)
 fi
-previous=$(git show "$before:$baseline" 2>/dev/null || true)
-if [ -n "$previous" ]; then
-    echo "$previous" >"$work/previous.abi"
+if ! git rev-parse -q --verify "$before^{commit}" >/dev/null; then
+    echo "Changelog: the baseline's last change is not in this clone (a shallow clone): whether CHANGELOG.md came with it is not checked"
+elif ! git cat-file -e "$before:$baseline" 2>/dev/null; then
+    echo "Changelog: $change made the baseline"
+else
+    git show "$before:$baseline" >"$work/previous.abi"
     git show "$before:$constants" >"$work/previous-constants.txt" 2>/dev/null || true
     verdict=0
-    breaking=$(compare "$work/previous.abi" "$work/previous-constants.txt" "$baseline" "$constants") || verdict=$?
-    [ "$verdict" != 3 ] || { echo "$breaking"; exit 2; }
-    if [ "$verdict" != 0 ]; then
-        if ! grep -qx CHANGELOG.md <<<"$changed_files"; then
-            echo "$baseline or $constants changed in $change without CHANGELOG.md: list the change under Added or Changed"
-            status=1
-        fi
-        old_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$work/previous.abi")
-        new_soname=$(sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$baseline")
-        if [ "$verdict" = 2 ] && [ "$old_soname" = "$new_soname" ]; then
-            echo "The ABI ($baseline, $constants) changed incompatibly in $change and kept the SONAME $new_soname:"
-            sed 's/^/    /' <<<"$breaking"
-            echo "Programs linked against $new_soname would load the new library and misbehave. Keep the old functions"
-            echo "and structs (docs/c-api.md, \"Versions\"), or make a new major version with a new SONAME."
-            status=1
-        fi
+    report=$(compare "$work/previous.abi" "$work/previous-constants.txt" "$baseline" "$constants") || verdict=$?
+    [ "$verdict" != 3 ] || { echo "$report"; exit 2; }
+    if [ "$verdict" = 0 ]; then
+        echo "Changelog: $change left the ABI the baseline records as it was"
+    elif grep -qx CHANGELOG.md <<<"$changed_files"; then
+        echo "Changelog: $change changed the ABI, with CHANGELOG.md"
+    else
+        echo "$baseline or $constants changed in $change without CHANGELOG.md: list the change under Added or Changed"
+        status=1
     fi
+fi
+
+# 3. The release gate: the baseline against the last release's, whatever came in between.
+soname_of() { sed -n "1s/.* soname='\([^']*\)'.*/\1/p" "$1"; }
+tag=$(git tag --list 'v[0-9]*' --merged HEAD --sort=-version:refname | head -1)
+released=$(grep -E '^## v?[0-9]+\.[0-9]+\.[0-9]+' CHANGELOG.md | grep -v 'not yet tagged' | head -1 |
+    sed -E 's/^## v?([0-9]+\.[0-9]+\.[0-9]+).*/\1/' || true)
+if [ -n "$tag" ]; then
+    if [ -n "$released" ] && [ "v$released" != "$tag" ]; then
+        echo "Release gate: the newest tag in the history is $tag, but CHANGELOG.md's last release is $released: fetch the tags (git fetch --tags)"
+        exit 1
+    fi
+    git show "$tag:$baseline" >"$work/released.abi" || { echo "ci/abi.sh: $tag has no $baseline"; exit 1; }
+    git show "$tag:$constants" >"$work/released-constants.txt" || { echo "ci/abi.sh: $tag has no $constants"; exit 1; }
+    verdict=0
+    report=$(compare "$work/released.abi" "$work/released-constants.txt" "$baseline" "$constants") || verdict=$?
+    [ "$verdict" != 3 ] || { echo "$report"; exit 2; }
+    old_soname=$(soname_of "$work/released.abi")
+    new_soname=$(soname_of "$baseline")
+    case $verdict in
+        0) echo "Release gate: the ABI is that of the release $tag" ;;
+        1) echo "Release gate: the ABI adds to that of the release $tag (compatible)" ;;
+        *)
+            if [ "$old_soname" != "$new_soname" ]; then
+                echo "Release gate: the ABI is incompatible with that of $tag, under a new SONAME ($old_soname -> $new_soname)"
+            else
+                echo "Release gate: the ABI is incompatible with that of the release $tag and keeps its SONAME $new_soname:"
+                sed 's/^/    /' <<<"$report"
+                echo "Programs linked against $new_soname would load the new library and misbehave. Keep the old functions"
+                echo "and structs (docs/c-api.md, \"Versions\"), or make a new major version with a new SONAME."
+                status=1
+            fi
+            ;;
+    esac
+elif [ -n "$released" ]; then
+    echo "Release gate: CHANGELOG.md lists the release $released, but no tag v* is in this clone's history"
+    echo "(a shallow clone, or the tags were not fetched): fetch them (git fetch --tags --unshallow) to compare with it."
+    status=1
+else
+    echo "Release gate: nothing is released (no tag v* in the history; CHANGELOG.md lists no tagged version), so no"
+    echo "change is refused for breaking a release; from the first tag on, the ABI is compared with that tag's."
 fi
 exit $status
