@@ -11,18 +11,21 @@ libabigail never sees).
 `compare` prints what changed from OLD to NEW, each change marked compatible (an addition) or
 incompatible, and exits 0 when nothing changed, 1 when every change is compatible, 2 when one is
 not, 3 when it cannot judge them. Compatible are: an export, a function, a type or a constant
-added; fields appended to a sized struct that grows with them; a constant named `*_VERSION` (a
-layout version: RCB_COUNTERS_VERSION) raised. Everything else is incompatible: a removal, a
-function whose signature changed, a typedef that changed, a sized struct whose existing fields
-changed name, offset or type or that did not grow, a record (any other struct) that changed at
-all, a constant whose value changed, another SONAME. Types are compared by name where they are used (a field of type
-`const rcb_kernel_arg *` is that text), and each named type of the header on its own, so a
-change to a record reached through a sized struct is a change to that record.
+added; fields appended to a sized struct, each starting at or past the struct's old size (a
+caller of the old header sets `struct_size` to that size, and the bytes before it include the old
+tail padding, which such a caller never sets); a constant named `*_VERSION` (a layout version:
+RCB_COUNTERS_VERSION) raised. Everything else is incompatible: a removal, a function whose
+signature changed, a typedef that changed, a sized struct whose existing fields changed name,
+offset or type or whose new fields start inside its old size, a record (any other struct) that
+changed at all, a constant whose value changed, another SONAME. Types are compared by name where
+they are used (a field of type `const rcb_kernel_arg *` is that text), and each named type of the
+header on its own, so a change to a record reached through a sized struct is a change to that
+record.
 
 `check` checks the list of sized structs against the corpus: each is a struct of the header
 beginning with `uint32_t struct_size`, every struct beginning so is on it, and none is embedded
-by value in another struct (its growth would move what follows). Exits 0, or 2 with what is
-wrong.
+by value in another struct (its growth would move what follows); it prints each sized struct's
+tail padding, where no later field may go. Exits 0, or 2 with what is wrong.
 
 The sized structs are those the library declares with `sized_struct!` in src/ffi/ (the list it
 checks `struct_size` against); read from there, never written twice.
@@ -80,6 +83,7 @@ class Corpus:
             if f.get("elf-symbol-id"):
                 self.functions[f.get("elf-symbol-id")] = self.params(f)
         self.structs, self.typedefs, self.others = {}, {}, []
+        self.last_field_type = {}  # struct -> type id of its last field, for its tail padding
         for el in self.types.values():
             name = el.get("name") or ""
             if not name.startswith("rcb_"):
@@ -87,6 +91,8 @@ class Corpus:
             if el.tag == "class-decl":
                 if el.get("is-declaration-only") != "yes":
                     self.structs[name] = (int(el.get("size-in-bits")) // 8, self.members(el))
+                    if el.findall("data-member"):
+                        self.last_field_type[name] = el.findall("data-member")[-1].find("var-decl").get("type-id")
                 else:  # opaque (a handle type), unless its definition is recorded too
                     self.structs.setdefault(name, None)
             elif el.tag == "typedef-decl":
@@ -136,6 +142,12 @@ class Corpus:
         if tag == "function-type":
             return "fn " + self.params(el)
         fail(f"{tag} {name or tid}: a kind of type it does not compare; teach it")
+
+    def size(self, tid):
+        el = self.types[tid]
+        if el.get("size-in-bits"):
+            return int(el.get("size-in-bits")) // 8
+        return self.size(el.get("type-id"))  # a typedef or a qualifier: the size of what it names
 
 
 def constants(path):
@@ -202,12 +214,15 @@ def compare(old, new, old_constants, new_constants, sized):
             incompatible.append(f"struct {s} (sized: fields are only appended): " + "; ".join(what))
             continue
         appended = new_fields[len(old_fields) :]
-        if not appended or new_size <= old_size:
+        inside = [f for f in appended if f[1] < old_size]
+        if inside:
             incompatible.append(
-                f"struct {s} (sized): size {old_size} -> {new_size} bytes"
-                + (", appending " + "; ".join(field(f) for f in appended) if appended else " with the same fields")
-                + ": struct_size could not tell the old struct from the new"
+                f"struct {s} (sized): " + "; ".join(field(f) for f in inside) + f" inside its old {old_size} bytes, "
+                f"where a caller of the old header has struct_size {old_size} and padding it never set; "
+                f"a new field starts at byte {old_size} or after"
             )
+        elif not appended:
+            incompatible.append(f"struct {s} (sized): size {old_size} -> {new_size} bytes with the same fields")
         else:
             compatible.append(
                 f"struct {s} (sized): appended " + "; ".join(field(f) for f in appended) + f" (size {old_size} -> {new_size} bytes)"
@@ -246,7 +261,14 @@ def check(corpus, sized):
                 errors.append(f"struct {s}: field {name} holds the sized struct {t} by value; hold a pointer")
     for message in errors:
         print(message)
-    return 2 if errors else 0
+    if errors:
+        return 2
+    for s in sorted(sized):
+        size, fields = corpus.structs[s]
+        end = fields[-1][1] + corpus.size(corpus.last_field_type[s])
+        if end < size:
+            print(f"{s}: {size - end} bytes of tail padding ({end}..{size}), which no later field may use")
+    return 0
 
 
 def main(argv):

@@ -22,10 +22,11 @@
 #
 # ci/abi-compare.py applies the README's "Compatibility" to two recordings: additions are
 # compatible (exports, functions, types; fields appended to a sized struct, one declared with
-# sized_struct! in src/ffi/, that grows with them; constants; a *_VERSION constant raised); any
-# other change is not (a sized struct's existing fields changing name, offset or type, a record
-# changing at all, a constant's value changing, a removal). libabigail compares them too, and a
-# difference only it finds counts as incompatible. The check fails when
+# sized_struct! in src/ffi/, at or past its old size, never in its tail padding; constants; a
+# *_VERSION constant raised); any other change is not (a sized struct's existing fields changing
+# name, offset or type, a record changing at all, a constant's value changing, a removal).
+# libabigail compares them too, and a difference only it finds counts as incompatible. The check
+# fails when
 #   1. the library's ABI differs from the baseline at all: regenerate the baseline (--update) and
 #      commit it with a CHANGELOG.md entry; the report lists the changes, compatible or not;
 #   2. the baseline changed (uncommitted: against HEAD's; otherwise in the last commit that
@@ -112,10 +113,11 @@ fi
 [ -f "$baseline" ] || { echo "ci/abi.sh: no $baseline (ci/abi.sh --update writes it)"; exit 1; }
 [ -f "$constants" ] || { echo "ci/abi.sh: no $constants (ci/abi.sh --update writes it)"; exit 1; }
 
-# What changed from the ABI in $1 (constants in $2) to that in $3 (constants in $4), by the rules of the README's "Compatibility"
-# (ci/abi-compare.py, which takes the sized structs from src/ffi/): prints the changes and returns
-# 0 (none), 1 (all compatible) or 2 (one is not). libabigail compares the two as well; a
-# difference it finds that the comparison does not is counted as incompatible, never let through.
+# What changed from the ABI in $1 (constants in $2) to that in $3 (constants in $4), by the rules
+# of the README's "Compatibility" (ci/abi-compare.py, which takes the sized structs from
+# src/ffi/): prints the changes and returns 0 (none), 1 (all compatible), 2 (one is not) or 3 (no
+# verdict). libabigail compares the two as well; a difference it finds that the comparison does
+# not is counted as incompatible, never let through.
 compare() {
     local verdict=0 report
     python3 ci/abi-compare.py compare "$1" "$2" "$3" "$4" || verdict=$?

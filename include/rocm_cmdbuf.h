@@ -24,7 +24,8 @@
  *   own struct must be zero: a field it does not know is RCB_STATUS_UNSUPPORTED, never ignored,
  *   so initialise the whole struct. A struct_size below the struct's size in 0.1.0, or above
  *   4096, is RCB_STATUS_INVALID_ARGUMENT with nothing read or written. Fields are only ever
- *   appended.
+ *   appended, each at or past the struct's size in the release before, never into its tail
+ *   padding, which older callers leave unset (rcb_vmm_pool_config's last 4 bytes).
  * - Records, the structs that are elements of arrays (rcb_allocation, rcb_allocation_move,
  *   rcb_kernel_arg, rcb_api_event, rcb_activity, rcb_vmm_copy) or handed to callbacks
  *   (rcb_correlated_activity, rcb_correlated_api_event, rcb_correlation_report), and
