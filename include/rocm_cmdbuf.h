@@ -14,20 +14,22 @@
  *   in between, and a process that makes and frees handles for as long as it runs never runs out.
  * - Inputs come before outputs; outputs are written only on success; an array is a pointer and
  *   a count, the pointer NULL allowed when the count is 0.
- * - Sized structs: every struct passed to or from a function as one object begins with
- *   `uint32_t struct_size`, which the caller sets to sizeof the struct as its header declares
- *   it (`rcb_update_report report = {.struct_size = sizeof report};`; rocm_cmdbuf.hpp sets it
- *   for C++ callers). The library reads an input's fields, and writes an output's, only within
- *   those bytes: a field past the caller's struct takes its default (0) on input and is not
- *   written on output, where struct_size is then set to the number of bytes written (less than
- *   the caller's when the library is older than its header). On input, bytes past the library's
- *   own struct must be zero: a field it does not know is RCB_STATUS_UNSUPPORTED, never ignored,
- *   so initialise the whole struct. A struct_size below the struct's size in 0.1.0, or above
- *   4096, is RCB_STATUS_INVALID_ARGUMENT with nothing read or written. Fields are only ever
- *   appended.
+ * - Sized structs: every struct a function reads or writes that is not a record (below) begins
+ *   with `uint32_t struct_size`, which the caller sets to sizeof the struct as its header
+ *   declares it (`rcb_update_report report = {.struct_size = sizeof report};`; rocm_cmdbuf.hpp
+ *   sets it for C++ callers). The library reads an input's fields, and writes an output's, only
+ *   within those bytes: a field past the caller's struct takes its default (0) on input and is
+ *   not written on output, where struct_size is then set to the number of bytes written (less
+ *   than the caller's when the library is older than its header). On input, bytes past the
+ *   library's own struct must be zero: a field it does not know is RCB_STATUS_UNSUPPORTED, never
+ *   ignored, so initialise the whole struct. A struct_size below the struct's size in 0.1.0, or
+ *   above 4096, is RCB_STATUS_INVALID_ARGUMENT with nothing read or written. Fields are only ever
+ *   appended, each at or past the struct's size in the release before, never into its tail
+ *   padding, which older callers leave unset (rcb_vmm_pool_config's last 4 bytes).
  * - Records, the structs that are elements of arrays (rcb_allocation, rcb_allocation_move,
- *   rcb_kernel_arg, rcb_api_event, rcb_activity, rcb_vmm_copy) or handed to callbacks
- *   (rcb_correlated_activity, rcb_correlated_api_event, rcb_correlation_report), and
+ *   rcb_kernel_arg, rcb_api_event, rcb_activity, rcb_vmm_copy), also where a function takes a
+ *   single one (rcb_correlator_add_api_event, rcb_correlator_add_activity), or handed to
+ *   callbacks (rcb_correlated_activity, rcb_correlated_api_event, rcb_correlation_report), and
  *   rcb_arg_allocation, whose size is its argument's, have no struct_size: their layout never
  *   changes within a SONAME; a new field means a new record type and new functions.
  * - Versions: librocm_cmdbuf.so.MAJOR keeps the ABI of every earlier release of that major
@@ -149,7 +151,9 @@
 
 /**
  * Entries of `rcb_counters.fallbacks`: one per `RCB_FALLBACK_*` reason, with room for reasons
- * added later (their entries read 0 until then).
+ * added later (their entries read 0 until then). It never changes, as it sizes a field of
+ * `rcb_counters`: reasons past the 16th would be counted in a second array appended to that
+ * sized struct, with a new `RCB_COUNTERS_VERSION`.
  */
 #define RCB_FALLBACK_REASON_SLOTS 16
 

@@ -18,7 +18,9 @@ pub const RCB_COUNTERS_VERSION: u32 = 1;
 /// Size in bytes of version 1 of `rcb_counters`, the smallest `struct_size` accepted.
 pub const RCB_COUNTERS_V1_SIZE: u32 = 216;
 /// Entries of `rcb_counters.fallbacks`: one per `RCB_FALLBACK_*` reason, with room for reasons
-/// added later (their entries read 0 until then).
+/// added later (their entries read 0 until then). It never changes, as it sizes a field of
+/// `rcb_counters`: reasons past the 16th would be counted in a second array appended to that
+/// sized struct, with a new `RCB_COUNTERS_VERSION`.
 pub const RCB_FALLBACK_REASON_SLOTS: usize = 16;
 
 /// Fallback reason: an address update got a table with another number of entries or a changed
