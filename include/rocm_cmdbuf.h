@@ -1281,8 +1281,9 @@ rcb_status rcb_cmdbuf_add_kernel(struct rcb_cmdbuf *cb,
  * The library cannot see the node's addresses: it has no patch sites and its references are
  * unknown, so while it exists `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations`
  * refuse every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`,
- * nothing changed), and so does a parent that clones this command buffer as a child. Re-record
- * it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
+ * nothing changed), and so does a parent that clones this command buffer as a child (a kernel on
+ * `RCB_OPAQUE_KERNELS` is named in the refusal, counted as `RCB_FALLBACK_OPAQUE_KERNEL`).
+ * Re-record it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
  * `RCB_ARG_SCAN` arguments when the sizes are known.
  *
  * Thread-safety: one thread at a time per command buffer.
@@ -1387,7 +1388,9 @@ rcb_status rcb_cmdbuf_add_child(struct rcb_cmdbuf *cb,
  * The library does not know what the clone points into: while the node exists,
  * `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` refuse every update that
  * moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing changed). To keep
- * in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`).
+ * in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`). The graph's
+ * kernel nodes (its child graphs' included) are read for their names: where one is on
+ * `RCB_OPAQUE_KERNELS` the refusal is counted as `RCB_FALLBACK_OPAQUE_KERNEL` and names it.
  *
  * Thread-safety: one thread at a time per command buffer.
  *
