@@ -1167,3 +1167,55 @@ fn a_memcpy_move_across_kinds_that_cannot_reinstantiate_is_refused_with_nothing_
         sim.set_quirks("");
     }
 }
+
+/// Review of issue 32 (F6): the memcpy nodes inside a child node's graph are not checked for the
+/// kind of allocation (see `memcpy_class.rs`). A move never reaches them (their addresses pin
+/// their allocations, see `cmdbuf_xla`), but `rcb_cmdbuf_update_child` gives the runtime a
+/// whole new graph: where its memcpy node copies between other kinds than the executable
+/// child's, CUDA's `cuGraphExecChildGraphNodeSetParams` refuses it (measured on an H200, driver
+/// 580; the software GPU's `memcpy_class` quirk models it), and the update fails naming the
+/// call, with nothing changed: the old child still runs exactly and the caller records again.
+/// Where the runtime has no such rule (clr) the new child runs.
+#[test]
+fn a_child_update_whose_memcpy_crosses_kinds_of_allocation_fails_with_the_old_child_running() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = (gpu.rt.info().backend == rocm_cmdbuf::runtime::Backend::Hip).then(|| common::hipsim("the memcpy_class quirk")).flatten();
+    let (s, d) = (gpu.upload(&iota(1.0)), gpu.upload(&[0.0; N]));
+    let Some(mapped) = Mapped::new(&gpu, &[0.0; N]) else { return };
+    let child_over = |dst: u64| {
+        let child = Cb::nested();
+        child.memcpy(&[], dst, s, BYTES);
+        child.finalize();
+        child
+    };
+    let parent = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, child_over(d).0, &mut node) });
+    parent.finalize();
+    // The copy lands in d or in the mapped memory; (d, mapped) after a launch.
+    let run = || {
+        gpu.write(d, &[-1.0; N]);
+        gpu.write(mapped.ptr, &[-1.0; N]);
+        parent.launch(&gpu);
+        (gpu.read(d, N), gpu.read(mapped.ptr, N))
+    };
+    assert_eq!(run(), (iota(1.0), vec![-1.0; N]));
+    if let Some(sim) = &sim {
+        sim.set_quirks("memcpy_class");
+    }
+    let crossing = child_over(mapped.ptr);
+    parent.begin_update();
+    fails(unsafe { rcb_cmdbuf_update_child(parent.0, node, crossing.0) }, RCB_STATUS_RUNTIME_ERROR, "ChildGraphNodeSetParams");
+    parent.finalize();
+    assert_eq!(run(), (iota(1.0), vec![-1.0; N]), "the old child");
+    let Some(sim) = sim else {
+        common::skip("the update taken where the runtime has no kind rule", "the software GPU's quirks");
+        return;
+    };
+    sim.set_quirks("");
+    parent.begin_update();
+    ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, crossing.0) });
+    parent.finalize();
+    assert_eq!(run(), (vec![-1.0; N], iota(1.0)), "the new child");
+}

@@ -19,6 +19,13 @@
 //! Where a setter refuses a memcpy node's operands all the same (a rule the library does not
 //! check, on any runtime), the same re-instantiation repairs the update; only when that too is
 //! impossible are the nodes left unpushed, which refuses launches until a re-record.
+//!
+//! The memcpy nodes inside a child node's graph are not the library's: a move never reaches
+//! them (their addresses pin their allocations, see `opaque.rs`), and a new graph for the child
+//! node goes to the runtime's child setter whole, which on CUDA refuses one whose memcpy copies
+//! between other kinds (measured on an H200): the update then fails with nothing changed, and
+//! the caller records again, as XLA's own command buffer would have to. The template's child
+//! node cannot take a new graph, so no re-instantiation could carry it either.
 
 use super::budget::MAX_RETIRED;
 use super::nodes::Params;
