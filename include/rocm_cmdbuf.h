@@ -250,8 +250,8 @@
  * Fallback reason: a memcpy node of an executable graph could not take its new operands in
  * place. CUDA's `cuGraphExecMemcpyNodeSetParams` refuses operands in another kind of
  * allocation (`cuMemAlloc` or managed memory on one side, virtual-memory mappings and
- * stream-ordered pools on the other) or on another device than the node was instantiated
- * with; the library checks that before the setter, and any runtime's setter may refuse new
+ * stream-ordered pools on the other), on another device, or (plain memory) of another context
+ * than the node was instantiated with; the library checks that before the setter, and any runtime's setter may refuse new
  * operands too. The executable graph is then re-instantiated from its brought-up-to-date
  * template (`rcb_update_report.reinstantiated` for an address update), or, where that is not
  * possible (the conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`, a failed instantiation),
@@ -1444,8 +1444,9 @@ rcb_status rcb_cmdbuf_update_kernel_params(struct rcb_cmdbuf *cb,
  * state only. On failure the node keeps its previous parameters.
  *
  * Where the executable graph's memcpy setter cannot take the new operands in place (CUDA: they
- * lie in another kind of allocation or on another device than those the node was instantiated
- * with; any runtime: the setter refuses them), the template takes them and the executable graph
+ * lie in another kind of allocation, on another device or, for `cuMemAlloc` and managed
+ * memory, in another context than those the node was instantiated with; any runtime: the
+ * setter refuses them), the template takes them and the executable graph
  * is re-instantiated (read `rcb_cmdbuf_exec` again). Where that is not possible now (the
  * conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`) the call fails with
  * `RCB_STATUS_UNSUPPORTED` and nothing changed; should the instantiation itself fail, its status
@@ -1698,7 +1699,7 @@ rcb_status rcb_cmdbuf_exec(struct rcb_cmdbuf *cb, void **exec);
  *   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
  * - a memcpy node that cannot take its new operands in place (on CUDA an operand moved to
  *   another kind of allocation, `cuMemAlloc` or managed memory on one side and virtual-memory
- *   mappings or pool allocations on the other, or to another device), when the executable graph
+ *   mappings or pool allocations on the other, or to another device or context), when the executable graph
  *   cannot be re-instantiated now either (the conditions of
  *   `RCB_FALLBACK_REINSTANTIATE_BLOCKED`): nothing changed (fallback reason
  *   `RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`). Where it can, the update re-instantiates instead of

@@ -8,6 +8,9 @@
 //! virtual-memory mappings (`cuMemCreate` + `cuMemMap`, what XLA's platform allocator hands out)
 //! or a stream-ordered pool takes new ones from either, and every crossing between the two
 //! fails; so does whole-graph update (`cuGraphExecUpdate`). Only a new instantiation takes them.
+//! The same setter wants operands "allocated from the same contexts as the original": of two
+//! nodes given `cuMemAlloc` memory of another context of the same device, it took one and
+//! refused the other (measured likewise), so a plain allocation's class holds its context too.
 //! HIP's `hipGraphExecMemcpyNodeSetParams1D` checks no such thing (clr: the copy's kind, size and
 //! direction), and its runtime reports no class (`Runtime::memory_class` is `None`).
 //!

@@ -824,8 +824,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_kernel_params(
 /// state only. On failure the node keeps its previous parameters.
 ///
 /// Where the executable graph's memcpy setter cannot take the new operands in place (CUDA: they
-/// lie in another kind of allocation or on another device than those the node was instantiated
-/// with; any runtime: the setter refuses them), the template takes them and the executable graph
+/// lie in another kind of allocation, on another device or, for `cuMemAlloc` and managed
+/// memory, in another context than those the node was instantiated with; any runtime: the
+/// setter refuses them), the template takes them and the executable graph
 /// is re-instantiated (read `rcb_cmdbuf_exec` again). Where that is not possible now (the
 /// conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`) the call fails with
 /// `RCB_STATUS_UNSUPPORTED` and nothing changed; should the instantiation itself fail, its status
@@ -1120,7 +1121,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 ///   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
 /// - a memcpy node that cannot take its new operands in place (on CUDA an operand moved to
 ///   another kind of allocation, `cuMemAlloc` or managed memory on one side and virtual-memory
-///   mappings or pool allocations on the other, or to another device), when the executable graph
+///   mappings or pool allocations on the other, or to another device or context), when the executable graph
 ///   cannot be re-instantiated now either (the conditions of
 ///   `RCB_FALLBACK_REINSTANTIATE_BLOCKED`): nothing changed (fallback reason
 ///   `RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`). Where it can, the update re-instantiates instead of
