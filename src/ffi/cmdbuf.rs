@@ -1360,7 +1360,12 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// see (work descriptors in device memory, peers' registrations of this rank's buffers), so
 /// while one is in `cb` no allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`, the
 /// reason naming the kernel). A kernel node of a raw graph whose function the runtime cannot
-/// name is treated the same way unless the list is `none`: it might be on it.
+/// name is treated the same way unless the list is `none`: it might be on it. A copy of a
+/// captured collective is the same collective as its source, sharing its communicator's state,
+/// its work buffers and its proxy plan with the source and with every other copy: launch
+/// command buffers holding copies of one capture as the collective library allows launches of
+/// the captured graph itself (one at a time, in the same order on every rank), never
+/// concurrently; the library cannot tell which communicator a kernel uses, so it cannot check.
 ///
 /// Event record and event wait nodes are re-created with the same event, host nodes with the
 /// same function and user data, and stream memory-operation nodes (CUDA's batch memory-operation
