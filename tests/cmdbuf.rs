@@ -1167,3 +1167,155 @@ fn a_memcpy_move_across_kinds_that_cannot_reinstantiate_is_refused_with_nothing_
         sim.set_quirks("");
     }
 }
+
+/// Review of issue 32 (F7): CUDA's `cuGraphExecMemcpyNodeSetParams` wants new operands "allocated
+/// from the same contexts as the original"; given memory of another context of the same device
+/// it took one of these two nodes and refused the other (H200, driver 580). The library compares
+/// the context with the kind of allocation before the setter: a memcpy operand moved into
+/// another context's memory re-instantiates, bit for bit, and where re-instantiating is not
+/// possible now (launches queued behind a second-long kernel hold as many old executables as
+/// are kept) the move is refused before anything changes, the command buffer still running at
+/// its old address (with only the setter's refusal to go by, the update was left half pushed and
+/// launches refused until a re-record). CUDA only: the software GPU has one context per device.
+#[test]
+fn a_memcpy_operand_moved_to_memory_of_another_context_reinstantiates_or_is_refused_with_nothing_changed() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    if gpu.rt.info().backend != rocm_cmdbuf::runtime::Backend::Cuda {
+        common::skip("every check", "contexts other than a device's primary one are CUDA's");
+        return;
+    }
+    let other = OtherContext::new(BYTES as usize);
+    let (s, d, e) = (gpu.upload(&iota(1.0)), gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]));
+    assert_ne!(gpu.rt.memory_class(d), gpu.rt.memory_class(other.ptr), "another context, another class");
+    let cb = Cb::primary();
+    cb.set_allocs(&[(s, BYTES), (d, BYTES), (e, BYTES)]);
+    let first = cb.memcpy(&[], d, s, BYTES);
+    cb.memcpy(&[first], e, d, BYTES);
+    cb.finalize();
+    // s → middle → e, the middle at `middle`; both results bit for bit.
+    let run = |middle: u64| {
+        gpu.write(middle, &[-1.0; N]);
+        gpu.write(e, &[-1.0; N]);
+        cb.launch(&gpu);
+        (gpu.read(middle, N), gpu.read(e, N))
+    };
+    assert_eq!(run(d), (iota(1.0), iota(1.0)));
+    let table = |middle: u64| [(s, BYTES), (middle, BYTES), (e, BYTES)];
+    for (step, middle) in [(1, other.ptr), (2, d)] {
+        let r = cb.update_allocs(&table(middle));
+        assert_eq!((r.reinstantiated, r.needs_rerecord, r.updated_nodes), (1, 0, 2), "step {step}");
+        let c = counts(&cb);
+        assert_eq!((c.fallbacks[RCB_FALLBACK_MEMCPY_NOT_IN_PLACE as usize], c.instantiations), (step, 1 + step));
+        assert_eq!(run(middle), (iota(1.0), iota(1.0)), "step {step}");
+    }
+    // Every launch below stays queued behind a second-long kernel.
+    common::run(gpu.rt, gpu.k.sleep, &args::sleep(1_000_000), gpu.stream);
+    let launch = || ok(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) });
+    launch();
+    assert_eq!(cb.update_allocs(&table(other.ptr)).reinstantiated, 1);
+    launch();
+    assert_eq!(cb.update_allocs(&table(d)).reinstantiated, 1);
+    launch();
+    let r = cb.update_allocs(&table(other.ptr));
+    assert_eq!(r, rcb_update_report { needs_rerecord: 1, ..Default::default() }, "refused before anything changed");
+    gpu.sync();
+    assert_eq!(run(d), (iota(1.0), iota(1.0)), "still at its old address");
+}
+
+/// Review of issue 32 (F6): the memcpy nodes inside a child node's graph are not checked for the
+/// kind of allocation (see `memcpy_class.rs`). A move never reaches them (their addresses pin
+/// their allocations, see `cmdbuf_xla`), but `rcb_cmdbuf_update_child` gives the runtime a
+/// whole new graph: where its memcpy node copies between other kinds than the executable
+/// child's, CUDA's `cuGraphExecChildGraphNodeSetParams` refuses it (measured on an H200, driver
+/// 580; the software GPU's `memcpy_class` quirk models it), and the update fails naming the
+/// call, with nothing changed: the old child still runs exactly and the caller records again.
+/// Where the runtime has no such rule (clr) the new child runs.
+#[test]
+fn a_child_update_whose_memcpy_crosses_kinds_of_allocation_fails_with_the_old_child_running() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = (gpu.rt.info().backend == rocm_cmdbuf::runtime::Backend::Hip).then(|| common::hipsim("the memcpy_class quirk")).flatten();
+    let (s, d) = (gpu.upload(&iota(1.0)), gpu.upload(&[0.0; N]));
+    let Some(mapped) = Mapped::new(&gpu, &[0.0; N]) else { return };
+    let child_over = |dst: u64| {
+        let child = Cb::nested();
+        child.memcpy(&[], dst, s, BYTES);
+        child.finalize();
+        child
+    };
+    let parent = Cb::primary();
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, child_over(d).0, &mut node) });
+    parent.finalize();
+    // The copy lands in d or in the mapped memory; (d, mapped) after a launch.
+    let run = || {
+        gpu.write(d, &[-1.0; N]);
+        gpu.write(mapped.ptr, &[-1.0; N]);
+        parent.launch(&gpu);
+        (gpu.read(d, N), gpu.read(mapped.ptr, N))
+    };
+    assert_eq!(run(), (iota(1.0), vec![-1.0; N]));
+    if let Some(sim) = &sim {
+        sim.set_quirks("memcpy_class");
+    }
+    let crossing = child_over(mapped.ptr);
+    parent.begin_update();
+    fails(unsafe { rcb_cmdbuf_update_child(parent.0, node, crossing.0) }, RCB_STATUS_RUNTIME_ERROR, "ChildGraphNodeSetParams");
+    parent.finalize();
+    assert_eq!(run(), (iota(1.0), vec![-1.0; N]), "the old child");
+    let Some(sim) = sim else {
+        common::skip("the update taken where the runtime has no kind rule", "the software GPU's quirks");
+        return;
+    };
+    sim.set_quirks("");
+    parent.begin_update();
+    ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, crossing.0) });
+    parent.finalize();
+    assert_eq!(run(), (vec![-1.0; N], iota(1.0)), "the new child");
+}
+
+/// Memory of a CUDA context of device 0 other than the primary one the library uses
+/// (`cuCtxCreate_v2`), current only while it allocates; destroyed, with its memory, at the drop.
+struct OtherContext {
+    lib: *mut libc::c_void,
+    ctx: *mut libc::c_void,
+    ptr: u64,
+}
+
+type CtxCreateFn = unsafe extern "C" fn(*mut *mut libc::c_void, u32, i32) -> i32;
+type MemAllocFn = unsafe extern "C" fn(*mut u64, usize) -> i32;
+type CtxFn = unsafe extern "C" fn(*mut libc::c_void) -> i32;
+type CtxPopFn = unsafe extern "C" fn(*mut *mut libc::c_void) -> i32;
+
+impl OtherContext {
+    fn new(bytes: usize) -> OtherContext {
+        let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        assert!(!lib.is_null(), "libcuda.so.1 is loaded by the cuda backend");
+        let sym = |name: &std::ffi::CStr| {
+            let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+            assert!(!p.is_null(), "{name:?}");
+            p
+        };
+        let create = unsafe { std::mem::transmute::<*mut libc::c_void, CtxCreateFn>(sym(c"cuCtxCreate_v2")) };
+        let alloc = unsafe { std::mem::transmute::<*mut libc::c_void, MemAllocFn>(sym(c"cuMemAlloc_v2")) };
+        let pop = unsafe { std::mem::transmute::<*mut libc::c_void, CtxPopFn>(sym(c"cuCtxPopCurrent_v2")) };
+        let mut ctx = null_mut();
+        assert_eq!(unsafe { create(&mut ctx, 0, 0) }, 0, "cuCtxCreate_v2");
+        let mut ptr = 0;
+        assert_eq!(unsafe { alloc(&mut ptr, bytes) }, 0, "cuMemAlloc_v2 in the other context");
+        let mut popped = null_mut();
+        assert_eq!(unsafe { pop(&mut popped) }, 0, "cuCtxPopCurrent_v2");
+        assert_eq!(popped, ctx);
+        OtherContext { lib, ctx, ptr }
+    }
+}
+
+impl Drop for OtherContext {
+    fn drop(&mut self) {
+        let destroy = unsafe { libc::dlsym(self.lib, c"cuCtxDestroy_v2".as_ptr()) };
+        if !destroy.is_null() {
+            unsafe { std::mem::transmute::<*mut libc::c_void, CtxFn>(destroy)(self.ctx) };
+        }
+    }
+}

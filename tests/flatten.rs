@@ -1264,6 +1264,7 @@ fn opaque_kernel_moves() {
         rt.add_kernel_node(g, &[], &common::launch(gpu.k.fill_u32, &fill_args(c, 9))).unwrap();
         g
     };
+    refusals_name_an_opaque_kernel_however_it_is_held(&gpu, indirect, slot, listed);
     let g = graph_for(slot, c);
     let parent = Cb::primary();
     parent.set_allocs(&[(a, BYTES), (c, BYTES)]);
@@ -1341,6 +1342,98 @@ fn opaque_kernel_moves() {
     rt.graph_destroy(plain).unwrap();
     rt.graph_destroy(g).unwrap();
     rt.graph_destroy(g2).unwrap();
+}
+
+/// Review of issue 32 (F9): however a kernel on `RCB_OPAQUE_KERNELS` reaches a command buffer (a
+/// child node of a raw graph, set again with a new one; a child node of a captured command
+/// buffer; of a command buffer whose kernelParams node of unknown references comes before the
+/// kernel; a kernelParams node of the kernel itself), a refused move is counted as the kernel's
+/// (`RCB_FALLBACK_OPAQUE_KERNEL`, the reason naming it), not as an unknown reference; with the
+/// list `none` the same refusals are unknown references. Every move is refused either way.
+fn refusals_name_an_opaque_kernel_however_it_is_held(gpu: &Gpu, indirect: rocm_cmdbuf::runtime::Function, slot: u64, listed: bool) {
+    let rt = gpu.rt;
+    let (c, c2) = (zeroed(gpu), zeroed(gpu));
+    let refused = |cb: &Cb, what: &str| {
+        let before = fallbacks(cb);
+        assert_eq!(cb.update_allocs(&[(c2, BYTES)]).needs_rerecord, 1, "{what}: refused");
+        let after = fallbacks(cb);
+        let [kernel, reference] =
+            [RCB_FALLBACK_OPAQUE_KERNEL, RCB_FALLBACK_OPAQUE_REFERENCE].map(|r| after[r as usize] - before[r as usize]);
+        assert_eq!(
+            (kernel, reference),
+            if listed { (1, 0) } else { (0, 1) },
+            "{what}: counted as the kernel's, or as an unknown reference"
+        );
+    };
+    let indirect_args = args::fill(slot, 5, N as u64);
+    let raw = || {
+        let g = rt.graph_create().unwrap();
+        rt.add_kernel_node(g, &[], &common::launch(indirect, &pack(&indirect_args))).unwrap();
+        g
+    };
+    // A raw graph's child node, then the same node given a new graph.
+    let (g, g2) = (raw(), raw());
+    let cb = Cb::primary();
+    cb.set_allocs(&[(c, BYTES)]);
+    let mut node = 0;
+    ok(unsafe { rcb_cmdbuf_add_child_graph(cb.0, null(), 0, g.0, &mut node) });
+    cb.finalize();
+    refused(&cb, "a raw graph's child node");
+    cb.begin_update();
+    ok(unsafe { rcb_cmdbuf_update_child_graph(cb.0, node, g2.0) });
+    cb.finalize();
+    refused(&cb, "a raw graph's child node set again");
+    // A captured command buffer's child node.
+    let captured = Cb::nested();
+    ok(unsafe { rcb_cmdbuf_capture_begin(captured.0, gpu.stream.0) });
+    common::run(rt, indirect, &indirect_args, gpu.stream);
+    ok(unsafe { rcb_cmdbuf_capture_end(captured.0) });
+    captured.finalize();
+    let cb = Cb::primary();
+    cb.set_allocs(&[(c, BYTES)]);
+    ok(unsafe { rcb_cmdbuf_add_child(cb.0, null(), 0, captured.0, &mut node) });
+    cb.finalize();
+    refused(&cb, "a captured command buffer's child node");
+    // A command buffer holding a kernelParams node of a plain kernel, then the kernel.
+    let mut v = (c, 9u32, N as u64);
+    let mut fill = [&mut v.0 as *mut u64 as *mut c_void, &mut v.1 as *mut u32 as *mut c_void, &mut v.2 as *mut u64 as *mut c_void];
+    let by_pointers = |cb: &Cb, f: rocm_cmdbuf::runtime::Function, values: &mut [*mut c_void]| {
+        let launch = rcb_kernel_params_launch {
+            function: f.0,
+            grid: [1, 1, 1],
+            block: [N as u32, 1, 1],
+            kernel_params: values.as_mut_ptr(),
+            ..Default::default()
+        };
+        let mut node = 0;
+        ok(unsafe { rcb_cmdbuf_add_kernel_params(cb.0, null(), 0, &launch, &mut node) });
+    };
+    let nested = Cb::nested();
+    nested.set_allocs(&[(c, BYTES)]);
+    by_pointers(&nested, gpu.k.fill_u32, &mut fill);
+    nested.raw_kernel(
+        &[],
+        indirect,
+        N as u64,
+        &[(&slot.to_ne_bytes(), RCB_ARG_VALUE), (&5u32.to_ne_bytes(), RCB_ARG_VALUE), (&(N as u64).to_ne_bytes(), RCB_ARG_VALUE)],
+    );
+    nested.finalize();
+    let cb = Cb::primary();
+    cb.set_allocs(&[(c, BYTES)]);
+    ok(unsafe { rcb_cmdbuf_add_child(cb.0, null(), 0, nested.0, &mut node) });
+    cb.finalize();
+    refused(&cb, "the child node of a command buffer with a kernelParams node before the kernel");
+    // A kernelParams node of the kernel itself.
+    let mut w = (slot, 5u32, N as u64);
+    let mut values = [&mut w.0 as *mut u64 as *mut c_void, &mut w.1 as *mut u32 as *mut c_void, &mut w.2 as *mut u64 as *mut c_void];
+    let cb = Cb::primary();
+    cb.set_allocs(&[(c, BYTES)]);
+    by_pointers(&cb, indirect, &mut values);
+    cb.finalize();
+    refused(&cb, "a kernelParams node of the kernel");
+    for graph in [g, g2] {
+        rt.graph_destroy(graph).unwrap();
+    }
 }
 
 /// Waits, with a deadline, until `stream` has run everything queued on it (a failure, never a

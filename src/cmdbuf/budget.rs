@@ -71,7 +71,7 @@ pub fn default_limit(configured: Option<u64>, info: &RuntimeInfo) -> u64 {
 pub fn push_bytes(params: &Params) -> u64 {
     match params {
         Params::Kernel(k) => k.blob.len() as u64 + NODE_OVERHEAD_BYTES,
-        Params::Memcpy(_) | Params::Memset(_) | Params::KernelByPointers => NODE_OVERHEAD_BYTES,
+        Params::Memcpy(_) | Params::Memset(_) | Params::KernelByPointers(_) => NODE_OVERHEAD_BYTES,
         Params::Empty | Params::Child(_) | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) | Params::MemOp(..) => 0,
     }
 }

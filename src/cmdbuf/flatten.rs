@@ -345,7 +345,7 @@ impl Planner<'_> {
     fn node(&mut self, node: Node, deps: Vec<(Dep, EdgeData)>) -> Result<Result<Vec<usize>, Refusal>> {
         let refuse = |reason: String| Ok(Err(Refusal { reason, counted_as: Fallback::FlattenedAsChild }));
         if let Some(&params) = self.known.get(&node) {
-            if let Params::KernelByPointers = params {
+            if let Params::KernelByPointers(_) = params {
                 return refuse(String::from("a kernel node added with kernelParams: the library never saw its arguments"));
             }
             // The child's allocation indices mean nothing in the parent's table.

@@ -8,6 +8,9 @@
 //! virtual-memory mappings (`cuMemCreate` + `cuMemMap`, what XLA's platform allocator hands out)
 //! or a stream-ordered pool takes new ones from either, and every crossing between the two
 //! fails; so does whole-graph update (`cuGraphExecUpdate`). Only a new instantiation takes them.
+//! The same setter wants operands "allocated from the same contexts as the original": of two
+//! nodes given `cuMemAlloc` memory of another context of the same device, it took one and
+//! refused the other (measured likewise), so a plain allocation's class holds its context too.
 //! HIP's `hipGraphExecMemcpyNodeSetParams1D` checks no such thing (clr: the copy's kind, size and
 //! direction), and its runtime reports no class (`Runtime::memory_class` is `None`).
 //!
@@ -19,6 +22,13 @@
 //! Where a setter refuses a memcpy node's operands all the same (a rule the library does not
 //! check, on any runtime), the same re-instantiation repairs the update; only when that too is
 //! impossible are the nodes left unpushed, which refuses launches until a re-record.
+//!
+//! The memcpy nodes inside a child node's graph are not the library's: a move never reaches
+//! them (their addresses pin their allocations, see `opaque.rs`), and a new graph for the child
+//! node goes to the runtime's child setter whole, which on CUDA refuses one whose memcpy copies
+//! between other kinds (measured on an H200): the update then fails with nothing changed, and
+//! the caller records again, as XLA's own command buffer would have to. The template's child
+//! node cannot take a new graph, so no re-instantiation could carry it either.
 
 use super::budget::MAX_RETIRED;
 use super::nodes::Params;

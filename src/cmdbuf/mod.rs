@@ -253,14 +253,21 @@ impl CmdBuf {
 
     /// Adds a kernel node whose arguments the runtime copies through `launch.params` during the
     /// call (XLA's packed argument arrays give addresses, not sizes). The library keeps no copy,
-    /// so the node has no patch sites and its references are unknown: while it exists no
-    /// allocation moves in place.
+    /// so the node has no patch sites and its references are unknown (opaque for a kernel on
+    /// `RCB_OPAQUE_KERNELS`): while it exists no allocation moves in place.
     pub fn add_kernel_params(&mut self, deps: &[NodeId], launch: &KernelParamPointers) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         check_dims(launch.grid, launch.block)?;
         let raw_deps = self.raw_deps(deps)?;
         let raw = self.rt.add_kernel_node_by_pointers(self.graph, &raw_deps, launch)?;
-        Ok(self.push_record(raw, Params::KernelByPointers))
+        let refs = self.by_pointers_references(launch.function);
+        Ok(self.push_record(raw, Params::KernelByPointers(refs)))
+    }
+
+    /// What a kernel node added with `kernelParams` of `function` references: unknown, opaque
+    /// for a kernel on the list.
+    fn by_pointers_references(&self, function: Function) -> References {
+        self.opaque(function).unwrap_or(References::Unknown)
     }
 
     pub fn add_memcpy(&mut self, deps: &[NodeId], copy: MemcpyParams) -> Result<NodeId> {
@@ -362,14 +369,16 @@ impl CmdBuf {
     }
 
     /// Adds a child node holding a clone of a graph the library did not build (the caller keeps
-    /// `graph`). Its references are unknown: while the node exists no allocation moves in place.
+    /// `graph`). Its references are unknown (opaque where it holds a kernel on
+    /// `RCB_OPAQUE_KERNELS`): while the node exists no allocation moves in place.
     /// When `graph` is a template another command buffer handed out, clones of the graphs that
     /// command buffer keeps are kept with the node (see `published.rs`).
     pub fn add_child_graph(&mut self, deps: &[NodeId], graph: Graph) -> Result<NodeId> {
         self.state.allow(Op::Add)?;
         self.raw_deps(deps)?;
         let keeps = published::clone_kept(self.rt, graph)?;
-        self.add_child_node(deps, graph, References::Unknown, budget::listed_graph_bytes(self.rt, graph), keeps)
+        let refs = self.foreign_references(graph);
+        self.add_child_node(deps, graph, refs, budget::listed_graph_bytes(self.rt, graph), keeps)
     }
 
     /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`);
@@ -394,27 +403,40 @@ impl CmdBuf {
     /// it: every address its nodes hold where a pointer may be (device-pointer arguments, scanned
     /// words, memcpy and memset operands; inside an allocation or not) and its own child nodes'
     /// references. Unknown when the graph came from capture or any node's references are unknown
-    /// or lag behind the template.
+    /// or lag behind the template. An opaque kernel anywhere in it (a node of one, a child node
+    /// holding one, a kernel on the list in the captured graph) makes it opaque whatever else it
+    /// holds, so that a refusal names the kernel.
     fn references(&self) -> References {
         if self.captured {
-            return References::Unknown;
+            return self.foreign_references(self.graph);
         }
         let mut addresses = Vec::new();
+        let mut unknown = false;
         for record in &self.nodes {
             // The template of such a node holds older parameters than `params` says.
-            if record.unpushed || record.template_lags {
-                return References::Unknown;
-            }
+            unknown |= record.unpushed || record.template_lags;
             match record.params.references() {
-                Some(References::Unknown) => return References::Unknown,
+                Some(References::Unknown) => unknown = true,
                 Some(opaque @ References::Opaque(_)) => return opaque.clone(),
                 Some(References::Known(known)) => addresses.extend_from_slice(known),
                 None => record.params.for_each_slot(|_, address, _| addresses.push(address)),
             }
         }
+        if unknown {
+            return References::Unknown;
+        }
         addresses.sort_unstable();
         addresses.dedup();
         References::Known(addresses)
+    }
+
+    /// What a graph the library did not build may point into: anything, opaque where it holds a
+    /// kernel on `RCB_OPAQUE_KERNELS` (see [`opaque::in_graph`]).
+    fn foreign_references(&self, graph: Graph) -> References {
+        match opaque::in_graph(self.rt, self.opaque_kernels, graph) {
+            Some(what) => References::Opaque(what),
+            None => References::Unknown,
+        }
     }
 
     pub fn update_kernel(&mut self, node: NodeId, launch: &KernelLaunch<'_>) -> Result<()> {
@@ -431,20 +453,24 @@ impl CmdBuf {
         self.state.allow(Op::Update)?;
         check_dims(launch.grid, launch.block)?;
         let record = self.node(node)?;
-        if !matches!(record.params, Params::KernelByPointers) {
+        if !matches!(record.params, Params::KernelByPointers(_)) {
             return Err(Error::invalid_argument(format!(
                 "node {node} is a {} node, not a kernel node added with add_kernel_params",
                 record.params.kind_name()
             )));
         }
         let raw = record.raw;
+        let params = Params::KernelByPointers(self.by_pointers_references(launch.function));
         if self.exec.is_none() {
-            return self.rt.kernel_node_set_by_pointers(raw, launch);
+            self.rt.kernel_node_set_by_pointers(raw, launch)?;
+            self.replace_params(node, params);
+            return Ok(());
         }
-        let bytes = budget::push_bytes(&Params::KernelByPointers);
+        let bytes = budget::push_bytes(&params);
         let exec = self.exec_for_push(bytes);
         self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
         self.pushed(1, bytes);
+        self.replace_params(node, params);
         let template = self.rt.kernel_node_set_by_pointers(raw, launch);
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
@@ -474,11 +500,12 @@ impl CmdBuf {
     }
 
     /// Gives a child node of a primary command buffer the raw graph `graph` (same topology) in
-    /// the executable graph; the node's references become unknown, as for
+    /// the executable graph; the node's references become unknown (or opaque), as for
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
         let bytes = budget::listed_graph_bytes(self.rt, graph);
-        self.set_child(node, graph, References::Unknown, bytes, |cb| published::clone_kept(cb.rt, graph))
+        let refs = self.foreign_references(graph);
+        self.set_child(node, graph, refs, bytes, |cb| published::clone_kept(cb.rt, graph))
     }
 
     /// `bytes`: the estimated staging bytes of pushing `graph` (see `budget.rs`); `keeps`: clones

@@ -48,8 +48,9 @@ pub enum Params {
     Child(References),
     /// A kernel node whose arguments the runtime copied through `kernelParams` when it was added
     /// or updated; the library never saw them, keeps nothing and never reads them back
-    /// (ROCm/clr#138), so the node has no slots and unknown references.
-    KernelByPointers,
+    /// (ROCm/clr#138), so the node has no slots and unknown references (`Opaque` for a kernel on
+    /// `RCB_OPAQUE_KERNELS`, so that a refusal names it).
+    KernelByPointers(References),
     /// Nodes flattened from a graph with the parameters read back from it, which the library
     /// never changes: an event record or wait node (the same event), a host node (the same
     /// function and user data: what the function reads is not the library's to see, as for a
@@ -72,7 +73,7 @@ impl Params {
             Params::Memset(_) => "memset",
             Params::Empty => "empty",
             Params::Child(_) => "child",
-            Params::KernelByPointers => "kernelParams kernel",
+            Params::KernelByPointers(_) => "kernelParams kernel",
             Params::EventRecord(_) => "event record",
             Params::EventWait(_) => "event wait",
             Params::Host(_) => "host",
@@ -83,11 +84,11 @@ impl Params {
     /// What the node may point into besides its slots, when the library cannot patch it.
     pub fn references(&self) -> Option<&References> {
         match self {
-            Params::Child(refs) | Params::MemOp(_, refs) => Some(refs),
+            Params::Child(refs) | Params::MemOp(_, refs) | Params::KernelByPointers(refs) => Some(refs),
             // A host function is code the library cannot see (its user data may point anywhere),
             // and an event node synchronizes with work outside the graph that was issued with
             // the graph's addresses: while one is in the command buffer, nothing moves in place.
-            Params::KernelByPointers | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
+            Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
             Params::Kernel(k) => k.opaque.as_ref(),
             Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
@@ -108,7 +109,7 @@ impl Params {
             Params::Memset(s) => f(Slot::MemsetDst, s.dst, None),
             Params::Empty
             | Params::Child(_)
-            | Params::KernelByPointers
+            | Params::KernelByPointers(_)
             | Params::EventRecord(_)
             | Params::EventWait(_)
             | Params::Host(_)
@@ -160,7 +161,7 @@ impl Params {
             Params::Host(h) => rt.add_host_node(graph, deps, h),
             Params::MemOp(ops, _) => rt.add_mem_op_node(graph, deps, ops),
             Params::Child(_) => unreachable!("child nodes are added with the graph they clone"),
-            Params::KernelByPointers => unreachable!("kernelParams nodes are added with the caller's argument pointers"),
+            Params::KernelByPointers(_) => unreachable!("kernelParams nodes are added with the caller's argument pointers"),
         }
     }
 
@@ -178,7 +179,7 @@ impl Params {
             (
                 Params::Empty
                 | Params::Child(_)
-                | Params::KernelByPointers
+                | Params::KernelByPointers(_)
                 | Params::EventRecord(_)
                 | Params::EventWait(_)
                 | Params::Host(_)

@@ -23,7 +23,7 @@
 //! when the table is replaced.
 
 use crate::counters::Fallback;
-use crate::runtime::{Function, Runtime};
+use crate::runtime::{Function, Graph, NodeType, Runtime};
 use std::sync::Arc;
 
 /// What a kernel node of `function` references when its kernel is opaque (on `list`), else
@@ -48,6 +48,34 @@ pub fn classify(rt: &dyn Runtime, list: &KernelList, function: Function, foreign
             None
         }
     }
+}
+
+/// The opaque kernel a graph the library did not build holds (a captured or raw graph, its
+/// child graphs included), described for a refusal as [`classify`] describes one, or `None`.
+/// Such a graph pins every allocation anyway (its references are unknown); this only names the
+/// kernel, so that a refusal is counted and logged as `RCB_FALLBACK_OPAQUE_KERNEL` as it is for
+/// the same kernel flattened. Only a name on the list counts: a kernel the runtime cannot name,
+/// or a node that cannot be read, leaves the graph's references unknown. An empty list asks the
+/// runtime nothing.
+pub fn in_graph(rt: &dyn Runtime, list: &KernelList, graph: Graph) -> Option<Arc<str>> {
+    if list.is_empty() {
+        return None;
+    }
+    for node in rt.graph_nodes(graph).ok()? {
+        let found = match rt.node_type(node) {
+            Ok(NodeType::Kernel) => rt.kernel_node_read(node).ok().and_then(|k| {
+                let name = rt.function_name(k.function).ok()?;
+                let pattern = list.matching(&name)?;
+                Some(format!("the kernel `{name}` (on RCB_OPAQUE_KERNELS as `{pattern}`)").into())
+            }),
+            Ok(NodeType::Child) => rt.child_node_graph(node).ok().and_then(|child| in_graph(rt, list, child)),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 /// What a node the library cannot patch may point into.

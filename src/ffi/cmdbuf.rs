@@ -597,8 +597,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_kernel(
 /// The library cannot see the node's addresses: it has no patch sites and its references are
 /// unknown, so while it exists `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations`
 /// refuse every update that moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`,
-/// nothing changed), and so does a parent that clones this command buffer as a child. Re-record
-/// it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
+/// nothing changed), and so does a parent that clones this command buffer as a child (a kernel on
+/// `RCB_OPAQUE_KERNELS` is named in the refusal, counted as `RCB_FALLBACK_OPAQUE_KERNEL`).
+/// Re-record it with `rcb_cmdbuf_update_kernel_params`. Prefer `rcb_cmdbuf_add_kernel` with
 /// `RCB_ARG_SCAN` arguments when the sizes are known.
 ///
 /// Thread-safety: one thread at a time per command buffer.
@@ -752,7 +753,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_child(
 /// The library does not know what the clone points into: while the node exists,
 /// `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` refuse every update that
 /// moves at least one allocation (`RCB_OK`, `needs_rerecord = 1`, nothing changed). To keep
-/// in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`).
+/// in-place moves, flatten the graph instead (`rcb_cmdbuf_add_flattened_child`). The graph's
+/// kernel nodes (its child graphs' included) are read for their names: where one is on
+/// `RCB_OPAQUE_KERNELS` the refusal is counted as `RCB_FALLBACK_OPAQUE_KERNEL` and names it.
 ///
 /// Thread-safety: one thread at a time per command buffer.
 ///
@@ -831,8 +834,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_update_kernel_params(
 /// state only. On failure the node keeps its previous parameters.
 ///
 /// Where the executable graph's memcpy setter cannot take the new operands in place (CUDA: they
-/// lie in another kind of allocation or on another device than those the node was instantiated
-/// with; any runtime: the setter refuses them), the template takes them and the executable graph
+/// lie in another kind of allocation, on another device or, for `cuMemAlloc` and managed
+/// memory, in another context than those the node was instantiated with; any runtime: the
+/// setter refuses them), the template takes them and the executable graph
 /// is re-instantiated (read `rcb_cmdbuf_exec` again). Where that is not possible now (the
 /// conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`) the call fails with
 /// `RCB_STATUS_UNSUPPORTED` and nothing changed; should the instantiation itself fail, its status
@@ -1132,7 +1136,7 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 ///   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
 /// - a memcpy node that cannot take its new operands in place (on CUDA an operand moved to
 ///   another kind of allocation, `cuMemAlloc` or managed memory on one side and virtual-memory
-///   mappings or pool allocations on the other, or to another device), when the executable graph
+///   mappings or pool allocations on the other, or to another device or context), when the executable graph
 ///   cannot be re-instantiated now either (the conditions of
 ///   `RCB_FALLBACK_REINSTANTIATE_BLOCKED`): nothing changed (fallback reason
 ///   `RCB_FALLBACK_MEMCPY_NOT_IN_PLACE`). Where it can, the update re-instantiates instead of
@@ -1371,7 +1375,12 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// see (work descriptors in device memory, peers' registrations of this rank's buffers), so
 /// while one is in `cb` no allocation of `cb` moves in place (`RCB_FALLBACK_OPAQUE_KERNEL`, the
 /// reason naming the kernel). A kernel node of a raw graph whose function the runtime cannot
-/// name is treated the same way unless the list is `none`: it might be on it.
+/// name is treated the same way unless the list is `none`: it might be on it. A copy of a
+/// captured collective is the same collective as its source, sharing its communicator's state,
+/// its work buffers and its proxy plan with the source and with every other copy: launch
+/// command buffers holding copies of one capture as the collective library allows launches of
+/// the captured graph itself (one at a time, in the same order on every rank), never
+/// concurrently; the library cannot tell which communicator a kernel uses, so it cannot check.
 ///
 /// Event record and event wait nodes are re-created with the same event, host nodes with the
 /// same function and user data, and stream memory-operation nodes (CUDA's batch memory-operation

@@ -87,8 +87,8 @@ pub const RCB_FALLBACK_MEMORY_NODE: u32 = 11;
 /// Fallback reason: a memcpy node of an executable graph could not take its new operands in
 /// place. CUDA's `cuGraphExecMemcpyNodeSetParams` refuses operands in another kind of
 /// allocation (`cuMemAlloc` or managed memory on one side, virtual-memory mappings and
-/// stream-ordered pools on the other) or on another device than the node was instantiated
-/// with; the library checks that before the setter, and any runtime's setter may refuse new
+/// stream-ordered pools on the other), on another device, or (plain memory) of another context
+/// than the node was instantiated with; the library checks that before the setter, and any runtime's setter may refuse new
 /// operands too. The executable graph is then re-instantiated from its brought-up-to-date
 /// template (`rcb_update_report.reinstantiated` for an address update), or, where that is not
 /// possible (the conditions of `RCB_FALLBACK_REINSTANTIATE_BLOCKED`, a failed instantiation),

@@ -242,8 +242,10 @@ impl MemOpNode {
 /// the node was instantiated with (see `Graphs::memory_class`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryClass {
-    /// An ordinary device allocation (`cuMemAlloc`) or managed memory, on this device.
-    Plain { device: i32 },
+    /// An ordinary device allocation (`cuMemAlloc`) or managed memory, on this device, allocated
+    /// in this context (`CUcontext`, as an integer): the setter wants new operands "allocated
+    /// from the same contexts as the original" (see `cmdbuf/memcpy_class.rs`).
+    Plain { device: i32, context: u64 },
     /// Memory mapped through the virtual memory API (`cuMemCreate` + `cuMemMap`) or from a
     /// stream-ordered pool (`cuMemAllocAsync`), on this device.
     Mapped { device: i32 },

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "check.h"
 
@@ -126,6 +127,99 @@ class Gpu {
     Check(Sym<LaunchFn>(cuda_ ? "cuLaunchKernel" : "hipModuleLaunchKernel")(
               f, grid, 1, 1, block, 1, 1, 0, stream != nullptr ? stream : stream_, nullptr, extra),
           "kernel launch (packed arguments)");
+  }
+
+  // Events without timing, kept for the program's life; recorded and waited for on streams (a
+  // fork or join of a capture when the stream captures).
+  void* NewEvent() {
+    void* event = nullptr;
+    Check(cuda_ ? Sym<int (*)(void**, unsigned)>("cuEventCreate")(&event, 2)
+                : Sym<int (*)(void**, unsigned)>("hipEventCreateWithFlags")(&event, 2),
+          "event create");
+    return event;
+  }
+  void RecordEvent(void* event, void* stream) {
+    Check(cuda_ ? Sym<int (*)(void*, void*)>("cuEventRecord")(event, stream)
+                : Sym<int (*)(void*, void*)>("hipEventRecord")(event, stream),
+          "event record");
+  }
+  void WaitEvent(void* stream, void* event) {
+    Check(Sym<int (*)(void*, void*, unsigned)>(cuda_ ? "cuStreamWaitEvent" : "hipStreamWaitEvent")(stream, event, 0),
+          "stream wait event");
+  }
+
+  // The graph a capturing stream records into and the stream's last nodes
+  // (cuStreamGetCaptureInfo_v2 / hipStreamGetCaptureInfo_v2).
+  struct CaptureInfo {
+    void* graph = nullptr;
+    std::vector<void*> last;
+  };
+  CaptureInfo Capturing(void* stream) {
+    int status = 0;
+    unsigned long long id = 0;
+    CaptureInfo info;
+    void* const* deps = nullptr;
+    size_t n = 0;
+    using InfoFn = int (*)(void*, int*, unsigned long long*, void**, void* const**, size_t*);
+    Check(Sym<InfoFn>(cuda_ ? "cuStreamGetCaptureInfo_v2" : "hipStreamGetCaptureInfo_v2")(stream, &status, &id,
+                                                                                            &info.graph, &deps, &n),
+          "stream capture info");
+    if (status != 1) Fail("the stream is not capturing");
+    info.last.assign(deps, deps + n);
+    return info;
+  }
+  // Makes `last` the capturing stream's last nodes (its next work depends on them).
+  void SetCaptureDependencies(void* stream, std::vector<void*> last) {
+    using UpdateFn = int (*)(void*, void**, size_t, unsigned);
+    Check(Sym<UpdateFn>(cuda_ ? "cuStreamUpdateCaptureDependencies" : "hipStreamUpdateCaptureDependencies")(
+              stream, last.data(), last.size(), 1),
+          "stream update capture dependencies");
+  }
+  // An event record (or wait) node added to `graph` after `deps`.
+  void* AddEventNode(bool record, void* graph, const std::vector<void*>& deps, void* event) {
+    void* node = nullptr;
+    const char* name = record ? (cuda_ ? "cuGraphAddEventRecordNode" : "hipGraphAddEventRecordNode")
+                              : (cuda_ ? "cuGraphAddEventWaitNode" : "hipGraphAddEventWaitNode");
+    Check(Sym<int (*)(void**, void*, void* const*, size_t, void*)>(name)(&node, graph, deps.data(), deps.size(), event),
+          name);
+    return node;
+  }
+
+  // Graph queries, for checks on what a command buffer recorded. Node types are numbered alike
+  // by HIP (ROCm 6) and CUDA.
+  static constexpr int kKernelNode = 0, kChildNode = 4, kWaitEventNode = 6, kEventRecordNode = 7;
+  std::vector<void*> GraphNodes(void* graph) {
+    using NodesFn = int (*)(void*, void**, size_t*);
+    auto nodes = Sym<NodesFn>(cuda_ ? "cuGraphGetNodes" : "hipGraphGetNodes");
+    size_t n = 0;
+    Check(nodes(graph, nullptr, &n), "graph nodes");
+    std::vector<void*> out(n);
+    Check(nodes(graph, out.data(), &n), "graph nodes");
+    out.resize(n);
+    return out;
+  }
+  int NodeType(void* node) {
+    int type = -1;
+    Check(Sym<int (*)(void*, int*)>(cuda_ ? "cuGraphNodeGetType" : "hipGraphNodeGetType")(node, &type), "node type");
+    return type;
+  }
+  void* ChildGraph(void* node) {
+    void* graph = nullptr;
+    Check(Sym<int (*)(void*, void**)>(cuda_ ? "cuGraphChildGraphNodeGetGraph" : "hipGraphChildGraphNodeGetGraph")(
+              node, &graph),
+          "child graph");
+    return graph;
+  }
+  // The nodes `node` depends on.
+  std::vector<void*> Dependencies(void* node) {
+    using DepsFn = int (*)(void*, void**, size_t*);
+    auto deps = Sym<DepsFn>(cuda_ ? "cuGraphNodeGetDependencies" : "hipGraphNodeGetDependencies");
+    size_t n = 0;
+    Check(deps(node, nullptr, &n), "node dependencies");
+    std::vector<void*> out(n);
+    Check(deps(node, out.data(), &n), "node dependencies");
+    out.resize(n);
+    return out;
   }
 
   // What `issue` launches on the stream, captured into a graph, instantiated, launched once on

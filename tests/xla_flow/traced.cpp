@@ -19,6 +19,19 @@
 // command: from the library's process counters (rcb_counters_get), from the trace functions' own
 // call counts and, on the software GPU, from its count of hipStreamEndCapture. A collective whose key names an allocation no node holds is captured again
 // for every new address set, and its results still checked.
+//
+// Then a command buffer that holds a collective (se::CommandBuffer::HoldsCollectives: 0005 marks
+// the command buffers of a command sequence with a collective, and never flattens into them): the
+// collective is recorded as CollectiveThunk::Record does, with no trace cache (IsCollectiveCommand)
+// and traced on every record into a new nested command buffer (TraceCommandBufferFactory: Trace,
+// Finalize), which CreateClonedChildNode / UpdateClonedChildNode add or update as one child node
+// (AddChild / UpdateChild); the GEMM-like command goes through the trace cache into a child graph
+// node. The collective's trace forks onto a stream of its own and joins back as NCCL does (event
+// record and wait, an event wait node and an event record node on its serial event), so its graph
+// holds event nodes and the edges the fork and join make. Every step is exact (including those
+// that move the collective's buffers), the library refuses every move (the child node's graph
+// came from a capture), nothing is flattened or re-instantiated, and each record traces the
+// collective again and updates its child node in the executable graph.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -288,6 +301,269 @@ void Run(const Options& o) {
   CHECK(in_place == (expect_in_place ? kSteps : 0), "%s: %d of %d steps in place", o.name, in_place, kSteps);
 }
 
+// The collective of a command buffer that holds one: a3 = a2 on the user's stream, then, as NCCL
+// issues a collective into a capture (ncclStrongStreamAcquire / Release, v2.28.9 strongstream.cc),
+// its own stream brought into the capture with no dependencies, an event wait node on its serial
+// event (what cudaStreamWaitEvent(..., cudaEventWaitExternal) adds), a wait for the user's stream,
+// the collective's kernel (a3 += 0.5 * a2), an event record node on the serial event after it
+// (cudaGraphAddEventRecordNode on the capture's graph, made the stream's dependency), and the
+// user's stream waiting for NCCL's (the join). Events recorded on a capturing stream make edges,
+// not nodes, on both runtimes: the graph holds two kernels, the two event nodes and their edges.
+struct Collective {
+  void* side;    // NCCL's stream
+  void* serial;  // NCCL's serial event, recorded outside captures as eager collectives do
+  void* fork;
+  void* user;
+  void* join;
+  int traces = 0;
+};
+
+void IssueForkedCollective(Collective& c, const Buffers& b, void* stream) {
+  ++c.traces;
+  CopyArgs copy{b.addr[3], b.addr[2], kBytes};
+  gpu->LaunchPacked(k.copy, 1, 256, &copy, sizeof copy, stream);
+  gpu->RecordEvent(c.fork, stream);
+  gpu->WaitEvent(c.side, c.fork);
+  gpu->SetCaptureDependencies(c.side, {});
+  Gpu::CaptureInfo info = gpu->Capturing(c.side);
+  void* wait = gpu->AddEventNode(false, info.graph, info.last, c.serial);
+  gpu->SetCaptureDependencies(c.side, {wait});
+  gpu->RecordEvent(c.user, stream);
+  gpu->WaitEvent(c.side, c.user);
+  AxpyArgs axpy{b.addr[3], b.addr[2], 0.5f, 0, kN};
+  gpu->LaunchPacked(k.axpy, 1, 256, &axpy, sizeof axpy, c.side);
+  info = gpu->Capturing(c.side);
+  void* record = gpu->AddEventNode(true, info.graph, info.last, c.serial);
+  gpu->SetCaptureDependencies(c.side, {record});
+  gpu->RecordEvent(c.join, c.side);
+  gpu->WaitEvent(stream, c.join);
+}
+
+// Whether `graph` is the collective's capture: two kernels, an event wait and an event record
+// node, the collective's kernel after the copy and the wait node, the record node after it.
+bool IsForkedCollective(void* graph) {
+  std::vector<void*> nodes = gpu->GraphNodes(graph);
+  int kernels = 0;
+  void *wait = nullptr, *record = nullptr;
+  for (void* n : nodes) {
+    int type = gpu->NodeType(n);
+    kernels += type == Gpu::kKernelNode ? 1 : 0;
+    if (type == Gpu::kWaitEventNode) wait = n;
+    if (type == Gpu::kEventRecordNode) record = n;
+  }
+  if (nodes.size() != 4 || kernels != 2 || wait == nullptr || record == nullptr) return false;
+  std::vector<void*> after = gpu->Dependencies(record);
+  if (after.size() != 1 || gpu->NodeType(after[0]) != Gpu::kKernelNode) return false;
+  std::vector<void*> before = gpu->Dependencies(after[0]);
+  if (before.size() != 2 || !gpu->Dependencies(wait).empty()) return false;
+  void* copy = before[0] == wait ? before[1] : before[0];
+  return (before[0] == wait || before[1] == wait) && gpu->NodeType(copy) == Gpu::kKernelNode &&
+         gpu->Dependencies(copy).empty();
+}
+
+// The command buffer thunk over add(a1 = a0 + a0) → gemm → collective → add(a4 = a3 + a0), its
+// command buffer marked HoldsCollectives: no traced command is flattened into it.
+class HoldsCollectivesFlow {
+ public:
+  explicit HoldsCollectivesFlow(Buffers& b) : b_(b) {
+    OK(rcb::TraceCache::Create(kTraceCacheSize, &gemm_cache_));
+    gemm_.buffers = &b_;
+    coll_.side = gpu->NewStream();
+    coll_.serial = gpu->NewEvent();
+    coll_.fork = gpu->NewEvent();
+    coll_.user = gpu->NewEvent();
+    coll_.join = gpu->NewEvent();
+    gpu->RecordEvent(coll_.serial, gpu->stream());
+    OK(rcb::CmdBuf::Create(0, &cb_));
+    OK(cb_.SetAllocations(b_.Table()));
+    Record(false);
+    OK(cb_.Finalize());
+  }
+
+  // One execution (CommandBufferThunk::ExecuteOnStream): nothing moved, nothing to update; else
+  // the thunk's move, refused here, then the RecordUpdate path. Returns the move's report.
+  rcb_update_report Execute(const std::vector<rcb_allocation_move>& moves) {
+    rcb_update_report report{};
+    if (!moves.empty()) {
+      OK(cb_.MoveAllocations(moves, &report));
+      if (report.needs_rerecord != 0) {
+        OK(cb_.BeginUpdate());
+        OK(cb_.SetAllocations(b_.Table()));
+        Record(true);
+        OK(cb_.Finalize());
+      }
+    }
+    OK(cb_.Launch(gpu->stream()));
+    return report;
+  }
+
+  rcb::CmdBuf& cb() { return cb_; }
+  rcb_node collective() const { return coll_node_; }
+  int CollectiveTraces() const { return coll_.traces; }
+  int GemmTraces() const { return gemm_.traces; }
+
+ private:
+  void Record(bool update) {
+    uint64_t n = kN;
+    uint64_t a0 = b_.addr[0], a1 = b_.addr[1], a3 = b_.addr[3], a4 = b_.addr[4];
+    rcb_kernel_arg add1[] = {{&a1, 8, RCB_ARG_DEVICE_PTR}, {&a0, 8, RCB_ARG_DEVICE_PTR},
+                             {&a0, 8, RCB_ARG_DEVICE_PTR}, {&n, 8, RCB_ARG_VALUE}};
+    rcb_kernel_arg add4[] = {{&a4, 8, RCB_ARG_DEVICE_PTR}, {&a3, 8, RCB_ARG_DEVICE_PTR},
+                             {&a0, 8, RCB_ARG_DEVICE_PTR}, {&n, 8, RCB_ARG_VALUE}};
+    if (update) {
+      OK(cb_.UpdateKernel(k1_, Launch(k.add, add1, 4)));
+    } else {
+      OK(cb_.AddKernel({}, Launch(k.add, add1, 4), &k1_));
+    }
+    // The GEMM: PlatformTraceCache::GetOrTrace, then CreateClonedChildNode / UpdateClonedChildNode,
+    // which never flatten into a command buffer that HoldsCollectives.
+    std::vector<rcb_allocation> key;
+    for (int i : gemm_.uses) key.push_back({b_.addr[i], kBytes});
+    void* graph = nullptr;
+    uint32_t outcome = 0;
+    OK(gemm_cache_.GetOrTrace(gpu->stream(), key, TraceFn, &gemm_, &graph, &outcome));
+    if (update) {
+      OK(cb_.UpdateChildGraph(gemm_node_, graph));
+    } else {
+      OK(cb_.AddChildGraph({&k1_, 1}, graph, &gemm_node_));
+    }
+    // The collective: CollectiveThunk::Record traces it again on every record into a new nested
+    // command buffer (TraceCommandBufferFactory::Create: Trace, which is CaptureBegin, the trace
+    // and CaptureEnd; then Finalize) and drops that command buffer once it is recorded.
+    {
+      rcb::CmdBuf nested;
+      OK(rcb::CmdBuf::CreateNested(0, &nested));
+      OK(nested.CaptureBegin(gpu->stream()));
+      IssueForkedCollective(coll_, b_, gpu->stream());
+      OK(nested.CaptureEnd());
+      OK(nested.Finalize());
+      if (update) {
+        OK(cb_.UpdateChild(coll_node_, nested));
+      } else {
+        OK(cb_.AddChild({&gemm_node_, 1}, nested, &coll_node_));
+      }
+    }
+    if (update) {
+      OK(cb_.UpdateKernel(k2_, Launch(k.add, add4, 4)));
+    } else {
+      OK(cb_.AddKernel({&coll_node_, 1}, Launch(k.add, add4, 4), &k2_));
+    }
+  }
+
+  Buffers& b_;
+  rcb::CmdBuf cb_;
+  rcb::TraceCache gemm_cache_;
+  Traced gemm_{"gemm", {0, 1, 2}, IssueGemm};
+  Collective coll_{};
+  rcb_node k1_ = 0, gemm_node_ = 0, coll_node_ = 0, k2_ = 0;
+};
+
+rcb_counters CmdBufCounters(rcb::CmdBuf& cb) {
+  rcb_counters c{};
+  c.struct_size = sizeof c;
+  OK(rcb::CountersGet(cb.get(), &c));
+  return c;
+}
+
+void RunHoldsCollectives() {
+  const char* name = "a command buffer holding a collective whose graph holds event nodes";
+  Buffers b;
+  std::mt19937 rng(11);
+  uint64_t captures_before = gpu->CallCount("hipStreamEndCapture");
+  uint64_t child_sets_before = gpu->CallCount("hipGraphExecChildGraphNodeSetParams");
+  HoldsCollectivesFlow flow(b);
+  // The template: add, the GEMM's child node, the collective's child node, add; the collective's
+  // child graph is its capture, event nodes and edges included.
+  void* graph = nullptr;
+  OK(flow.cb().Graph(&graph));
+  std::vector<void*> top = gpu->GraphNodes(graph);
+  int children = 0;
+  bool forked = false;
+  for (void* n : top) {
+    if (gpu->NodeType(n) != Gpu::kChildNode) continue;
+    ++children;
+    forked |= IsForkedCollective(gpu->ChildGraph(n));
+  }
+  CHECK(top.size() == 4 && children == 2 && forked,
+        "%s: the template holds %zu nodes, %d child nodes, the collective's capture %s", name, top.size(), children,
+        forked ? "found" : "not found");
+  // Steps of four kinds: the collective's buffers move (its output, or its input with the last
+  // add's output), nothing moves, or only the first add's input does.
+  const std::vector<std::vector<int>> kinds = {{3}, {}, {0}, {2, 4}};
+  int moving = 0;
+  const std::vector<float> poison(kN, -777.0f);
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<rcb_allocation_move> moves;
+    for (int i : kinds[static_cast<size_t>(step) % kinds.size()]) {
+      // The old buffer keeps whatever a stale node would read or write there: poison.
+      gpu->Write(b.addr[static_cast<size_t>(i)], poison.data(), kBytes);
+      b.retired.push_back(b.addr[static_cast<size_t>(i)]);
+      b.addr[static_cast<size_t>(i)] = gpu->Malloc(kBytes);
+      moves.push_back({static_cast<uint64_t>(i), b.addr[static_cast<size_t>(i)]});
+    }
+    moving += moves.empty() ? 0 : 1;
+    std::vector<float> input(kN), garbage(kN, -12345.0f);
+    for (float& x : input) x = static_cast<float>(rng() % 1000);
+    gpu->Write(b.addr[0], input.data(), kBytes);
+    for (int i = 1; i < kAllocs; ++i) gpu->Write(b.addr[static_cast<size_t>(i)], garbage.data(), kBytes);
+    const int traces = flow.CollectiveTraces();
+    rcb_update_report report = flow.Execute(moves);
+    gpu->Sync();
+    std::vector<float> a2 = Read(b.addr[2]), a3 = Read(b.addr[3]), a4 = Read(b.addr[4]);
+    bool exact = true;
+    for (uint64_t j = 0; j < kN; ++j) {
+      exact &= a2[j] == 5.0f * input[j] && a3[j] == 7.5f * input[j] && a4[j] == 8.5f * input[j];
+    }
+    CHECK_RESULT(exact, "%s: step %d: outputs differ from the inputs' expected multiples", name, step);
+    // Every move refused whole, the collective traced again for it, never for a step without one.
+    CHECK(moves.empty() || (report.needs_rerecord == 1 && report.patched_sites == 0),
+          "%s: step %d: a move in place (%llu sites patched)", name, step,
+          static_cast<unsigned long long>(report.patched_sites));
+    CHECK(flow.CollectiveTraces() == traces + (moves.empty() ? 0 : 1), "%s: step %d: %d traces of the collective",
+          name, step, flow.CollectiveTraces() - traces);
+    // Nothing flattened into it: its nodes are still the four recorded, and its sites the two
+    // adds' pointers.
+    size_t nodes = 0, sites = 0;
+    OK(flow.cb().NodeCount(&nodes));
+    OK(flow.cb().SiteCount(&sites));
+    CHECK(nodes == 4 && sites == 6, "%s: step %d: %zu nodes, %zu sites", name, step, nodes, sites);
+  }
+  rcb_counters c = CmdBufCounters(flow.cb());
+  uint64_t child_sets = gpu->CallCount("hipGraphExecChildGraphNodeSetParams") - child_sets_before;
+  uint64_t captures = gpu->CallCount("hipStreamEndCapture") - captures_before;
+  std::printf("%s: %d steps exact, %d with moves, each refused and recorded again; the collective traced %d "
+              "times, the GEMM %d; %llu instantiation(s), %llu refusal(s) for references",
+              name, kSteps, moving, flow.CollectiveTraces(), flow.GemmTraces(),
+              static_cast<unsigned long long>(c.instantiations),
+              static_cast<unsigned long long>(c.fallbacks[RCB_FALLBACK_OPAQUE_REFERENCE]));
+  if (!gpu->cuda()) {
+    std::printf(", %llu child-graph sets, %llu hipStreamEndCapture", static_cast<unsigned long long>(child_sets),
+                static_cast<unsigned long long>(captures));
+  }
+  std::printf("\n");
+  CHECK(flow.CollectiveTraces() == 1 + moving && flow.GemmTraces() == 1, "%s: %d collective traces, %d GEMM traces",
+        name, flow.CollectiveTraces(), flow.GemmTraces());
+  // Updated in place in the executable graph: one instantiation, no address update.
+  CHECK(c.instantiations == 1 && c.reinstantiations == 0 && c.address_updates == 0,
+        "%s: %llu instantiations, %llu re-instantiations, %llu address updates", name,
+        static_cast<unsigned long long>(c.instantiations), static_cast<unsigned long long>(c.reinstantiations),
+        static_cast<unsigned long long>(c.address_updates));
+  CHECK(c.fallbacks[RCB_FALLBACK_OPAQUE_REFERENCE] == static_cast<uint64_t>(moving),
+        "%s: %llu moves refused for references, %d steps moved", name,
+        static_cast<unsigned long long>(c.fallbacks[RCB_FALLBACK_OPAQUE_REFERENCE]), moving);
+  if (gpu->cuda()) {
+    Skipped("the child-graph sets and captures of a command buffer holding a collective",
+            "the software GPU's call counters");
+  } else {
+    // Each record gives both child nodes their new graph in the executable graph; every trace is
+    // one capture (the GEMM's first, the collective's each time).
+    CHECK(child_sets == 2 * static_cast<uint64_t>(moving), "%s: %llu child-graph sets", name,
+          static_cast<unsigned long long>(child_sets));
+    CHECK(captures == static_cast<uint64_t>(1 + flow.CollectiveTraces()), "%s: %llu captures", name,
+          static_cast<unsigned long long>(captures));
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -303,5 +579,6 @@ int main() {
   Run({"flattened traced commands and a kernelParams kernel", true, true});
   gpu->SetLatency("");
   Run({"a collective whose key holds an allocation no node names, as child graph nodes", false, false, true});
+  RunHoldsCollectives();
   return Finish("xla_flow traced");
 }

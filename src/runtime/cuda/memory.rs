@@ -8,8 +8,8 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, `_IS_MANAGED`, `_DEVICE_ORDINAL`,
-/// `_IS_LEGACY_CUDA_IPC_CAPABLE` and `_MEMPOOL_HANDLE`.
-const POINTER_ATTRIBUTES: [c_int; 5] = [2, 8, 9, 10, 17];
+/// `_IS_LEGACY_CUDA_IPC_CAPABLE`, `_MEMPOOL_HANDLE` and `_CONTEXT`.
+const POINTER_ATTRIBUTES: [c_int; 6] = [2, 8, 9, 10, 17, 1];
 
 impl CudaRuntime {
     /// The kind of allocation `ptr` lies in, as CUDA's executable memcpy setter tells them apart.
@@ -18,7 +18,9 @@ impl CudaRuntime {
     /// stream-ordered pool for a node made with either, and fails with
     /// `CUDA_ERROR_INVALID_VALUE` across the two. The attributes that separate them are those
     /// NCCL uses to pick its IPC path: legacy IPC for `cuMemAlloc`, a pool handle for a pool
-    /// allocation, an allocation handle to retain for a mapped one.
+    /// allocation, an allocation handle to retain for a mapped one. Plain memory also carries
+    /// the context it was allocated in, which the setter wants unchanged too (documented; see
+    /// `cmdbuf/memcpy_class.rs` for what it does otherwise).
     pub(super) fn classify(&self, ptr: DevicePtr) -> MemoryClass {
         let Ok(api) = self.pointer_class.table() else { return MemoryClass::Other };
         // Each attribute's value is written to the start of its word; zeroed words read as false,
@@ -30,13 +32,13 @@ impl CudaRuntime {
         let read = self.call("cuPointerGetAttributes", || unsafe {
             (api.cuPointerGetAttributes)(POINTER_ATTRIBUTES.len() as u32, POINTER_ATTRIBUTES.as_ptr(), data.as_mut_ptr(), ptr)
         });
-        let [memory_type, managed, ordinal, legacy_ipc, pool] = words;
+        let [memory_type, managed, ordinal, legacy_ipc, pool, context] = words;
         if read.is_err() || memory_type as u32 == 0 {
             return MemoryClass::Other;
         }
         let device = ordinal as i32;
         if managed as u32 != 0 || legacy_ipc as u32 != 0 {
-            return MemoryClass::Plain { device };
+            return MemoryClass::Plain { device, context };
         }
         if pool != 0 {
             return MemoryClass::Mapped { device };

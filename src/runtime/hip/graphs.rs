@@ -393,7 +393,12 @@ impl Graphs for HipRuntime {
         // A node's `func` is a host stub (a captured runtime launch) or a `hipFunction_t` (a module
         // launch), which nothing tells apart: the registry of host stubs is asked first and answers
         // null for anything else (clr tells them apart the same way, `GraphKernelNode::getFunc`);
-        // `hipKernelNameRef` takes its argument for a `hipFunction_t` unchecked.
+        // `hipKernelNameRef` takes its argument for a `hipFunction_t` unchecked. The registry
+        // holds a stub's name from its registration (`__hipRegisterFunction`, when its library is
+        // loaded), whether or not its code object has been loaded on a device (clr loads those
+        // lazily, at the first `getStatFunc`), so a collective that never ran is named too; a
+        // stub the registry has dropped (its library unloaded) leaves a node that no launch can
+        // run either. A null name is an error, which the caller takes for an unnamed kernel.
         // SAFETY: a lookup of the pointer's value; the stream is ignored.
         let mut name = unsafe { (names.hipKernelNameRefByPtr)(function.0, null_mut()) };
         if name.is_null() {

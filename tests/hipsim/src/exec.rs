@@ -204,6 +204,18 @@ impl ExecGraph {
         Ok(())
     }
 
+    /// Whether each 1-D memcpy node of `other`, a graph of the same topology, copies between the
+    /// same kinds of memory (`class`) as this one's node, child graphs included.
+    pub fn same_memcpy_classes(&self, other: &ExecGraph, class: &dyn Fn(u64) -> (&'static str, i32)) -> bool {
+        self.nodes.iter().zip(&other.nodes).all(|(a, b)| match (&a.child, &b.child, &a.op, &b.op) {
+            (Some(ca), Some(cb), ..) => ca.same_memcpy_classes(cb, class),
+            (_, _, Op::Memcpy { dst: ad, src: asrc, .. }, Op::Memcpy { dst: bd, src: bsrc, .. }) => {
+                class(*ad) == class(*bd) && class(*asrc) == class(*bsrc)
+            }
+            _ => true,
+        })
+    }
+
     /// Takes all parameters from a graph of the same topology, keeping this exec's node identities.
     pub fn take_params(&mut self, other: &ExecGraph) {
         for (a, b) in self.nodes.iter_mut().zip(&other.nodes) {

@@ -136,11 +136,85 @@ static void invalidation(void) {
     CHECK(hipStreamDestroy(s)); /* discards the half-built graph */
 }
 
+/* The capture's graph and last nodes (hipStreamGetCaptureInfo_v2) and nodes added to that graph by
+ * hand, made the stream's next dependencies (hipStreamUpdateCaptureDependencies), as NCCL adds an
+ * event record node to its capture: fill a (kernel) -> event record node -> fill b, with an event
+ * wait node added beside them and joined by "add". */
+static void capture_dependencies(hipModule_t m) {
+    hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
+    hipStream_t s;
+    CHECK(hipStreamCreate(&s));
+    hipEvent_t e;
+    CHECK(hipEventCreateWithFlags(&e, hipEventDisableTiming));
+    uint32_t *a, *b;
+    CHECK(hipMalloc((void **)&a, N * 4));
+    CHECK(hipMalloc((void **)&b, N * 4));
+    hipStreamCaptureStatus st;
+    hipGraph_t cg = NULL;
+    const hipGraphNode_t *deps = NULL;
+    size_t n = 99;
+    unsigned long long id = 0;
+    CHECK(hipStreamGetCaptureInfo_v2(s, &st, &id, &cg, &deps, &n));
+    EXPECT(st == hipStreamCaptureStatusNone && cg == NULL && n == 99);
+    EXPECT_ERR(hipStreamUpdateCaptureDependencies(s, NULL, 0, hipStreamSetCaptureDependencies), hipErrorIllegalState);
+
+    CHECK(hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal));
+    CHECK(hipStreamGetCaptureInfo_v2(s, &st, &id, &cg, &deps, &n));
+    EXPECT(st == hipStreamCaptureStatusActive && cg != NULL && id != 0 && n == 0);
+    launch_fill(fill, a, 1, N, s);
+    CHECK(hipStreamGetCaptureInfo_v2(s, &st, NULL, NULL, &deps, &n));
+    EXPECT(n == 1);
+    hipGraphNode_t first = deps[0], record, wait;
+    CHECK(hipGraphAddEventRecordNode(&record, cg, &first, 1, e));
+    CHECK(hipGraphAddEventWaitNode(&wait, cg, NULL, 0, e));
+    /* Refused: another flag, a node of another graph, a null list of some nodes. */
+    hipGraph_t other;
+    CHECK(hipGraphCreate(&other, 0));
+    hipGraphNode_t stranger;
+    CHECK(hipGraphAddEmptyNode(&stranger, other, NULL, 0));
+    EXPECT_ERR(hipStreamUpdateCaptureDependencies(s, &record, 1, 2), hipErrorInvalidValue);
+    EXPECT_ERR(hipStreamUpdateCaptureDependencies(s, &stranger, 1, hipStreamSetCaptureDependencies), hipErrorInvalidValue);
+    EXPECT_ERR(hipStreamUpdateCaptureDependencies(s, NULL, 1, hipStreamSetCaptureDependencies), hipErrorInvalidValue);
+    CHECK(hipStreamUpdateCaptureDependencies(s, &record, 1, hipStreamSetCaptureDependencies));
+    CHECK(hipStreamUpdateCaptureDependencies(s, &wait, 1, hipStreamAddCaptureDependencies));
+    CHECK(hipStreamUpdateCaptureDependencies(s, &wait, 1, hipStreamAddCaptureDependencies)); /* once */
+    CHECK(hipStreamGetCaptureInfo_v2(s, &st, NULL, NULL, &deps, &n));
+    EXPECT(n == 2 && deps[0] == record && deps[1] == wait);
+    launch_fill(fill, b, 2, N, s);
+    hipGraph_t g;
+    CHECK(hipStreamEndCapture(s, &g));
+    EXPECT(g == cg);
+
+    hipGraphNode_t nodes[4];
+    size_t count = 4;
+    CHECK(hipGraphGetNodes(g, nodes, &count));
+    EXPECT(count == 4 && nodes[0] == first && nodes[1] == record && nodes[2] == wait);
+    hipGraphNode_t d[2];
+    size_t nd = 2;
+    CHECK(hipGraphNodeGetDependencies(nodes[3], d, &nd));
+    EXPECT(nd == 2 && d[0] == record && d[1] == wait);
+    hipGraphExec_t ex;
+    CHECK(hipGraphInstantiate(&ex, g, NULL, NULL, 0));
+    CHECK(hipGraphLaunch(ex, s));
+    CHECK(hipStreamSynchronize(s));
+    uint32_t host[N];
+    CHECK(hipMemcpy(host, b, sizeof host, hipMemcpyDeviceToHost));
+    expect_u32(host, N, 2);
+    CHECK(hipEventSynchronize(e));
+    CHECK(hipGraphExecDestroy(ex));
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipGraphDestroy(other));
+    CHECK(hipEventDestroy(e));
+    CHECK(hipFree(a)); CHECK(hipFree(b));
+    CHECK(hipStreamDestroy(s));
+}
+
 int main(void) {
     uint64_t live_graphs = hipsimLiveCount("graph");
     hipModule_t m = load_module();
     for (int mode = 0; mode < 3; mode++) capture_all_ops(mode, m);
     invalidation();
+    capture_dependencies(m);
     CHECK(hipModuleUnload(m));
     EXPECT(hipsimLiveCount("graph") == live_graphs);
     PASS();

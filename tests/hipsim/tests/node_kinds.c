@@ -288,7 +288,24 @@ static void memcpy_class(void) {
     CHECK(hipGraphMemcpyNodeSetParams1D(c, signal, s1, 8, hipMemcpyDeviceToDevice));
     hipGraphExec_t y;
     CHECK(hipGraphInstantiate(&y, g, NULL, NULL, 0));
+    /* A child node's new graph: the same rule for its memcpy nodes (g now copies into signal
+     * memory, h and k between device allocations). */
+    hipGraph_t parent, h, k;
+    CHECK(hipGraphCreate(&parent, 0));
+    CHECK(hipGraphCreate(&h, 0));
+    CHECK(hipGraphCreate(&k, 0));
+    hipGraphNode_t hc, kc, child;
+    CHECK(hipGraphAddMemcpyNode1D(&hc, h, NULL, 0, d1, s1, 8, hipMemcpyDeviceToDevice));
+    CHECK(hipGraphAddMemcpyNode1D(&kc, k, NULL, 0, d0, s0, 8, hipMemcpyDeviceToDevice));
+    CHECK(hipGraphAddChildGraphNode(&child, parent, NULL, 0, h));
+    hipGraphExec_t z;
+    CHECK(hipGraphInstantiate(&z, parent, NULL, NULL, 0));
+    CHECK(hipGraphExecChildGraphNodeSetParams(z, child, k));
+    EXPECT_ERR(hipGraphExecChildGraphNodeSetParams(z, child, g), hipErrorInvalidValue);
     EXPECT(hipsimSetQuirks("") == 0);
+    CHECK(hipGraphExecChildGraphNodeSetParams(z, child, g));
+    CHECK(hipGraphExecDestroy(z));
+    CHECK(hipGraphDestroy(parent)); CHECK(hipGraphDestroy(h)); CHECK(hipGraphDestroy(k));
     CHECK(hipGraphExecDestroy(x));
     CHECK(hipGraphExecDestroy(y));
     CHECK(hipGraphDestroy(g));

@@ -123,7 +123,16 @@ hip_export! {
     fn hipGraphExecChildGraphNodeSetParams(e: usize, node: usize, child: usize) {
         let snap = ExecGraph::snapshot(&graph::lock(), child)?;
         let check = |n: &ExecNode| match &n.child {
-            Some(c) => c.same_topology(&snap).map_err(|_| INVALID_VALUE),
+            Some(c) => {
+                c.same_topology(&snap).map_err(|_| INVALID_VALUE)?;
+                if knobs::get().memcpy_class() {
+                    let m = crate::memory::lock();
+                    if !c.same_memcpy_classes(&snap, &|a| m.class_of(a)) {
+                        return Err(INVALID_VALUE);
+                    }
+                }
+                Ok(())
+            }
             None => Err(INVALID_VALUE),
         };
         let bytes = kernarg::graph_bytes(&snap);
