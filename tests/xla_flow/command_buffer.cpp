@@ -9,20 +9,21 @@
 //     InstantiateGraph), launch;
 //   * CommandBufferThunk with 0004's hooks, in the order of the pinned commit (183fa00): at
 //     every execution Initialize then ExecuteOnStream. Initialize does nothing before the warm-up
-//     (when the commands require one), then records the first time (SetAllocations, hook of
-//     0004; UpdateBufferAllocations; RecordCreate; Finalize) and again at every execution when a
-//     command requires an update on initialize and not every allocation is persistent
-//     (SetAllocations, kept pending by the finalized buffer; UpdateBufferAllocations;
-//     Update = BeginUpdate then the pending table (CheckCanBeUpdated); RecordUpdate;
-//     Finalize). ExecuteOnStream runs the thunks at the warm-up, else computes
+//     (when the commands require one), then records the first time (UpdateBufferAllocations;
+//     SetAllocations, the hook of 0004, between it and the recording; RecordCreate; Finalize)
+//     and again at every execution when a command requires an update on initialize and not
+//     every allocation is persistent (UpdateBufferAllocations; SetAllocations, kept pending by
+//     the finalized buffer; Update = BeginUpdate then the pending table (CheckCanBeUpdated);
+//     RecordUpdate; Finalize). ExecuteOnStream runs the thunks at the warm-up, else computes
 //     UpdateBufferAllocations over the non-persistent allocations commands use (an index
-//     repeated when the recorded table grows), MoveCommandBufferAllocations (deduplicated
-//     moves; none on the first recording or when a command requires an update on every
-//     execution; on a refusal SetAllocations for the recording), records when still needed and
-//     submits. RecordUpdate skips a command as CommandExecutor does: unless it requires an
-//     update on every execution, or on initialize while initializing, it is skipped when it
-//     uses none of the updated allocations, and always when every allocation it uses is
-//     persistent;
+//     repeated when the recorded table grows) and whether it needs an update, then
+//     MoveCommandBufferAllocations, the hook of 0004 between that and the recording
+//     (deduplicated moves; none on the first recording or when a command requires an update on
+//     every execution; where nothing was moved in place and it records, SetAllocations for the
+//     recording), records when still needed and submits. RecordUpdate skips a command as
+//     CommandExecutor does: unless it requires an update on every execution, or on initialize
+//     while initializing, it is skipped when it uses none of the updated allocations, and
+//     always when every allocation it uses is persistent;
 //   * KernelThunk's ScopedLaunchArgumentSlices and the bridge's NameAllocations (0004): each
 //     argument of a KernelArgsPackedArray is named by its slice against the table the command
 //     buffer was last given, including a slice of size 0 one past its allocation's end;
@@ -813,8 +814,9 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
     if (!program.warmup()) warmup_done = true;
     if (warmup_done &&
         (bridge.state == Bridge::State::kCreate || (has_dynamic && program.RequiresUpdateOnInitialize()))) {
-      bridge.SetAllocations(arena.Table());  // 0004's hook, before UpdateBufferAllocations
       std::vector<int> updated = update_buffer_allocations();
+      // 0004's hook: after UpdateBufferAllocations, before the recording.
+      bridge.SetAllocations(arena.Table());
       record(updated, /*is_initialization=*/true);
       ++counts.recorded_at_initialize;
     }
@@ -834,7 +836,8 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
       std::vector<int> updated = update_buffer_allocations();
       bool requires_update_on_execute = program.RequiresUpdateOnExecute();
       bool needs_update = requires_update_on_execute || !updated.empty();
-      // MoveCommandBufferAllocations (0004).
+      // MoveCommandBufferAllocations (0004): after UpdateBufferAllocations and needs_update,
+      // before the recording.
       bool moved_in_place = false;
       if (!is_first_record && needs_update && !requires_update_on_execute && !updated.empty() &&
           bridge.state == Bridge::State::kFinalized) {
