@@ -2,8 +2,8 @@
 # Compares the SKIPPED lines of a test log with a committed list, by name and by count.
 #   ci/skips.sh EXPECTED LOG
 # A SKIPPED line reads `SKIPPED <test binary>::<test>: <what> (<why>)` (tests/common/mod.rs), or
-# `SKIPPED <program>: <what> (<why>)` for the programs of ci/gpu-run.sh; a test that skips
-# several of its checks prints one line for each.
+# `SKIPPED <program>: <what> (<why>)` for the programs of ci/gpu-run.sh and tests/xla_flow/run.sh;
+# a test that skips several of its checks prints one line for each.
 # EXPECTED holds one name per line, once for every SKIPPED line that name is expected to print
 # (`#` comments and blank lines ignored; the order does not matter, but keep it sorted): adding a
 # GPU-only test body, or one more skipped check in a test that already skips one, is adding a line.

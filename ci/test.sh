@@ -28,7 +28,7 @@ echo "== Rust tests (software GPU)"
 # Every check runs on the software GPU: the tests that skip are exactly those of
 # tests/expected-skips/software-gpu.txt (ci/skips.sh compares the SKIPPED lines by name and count).
 sw_log=$(mktemp)
-trap 'rm -f "$sw_log" "${gpu_log:-}"' EXIT
+trap 'rm -f "$sw_log" "${gpu_log:-}" "${flow_log:-}"' EXIT
 cargo test --workspace --quiet -- --nocapture >"$sw_log" 2>&1 || { cat "$sw_log"; echo "Rust tests failed"; exit 1; }
 grep -h '^test result:' "$sw_log" | awk '{p += $4; f += $6; i += $8} END {print p " passed, " f " failed, " i " ignored"}'
 bash ci/skips.sh tests/expected-skips/software-gpu.txt "$sw_log"
@@ -49,7 +49,11 @@ echo "(no GPU on this machine: these run on a GPU machine, see ci/gpu.sh)"
 echo "== C and C++ ABI tests"
 bash tests/c/run.sh target/debug
 echo "== the patched XLA's call sequences (tests/xla_flow)"
-bash tests/xla_flow/run.sh target/debug
+# Every check of the programs runs on the software GPU: the SKIPPED lines they print are exactly
+# those of tests/expected-skips/xla-flow-software-gpu.txt (none).
+flow_log=$(mktemp)
+bash tests/xla_flow/run.sh target/debug 2>&1 | tee "$flow_log"
+bash ci/skips.sh tests/expected-skips/xla-flow-software-gpu.txt "$flow_log"
 echo "== the fault matrix: every runtime call failed in turn (tests/faults; the tests/xla_flow programs every 50th call)"
 bash tests/faults/run.sh target/debug --xla-stride 50
 echo "== soak, short version (rcb-bench --quick soak; the figures in docs/reliability.md are the full one)"

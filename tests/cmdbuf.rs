@@ -149,10 +149,11 @@ fn a_diamond_over_interior_pointers_follows_its_allocation() {
     let Some(gpu) = gpu() else { return };
     let n = N as u64;
     let k = &gpu.k;
-    let x = gpu.upload(&[0.0; N]);
+    // Apart: out's base, were it ys's end, could be either's.
+    let x = gpu.upload_apart(&[0.0; N]);
     // y1 and y2 are two halves of one allocation; out gets y1 + y2.
-    let ys = gpu.upload(&[iota(0.0), iota(100.0)].concat());
-    let out = gpu.upload(&[0.0; N]);
+    let ys = gpu.upload_apart(&[iota(0.0), iota(100.0)].concat());
+    let out = gpu.upload_apart(&[0.0; N]);
     let (y1, y2) = (ys, ys + BYTES);
     let cb = Cb::primary();
     cb.set_allocs(&[(x, BYTES), (ys, 2 * BYTES), (out, BYTES)]);
@@ -989,6 +990,108 @@ fn a_named_pointer_outside_the_table_is_refused_naming_the_argument() {
     assert_eq!(count, 0, "nothing was added");
     // One past the end is allowed.
     assert_eq!(add(&named_fill(0, BYTES, 1.0, 1)), RCB_OK);
+}
+
+/// `distance(out, begin, end)` then `distance(out + 8, out, end)`: a range given to kernels as
+/// begin and end pointers (iterator pairs; a size-0 slice at a buffer's end is one such end).
+/// The first word is the range's length, the second where its end points as seen from `out`,
+/// which never moves: a stale end pointer shows in one or the other.
+fn record_range(gpu: &Gpu, cb: &Cb, begin: u64, end: u64, out: u64) {
+    let length = cb.kernel(&[], gpu.k.distance_u64, 1, &args::distance(out, begin, end));
+    cb.kernel(&[length], gpu.k.distance_u64, 1, &args::distance(out + 8, out, end));
+}
+
+/// Runs `cb` and reads the two words at `out`.
+fn run_range(gpu: &Gpu, cb: &Cb, out: u64) -> [u64; 2] {
+    gpu.write(out, &[0.0; 4]);
+    cb.launch(gpu);
+    let b = gpu.read_bytes(out, 16);
+    [0, 8].map(|i| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes")))
+}
+
+/// What a fresh record of the range at `begin, end` writes: the reference an update must match.
+fn fresh_range(gpu: &Gpu, begin: u64, end: u64, out: u64) -> [u64; 2] {
+    let fresh = Cb::primary();
+    record_range(gpu, &fresh, begin, end, out);
+    fresh.finalize();
+    run_range(gpu, &fresh, out)
+}
+
+/// XLA's and PyTorch's allocators pack allocations end to end, so the end pointer of `a` is
+/// the base of the allocation `b` after it: by address alone it may come from either. Moving
+/// `a` alone must not patch it as `b`'s base (a stale end, reported as a success): the move is
+/// refused with nothing changed, through either update call. Moving both by one delta is done
+/// in place and equals a fresh record at the new addresses.
+#[test]
+fn an_end_pointer_where_the_next_allocation_begins_moves_only_with_both() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // a and b end to end in one buffer; out on its own, where neither ends.
+    let slab = gpu.upload_apart(&[0.0; 2 * N]);
+    let out = gpu.upload(&[0.0; 4]);
+    let table = |a: u64| [(a, BYTES), (a + BYTES, BYTES), (out, 16)];
+    let cb = Cb::primary();
+    cb.set_allocs(&table(slab));
+    record_range(&gpu, &cb, slab, slab + BYTES, out);
+    cb.finalize();
+    assert_eq!(run_range(&gpu, &cb, out), fresh_range(&gpu, slab, slab + BYTES, out));
+    assert_eq!(run_range(&gpu, &cb, out)[0], BYTES);
+
+    // a alone, b staying.
+    let a2 = gpu.upload(&[0.0; N]);
+    let alone = [(a2, BYTES), (slab + BYTES, BYTES), (out, 16)];
+    for (how, r) in [("the new table", cb.update_allocs(&alone)), ("the moves", cb.move_allocs(&[(0, a2)]))] {
+        if r.needs_rerecord == 0 {
+            assert_eq!(
+                run_range(&gpu, &cb, out),
+                fresh_range(&gpu, a2, a2 + BYTES, out),
+                "{how}: a moved alone, its end pointer left behind"
+            );
+        }
+        assert_eq!(r, rcb_update_report { needs_rerecord: 1, ..Default::default() }, "{how}: refused, nothing moved");
+        assert_eq!(run_range(&gpu, &cb, out), fresh_range(&gpu, slab, slab + BYTES, out), "{how}: still recorded at a");
+    }
+    assert_eq!(counts(&cb).fallbacks[RCB_FALLBACK_OVERLAPPING_ALLOCATIONS as usize], 2);
+
+    // a and b together, one delta.
+    let slab2 = gpu.upload(&[0.0; 2 * N]);
+    let r = cb.update_allocs(&table(slab2));
+    assert_eq!((r.moved_allocations, r.needs_rerecord), (2, 0));
+    assert_eq!(run_range(&gpu, &cb, out), fresh_range(&gpu, slab2, slab2 + BYTES, out));
+    assert_eq!(run_range(&gpu, &cb, out)[0], BYTES);
+}
+
+/// An end pointer with no allocation after it comes from the allocation it ends: a site of it
+/// at offset `size`, moved with it (before, it was no site at all and stayed where it was). A
+/// size-0 allocation at that end may be where it came from too: it moves with `a` or the move
+/// is refused.
+#[test]
+fn an_end_pointer_with_nothing_after_it_follows_its_allocation() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // a is the first half of a buffer the table lists nothing else of, so no other allocation
+    // can begin at its end whatever the allocator does.
+    let (buffer, out) = (gpu.upload_apart(&[0.0; N]), gpu.upload(&[0.0; 4]));
+    let cb = Cb::primary();
+    cb.set_allocs(&[(buffer, BYTES), (out, 16)]);
+    record_range(&gpu, &cb, buffer, buffer + BYTES, out);
+    cb.finalize();
+    assert_eq!(cb.sites(), 6, "two end pointers among the sites");
+    let a2 = gpu.upload(&[0.0; 2 * N]);
+    let r = cb.move_allocs(&[(0, a2)]);
+    assert_eq!(run_range(&gpu, &cb, out), fresh_range(&gpu, a2, a2 + BYTES, out), "a moved: its end pointer too");
+    assert_eq!((r.moved_allocations, r.patched_sites, r.needs_rerecord), (1, 3, 0));
+
+    // With an empty allocation e at a's end.
+    let empty = Cb::primary();
+    empty.set_allocs(&[(buffer, BYTES), (out, 16), (buffer + BYTES, 0)]);
+    record_range(&gpu, &empty, buffer, buffer + BYTES, out);
+    empty.finalize();
+    let r = empty.move_allocs(&[(0, a2)]);
+    assert_eq!(r, rcb_update_report { needs_rerecord: 1, ..Default::default() }, "a moved without e: refused");
+    let r = empty.move_allocs(&[(0, a2), (2, a2 + BYTES)]);
+    assert_eq!((r.moved_allocations, r.needs_rerecord), (2, 0));
+    assert_eq!(run_range(&gpu, &empty, out), fresh_range(&gpu, a2, a2 + BYTES, out));
 }
 
 /// A device buffer of `bytes` mapped through the virtual memory API (what XLA's platform

@@ -5,10 +5,12 @@
 //!
 //! The tables are what XLA's allocator and its users make: allocations that alias one another
 //! (one array passed twice, donation), nested and partly overlapping views of one buffer, empty
-//! entries anywhere (at a buffer's start, inside it, one past its end). Each pointer argument
-//! comes from one known allocation — the truth the fresh record uses — and is given to the
-//! library either as an address (which it must attribute on its own) or named by allocation
-//! (`RCB_ARG_ALLOCATION`). Tables whose entries are disjoint are never refused.
+//! entries anywhere (at a buffer's start, inside it, one past its end), entries end to end. Each
+//! pointer argument comes from one known allocation — the truth the fresh record uses — and is
+//! given to the library either as an address (which it must attribute on its own) or named by
+//! allocation (`RCB_ARG_ALLOCATION`); among them are end pointers, one past their allocation's
+//! end (a range given as begin and end), which by address alone may come from the allocation
+//! that begins there. Tables whose entries neither overlap nor touch are never refused.
 //!
 //! `RCB_PROPERTY_CASES` sets the number of cases (default 2000); `RCB_PROPERTY_SEED` the seed.
 
@@ -49,11 +51,34 @@ struct Ptr {
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Fill { dst: Ptr, value: u32 },
-    Axpy { y: Ptr, x: Ptr, a: f32 },
-    Add { out: Ptr, x: Ptr, y: Ptr },
-    Copy { dst: Ptr, src: Ptr },
-    Set { dst: Ptr, pattern: u32 },
+    Fill {
+        dst: Ptr,
+        value: u32,
+    },
+    Axpy {
+        y: Ptr,
+        x: Ptr,
+        a: f32,
+    },
+    Add {
+        out: Ptr,
+        x: Ptr,
+        y: Ptr,
+    },
+    Copy {
+        dst: Ptr,
+        src: Ptr,
+    },
+    Set {
+        dst: Ptr,
+        pattern: u32,
+    },
+    /// `*out = end - begin` (`rcb_test_distance_u64`), `end` one past its allocation's end.
+    Range {
+        out: Ptr,
+        begin: Ptr,
+        end: Ptr,
+    },
 }
 
 #[derive(Debug)]
@@ -70,18 +95,22 @@ struct Case {
 }
 
 impl Case {
-    /// Whether no two non-empty allocations share an element and no empty one sits inside a
-    /// non-empty one (then the library has nothing to guess).
+    /// Whether no two non-empty allocations share an element, no empty one sits inside a
+    /// non-empty one or at another empty one, and none touches another (a non-empty one ending
+    /// where another one begins): then no address, an end pointer included, may come from two
+    /// allocations, and the library has nothing to guess.
     fn disjoint(&self) -> bool {
         let inside = |v: &View, buffer: usize, e: usize| v.buffer == buffer && v.start <= e && e < v.start + v.len;
+        let ends_at = |v: &View, buffer: usize, e: usize| v.len > 0 && v.buffer == buffer && v.start + v.len == e;
         self.old.iter().enumerate().all(|(i, a)| {
             self.old.iter().enumerate().all(|(j, b)| {
                 i == j
-                    || if a.len == 0 {
-                        !inside(b, a.buffer, a.start) && (b.len > 0 || (b.buffer, b.start) != (a.buffer, a.start))
-                    } else {
-                        b.len == 0 || (a.start..a.start + a.len).all(|e| !inside(b, a.buffer, e))
-                    }
+                    || !ends_at(b, a.buffer, a.start)
+                        && if a.len == 0 {
+                            !inside(b, a.buffer, a.start) && (b.len > 0 || (b.buffer, b.start) != (a.buffer, a.start))
+                        } else {
+                            b.len == 0 || (a.start..a.start + a.len).all(|e| !inside(b, a.buffer, e))
+                        }
             })
         })
     }
@@ -155,13 +184,19 @@ fn random_case(rng: &mut XorShift) -> Case {
             let offset = if old[alloc].len == LEN { SPAN * rng.below(2) } else { 0 };
             Ptr { alloc, offset, named: named == 2 || (named == 1 && rng.below(2) == 0) }
         };
+        // One past the end of a usable allocation.
+        let end = |rng: &mut XorShift| {
+            let alloc = usable[rng.below(usable.len())];
+            Ptr { alloc, offset: old[alloc].len, named: named == 2 || (named == 1 && rng.below(2) == 0) }
+        };
         for i in 0..2 + rng.below(5) {
-            let op = match rng.below(5) {
+            let op = match rng.below(6) {
                 0 => Op::Fill { dst: ptr(rng), value: (rng.below(8) as f32).to_bits() },
                 1 => Op::Axpy { y: ptr(rng), x: ptr(rng), a: (1 + rng.below(3)) as f32 },
                 2 => Op::Add { out: ptr(rng), x: ptr(rng), y: ptr(rng) },
                 3 => Op::Copy { dst: ptr(rng), src: ptr(rng) },
-                _ => Op::Set { dst: ptr(rng), pattern: (rng.below(8) as f32).to_bits() },
+                4 => Op::Set { dst: ptr(rng), pattern: (rng.below(8) as f32).to_bits() },
+                _ => Op::Range { out: ptr(rng), begin: ptr(rng), end: end(rng) },
             };
             // A chain (so results do not depend on scheduling) plus random extra edges.
             let mut deps: Vec<usize> = (0..i.saturating_sub(1)).filter(|_| rng.below(3) == 0).collect();
@@ -211,6 +246,7 @@ fn record(gpu: &Gpu, cb: &Cb, case: &Case, table: &[(u64, u64)], names: bool) {
             Op::Add { out, x, y } => kernel(&deps, k.add_f32, vec![pointer(out), pointer(x), pointer(y), count]),
             Op::Copy { dst, src } => cb.memcpy(&deps, address(dst), address(src), n * 4),
             Op::Set { dst, pattern } => cb.memset(&deps, address(dst), pattern, 4, n),
+            Op::Range { out, begin, end } => kernel(&deps, k.distance_u64, vec![pointer(out), pointer(begin), pointer(end)]),
         };
         nodes.push(node);
     }
@@ -222,8 +258,10 @@ fn upload_initial(gpu: &Gpu, case: &Case, bases: &[u64]) {
     }
 }
 
-fn results(gpu: &Gpu, bases: &[u64]) -> Vec<Vec<f32>> {
-    bases.iter().map(|&b| gpu.read(b, LEN)).collect()
+/// The buffers' contents as bits: a distance written over floats may read as a NaN, which
+/// equals nothing.
+fn results(gpu: &Gpu, bases: &[u64]) -> Vec<Vec<u32>> {
+    bases.iter().map(|&b| gpu.read(b, LEN).iter().map(|v| v.to_bits()).collect()).collect()
 }
 
 #[test]
@@ -236,6 +274,8 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
     // (in place, refused) for disjoint and for overlapping tables.
     let mut outcomes = [[0usize; 2]; 2];
     let mut named_in_place = 0;
+    // Updates done in place that moved an end pointer given by address.
+    let mut ends_moved = 0;
     for i in 0..cases {
         let case = random_case(&mut rng);
         let malloc = || gpu.rt.malloc(0, BYTES as usize).unwrap();
@@ -267,7 +307,7 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
         let all_named = case.ops.iter().all(|(op, _)| match *op {
             Op::Fill { dst, .. } => dst.named,
             Op::Axpy { y, x, .. } => y.named && x.named,
-            Op::Add { out, x, y } => out.named && x.named && y.named,
+            Op::Add { out, x, y } | Op::Range { out, begin: x, end: y } => out.named && x.named && y.named,
             Op::Copy { .. } | Op::Set { .. } => false,
         });
         if all_named {
@@ -288,7 +328,10 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
             in_place.launch(&gpu);
             let updated = results(&gpu, &bases);
             for &b in &gone {
-                assert_eq!(updated[b], sentinel, "case {i}: a buffer no allocation lies in was written: {case:?}");
+                assert!(
+                    updated[b].iter().all(|&v| v == (-1.0f32).to_bits()),
+                    "case {i}: a buffer no allocation lies in was written: {case:?}"
+                );
             }
 
             let scratch = Cb::primary();
@@ -299,17 +342,23 @@ fn updating_in_place_equals_recording_from_scratch_or_is_refused() {
             gone.iter().for_each(|&b| gpu.write(bases[b], &sentinel));
             scratch.launch(&gpu);
             assert_eq!(updated, results(&gpu, &bases), "case {i}: {case:?}");
+            let moved_end = |(op, _): &(Op, Vec<usize>)| matches!(*op, Op::Range { end, .. } if !end.named && old_table[end.alloc].0 != new_table[end.alloc].0);
+            ends_moved += usize::from(case.ops.iter().any(moved_end));
         }
         for b in bases {
             gpu.rt.free(b).unwrap();
         }
     }
     println!(
-        "{cases} cases: disjoint tables {} in place, {} refused; overlapping tables {} in place, {} refused; {named_in_place} with every pointer named",
+        "{cases} cases: disjoint tables {} in place, {} refused; overlapping tables {} in place, {} refused; {named_in_place} with every pointer named; {ends_moved} moved an end pointer given by address in place",
         outcomes[0][0], outcomes[0][1], outcomes[1][0], outcomes[1][1]
     );
     if cases >= 200 {
-        // Both kinds of table, both outcomes on overlapping ones and all-named cases were exercised.
-        assert!(outcomes[0][0] > 0 && outcomes[1][0] > 0 && outcomes[1][1] > 0 && named_in_place > 0, "{outcomes:?} {named_in_place}");
+        // Both kinds of table, both outcomes on overlapping ones, all-named cases and moved end
+        // pointers were exercised.
+        assert!(
+            outcomes[0][0] > 0 && outcomes[1][0] > 0 && outcomes[1][1] > 0 && named_in_place > 0 && ends_moved > 0,
+            "{outcomes:?} {named_in_place} {ends_moved}"
+        );
     }
 }

@@ -30,6 +30,20 @@ use std::ptr::null;
 /// Words each fill node writes; its allocation's size in bytes is `SLICE`.
 const WORDS: u64 = 16;
 const SLICE: u64 = WORDS * 4;
+/// Where home `home` of allocation `i` of `n` lies in a buffer of fills, in `SLICE`s. Each home
+/// is followed by a gap of its size: an address one past an allocation's end may be the end of
+/// a range in it (`src/cmdbuf/allocations.rs`), so with allocations packed end to end every
+/// fill's pointer could come from the allocation before it too, and these allocations move one
+/// at a time.
+fn slot(n: usize, i: usize, home: usize) -> usize {
+    2 * (home * n + i)
+}
+
+/// Bytes of a buffer of fills for `n` allocations: two homes each, and their gaps.
+fn fleet_bytes(n: usize) -> usize {
+    4 * n * SLICE as usize
+}
+
 /// What the library charges a push of a fill node: 24 argument bytes plus the overhead.
 const FILL_PUSH: u64 = 24 + NODE_OVERHEAD_BYTES;
 
@@ -60,7 +74,7 @@ struct Fleet {
 
 impl Fleet {
     fn new(gpu: &Gpu, n: usize, budget: u64) -> Fleet {
-        let buffer = gpu.rt.malloc(0, 2 * n * SLICE as usize).expect("malloc");
+        let buffer = gpu.rt.malloc(0, fleet_bytes(n)).expect("malloc");
         let cb = Cb::primary();
         ok(unsafe { rcb_cmdbuf_set_exec_update_budget(cb.0, budget) });
         let mut fleet = Fleet { rt: gpu.rt, cb, buffer, n, home: vec![0; n], nodes: Vec::with_capacity(n) };
@@ -75,7 +89,7 @@ impl Fleet {
     }
 
     fn at(&self, i: usize, home: usize) -> u64 {
-        self.buffer + ((home * self.n + i) as u64) * SLICE
+        self.buffer + slot(self.n, i, home) as u64 * SLICE
     }
 
     /// Moves allocation `i` to its other home.
@@ -87,22 +101,26 @@ impl Fleet {
     }
 
     /// Clears both homes of everything, launches, and checks that each node wrote its value to
-    /// its allocation's current home and nothing to the other.
+    /// its allocation's current home and nothing to the other or to a gap.
     fn launch_and_check(&self, gpu: &Gpu) -> Result<(), String> {
-        let words = 2 * self.n * WORDS as usize;
+        let words = fleet_bytes(self.n) / 4;
         gpu.rt.direct().copy_to_device(self.buffer, &vec![0u8; words * 4]).expect("clear");
         self.cb.launch(gpu);
         let out = common::download_u32(gpu.rt, self.buffer, words);
         for i in 0..self.n {
             for home in 0..2 {
                 let want = if home == self.home[i] { i as u32 + 1 } else { 0 };
-                let start = (home * self.n + i) * WORDS as usize;
+                let start = slot(self.n, i, home) * WORDS as usize;
                 if let Some(w) = out[start..start + WORDS as usize].iter().find(|&&w| w != want) {
                     return Err(format!("node {i}, home {home} (current {}): {w}, want {want}", self.home[i]));
                 }
             }
         }
-        Ok(())
+        let gaps = (1..4 * self.n).step_by(2).flat_map(|gap| &out[gap * WORDS as usize..(gap + 1) * WORDS as usize]);
+        match gaps.copied().find(|&w| w != 0) {
+            Some(w) => Err(format!("a gap between homes holds {w}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -872,11 +890,11 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
 
     // The outputs, one buffer: the fills' two homes per allocation, then `a`'s copy, then `b`'s.
     let n = 2 + rng.below(2);
-    let fills = 2 * n * SLICE as usize;
+    let fills = fleet_bytes(n);
     let region = fills + 2 * SRC_BYTES as usize;
     let out = rt.malloc(0, region).unwrap();
     rt.direct().copy_to_device(out, &vec![0; region]).unwrap();
-    let home_at = |i: usize, home: usize| out + ((home * n + i) as u64) * SLICE;
+    let home_at = |i: usize, home: usize| out + slot(n, i, home) as u64 * SLICE;
     let (out_a, out_b) = (out + fills as u64, out + fills as u64 + SRC_BYTES);
     let budget = (1 + rng.below(3) as u64) * FILL_PUSH;
     let mut sources: Vec<&'static Source> = Vec::new();
@@ -1088,7 +1106,7 @@ fn run_case(gpu: &Gpu, sim: &common::Hipsim, workers: &[Worker; 2], seed: u64, w
         let words: Vec<u32> = got[..fills].chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect();
         for i in 0..n {
             for home in 0..2 {
-                let start = (home * n + i) * WORDS as usize;
+                let start = slot(n, i, home) * WORDS as usize;
                 let at = &words[start..start + WORDS as usize];
                 let wrote = launch.homes.as_ref().is_some_and(|h| h[i] == home);
                 if at.iter().any(|&w| w != i as u32 + 1 && (wrote || w != 0)) {
@@ -1289,8 +1307,8 @@ fn a_free_while_launches_run_destroys_nothing_they_use_until_a_later_call_finds_
     f.flip(0);
     assert_eq!(f.flip(1).reinstantiated, 1);
     ok(unsafe { rcb_cmdbuf_launch(f.cb.0, stream.0) });
-    let fills = rt.malloc(0, 2 * 2 * SLICE as usize).unwrap();
-    common::run(rt, gpu.k.copy_u8, &args::copy(fills, f.buffer, 2 * 2 * SLICE), stream);
+    let fills = rt.malloc(0, fleet_bytes(2)).unwrap();
+    common::run(rt, gpu.k.copy_u8, &args::copy(fills, f.buffer, fleet_bytes(2) as u64), stream);
     // A flattened source owning a user object, launched held.
     let out = rt.malloc(0, SRC_BYTES as usize).unwrap();
     let snapshot = rt.malloc(0, SRC_BYTES as usize).unwrap();
@@ -1319,8 +1337,8 @@ fn a_free_while_launches_run_destroys_nothing_they_use_until_a_later_call_finds_
     assert_eq!(gpu.read_bytes(snapshot, SRC_BYTES as usize), source_pattern(), "the held launch read a destroyed source");
     // The second launch of the budgeted one ran the new executable: allocation 0 in its second
     // home, 1 in its second home too; the first homes hold the first launch's values.
-    let words = common::download_u32(rt, fills, 4 * WORDS as usize);
-    let home = |i: usize, h: usize| words[(h * 2 + i) * WORDS as usize];
+    let words = common::download_u32(rt, fills, fleet_bytes(2) / 4);
+    let home = |i: usize, h: usize| words[slot(2, i, h) * WORDS as usize];
     assert_eq!((home(0, 0), home(1, 0), home(0, 1), home(1, 1)), (1, 2, 1, 2), "the launches' results");
     assert_eq!(sim.live_count("exec_destroyed_in_flight"), in_flight);
 

@@ -229,6 +229,60 @@ fn a_command_buffer_child_keeps_its_layout_and_its_nodes_move_with_the_parent() 
     assert_eq!(gpu.read(y, N), vec![3.0; N], "the old buffers are not touched any more");
 }
 
+/// A range as a child records it: `distance(out, begin, end)` and `distance(out + 8, out, end)`
+/// (the length, and where the end points as seen from `out`), each end named as one past
+/// allocation 0, which the child's table says begins at `begin`.
+fn range_child(gpu: &Gpu, begin: u64, out: u64) -> Cb {
+    let child = Cb::nested();
+    child.set_allocs(&[(begin, BYTES), (out, 16)]);
+    let end: Vec<u8> = [0, BYTES].iter().flat_map(|w: &u64| w.to_ne_bytes()).collect();
+    let ptr = |p: u64| p.to_ne_bytes().to_vec();
+    let length = child.raw_kernel(
+        &[],
+        gpu.k.distance_u64,
+        1,
+        &[(&ptr(out), RCB_ARG_DEVICE_PTR), (&ptr(begin), RCB_ARG_DEVICE_PTR), (&end, RCB_ARG_ALLOCATION)],
+    );
+    child.raw_kernel(
+        &[length],
+        gpu.k.distance_u64,
+        1,
+        &[(&ptr(out + 8), RCB_ARG_DEVICE_PTR), (&ptr(out), RCB_ARG_DEVICE_PTR), (&end, RCB_ARG_ALLOCATION)],
+    );
+    child.finalize();
+    child
+}
+
+/// The two words a range writes at `out`.
+fn range_words(gpu: &Gpu, out: u64) -> [u64; 2] {
+    let b = gpu.read_bytes(out, 16);
+    [0, 8].map(|i| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes")))
+}
+
+/// A child's end pointer, named there, reaches the parent as an address one past an
+/// allocation's end: the parent attributes it to that allocation and moves it with it.
+#[test]
+fn a_flattened_end_pointer_follows_its_allocation() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    // a is the first half of a buffer the table lists nothing else of.
+    let (a, out) = (gpu.upload(&[0.0; 2 * N]), gpu.upload(&[0.0; 4]));
+    let child = range_child(&gpu, a, out);
+    let parent = Cb::primary();
+    parent.set_allocs(&[(a, BYTES), (out, 16)]);
+    let (_, report) = flatten(&parent, &[], child.0, Graph(null_mut())).unwrap();
+    assert_eq!((report.flattened, report.sites), (1, 6), "{}", reason(&report));
+    parent.finalize();
+    parent.launch(&gpu);
+    assert_eq!(range_words(&gpu, out), [BYTES, (a + BYTES).wrapping_sub(out)]);
+
+    let a2 = gpu.upload(&[0.0; 2 * N]);
+    let r = parent.move_allocs(&[(0, a2)]);
+    parent.launch(&gpu);
+    assert_eq!(range_words(&gpu, out), [BYTES, (a2 + BYTES).wrapping_sub(out)], "the end moved with a");
+    assert_eq!((r.patched_sites, r.needs_rerecord), (3, 0));
+}
+
 /// Buffers x, y, d, z for `capture_mixed`: y holds `y`, the others zeros.
 fn mixed_buffers(gpu: &Gpu, y: f32) -> (u64, u64, u64, u64) {
     (zeroed(gpu), gpu.upload(&[y; N]), zeroed(gpu), zeroed(gpu))

@@ -503,6 +503,62 @@ fn a_trace_that_does_not_name_every_allocation_is_never_relocated() {
     assert_eq!(gpu.read(y2, N), vec![3.0; N]);
 }
 
+/// What `trace_range` issues: `distance(out, begin, begin + BYTES)` and `distance(out + 8, out,
+/// begin + BYTES)`, a range given as begin and end pointers (the length, and where the end
+/// points as seen from `out`).
+struct RangeWork {
+    rt: &'static dyn Runtime,
+    distance: Function,
+    begin: u64,
+    out: u64,
+    calls: u32,
+}
+
+unsafe extern "C" fn trace_range(user_data: *mut c_void, stream: *mut c_void) -> i32 {
+    let w = unsafe { &mut *(user_data as *mut RangeWork) };
+    w.calls += 1;
+    let end = w.begin + BYTES;
+    let launch = |args: &[common::Arg]| w.rt.direct().launch_kernel(&common::launch(w.distance, &pack(args)), Stream(stream));
+    let issued = launch(&args::distance(w.out, w.begin, end)).and_then(|()| launch(&args::distance(w.out + 8, w.out, end)));
+    if issued.is_ok() { 0 } else { -1 }
+}
+
+/// A captured kernel's end pointer (one past an allocation of the key, with nothing after it)
+/// is relocated with that allocation, so a relocated trace computes what a capture at the new
+/// addresses would.
+#[test]
+fn a_relocated_trace_moves_its_end_pointers() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let tc = Tc::new(2);
+    let get = |w: &mut RangeWork| {
+        // Each allocation is the first part of a buffer the key lists nothing else of.
+        let t = table(&[(w.begin, BYTES), (w.out, 16)]);
+        let (mut g, mut outcome) = (null_mut(), u32::MAX);
+        let user_data = w as *mut RangeWork as *mut c_void;
+        ok(unsafe {
+            rcb_trace_cache_get_or_trace(tc.0, gpu.stream.0, t.as_ptr(), t.len(), Some(trace_range), user_data, &mut g, &mut outcome)
+        });
+        (Graph(g), outcome)
+    };
+    let words = |out: u64| {
+        let b = gpu.read_bytes(out, 16);
+        [0, 8].map(|i| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes")))
+    };
+    let mut w =
+        RangeWork { rt: gpu.rt, distance: gpu.k.distance_u64, begin: gpu.upload(&[0.0; 2 * N]), out: gpu.upload(&[0.0; 8]), calls: 0 };
+    let (g, outcome) = get(&mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_TRACED, 1));
+    run(&gpu, g);
+    assert_eq!(words(w.out), [BYTES, (w.begin + BYTES).wrapping_sub(w.out)]);
+
+    (w.begin, w.out) = (gpu.upload(&[0.0; 2 * N]), gpu.upload(&[0.0; 8]));
+    let (g, outcome) = get(&mut w);
+    assert_eq!((outcome, w.calls), (RCB_TRACE_RELOCATED, 1), "relocated without tracing");
+    run(&gpu, g);
+    assert_eq!(words(w.out), [BYTES, (w.begin + BYTES).wrapping_sub(w.out)], "the end pointer relocated with its allocation");
+}
+
 #[test]
 fn the_captured_graph_lives_as_long_as_its_entry() {
     // hipsim's counters and quirks are process-wide.

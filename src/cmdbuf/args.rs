@@ -18,11 +18,12 @@ pub const MAX_BLOB_BYTES: usize = 32764;
 pub enum ArgKind {
     /// Plain bytes: never patched, even when they equal an allocation address.
     Value,
-    /// An 8-byte device address: patched when it lies inside an allocation.
+    /// An 8-byte device address: patched when it lies inside an allocation or one past the end
+    /// of one (see `allocations.rs`).
     DevicePtr,
     /// Bytes of any size whose kind the caller does not know: packed like a value, and each of
     /// its 8-byte words at an 8-byte-aligned offset of the blob is a candidate address (a site
-    /// when it lies inside an allocation), as for a kernel node flattened from a raw graph.
+    /// as for `DevicePtr`), as for a kernel node flattened from a raw graph.
     Scan,
     /// An 8-byte device address the caller names: `offset` bytes into allocation `index` of the
     /// table (`value` is not read). Packed as that address, and always a site of that

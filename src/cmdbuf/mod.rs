@@ -38,12 +38,12 @@ use crate::runtime::{
     self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemoryClass, MemsetParams, Node,
     Runtime, Stream,
 };
-use allocations::AllocationTable;
+use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
 use nodes::{KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
-use patch::PatchTable;
+use patch::{PatchTable, Slot};
 use state::{Op, State};
 
 /// A node's index in its command buffer.
@@ -927,7 +927,13 @@ impl CmdBuf {
             match named.filter(|&n| agrees(n)) {
                 Some((alloc, offset)) => record.sites.push(patches.add(node, slot, alloc, offset, &[])),
                 None => {
-                    if let Some(c) = allocs.lookup(address) {
+                    // A kernel's pointer may be an end pointer; a copy's or memset's operand is
+                    // an address it reads or writes (see `allocations.rs`).
+                    let reach = match slot {
+                        Slot::KernelArg(_) => Reach::ThroughEnd,
+                        Slot::MemcpyDst | Slot::MemcpySrc | Slot::MemsetDst => Reach::Inside,
+                    };
+                    if let Some(c) = allocs.lookup(address, reach) {
                         record.sites.push(patches.add(node, slot, c.allocation, c.offset, &c.others));
                     }
                 }
@@ -939,7 +945,9 @@ impl CmdBuf {
             Some(References::Opaque(what)) => self.pins.add_opaque(what),
             Some(References::Known(addresses)) => {
                 for &a in addresses {
-                    if let Some(c) = allocs.lookup(a) {
+                    // Which addresses were kernel arguments is not kept: each one pins the
+                    // allocations ending at it too (a pin costs at most a refusal).
+                    if let Some(c) = allocs.lookup(a, Reach::ThroughEnd) {
                         record.pins.push(c.allocation);
                         record.pins.extend_from_slice(&c.others);
                     }

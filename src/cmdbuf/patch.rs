@@ -6,9 +6,10 @@
 //! graphs of 10 000 nodes those misses were most of an update's host cost). The grouped array
 //! is rebuilt, in O(sites), when the command buffer is finalized, so an update never pays for it.
 //!
-//! A site whose address lay in several allocations when it was recorded (see `allocations.rs`)
-//! is patched through one of them and also counted in [`Overlaps`], which an update asks whether
-//! every allocation containing it moved by the same delta before it writes anything.
+//! A site whose address may have come from several allocations when it was recorded (it lay in
+//! several, or a kernel's pointer lay one past the end of one: see `allocations.rs`) is patched
+//! through one of them and also counted in [`Overlaps`], which an update asks whether every one
+//! of those allocations moved by the same delta before it writes anything.
 
 use std::collections::HashMap;
 
@@ -33,14 +34,15 @@ pub struct Site {
 
 /// The allocation of a removed slab entry.
 const REMOVED: u32 = u32::MAX;
-/// The overlap set of a site that lies in one allocation only.
+/// The overlap set of a site that may come from one allocation only.
 const ALONE: u32 = u32::MAX;
 
-/// The distinct sets of allocations that ambiguous sites lie in, each with its site count, and
-/// the sets each allocation belongs to, so that an update looks only at the sets of what moved.
+/// The distinct sets of allocations that ambiguous sites may come from, each with its site
+/// count, and the sets each allocation belongs to, so that an update looks only at the sets of
+/// what moved.
 #[derive(Default)]
 pub struct Overlaps {
-    /// Set by id: its allocations (ascending) and how many live sites lie in exactly them.
+    /// Set by id: its allocations (ascending) and how many live sites may come from exactly them.
     sets: Vec<(Vec<u32>, u32)>,
     ids: HashMap<Vec<u32>, u32>,
     /// The ids of the sets each allocation is a member of.
@@ -90,7 +92,7 @@ impl Overlaps {
             let first = delta(set[0]);
             set.iter().any(|&a| delta(a) != first).then(|| {
                 format!(
-                    "{count} recorded address(es) lie in allocations {set:?} at once (aliased, nested or overlapping entries), which do not all move by the same amount: which one each address came from is not known"
+                    "{count} recorded address(es) may come from any of allocations {set:?} (aliased, nested or overlapping entries, or a kernel's pointer one past the end of one of them), which do not all move by the same amount: which one each address came from is not known"
                 )
             })
         })
@@ -120,8 +122,8 @@ impl PatchTable {
         self.stale = true;
     }
 
-    /// Adds a site patched through `alloc`; `others` are the other allocations its address lies
-    /// in (empty when it is unambiguous).
+    /// Adds a site patched through `alloc`; `others` are the other allocations its address may
+    /// come from (empty when it is unambiguous).
     pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64, others: &[u32]) -> u32 {
         self.stale = true;
         let set = match others {

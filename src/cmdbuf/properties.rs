@@ -8,7 +8,7 @@
 //! `RCB_PROPERTY_CASES` sets the number of cases per property (default 2000), `RCB_PROPERTY_SEED`
 //! the seed; a failure names the case's seed.
 
-use super::allocations::{Allocation, AllocationTable, validate};
+use super::allocations::{Allocation, AllocationTable, Reach, validate};
 use super::args::{ArgKind, KernelArg, MAX_BLOB_BYTES, pack};
 use super::patch::{PatchTable, Site, Slot};
 use std::collections::HashMap;
@@ -51,18 +51,25 @@ fn cases(name: &str, property: impl Fn(&mut XorShift)) {
 }
 
 /// The lookup as the header states it: the allocations containing `p` (`base <= p < base +
-/// size`; an empty one at `p == base`, only where no non-empty one contains `p`), patched through
-/// the lowest index, the others listed.
-fn lookup_model(allocs: &[Allocation], p: u64) -> Option<(u32, u64, Vec<u32>)> {
-    let mut found: Vec<u32> = (0..allocs.len())
-        .filter(|&i| allocs[i].size > 0 && allocs[i].base <= p && p - allocs[i].base < allocs[i].size)
-        .map(|i| i as u32)
-        .collect();
-    if found.is_empty() {
-        found = (0..allocs.len()).filter(|&i| allocs[i].size == 0 && allocs[i].base == p).map(|i| i as u32).collect();
-    }
-    let (&first, others) = found.split_first()?;
-    Some((first, p - allocs[first as usize].base, others.to_vec()))
+/// size`; an empty one at `p == base`, only where no non-empty one contains `p`), and for a
+/// kernel argument (`ends`) the non-empty ones ending at `p` too: patched through the lowest
+/// index containing `p`, else the lowest ending at it, else the lowest empty one at it; the
+/// others listed.
+fn lookup_model(allocs: &[Allocation], p: u64, ends: bool) -> Option<(u32, u64, Vec<u32>)> {
+    let all = |f: &dyn Fn(&Allocation) -> bool| -> Vec<u32> { (0..allocs.len()).filter(|&i| f(&allocs[i])).map(|i| i as u32).collect() };
+    let inside = all(&|a| a.size > 0 && a.base <= p && p - a.base < a.size);
+    let ending = if ends { all(&|a| a.size > 0 && a.base + a.size == p) } else { Vec::new() };
+    let empty = all(&|a| a.size == 0 && a.base == p);
+    let (first, mut others) = if let Some((&first, rest)) = inside.split_first() {
+        (first, [rest, &ending].concat())
+    } else if let Some((&first, rest)) = ending.split_first() {
+        (first, [rest, &empty].concat())
+    } else {
+        let (&first, rest) = empty.split_first()?;
+        (first, rest.to_vec())
+    };
+    others.sort_unstable();
+    Some((first, p - allocs[first as usize].base, others))
 }
 
 fn random_allocation(r: &mut XorShift) -> Allocation {
@@ -101,8 +108,9 @@ fn allocation_lookup_agrees_with_the_model() {
                     edge[(k as usize + r.below(4) as usize) % 4]
                 }
             };
-            let got = table.lookup(p).map(|c| (c.allocation, c.offset, c.others));
-            assert_eq!(got, lookup_model(&allocs, p), "address {p:#x} in {allocs:x?}");
+            let (reach, ends) = if r.below(2) == 0 { (Reach::Inside, false) } else { (Reach::ThroughEnd, true) };
+            let got = table.lookup(p, reach).map(|c| (c.allocation, c.offset, c.others));
+            assert_eq!(got, lookup_model(&allocs, p, ends), "address {p:#x} ({reach:?}) in {allocs:x?}");
         }
     });
 }

@@ -51,18 +51,19 @@ pub type rcb_node = u64;
 /// `rcb_kernel_arg.kind`: plain bytes, never patched even when they equal an address.
 pub const RCB_ARG_VALUE: u32 = 0;
 /// `rcb_kernel_arg.kind`: an 8-byte device address (`value` points to a `uint64_t`), patched when
-/// it lies inside an allocation of the table.
+/// it lies inside an allocation of the table or one past the end of one (see `rcb_allocation`).
 pub const RCB_ARG_DEVICE_PTR: u32 = 1;
 /// `rcb_kernel_arg.kind`: an argument of any size whose kind the caller does not know (XLA knows
 /// every argument's size but not always which ones are device addresses). It is packed exactly
 /// like `RCB_ARG_VALUE`; then every 8-byte word wholly inside it that sits at an 8-byte-aligned
-/// offset of the node's packed arguments and holds an address inside an allocation of the table
-/// is a patch site, found again whenever `rcb_cmdbuf_set_allocations` replaces the table.
+/// offset of the node's packed arguments and holds an address inside an allocation of the table,
+/// or one past the end of one, is a patch site (see `rcb_allocation`), found again whenever
+/// `rcb_cmdbuf_set_allocations` replaces the table.
 ///
-/// Trade-off: a plain value (an integer, a pair of floats) that happens to equal an address
-/// inside an allocation is patched as if it were a pointer; a pointer at an offset that is not a
-/// multiple of 8, or kept in device memory (a pointer array), is not found. Prefer
-/// `RCB_ARG_DEVICE_PTR` and `RCB_ARG_VALUE` for the arguments whose kind is known.
+/// Trade-off: a plain value (an integer, a pair of floats) that happens to equal such an
+/// address is patched as if it were a pointer; a pointer at an offset that is not a multiple of
+/// 8, or kept in device memory (a pointer array), is not found. Prefer `RCB_ARG_DEVICE_PTR` and
+/// `RCB_ARG_VALUE` for the arguments whose kind is known.
 pub const RCB_ARG_SCAN: u32 = 2;
 /// `rcb_kernel_arg.kind`: a device pointer the caller names by allocation: `value` points to an
 /// `rcb_arg_allocation` and `size` is `sizeof(rcb_arg_allocation)`. The node gets the 8-byte
@@ -145,14 +146,25 @@ pub struct rcb_kernel_params_launch {
 /// One allocation of the table (XLA's buffer allocation index = position in the array): device
 /// address `base`, `size` bytes. An address lies in it when `base <= p < base + size`; a
 /// size-0 allocation (an empty buffer, whose address may be anywhere) takes `p == base` only
-/// when no allocation of non-zero size contains `p`. One past an allocation's end is not in it.
+/// when no allocation of non-zero size contains `p`.
 ///
-/// An address that lies in several allocations (one array passed for two parameters, a donated
-/// buffer, nested or partly overlapping ranges, empty ones at one address) is ambiguous: nothing
-/// says which one it came from. An update moves it only when every allocation containing it
-/// moves by the same amount; any other move of one of them reports `needs_rerecord` (fallback
-/// reason `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`). A pointer argument given with
-/// `RCB_ARG_ALLOCATION` is never ambiguous: it follows the allocation it names.
+/// One past the end (`p == base + size`, `size` > 0) is not in the allocation, but a kernel's
+/// pointer argument there may have come from it (the end of a begin/end pair, a size-0 slice at
+/// the buffer's end), so for an address found among a kernel node's arguments
+/// (`RCB_ARG_DEVICE_PTR`, words of `RCB_ARG_SCAN`, every argument of a flattened graph) that
+/// allocation is a candidate too, at offset `size`: where another allocation contains `p` (the
+/// next buffer, packed right after it) the address is ambiguous between them; where none does,
+/// it is patched through the allocation ending there, with every other allocation ending there
+/// and every size-0 one at `p` as candidates. Memcpy and memset operands are addresses that are
+/// read or written, and are matched only by the allocations they lie in.
+///
+/// An address that may have come from several allocations (one array passed for two
+/// parameters, a donated buffer, nested or partly overlapping ranges, empty ones at one address,
+/// the end of one where another begins) is ambiguous: nothing says which one it came from. An
+/// update moves it only when every candidate moves by the same amount; any other move of one of
+/// them reports `needs_rerecord` (fallback reason `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`). A
+/// pointer argument given with `RCB_ARG_ALLOCATION` is never ambiguous: it follows the
+/// allocation it names.
 ///
 /// An allocation is a range whose contents move as one: every recorded address inside it
 /// follows it. List whole allocations (XLA's buffer allocations), not a view into memory that
@@ -189,8 +201,8 @@ pub struct rcb_update_report {
     pub updated_nodes: u64,
     /// 1 when the update could not be completed in place (the number of allocations or a size
     /// changed, a moved allocation may be referenced by a node the library cannot patch, or an
-    /// address recorded in several allocations would have to follow moves that differ: nothing
-    /// was changed; or a runtime call failed part-way: launches are refused until a
+    /// address that may come from several allocations would have to follow moves that differ:
+    /// nothing was changed; or a runtime call failed part-way: launches are refused until a
     /// re-record or the next finalize). Re-record: `rcb_cmdbuf_begin_update`,
     /// `rcb_cmdbuf_set_allocations` with the new table, `rcb_cmdbuf_update_*` for every node
     /// (`rcb_cmdbuf_update_child` with the child re-recorded at the new addresses),
@@ -526,14 +538,15 @@ pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
 
 /// Sets the allocation table: `allocs[i]` is allocation `i` (`n` entries, at most
 /// `RCB_MAX_ALLOCATIONS`; NULL allowed when `n` is 0), copied. Every address recorded so far and
-/// from now on that lies inside an allocation becomes a patch site of it (of all of them when it
-/// lies in several: see `rcb_allocation`), and the addresses that cloned child nodes may
-/// reference are mapped to the new table (see `rcb_cmdbuf_add_child`). A pointer recorded with
-/// `RCB_ARG_ALLOCATION` stays a site of the allocation it names while the new table agrees (that
-/// allocation exists and holds the pointer's address at its offset); otherwise it is matched by
-/// its address like any other. One past an allocation's end is not in it: a pointer named at
-/// its allocation's end keeps its name only in this command buffer (a parent that clones or
-/// flattens it matches the address).
+/// from now on that lies inside an allocation, or is a kernel's pointer one past the end of one,
+/// becomes a patch site of it (of all of them when it may come from several: see
+/// `rcb_allocation`), and the addresses that cloned child nodes may reference are mapped to the
+/// new table (see `rcb_cmdbuf_add_child`; an address one past an allocation's end pins that
+/// allocation too). A pointer recorded with `RCB_ARG_ALLOCATION` stays a site of the allocation
+/// it names while the new table agrees (that allocation exists and holds the pointer's address
+/// at its offset); otherwise it is matched by its address like any other. A pointer named at
+/// its allocation's end keeps its name only in this command buffer: a parent that clones or
+/// flattens it matches the address, ambiguous with an allocation that starts there.
 /// Allowed while recording or updating (re-recording starts with this call).
 ///
 /// Thread-safety: one thread at a time per command buffer.
@@ -717,8 +730,9 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
 /// source and destination, memset destination), whether or not `child` has an allocation table,
 /// plus the reference sets of `child`'s own child nodes. `cb` maps them to its allocations now
 /// and again on every `rcb_cmdbuf_set_allocations`; `rcb_cmdbuf_update_allocations` and
-/// `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in (`RCB_OK`,
-/// `needs_rerecord = 1`, nothing changed) instead of leaving the clone stale. The reference set
+/// `rcb_cmdbuf_move_allocations` then refuse to move any allocation they lie in or end at
+/// (which of them were kernel arguments, so maybe end pointers, is not kept): `RCB_OK`,
+/// `needs_rerecord = 1`, nothing changed, instead of leaving the clone stale. The reference set
 /// is unknown, so that ANY move is refused while the node exists, when `child`'s graph came from
 /// capture, when `child` holds a child node with unknown references or a kernel node added with
 /// `rcb_cmdbuf_add_kernel_params`, or when `child`'s template lags behind its executable graph (a
@@ -1120,8 +1134,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 /// touched node is then sent to the runtime once (executable graph of a primary command
 /// buffer, template of a nested one) and the recorded table becomes `allocs`. Cost: one
 /// comparison per entry plus the sites of the moved allocations, plus, when some recorded
-/// address lies in several allocations, the sets of allocations such addresses lie in that a
-/// moved allocation belongs to; no scan of the nodes.
+/// address may come from several allocations, the sets of such allocations that a moved
+/// allocation belongs to; no scan of the nodes.
 ///
 /// Returns `RCB_OK` with `report->needs_rerecord = 1` when it cannot be done in place:
 /// - a different `n` or a changed size: nothing changed;
@@ -1131,8 +1145,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_exec(cb: *mut rcb_cmdbuf, exec: *mut *mut c_
 ///   raw child graph, a child cloned from a captured or otherwise opaque command buffer, a kernel
 ///   node added with `rcb_cmdbuf_add_kernel_params`) or its graph came from capture: nothing
 ///   changed, the reason is logged at debug level;
-/// - an address recorded in several allocations of the table at once (see `rcb_allocation`)
-///   whose allocations do not all move by the same amount: nothing changed (fallback reason
+/// - an address recorded that may come from several allocations of the table (see
+///   `rcb_allocation`) that do not all move by the same amount: nothing changed (fallback reason
 ///   `RCB_FALLBACK_OVERLAPPING_ALLOCATIONS`);
 /// - a memcpy node that cannot take its new operands in place (on CUDA an operand moved to
 ///   another kind of allocation, `cuMemAlloc` or managed memory on one side and virtual-memory
@@ -1348,11 +1362,11 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// copied; a `kernelParams` node needs the parameter layout, which CUDA can query and HIP cannot)
 /// and their launch attributes copied. Their pointer sites are found by scanning every
 /// 8-byte-aligned word of the packed parameters (structs included) for a value inside an
-/// allocation of `cb`'s table. Trade-off: a plain value (an integer, a pair of floats) that
-/// happens to equal an address inside an allocation is patched as if it were a pointer, and an
-/// address kept in another form (not 8-byte aligned, or in device memory, such as a pointer
-/// array) is not found. List only the allocations that move; a child of your own command buffer
-/// has no such risk.
+/// allocation of `cb`'s table or one past the end of one (an end pointer: see `rcb_allocation`).
+/// Trade-off: a plain value (an integer, a pair of floats) that happens to equal such an
+/// address is patched as if it were a pointer, and an address kept in another form (not 8-byte
+/// aligned, or in device memory, such as a pointer array) is not found. List only the
+/// allocations that move; a child of your own command buffer has no such risk.
 ///
 /// Memcpy nodes of a raw graph are read back only where the runtime reports them reliably. CUDA
 /// does. HIP before 7.2 never fills the parameters of a 1-D memcpy node
@@ -1388,9 +1402,10 @@ fn flatten_report(r: &cmdbuf::FlattenReport) -> rcb_flatten_report {
 /// since ROCm runs a captured stream write outside the capture) with the same operations, each
 /// with all its edges: the copy orders against other streams and graphs exactly as the original
 /// does. Their parameters are never changed by an update. A memory operation's address is not a
-/// patch site: the allocation it lies in is pinned (its moves are refused with
-/// `needs_rerecord`). What a host function reads is not the library's to see (the trade-off of
-/// scanned kernels: an address in memory other than the node's parameters is not found).
+/// patch site: the allocations it lies in or ends (one past the end, as for the references of a
+/// cloned child) are pinned (their moves are refused with `needs_rerecord`). What a host
+/// function reads is not the library's to see (the trade-off of scanned kernels: an address in
+/// memory other than the node's parameters is not found).
 ///
 /// Fallback: when any node cannot be re-created (a kernel with no readable layout, an `extra`
 /// that is not a launch-parameter list, a memcpy node whose parameters cannot be trusted or that

@@ -48,9 +48,10 @@ pub const RCB_FALLBACK_REINSTANTIATE_BLOCKED: u32 = 5;
 /// Fallback reason: re-instantiating for the update budget failed in the runtime; the update
 /// went to the old executable graph.
 pub const RCB_FALLBACK_REINSTANTIATE_FAILED: u32 = 6;
-/// Fallback reason: an address update was refused because a recorded address lies in several
-/// allocations of the table at once (aliased, nested or overlapping entries) and they did not
-/// all move by the same amount, so which one the address came from is unknown
+/// Fallback reason: an address update was refused because a recorded address may come from
+/// several allocations of the table (aliased, nested or overlapping entries, or a kernel's
+/// pointer one past the end of one where another begins: see `rcb_allocation`) and they did
+/// not all move by the same amount, so which one the address came from is unknown
 /// (`needs_rerecord`). Naming the allocation (`RCB_ARG_ALLOCATION`) avoids it.
 pub const RCB_FALLBACK_OVERLAPPING_ALLOCATIONS: u32 = 7;
 /// Fallback reason: `rcb_cmdbuf_add_flattened_child` (or a trace-cache capture) added a child

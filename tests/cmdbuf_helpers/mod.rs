@@ -40,6 +40,16 @@ impl Gpu {
         common::upload_f32(self.rt, 0, values)
     }
 
+    /// A buffer holding `values`, followed by as many bytes again that a test lists in no table:
+    /// no listed allocation can begin where this one ends. A real runtime packs small
+    /// allocations end to end, and a kernel's pointer given by address at one allocation's base
+    /// where another ends may come from either (`rcb_allocation`).
+    pub fn upload_apart(&self, values: &[f32]) -> u64 {
+        let p = common::upload_f32(self.rt, 0, &[values, values].concat());
+        self.write(p, values);
+        p
+    }
+
     pub fn write(&self, ptr: u64, values: &[f32]) {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.rt.direct().copy_to_device(ptr, &bytes).expect("write");

@@ -192,6 +192,7 @@ pub struct TestKernels {
     pub add_f32: Function,
     pub copy_u8: Function,
     pub sleep: Function,
+    pub distance_u64: Function,
 }
 
 pub fn kernels(rt: &dyn Runtime, device: i32) -> TestKernels {
@@ -205,6 +206,7 @@ pub fn kernels(rt: &dyn Runtime, device: i32) -> TestKernels {
         add_f32: f("rcb_test_add_f32"),
         copy_u8: f("rcb_test_copy_u8"),
         sleep: f("rcb_test_sleep"),
+        distance_u64: f("rcb_test_distance_u64"),
     }
 }
 

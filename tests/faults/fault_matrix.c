@@ -735,6 +735,10 @@ static void streams_release(void) { dev_free(sc.out); }
  * use a moved allocation, Finalize) as XLA does; launch again. All of it under the fault. */
 
 enum { XA = 8, XSLOTS = 16, XMOVED0 = XA + 1, XMOVED3 = XA + 5 };
+/* Each slot is followed by a gap of its size: with allocations end to end, a pointer given by
+ * address at one allocation's base could be the end of the one before it (rcb_allocation), and
+ * the allocations here move one at a time. */
+#define XSTRIDE (2 * BYTES)
 
 static struct {
     int opaque; /* with the traced command and the kernelParams kernel */
@@ -745,19 +749,19 @@ static struct {
     int rerecorded;
 } xf;
 
-static uint64_t xat(int a) { return xf.arena + (uint64_t)xf.slot_of[a] * BYTES; }
+static uint64_t xat(int a) { return xf.arena + (uint64_t)xf.slot_of[a] * XSTRIDE; }
 
 static void xla_setup_variant(int opaque) {
     xf.opaque = opaque;
-    xf.arena = dev_alloc((size_t)BYTES * XSLOTS);
-    MUST(hipMemset((void *)(uintptr_t)xf.arena, 0xAB, (size_t)BYTES * XSLOTS));
+    xf.arena = dev_alloc((size_t)XSTRIDE * XSLOTS);
+    MUST(hipMemset((void *)(uintptr_t)xf.arena, 0xAB, (size_t)XSTRIDE * XSLOTS));
     for (int a = 0; a < XA; a++) xf.slot_of[a] = a;
     xf.cb = xf.nested = xf.traced = xf.retraced = NULL;
     xf.rerecorded = 0;
     upload_fn(xat(0), input);
     upload_fn(xat(1), moved);
     /* Where allocation 0 moves to holds the same input (what XLA's allocator would hand over). */
-    upload_fn(xf.arena + (uint64_t)XMOVED0 * BYTES, input);
+    upload_fn(xf.arena + (uint64_t)XMOVED0 * XSTRIDE, input);
 }
 
 static void xla_setup_plain(void) { xla_setup_variant(0); }

@@ -9,20 +9,21 @@
 //     InstantiateGraph), launch;
 //   * CommandBufferThunk with 0004's hooks, in the order of the pinned commit (183fa00): at
 //     every execution Initialize then ExecuteOnStream. Initialize does nothing before the warm-up
-//     (when the commands require one), then records the first time (SetAllocations, hook of
-//     0004; UpdateBufferAllocations; RecordCreate; Finalize) and again at every execution when a
-//     command requires an update on initialize and not every allocation is persistent
-//     (SetAllocations, kept pending by the finalized buffer; UpdateBufferAllocations;
-//     Update = BeginUpdate then the pending table (CheckCanBeUpdated); RecordUpdate;
-//     Finalize). ExecuteOnStream runs the thunks at the warm-up, else computes
+//     (when the commands require one), then records the first time (UpdateBufferAllocations;
+//     SetAllocations, the hook of 0004, between it and the recording; RecordCreate; Finalize)
+//     and again at every execution when a command requires an update on initialize and not
+//     every allocation is persistent (UpdateBufferAllocations; SetAllocations, kept pending by
+//     the finalized buffer; Update = BeginUpdate then the pending table (CheckCanBeUpdated);
+//     RecordUpdate; Finalize). ExecuteOnStream runs the thunks at the warm-up, else computes
 //     UpdateBufferAllocations over the non-persistent allocations commands use (an index
-//     repeated when the recorded table grows), MoveCommandBufferAllocations (deduplicated
-//     moves; none on the first recording or when a command requires an update on every
-//     execution; on a refusal SetAllocations for the recording), records when still needed and
-//     submits. RecordUpdate skips a command as CommandExecutor does: unless it requires an
-//     update on every execution, or on initialize while initializing, it is skipped when it
-//     uses none of the updated allocations, and always when every allocation it uses is
-//     persistent;
+//     repeated when the recorded table grows) and whether it needs an update, then
+//     MoveCommandBufferAllocations, the hook of 0004 between that and the recording
+//     (deduplicated moves; none on the first recording or when a command requires an update on
+//     every execution; where nothing was moved in place and it records, SetAllocations for the
+//     recording), records when still needed and submits. RecordUpdate skips a command as
+//     CommandExecutor does: unless it requires an update on every execution, or on initialize
+//     while initializing, it is skipped when it uses none of the updated allocations, and
+//     always when every allocation it uses is persistent;
 //   * KernelThunk's ScopedLaunchArgumentSlices and the bridge's NameAllocations (0004): each
 //     argument of a KernelArgsPackedArray is named by its slice against the table the command
 //     buffer was last given, including a slice of size 0 one past its allocation's end;
@@ -32,7 +33,10 @@
 //     moved, never sent as a move) and a thread-local allocation without memory (null, size 0),
 //     packed without gaps in one arena as a BFC allocator packs them: one allocation's end is
 //     often the next one's base, and the allocations of one execution can take each other's
-//     chunks at the next.
+//     chunks at the next. An address a kernel of another packing gets without a name may then
+//     come from two allocations (one's end, the next one's base; or two aliased parameters):
+//     every move is checked against the header's rule, refused where it parts them, else (for
+//     programs of kernels, memcpys and memsets only) done in place.
 //
 // Every execution's arena is compared bit for bit with the same execution of a command buffer
 // recorded afresh at the same addresses (addresses only, no names) and with the result computed
@@ -283,6 +287,32 @@ void NameAllocations(const std::vector<Slice>& slices, const std::vector<rcb_all
   }
 }
 
+// The allocations a kernel's argument given by address (not named) may come from, as the header
+// states the rule (rcb_allocation): those containing it and those of non-zero size ending at it
+// (an end pointer); where neither, the empty ones at it. Two or more: the address is ambiguous.
+std::vector<int> Candidates(const std::vector<rcb_allocation>& table, uint64_t p) {
+  std::vector<int> inside, ending, empty;
+  for (int a = 0; a < static_cast<int>(table.size()); ++a) {
+    const rcb_allocation& t = table[a];
+    if (t.size == 0) {
+      if (t.base == p) empty.push_back(a);
+    } else if (t.base <= p && p - t.base < t.size) {
+      inside.push_back(a);
+    } else if (t.base + t.size == p) {
+      ending.push_back(a);
+    }
+  }
+  if (!inside.empty()) {
+    inside.insert(inside.end(), ending.begin(), ending.end());
+    return inside;
+  }
+  if (!ending.empty()) {
+    ending.insert(ending.end(), empty.begin(), empty.end());
+    return ending;
+  }
+  return empty;
+}
+
 // Kernel launches as the bridge converts them.
 rcb_kernel_launch Launch(void* f, const rcb_kernel_arg* args, size_t n) {
   return rcb_kernel_launch{sizeof(rcb_kernel_launch), f, {1, 1, 1}, {256, 1, 1}, 0, args, n};
@@ -343,6 +373,9 @@ class Program {
 
   const std::vector<Command>& commands() const { return commands_; }
   bool warmup() const { return shape_.warmup; }
+  // Whether every command is a kernel, memcpy or memset: nodes whose every address is a patch
+  // site, so that only an ambiguous address can make the library refuse a move.
+  bool only_patchable() const { return !shape_.child && !shape_.traced && !shape_.params; }
   bool aliased_first() const { return shape_.aliased_first; }
 
   // The executable's persistent allocations (sorted): the constant, and the temp allocation
@@ -663,6 +696,10 @@ struct Counts {
   // aliased, moves that parted them, executions where a range's end one past its allocation was
   // another allocation's base.
   int aliased = 0, parted = 0, end_on_a_base = 0;
+  // Moves refused because they part the allocations an address given without a name may come
+  // from (an argument of another packing at one allocation's end and the next one's base, or in
+  // two aliased parameters).
+  int refused_ambiguous = 0;
 };
 
 // `steps` executions of one CommandBufferThunk while the allocator moves allocations (all but the
@@ -702,6 +739,32 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
     }
     return updated;
   };
+  // The allocations each address the library got without a name (the arguments of kernels of
+  // another packing) may come from, as the last recording left them (moves in place keep them),
+  // where there are several: a move that parts one of these sets must be refused.
+  std::vector<std::vector<int>> ambiguous;
+  auto attribute = [&] {
+    ambiguous.clear();
+    for (const Command& c : program.commands()) {
+      if (c.kind != Command::kScanKernel) continue;
+      for (const Arg& a : c.args) {
+        if (a.alloc < 0) continue;
+        std::vector<int> set = Candidates(bridge.table, bridge.table[a.alloc].base + a.offset);
+        if (set.size() > 1) ambiguous.push_back(set);
+      }
+    }
+  };
+  auto parts = [&](const std::vector<rcb_allocation_move>& moves) {
+    auto delta = [&](int a) {
+      for (const rcb_allocation_move& m : moves) {
+        if (m.index == static_cast<uint64_t>(a)) return m.base - bridge.table[a].base;
+      }
+      return uint64_t{0};
+    };
+    return std::any_of(ambiguous.begin(), ambiguous.end(), [&](const std::vector<int>& set) {
+      return std::any_of(set.begin(), set.end(), [&](int a) { return delta(a) != delta(set[0]); });
+    });
+  };
   // CommandExecutor::Record.
   Counts counts;
   auto record = [&](const std::vector<int>& updated, bool is_initialization) {
@@ -713,6 +776,7 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
       program.RecordCreate(bridge.r, arena, &bridge.table);
     }
     bridge.Finalize();
+    attribute();
   };
 
   for (int step = 0; step < steps; ++step, ++counts.steps) {
@@ -750,8 +814,9 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
     if (!program.warmup()) warmup_done = true;
     if (warmup_done &&
         (bridge.state == Bridge::State::kCreate || (has_dynamic && program.RequiresUpdateOnInitialize()))) {
-      bridge.SetAllocations(arena.Table());  // 0004's hook, before UpdateBufferAllocations
       std::vector<int> updated = update_buffer_allocations();
+      // 0004's hook: after UpdateBufferAllocations, before the recording.
+      bridge.SetAllocations(arena.Table());
       record(updated, /*is_initialization=*/true);
       ++counts.recorded_at_initialize;
     }
@@ -771,7 +836,8 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
       std::vector<int> updated = update_buffer_allocations();
       bool requires_update_on_execute = program.RequiresUpdateOnExecute();
       bool needs_update = requires_update_on_execute || !updated.empty();
-      // MoveCommandBufferAllocations (0004).
+      // MoveCommandBufferAllocations (0004): after UpdateBufferAllocations and needs_update,
+      // before the recording.
       bool moved_in_place = false;
       if (!is_first_record && needs_update && !requires_update_on_execute && !updated.empty() &&
           bridge.state == Bridge::State::kFinalized) {
@@ -782,11 +848,19 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
         for (int a : indices) moves.push_back({static_cast<uint64_t>(a), arena.Address(a)});
         rcb_update_report report{};
         ++counts.move_calls;
+        bool must_refuse = parts(moves);
         moved_in_place = bridge.MoveAllocations(moves, arena.Table(), &report);
         if (moved_in_place) {
           CHECK(report.patched_sites > 0 && report.updated_nodes > 0, "%s step %d: a move patched nothing", name,
                 step);
         }
+        CHECK(!(must_refuse && moved_in_place),
+              "%s step %d: moved in place although it parts allocations an unnamed address may come from", name, step);
+        // With every other address a patch site, an ambiguous one is the only reason to refuse.
+        if (program.only_patchable()) {
+          CHECK(must_refuse || moved_in_place, "%s step %d: refused with no address ambiguous", name, step);
+        }
+        counts.refused_ambiguous += must_refuse;
       }
       if (moved_in_place) {
         needs_update = false;
@@ -811,10 +885,11 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
   }
   std::printf("%s: %d executions%s: %d moved in place, %d recorded again at execution, %d recorded at "
               "initialize (%d commands recorded again in all), %d with nothing to update at execution; parameters "
-              "aliased in %d and parted %d times, a range's end on another allocation's base in %d\n",
+              "aliased in %d and parted %d times, a range's end on another allocation's base in %d; %d move(s) "
+              "parting the allocations an unnamed address may come from\n",
               name, counts.steps, program.warmup() ? " (the first through thunks)" : "", counts.in_place,
               counts.recorded, counts.recorded_at_initialize, counts.commands_recorded_again, counts.idle,
-              counts.aliased, counts.parted, counts.end_on_a_base);
+              counts.aliased, counts.parted, counts.end_on_a_base, counts.refused_ambiguous);
   // The cases must have come up, or the run proved nothing about them.
   CHECK(counts.aliased > 0 && counts.parted > 0 && counts.end_on_a_base > steps / 2,
         "%s: aliased %d, parted %d, a range's end on a base %d of %d", name, counts.aliased, counts.parted,
@@ -928,16 +1003,21 @@ int main() {
        device.Function("rcb_test_distance_u64")};
 
   // Kernels, memcpys and memsets only, every pointer of a KernelThunk named: never recorded
-  // again for a move, whatever aliases, parts or lands next to what.
+  // again for a move, whatever aliases, parts or lands next to what, except one that parts the
+  // allocations an address of the kernel of another packing may come from (its operands' bases,
+  // each the end of the allocation packed before it).
   Counts plain = Run("kernels, memcpy, memset", {}, 60, 1);
-  CHECK(plain.recorded == 0 && plain.in_place > 0, "every move in place (%d recorded again)", plain.recorded);
+  CHECK(plain.recorded == plain.refused_ambiguous && plain.in_place > 0,
+        "every move in place but those parting an unnamed address's allocations (%d recorded again, %d such moves)",
+        plain.recorded, plain.refused_ambiguous);
 
   // The same without a warm-up: Initialize records the first execution.
   Shape cold;
   cold.warmup = false;
   Counts no_warmup = Run("kernels, memcpy, memset, no warm-up", cold, 20, 5);
-  CHECK(no_warmup.recorded_at_initialize == 1 && no_warmup.recorded == 0, "recorded at initialize %d, at execution %d",
-        no_warmup.recorded_at_initialize, no_warmup.recorded);
+  CHECK(no_warmup.recorded_at_initialize == 1 && no_warmup.recorded == no_warmup.refused_ambiguous,
+        "recorded at initialize %d, at execution %d (%d moves parting an unnamed address's allocations)",
+        no_warmup.recorded_at_initialize, no_warmup.recorded, no_warmup.refused_ambiguous);
 
   // A kernel of another packing reads parameter 1 by its address: recorded while one array is
   // passed for both parameters (from the first execution on), the address lies in both
@@ -946,8 +1026,9 @@ int main() {
   scan.scan_param = true;
   scan.aliased_first = true;
   Counts by_address = Run("a parameter read by address", scan, 60, 6);
-  CHECK(by_address.in_place > 0 && by_address.recorded > 0, "both paths taken (%d in place, %d recorded again)",
-        by_address.in_place, by_address.recorded);
+  CHECK(by_address.in_place > 0 && by_address.recorded > 0 && by_address.recorded == by_address.refused_ambiguous,
+        "both paths taken, each refusal for an ambiguous address (%d in place, %d recorded again, %d such moves)",
+        by_address.in_place, by_address.recorded, by_address.refused_ambiguous);
 
   // A nested command buffer as a child node: moves that only kernels see stay in place, and a
   // move the library refuses goes down XLA's recording path (UpdateChild).
@@ -995,10 +1076,17 @@ int main() {
             "the software GPU's call counters and fault injection");
   } else {
     // A step in which nothing moved costs no runtime call; a failing exec setter sends the thunk
-    // down the recording path, and the results are still right.
+    // down the recording path, and the results are still right. Recorded as the bridge records,
+    // the pointers named: given by address, those at parameter 0's end (parameter 1's base) may
+    // come from either, and a move of parameter 0 alone would be refused before any setter runs.
     Program program({});
     Arena arena;
-    std::unique_ptr<Recorded> r = program.Create(arena);
+    auto r = std::make_unique<Recorded>();
+    OK(rcb::CmdBuf::Create(0, &r->cb));
+    std::vector<rcb_allocation> recorded_table = arena.Table();
+    OK(r->cb.SetAllocations(recorded_table));
+    program.RecordCreate(*r, arena, &recorded_table);
+    OK(r->cb.Finalize());
     const char* setters[] = {"hipGraphExecKernelNodeSetParams", "hipGraphExecMemcpyNodeSetParams1D",
                              "hipGraphExecMemsetNodeSetParams", "hipGraphKernelNodeSetParams"};
     uint64_t before = 0, after = 0;

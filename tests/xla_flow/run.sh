@@ -60,10 +60,12 @@ link=(-L"$out/lib" -Wl,-rpath,"$out/lib" -Wl,--disable-new-dtags -Wl,--as-needed
 run() { RCB_BACKEND=hip XLA_FLOW_HIP="$out/hip/libamdhip64.so.6" RCB_HIP_LIBRARY="$out/hip/libamdhip64.so.6" \
     ASAN_OPTIONS=detect_leaks=0 "$@"; }
 for p in "${programs[@]}"; do
-    g++ "${flags[@]}" -O1 -o "$out/$p" "$here/$p.cpp" "${link[@]}"
+    # Named as ci/gpu.sh stages them, so that a SKIPPED line (`SKIPPED <program>: …`, compared
+    # by ci/test.sh) names the program as on the GPU machine; the ASan build's ends in `-asan`.
+    g++ "${flags[@]}" -O1 -o "$out/xla_flow-$p" "$here/$p.cpp" "${link[@]}"
     g++ "${flags[@]}" -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-        -o "$out/$p-asan" "$here/$p.cpp" "${link[@]}"
-    for exe in "$p" "$p-asan"; do
+        -o "$out/xla_flow-$p-asan" "$here/$p.cpp" "${link[@]}"
+    for exe in "xla_flow-$p" "xla_flow-$p-asan"; do
         echo "== $exe (software GPU)"
         run "$out/$exe"
     done
@@ -72,13 +74,13 @@ done
 # flags.cpp without a run path: librocm_cmdbuf.so.0 is not on the loader's path, then the one
 # found there is a stand-in of the header's version that has rcb_version only, then one of a
 # version whose interface differs (the next minor: before 1.0 a minor may change it).
-g++ "${flags[@]}" -O1 -o "$out/flags-no-path" "$here/flags.cpp" -ldl -lpthread
+g++ "${flags[@]}" -O1 -o "$out/xla_flow-flags-no-path" "$here/flags.cpp" -ldl -lpthread
 ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 echo "== flags missing (no librocm_cmdbuf.so.0 on the loader's path)"
 if "$ldconfig" -p 2>/dev/null | grep -q 'librocm_cmdbuf\.so\.0 '; then
-    echo "SKIPPED flags-missing: librocm_cmdbuf.so.0 is in the loader's cache, so it is never missing here"
+    echo "SKIPPED xla_flow-flags-missing: librocm_cmdbuf.so.0 is in the loader's cache, so it is never missing here"
 else
-    env -u LD_LIBRARY_PATH "$out/flags-no-path" missing
+    env -u LD_LIBRARY_PATH "$out/xla_flow-flags-no-path" missing
 fi
 version() { sed -n "s/^#define RCB_VERSION_$1 \([0-9]*\)\$/\1/p" "$root/include/rocm_cmdbuf.h"; }
 stand_in() {  # DIR VERSION: a librocm_cmdbuf.so.0 in DIR whose rcb_version says VERSION
@@ -88,7 +90,7 @@ stand_in() {  # DIR VERSION: a librocm_cmdbuf.so.0 in DIR whose rcb_version says
 }
 echo "== flags partial (a librocm_cmdbuf.so.0 of the header's version without the library's functions)"
 stand_in partial "$(version MAJOR).$(version MINOR).$(version PATCH)"
-LD_LIBRARY_PATH="$out/partial" "$out/flags-no-path" partial
+LD_LIBRARY_PATH="$out/partial" "$out/xla_flow-flags-no-path" partial
 echo "== flags version (a librocm_cmdbuf.so.0 whose version has another interface)"
 stand_in version "$(version MAJOR).$(($(version MINOR) + 1)).0"
-LD_LIBRARY_PATH="$out/version" "$out/flags-no-path" version
+LD_LIBRARY_PATH="$out/version" "$out/xla_flow-flags-no-path" version

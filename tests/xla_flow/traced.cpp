@@ -69,12 +69,17 @@ struct CopyArgs {
   uint64_t dst, src, bytes;
 };
 
-// What XLA's executable holds: allocation i lives at addr[i]; a move takes fresh memory.
+// What XLA's executable holds: allocation i lives at addr[i]; a move takes fresh memory. Each
+// buffer is twice the allocation, so that none begins where another ends, as on the software GPU
+// (a real runtime packs small buffers end to end, and a captured kernel's pointer at one
+// allocation's base could then be the end of the one before it: a relocation that parts them is
+// refused, and the command captured again; docs/flatten-and-trace-cache.md has what that costs).
+constexpr uint64_t kBuffer = 2 * kBytes;
 struct Buffers {
   std::vector<uint64_t> addr;
   std::vector<uint64_t> retired;
   Buffers() {
-    for (int i = 0; i < kAllocs; ++i) addr.push_back(gpu->Malloc(kBytes));
+    for (int i = 0; i < kAllocs; ++i) addr.push_back(gpu->Malloc(kBuffer));
   }
   ~Buffers() {
     for (uint64_t p : addr) gpu->Free(p);
@@ -258,7 +263,7 @@ void Run(const Options& o) {
     for (int i = 0; i < kAllocs; ++i) {
       if (i != 0 && i != 3 && rng() % 2 == 0) continue;
       b.retired.push_back(b.addr[i]);
-      b.addr[i] = gpu->Malloc(kBytes);
+      b.addr[i] = gpu->Malloc(kBuffer);
       moves.push_back({static_cast<uint64_t>(i), b.addr[i]});
     }
     std::vector<float> input(kN), garbage(kN, -12345.0f);

@@ -184,10 +184,13 @@ fn kinds(nodes: &[(Node, Pushed)]) -> String {
     parts.join(", ")
 }
 
-/// One row: re-capture + child update vs update_allocations, alternating two placements.
+/// One row: re-capture + child update vs update_allocations, alternating two placements. Each
+/// buffer is twice its allocation: a runtime packs buffers end to end, and a captured kernel's
+/// pointer at one allocation's base would then be ambiguous with the end of the one before it,
+/// so that moving them apart is refused (`rcb_allocation`) and there would be no patch to time.
 fn measure(rt: &dyn Runtime, stream: Stream, w: &Workload<'_>, runs: usize) -> R<Row> {
     let placements: Vec<Vec<u64>> = (0..2)
-        .map(|_| (0..w.allocations).map(|_| rt.malloc(0, w.bytes as usize).map_err(err)).collect::<R<Vec<u64>>>())
+        .map(|_| (0..w.allocations).map(|_| rt.malloc(0, 2 * w.bytes as usize).map_err(err)).collect::<R<Vec<u64>>>())
         .collect::<R<_>>()?;
     let row = measure_on(rt, stream, w, &placements, runs);
     for p in placements.iter().flatten() {
