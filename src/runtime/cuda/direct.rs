@@ -71,15 +71,6 @@ impl Direct for CudaRuntime {
             .map_err(|e| e.context(format!("update result {}", info.result)))
     }
 
-    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
-        self.on_device(device, || {
-            let (mut free, mut total) = (0, 0);
-            // SAFETY: valid out-pointers.
-            self.check("cuMemGetInfo_v2", unsafe { (self.core.cuMemGetInfo_v2)(&mut free, &mut total) })?;
-            Ok((free, total))
-        })
-    }
-
     fn device_arch(&self, _device: i32) -> Result<String> {
         // CUDA loads PTX, which the driver compiles for whatever device runs it.
         Err(Error::unsupported("CUDA devices have no HIP architecture name"))

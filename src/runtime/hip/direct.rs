@@ -76,15 +76,6 @@ impl Direct for HipRuntime {
         self.check("hipGraphExecUpdate", rc).map_err(|e| e.context(format!("update result {result}")))
     }
 
-    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
-        self.on_device(device, || {
-            let (mut free, mut total) = (0, 0);
-            // SAFETY: valid out-pointers.
-            self.check("hipMemGetInfo", unsafe { (self.core.hipMemGetInfo)(&mut free, &mut total) })?;
-            Ok((free, total))
-        })
-    }
-
     fn device_arch(&self, device: i32) -> Result<String> {
         let get = self.device_props.ok_or_else(|| Error::unsupported("the HIP runtime lacks the device-properties call of its version"))?;
         let layout = self.layout.device_props();
