@@ -182,4 +182,9 @@ pub trait Direct: Send + Sync {
     /// The architecture name HIP reports for `device` (`gcnArchName`: `gfx942:sramecc+:xnack-`,
     /// the software GPU's `hipsim`), which picks the code object to load; `Unsupported` on CUDA.
     fn device_arch(&self, device: i32) -> Result<String>;
+    /// The name the runtime gives `device` (`hipDeviceProp_t.name`, `cuDeviceGetName`).
+    fn device_name(&self, device: i32) -> Result<String>;
+    /// The struct layouts and numbering this backend chose for the loaded runtime, each as (what,
+    /// which and why), for diagnostics (`rcb-doctor`).
+    fn layouts(&self) -> Vec<(&'static str, String)>;
 }
