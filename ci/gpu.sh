@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepares a GPU run: builds the release test binaries of this crate, rcb-bench and the library HERE (the GPU
-# machine has no Rust toolchain), stages them with the test kernels and ci/gpu-run.sh into
-# .gpu/ of the repository root (copy the repository with .gpu/ to the GPU machine), and prints the
-# one command to run there.
+# Prepares a GPU run: builds the release test binaries of this crate, rcb-bench, rcb-demo,
+# rcb-doctor and the library HERE (the GPU machine has no Rust toolchain), stages them with the test
+# kernels and ci/gpu-run.sh into .gpu/ of the repository root (copy the repository with .gpu/ to
+# the GPU machine), and prints the one command to run there.
 #
 #   ci/gpu.sh [--before REV] [REPO_ROOT]
 #     REPO_ROOT: the checkout that is copied to the GPU machine (default: this one)
@@ -31,7 +31,7 @@ if [ -n "$before" ]; then
     (cd "$tree" && CARGO_TARGET_DIR="$here/target/before" cargo build --release --bin rcb-bench --lib)
     git worktree remove --force "$tree"
 fi
-cargo build --release --bin rcb-bench --bin rcb-demo --lib
+cargo build --release --bin rcb-bench --bin rcb-demo --bin rcb-doctor --lib
 # Built once in the open, so that a test that does not compile stops the staging with its error
 # instead of leaving its binary out of the run.
 cargo test --release -p rocm_cmdbuf --no-run
@@ -55,7 +55,7 @@ for entry in "${tests[@]}"; do
     # Debug info is for local debugging only; the carried tree is limited to 64 MiB.
     objcopy --strip-debug "$exe" "$stage/tests/$name"
 done
-for tool in rcb-bench rcb-demo; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
+for tool in rcb-bench rcb-demo rcb-doctor; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
 # The C library itself, for tests/gpu/torch_flatten.py and real_graphs.py (ctypes, RCB_LIBRARY).
 objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
 cp tests/gpu/kernels.cu tests/gpu/gpu_deps.py tests/gpu/rcb_ctypes.py tests/gpu/torch_graphs.py tests/gpu/torch_flatten.py tests/gpu/torch_collectives.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"

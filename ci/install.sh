@@ -9,6 +9,7 @@
 #   share/rocm_cmdbuf/BUILD.bazel (bazel/rocm_cmdbuf.BUILD; XLA reads ROCM_CMDBUF_PATH=PREFIX)
 #   share/doc/rocm_cmdbuf/LICENSE-MIT, LICENSE-APACHE, CHANGELOG.md (the licences travel with
 #       the binaries they cover)
+#   bin/rcb-doctor: says whether the library can work on this machine and how it is set
 # VERSION is Cargo.toml's, the only place it is written; the templates get it from here.
 # DESTDIR=DIR stages the files under DIR/PREFIX for a package (the files still name PREFIX).
 # The build runs as the calling user; the copying runs under sudo only when the destination is
@@ -33,7 +34,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 major=${BASH_REMATCH[1]}
 flags=(--release)
 [ "$profile" = release ] || flags=()
-cargo build "${flags[@]}" --quiet --lib -p rocm_cmdbuf -p rocm_cmdbuf_preload
+cargo build "${flags[@]}" --quiet --lib --bin rcb-doctor -p rocm_cmdbuf -p rocm_cmdbuf_preload
 built="${CARGO_TARGET_DIR:-target}/$profile"
 soname=$(readelf -d "$built/librocm_cmdbuf.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [ "$soname" = "librocm_cmdbuf.so.$major" ] ||
@@ -62,13 +63,14 @@ if [ "$(id -u)" -ne 0 ] && [ ! -w "$existing" ]; then
     echo "$existing is not writable: installing with sudo"
 fi
 lib="$root/lib"
-"${as_root[@]}" install -d "$lib/pkgconfig" "$lib/cmake/rocm_cmdbuf" "$root/include" "$root/share/rocm_cmdbuf"
+"${as_root[@]}" install -d "$lib/pkgconfig" "$lib/cmake/rocm_cmdbuf" "$root/include" "$root/share/rocm_cmdbuf" "$root/bin"
 "${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf.so" "$lib/librocm_cmdbuf.so.$version"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$version" "$lib/librocm_cmdbuf.so.$major"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf.so.$major" "$lib/librocm_cmdbuf.so"
 "${as_root[@]}" install -m 0755 "$built/librocm_cmdbuf_preload.so" "$lib/librocm_cmdbuf_preload.so.$version"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf_preload.so.$version" "$lib/librocm_cmdbuf_preload.so.$major"
 "${as_root[@]}" ln -sfn "librocm_cmdbuf_preload.so.$major" "$lib/librocm_cmdbuf_preload.so"
+"${as_root[@]}" install -m 0755 "$built/rcb-doctor" "$root/bin/rcb-doctor"
 "${as_root[@]}" install -m 0644 include/rocm_cmdbuf.h "$root/include/rocm_cmdbuf.h"
 if [ -f include/rocm_cmdbuf.hpp ]; then
     "${as_root[@]}" install -m 0644 include/rocm_cmdbuf.hpp "$root/include/rocm_cmdbuf.hpp"

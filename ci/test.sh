@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test on a machine without a GPU (the software GPU stands in): set-up, build, lints, the
 # documents' links (ci/doc-links.py), header drift and export checks, Rust tests of the whole
-# workspace, the release-built soak of the update budget (tests/exec_budget.rs), the C/C++ ABI
-# tests, the fault matrix (tests/faults), a short soak (rcb-bench --quick soak), two minutes of
-# fuzzing the C ABI (ci/fuzz.sh), the software GPU's own C suite, the checks against the real HIP of
-# each ROCm version (ci/hip-versions.sh), the LD_PRELOAD test, the Bazel consumer test
-# (ci/bazel-test.sh) and the installed library's pkg-config and CMake consumers
-# (tests/install/run.sh). The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh) and with a
-# program built against the previous header (tests/abi). GPU tests run on a GPU machine: ci/gpu.sh.
+# workspace, the release-built soak of the update budget (tests/exec_budget.rs), rcb-doctor on the
+# software GPU (tests/doctor), the C/C++ ABI tests, the fault matrix (tests/faults), a short soak
+# (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software GPU's own C
+# suite, the checks against the real HIP of each ROCm version (ci/hip-versions.sh), the LD_PRELOAD
+# test, the Bazel consumer test (ci/bazel-test.sh) and the installed library's pkg-config and CMake
+# consumers (tests/install/run.sh). The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh)
+# and with a program built against the previous header (tests/abi). GPU tests run on a GPU machine:
+# ci/gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
@@ -35,6 +36,8 @@ bash ci/skips.sh tests/expected-skips/software-gpu.txt "$sw_log"
 echo "== soak (release build): 1 000 000 in-place updates of a 1 000-node command buffer under the software GPU's kernel-argument leak"
 cargo build --release -p hipsim --quiet
 cargo test --release --quiet -p rocm_cmdbuf --test exec_budget -- --ignored --nocapture 2>&1 | grep -E '^soak:|test result|panicked|FAILED'
+echo "== rcb-doctor on the software GPU (tests/doctor/run.sh)"
+bash tests/doctor/run.sh target/debug
 echo "== GPU tests (RCB_BACKEND=cuda)"
 # The same test bodies run on a real GPU through ci/gpu.sh; here they must skip, and say so.
 # The skipped tests are exactly those of tests/expected-skips/no-gpu.txt, each as many times as it

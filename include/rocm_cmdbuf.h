@@ -299,6 +299,30 @@
 #define RCB_BACKEND_CUDA 2
 
 /**
+ * `rcb_runtime_info.update_budget_basis`: no command buffer has been created yet, so the
+ * update budget is not settled (the fields after it are 0).
+ */
+#define RCB_UPDATE_BUDGET_UNSETTLED 0
+
+/**
+ * The first command buffer measured what the runtime's executable-graph updates take:
+ * `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
+ * off on CUDA, 64 MiB on HIP, where the probe's memset nodes cannot show kernel-node growth).
+ */
+#define RCB_UPDATE_BUDGET_MEASURED 1
+
+/**
+ * `RCB_EXEC_UPDATE_BUDGET` set the budget; nothing was measured.
+ */
+#define RCB_UPDATE_BUDGET_CONFIGURED 2
+
+/**
+ * The measurement failed (the log says why at level warn): the budget is the fixed default,
+ * 64 MiB on HIP and off on CUDA.
+ */
+#define RCB_UPDATE_BUDGET_DEFAULT 3
+
+/**
  * `rcb_trace_cache_get_or_trace` outcome: an entry with exactly these allocations.
  */
 #define RCB_TRACE_HIT 0
@@ -967,6 +991,28 @@ typedef struct rcb_runtime_info {
    * character).
    */
   char library[256];
+  /**
+   * How the update budget of the process's command buffers was settled: an
+   * `RCB_UPDATE_BUDGET_*` value. The first command buffer settles it (measuring unless
+   * `RCB_EXEC_UPDATE_BUDGET` is set); `rcb_runtime_load` reports it and measures nothing.
+   */
+  int32_t update_budget_basis;
+  /**
+   * Bytes of device memory one executable-node update took in the library's measurement (0
+   * unless `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing grew).
+   */
+  uint64_t update_growth_bytes;
+  /**
+   * The update budget each new primary command buffer starts with, in bytes (0: never
+   * re-instantiated); `rcb_cmdbuf_set_exec_update_budget` changes one command buffer's.
+   */
+  uint64_t update_budget_bytes;
+  /**
+   * What each node pushed to an executable graph is charged against the budget besides its
+   * argument bytes: `update_growth_bytes` where the measurement saw growth, else the figure of
+   * the public report (5 920 bytes).
+   */
+  uint64_t update_node_charge;
 } rcb_runtime_info;
 
 /**

@@ -49,3 +49,8 @@ pub use cmdbuf::args as kernel_args;
 /// measure and test against them; not API.
 #[doc(hidden)]
 pub use cmdbuf::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
+
+/// The update budget's settlement (what the process measured of the runtime's kernel-argument
+/// growth, or why it did not), for `rcb-doctor` and the tests; not API.
+#[doc(hidden)]
+pub use cmdbuf::{BudgetBasis, BudgetSettlement, GrowthMeasurement, PROBE_MAX_ROUNDS, PROBE_NODES, budget_settled, settle_budget};

@@ -1,7 +1,7 @@
 //! `RCB_STATS`: the process counters (`counters.rs`), printed as a short table when the library is
 //! unloaded — at process exit, or at `dlclose` — so that a user can see what the library did
 //! (captures, instantiations, in-place updates, fallbacks by reason) without calling
-//! `rcb_counters_get`.
+//! `rcb_counters_get`, and the update budget the command buffers got (`cmdbuf/budget.rs`).
 //!
 //! The report runs from the library's destructor (`.fini_array`), not from `atexit`: it then
 //! runs exactly once per loaded copy, also when a program unloads the library before it exits,
@@ -25,8 +25,9 @@ extern "C" fn report_at_unload() {
 
 fn report() {
     let Some(target) = config::stats_target(std::env::var_os(config::STATS_VAR).as_deref()) else { return };
+    let budget = crate::cmdbuf::budget_settled().map(|s| format!("  {:<28} {}\n", "update budget", s.describe())).unwrap_or_default();
     let text = format!(
-        "rocm_cmdbuf {} (process {}), what the library did:\n{}",
+        "rocm_cmdbuf {} (process {}), what the library did:\n{}{budget}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         crate::counters::totals().table()

@@ -364,6 +364,11 @@ fn leak_run(
     updates: usize,
     check_every: usize,
 ) -> (Fleet, u64, Result<(), String>) {
+    // The process's update budget is settled by its first command buffer, measuring the
+    // runtime's growth (`tests/update_budget_probe.rs`): settled here, before the leak model is
+    // on, it finds none and charges every push the fixed figure these tests count with, whichever
+    // test runs first.
+    rocm_cmdbuf::settle_budget(gpu.rt, 0).expect("settle the update budget");
     let pool = 3 * 2 * n as u64 * HIPSIM_FILL_SLOT;
     sim.set_kernarg_pool(pool);
     sim.set_quirks("kernarg_leak_silent");

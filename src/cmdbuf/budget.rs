@@ -8,20 +8,31 @@
 //! the executable graph keeps its old packet (issue 10714). The library therefore counts what
 //! each push is likely to take and re-instantiates before the count passes the budget.
 
+//!
+//! How much a push takes is measured once per process, by the first command buffer
+//! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget: where the runtime's memory
+//! grows, each push is charged its argument bytes plus the growth per node update measured, and
+//! the budget is [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which
+//! is off on CUDA (and on a ROCm known to have the fix) and [`DEFAULT_BUDGET_BYTES`] on HIP, where
+//! the memset probe cannot prove that kernel-node updates take nothing.
+
+use super::leak_probe::{self, Measurement};
 use super::nodes::Params;
 use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo};
+use once_cell::sync::OnceCell;
 
-/// What one node's push is charged on top of its argument bytes. The only public measurement
-/// (issue 10713, MI300X) is a 32-node graph growing about 354 MiB over 2 000 whole-graph updates,
-/// about 185 KiB per update; 185 KiB / 32 nodes is 5 920 bytes a node. Those kernels' own
-/// argument sizes are not given, so the whole figure counts as overhead here and a node's
-/// arguments come on top: the estimate errs on the side of re-instantiating early.
+/// What one node's push is charged on top of its argument bytes where nothing was measured (the
+/// variable set the budget, the measurement failed or saw no growth). The only public
+/// measurement (issue 10713, MI300X) is a 32-node graph growing about 354 MiB over 2 000
+/// whole-graph updates, about 185 KiB per update; 185 KiB / 32 nodes is 5 920 bytes a node.
+/// Those kernels' own argument sizes are not given, so the whole figure counts as overhead here
+/// and a node's arguments come on top: the estimate errs on the side of re-instantiating early.
 pub const NODE_OVERHEAD_BYTES: u64 = 5_920;
 
-/// The budget of a HIP runtime's executable graph when `RCB_EXEC_UPDATE_BUDGET` is not set:
-/// 64 MiB, about 11 000 node pushes at the estimate above (350 whole updates of the reported
-/// 32-node graph, 110 updates that move 10 % of a 1 000-node graph). A command buffer's runtime
-/// memory then stays within about three times this (the live executable and at most
+/// The budget of an executable graph where updates take memory and `RCB_EXEC_UPDATE_BUDGET` is
+/// not set: 64 MiB, about 11 000 node pushes at the estimate above (350 whole updates of the
+/// reported 32-node graph, 110 updates that move 10 % of a 1 000-node graph). A command buffer's
+/// runtime memory then stays within about three times this (the live executable and at most
 /// [`MAX_RETIRED`] old ones; five with [`MAX_KEPT_EXECS`] kept for launches the library could
 /// not follow), while a re-instantiation, a few milliseconds for 1 000 nodes, is spread over
 /// that many updates.
@@ -58,20 +69,151 @@ pub fn updates_leak(info: &RuntimeInfo) -> bool {
     }
 }
 
-/// The budget a new command buffer starts with: `configured` (`RCB_EXEC_UPDATE_BUDGET`, 0 for
-/// never) when set, else [`DEFAULT_BUDGET_BYTES`] where updates leak and 0 where they do not.
+/// The fixed default of a new command buffer's budget: `configured` (`RCB_EXEC_UPDATE_BUDGET`,
+/// 0 for never) when set, else [`DEFAULT_BUDGET_BYTES`] where updates are known to leak and 0
+/// where they are not. It applies when the growth was not measured.
 pub fn default_limit(configured: Option<u64>, info: &RuntimeInfo) -> u64 {
     configured.unwrap_or(if updates_leak(info) { DEFAULT_BUDGET_BYTES } else { 0 })
 }
 
-/// The estimated staging bytes of pushing `params` to an executable graph once. Memcpy and
-/// memset nodes run as blit kernels with their own arguments (inside the overhead); empty nodes
-/// take nothing, nor do the nodes that are never pushed (event, host, memory operations); a
-/// child node's cost is its graph's, which its record holds.
-pub fn push_bytes(params: &Params) -> u64 {
+/// What the process's update budget rests on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// `RCB_EXEC_UPDATE_BUDGET` set it; nothing was measured.
+    Configured,
+    /// The probe measured the runtime's growth.
+    Measured(Measurement),
+    /// The probe failed (why): the fixed default applies.
+    Failed(String),
+}
+
+/// The update budget every command buffer of the process starts with, settled by the first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settlement {
+    pub basis: Basis,
+    /// The budget of a primary command buffer's executable graph (0: never re-instantiated).
+    pub limit: u64,
+    /// What each node push is charged on top of its argument bytes.
+    pub node_charge: u64,
+    /// The device the probe ran on, when it ran.
+    pub device: Option<i32>,
+}
+
+impl Settlement {
+    /// One line: the budget and what it rests on.
+    pub fn describe(&self) -> String {
+        let budget = match self.limit {
+            0 => String::from("off"),
+            b if b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+            b => format!("{b} bytes"),
+        };
+        let device = self.device.unwrap_or(0);
+        match &self.basis {
+            Basis::Configured => format!("{budget}, set by RCB_EXEC_UPDATE_BUDGET"),
+            Basis::Measured(m) if m.bytes_per_update == 0 && self.limit == 0 => {
+                format!("{budget}: device {device}'s memory did not grow over {} executable-node updates", m.node_updates)
+            }
+            Basis::Measured(m) if m.bytes_per_update == 0 => format!(
+                "{budget}, the fixed default: device {device}'s memory did not grow over {} memset-node updates, but on HIP kernel-node updates may still take memory (the probe cannot show it)",
+                m.node_updates
+            ),
+            Basis::Measured(m) => format!(
+                "{budget}: device {device}'s memory grew {} bytes per executable-node update ({} bytes over {} updates); each push charged its arguments plus that",
+                m.bytes_per_update, m.growth, m.node_updates
+            ),
+            Basis::Failed(why) => format!("{budget}, the fixed default: the measurement failed ({why})"),
+        }
+    }
+}
+
+static SETTLEMENT: OnceCell<Settlement> = OnceCell::new();
+
+/// The process's update budget, settled now if no command buffer settled it before: from
+/// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on `device`. Concurrent
+/// first callers wait for the one that measures.
+pub fn settle(rt: &dyn Runtime, device: i32, configured: Option<u64>) -> &'static Settlement {
+    SETTLEMENT.get_or_init(|| {
+        let s = settlement(rt.info(), configured, || leak_probe::measure(rt, device).map_err(|e| e.message), device);
+        log_settlement(&s);
+        s
+    })
+}
+
+/// The process's update budget if a command buffer has settled it.
+pub fn settled() -> Option<&'static Settlement> {
+    SETTLEMENT.get()
+}
+
+/// The settlement for `info`'s runtime given the variable and, when it is not set, the outcome
+/// of `measure` on `device`.
+fn settlement(
+    info: &RuntimeInfo,
+    configured: Option<u64>,
+    measure: impl FnOnce() -> std::result::Result<Measurement, String>,
+    device: i32,
+) -> Settlement {
+    if let Some(limit) = configured {
+        return Settlement { basis: Basis::Configured, limit, node_charge: NODE_OVERHEAD_BYTES, device: None };
+    }
+    let device = Some(device);
+    match measure() {
+        // No growth turns the budget off only where the fixed default is off too (CUDA, a ROCm
+        // known to have the fix): the probe updates memset nodes, and that ROCm stages their
+        // arguments again as it does a kernel node's is read in clr's source, never seen on an
+        // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
+        // it where kernel nodes still leak would cost the process its memory.
+        Ok(m) if m.bytes_per_update == 0 => {
+            Settlement { basis: Basis::Measured(m), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device }
+        }
+        Ok(m) => Settlement { node_charge: m.bytes_per_update, basis: Basis::Measured(m), limit: DEFAULT_BUDGET_BYTES, device },
+        Err(why) => Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device },
+    }
+}
+
+fn log_settlement(s: &Settlement) {
+    let device = s.device.unwrap_or(0);
+    match &s.basis {
+        Basis::Configured => log::info!("update budget: {} bytes, set by RCB_EXEC_UPDATE_BUDGET (nothing measured)", s.limit),
+        Basis::Measured(m) if m.bytes_per_update == 0 && s.limit != 0 => log::info!(
+            "update budget: {} bytes, the fixed default: device {device}'s free memory did not fall over {} memset-node updates of a {}-node probe graph ({:.1} ms), but on HIP kernel-node updates may still take memory, which the probe cannot show",
+            s.limit,
+            m.node_updates,
+            leak_probe::PROBE_NODES,
+            m.elapsed.as_secs_f64() * 1e3
+        ),
+        Basis::Measured(m) if m.bytes_per_update == 0 => log::info!(
+            "update budget off: device {device}'s free memory did not fall over {} executable-node updates of a {}-node probe graph ({:.1} ms): this runtime's updates take no memory",
+            m.node_updates,
+            leak_probe::PROBE_NODES,
+            m.elapsed.as_secs_f64() * 1e3
+        ),
+        Basis::Measured(m) => log::info!(
+            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph, {:.1} ms): re-instantiating when pushes charged their arguments plus {} bytes reach {} MiB",
+            m.bytes_per_update,
+            m.growth,
+            m.node_updates,
+            leak_probe::PROBE_NODES,
+            m.elapsed.as_secs_f64() * 1e3,
+            s.node_charge,
+            s.limit >> 20
+        ),
+        Basis::Failed(why) => log::warn!(
+            "update budget: measuring what executable-graph updates take failed ({why}); using the fixed default of {} bytes, each push charged its arguments plus {} bytes",
+            s.limit,
+            s.node_charge
+        ),
+    }
+}
+
+/// The estimated staging bytes of pushing `params` to an executable graph once, each node
+/// charged `node_charge` besides its arguments. Memcpy and memset nodes run as blit kernels with
+/// their own arguments (inside the charge); empty nodes take nothing, nor do the nodes that are
+/// never pushed (event, host, memory operations); a child node's cost is its graph's, which its
+/// record holds.
+pub fn push_bytes(params: &Params, node_charge: u64) -> u64 {
     match params {
-        Params::Kernel(k) => k.blob.len() as u64 + NODE_OVERHEAD_BYTES,
-        Params::Memcpy(_) | Params::Memset(_) | Params::KernelByPointers(_) => NODE_OVERHEAD_BYTES,
+        Params::Kernel(k) => k.blob.len() as u64 + node_charge,
+        Params::Memcpy(_) | Params::Memset(_) | Params::KernelByPointers(_) => node_charge,
         Params::Empty | Params::Child(_) | Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) | Params::MemOp(..) => 0,
     }
 }
@@ -79,13 +221,13 @@ pub fn push_bytes(params: &Params) -> u64 {
 /// The estimated staging bytes of pushing every node of `graph`, a graph the library did not
 /// record, listed through the runtime (node types only; no parameters are read back). A node
 /// that cannot be listed counts as nothing: this is an estimate, never a reason to fail.
-pub fn listed_graph_bytes(rt: &dyn Runtime, graph: Graph) -> u64 {
+pub fn listed_graph_bytes(rt: &dyn Runtime, graph: Graph, node_charge: u64) -> u64 {
     let Ok(nodes) = rt.graph_nodes(graph) else { return 0 };
     nodes
         .into_iter()
         .map(|node| match rt.node_type(node) {
-            Ok(NodeType::Kernel | NodeType::Memcpy | NodeType::Memset) => NODE_OVERHEAD_BYTES,
-            Ok(NodeType::Child) => rt.child_node_graph(node).map_or(0, |inner| listed_graph_bytes(rt, inner)),
+            Ok(NodeType::Kernel | NodeType::Memcpy | NodeType::Memset) => node_charge,
+            Ok(NodeType::Child) => rt.child_node_graph(node).map_or(0, |inner| listed_graph_bytes(rt, inner, node_charge)),
             _ => 0,
         })
         .sum()
@@ -98,12 +240,18 @@ pub struct ExecBudget {
     /// never.
     limit: u64,
     spent: u64,
+    /// What a node's push is charged besides its arguments ([`Settlement::node_charge`]).
+    node_charge: u64,
     warned_blocked: bool,
 }
 
 impl ExecBudget {
-    pub fn new(limit: u64) -> Self {
-        Self { limit, spent: 0, warned_blocked: false }
+    pub fn new(limit: u64, node_charge: u64) -> Self {
+        Self { limit, spent: 0, node_charge, warned_blocked: false }
+    }
+
+    pub fn node_charge(&self) -> u64 {
+        self.node_charge
     }
 
     pub fn limit(&self) -> u64 {
@@ -169,12 +317,41 @@ mod tests {
         assert_eq!(default_limit(Some(1 << 20), &info(Backend::Cuda, 12_080)), 1 << 20);
     }
 
+    fn measured(bytes_per_update: u64) -> Measurement {
+        Measurement { bytes_per_update, node_updates: 160, growth: 160 * bytes_per_update, elapsed: std::time::Duration::ZERO }
+    }
+
+    #[test]
+    fn the_measurement_sets_the_budget_unless_the_variable_does() {
+        let hip = info(Backend::Hip, 70_253_211);
+        // Growth: the default budget, pushes charged what was measured.
+        let s = settlement(&hip, None, || Ok(measured(320)), 1);
+        assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 320, Some(1)));
+        assert_eq!(s.basis, Basis::Measured(measured(320)));
+        // No growth: the fixed default, which on HIP keeps the budget (the memset probe cannot
+        // show kernel-node growth) and on CUDA is off.
+        let s = settlement(&hip, None, || Ok(measured(0)), 0);
+        assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES));
+        assert!(s.describe().contains("the fixed default"), "{}", s.describe());
+        let s = settlement(&info(Backend::Cuda, 13_000), None, || Ok(measured(0)), 0);
+        assert_eq!((s.limit, s.node_charge), (0, NODE_OVERHEAD_BYTES));
+        assert!(s.describe().starts_with("off: "), "{}", s.describe());
+        // A failed measurement: the fixed default of the runtime.
+        let s = settlement(&hip, None, || Err("no".into()), 0);
+        assert_eq!((s.limit, s.node_charge, s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, Basis::Failed("no".into())));
+        let s = settlement(&info(Backend::Cuda, 13_000), None, || Err("no".into()), 0);
+        assert_eq!(s.limit, 0);
+        // The variable: nothing measured.
+        let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"), 0);
+        assert_eq!((s.limit, s.node_charge, s.basis, s.device), (4096, NODE_OVERHEAD_BYTES, Basis::Configured, None));
+    }
+
     #[test]
     fn a_zero_limit_is_never_exceeded_and_charges_add_up() {
-        let mut b = ExecBudget::new(0);
+        let mut b = ExecBudget::new(0, NODE_OVERHEAD_BYTES);
         b.charge(u64::MAX);
         assert!(!b.exceeded_by(u64::MAX));
-        let mut b = ExecBudget::new(100);
+        let mut b = ExecBudget::new(100, NODE_OVERHEAD_BYTES);
         b.charge(60);
         assert!(!b.exceeded_by(40));
         assert!(b.exceeded_by(41));
@@ -193,8 +370,9 @@ mod tests {
             pointers: Vec::new(),
             named: Vec::new(),
         });
-        assert_eq!(push_bytes(&kernel), 40 + NODE_OVERHEAD_BYTES);
-        assert_eq!(push_bytes(&Params::Empty), 0);
+        assert_eq!(push_bytes(&kernel, NODE_OVERHEAD_BYTES), 40 + NODE_OVERHEAD_BYTES);
+        assert_eq!(push_bytes(&kernel, 320), 360);
+        assert_eq!(push_bytes(&Params::Empty, 320), 0);
         // The reported figure: 32 nodes at the overhead make about 185 KiB per whole update.
         assert_eq!(32 * NODE_OVERHEAD_BYTES / 1024, 185);
     }

@@ -15,6 +15,7 @@ mod budget;
 mod flatten;
 mod graveyard;
 mod launches;
+mod leak_probe;
 mod memcpy_class;
 mod nodes;
 mod opaque;
@@ -27,7 +28,22 @@ mod update;
 
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
-pub use budget::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
+pub use budget::{
+    Basis as BudgetBasis, DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES, Settlement as BudgetSettlement,
+    settled as budget_settled,
+};
+pub use leak_probe::{MAX_ROUNDS as PROBE_MAX_ROUNDS, Measurement as GrowthMeasurement, PROBE_NODES};
+
+/// The process's update budget, settled now on `device` (measured there unless
+/// `RCB_EXEC_UPDATE_BUDGET` is set) if no command buffer has settled it yet, as the first
+/// command buffer does.
+pub fn settle_budget(rt: &'static dyn Runtime, device: i32) -> Result<&'static BudgetSettlement> {
+    let count = rt.info().device_count;
+    if !(0..count).contains(&device) {
+        return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
+    }
+    Ok(budget::settle(rt, device, crate::config::get()?.exec_update_budget))
+}
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use opaque::KernelList;
 pub use update::{AllocationMove, UpdateReport};
@@ -138,15 +154,19 @@ impl CmdBuf {
             return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
         }
         let config = crate::config::get()?;
+        let graph = rt.graph_create()?;
+        // Settled by the first command buffer the runtime could make, nested ones too: their
+        // graphs' charges reach their parents.
+        let settled = budget::settle(rt, device, config.exec_update_budget);
         let limit = match kind {
-            Kind::Primary => budget::default_limit(config.exec_update_budget, rt.info()),
+            Kind::Primary => settled.limit,
             Kind::Nested => 0,
         };
         Ok(Self {
             rt,
             kind,
             state: State::Recording,
-            graph: rt.graph_create()?,
+            graph,
             exec: None,
             exec_since: 0,
             captured: false,
@@ -159,7 +179,7 @@ impl CmdBuf {
             template_dirty: Vec::new(),
             flattened: std::collections::HashMap::new(),
             counters: Counters::default(),
-            budget: ExecBudget::new(limit),
+            budget: ExecBudget::new(limit, settled.node_charge),
             launches: Launches::new(device),
             kept: std::collections::HashMap::new(),
             published: false,
@@ -213,9 +233,9 @@ impl CmdBuf {
     /// buffer's graph once (what updating a child node holding it costs).
     fn graph_push_bytes(&self) -> u64 {
         if self.captured {
-            return budget::listed_graph_bytes(self.rt, self.graph);
+            return budget::listed_graph_bytes(self.rt, self.graph, self.budget.node_charge());
         }
-        self.nodes.iter().map(|r| budget::push_bytes(&r.params) + r.child_bytes).sum()
+        self.nodes.iter().map(|r| budget::push_bytes(&r.params, self.budget.node_charge()) + r.child_bytes).sum()
     }
 
     /// Replaces the allocation table. Every recorded address, and every address a cloned child
@@ -378,7 +398,7 @@ impl CmdBuf {
         self.raw_deps(deps)?;
         let keeps = published::clone_kept(self.rt, graph)?;
         let refs = self.foreign_references(graph);
-        self.add_child_node(deps, graph, refs, budget::listed_graph_bytes(self.rt, graph), keeps)
+        self.add_child_node(deps, graph, refs, budget::listed_graph_bytes(self.rt, graph, self.budget.node_charge()), keeps)
     }
 
     /// `bytes`: the estimated staging bytes of pushing the child's graph (see `budget.rs`);
@@ -466,7 +486,7 @@ impl CmdBuf {
             self.replace_params(node, params);
             return Ok(());
         }
-        let bytes = budget::push_bytes(&params);
+        let bytes = budget::push_bytes(&params, self.budget.node_charge());
         let exec = self.exec_for_push(bytes);
         self.rt.exec_kernel_node_set_by_pointers(exec, raw, launch)?;
         self.pushed(1, bytes);
@@ -503,7 +523,7 @@ impl CmdBuf {
     /// the executable graph; the node's references become unknown (or opaque), as for
     /// [`Self::add_child_graph`].
     pub fn update_child_graph(&mut self, node: NodeId, graph: Graph) -> Result<()> {
-        let bytes = budget::listed_graph_bytes(self.rt, graph);
+        let bytes = budget::listed_graph_bytes(self.rt, graph, self.budget.node_charge());
         let refs = self.foreign_references(graph);
         self.set_child(node, graph, refs, bytes, |cb| published::clone_kept(cb.rt, graph))
     }
@@ -854,7 +874,7 @@ impl CmdBuf {
         {
             return self.rerecord_memcpy_by_reinstantiating(node, params, why);
         }
-        let bytes = budget::push_bytes(&params);
+        let bytes = budget::push_bytes(&params, self.budget.node_charge());
         let exec = self.exec.map(|_| self.exec_for_push(bytes));
         if let Err(e) = params.push(self.rt, exec, raw) {
             if exec.is_some() && matches!(params, Params::Memcpy(_)) {
@@ -1010,7 +1030,7 @@ impl CmdBuf {
                     // templates for the refresh, or hold their parameters in the template.
                     return self.reinstantiate_for_memcpy(&why);
                 }
-                let bytes = budget::push_bytes(&self.nodes[node as usize].params);
+                let bytes = budget::push_bytes(&self.nodes[node as usize].params, self.budget.node_charge());
                 // A re-instantiation empties the list: the new executable graph has them all.
                 let exec = self.exec.map(|_| self.exec_for_push(bytes));
                 if self.unpushed.is_empty() {

@@ -229,7 +229,8 @@ impl CmdBuf {
             return self.finish_by_reinstantiating(report, &why);
         }
         if primary && !scratch.touched.is_empty() && self.budget.limit() != 0 {
-            let bytes = scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params)).sum();
+            let bytes =
+                scratch.touched.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params, self.budget.node_charge())).sum();
             if self.budget.exceeded_by(bytes) && self.reinstantiate_for_budget() {
                 report.updated_nodes = self.scratch.touched.len() as u64;
                 report.reinstantiated = true;
@@ -255,7 +256,7 @@ impl CmdBuf {
                 Ok(()) => {
                     record.unpushed = false;
                     report.updated_nodes += 1;
-                    bytes += budget::push_bytes(&record.params);
+                    bytes += budget::push_bytes(&record.params, self.budget.node_charge());
                     memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
                 }
                 Err(e) => {

@@ -1,6 +1,8 @@
-//! `rcb_runtime_info`: which GPU runtime the library loaded.
+//! `rcb_runtime_info`: which GPU runtime the library loaded, and the update budget its command
+//! buffers got.
 
 use super::{arg_out_sized, boundary, rcb_status, sized_struct, write_c_str};
+use crate::cmdbuf::{self, BudgetBasis};
 use crate::runtime::{self, Backend};
 use std::ffi::c_char;
 
@@ -11,6 +13,19 @@ include!(concat!(env!("OUT_DIR"), "/symbol_versions/runtime.rs"));
 pub const RCB_BACKEND_HIP: i32 = 1;
 /// The CUDA driver (`libcuda.so.1`) backs the library.
 pub const RCB_BACKEND_CUDA: i32 = 2;
+
+/// `rcb_runtime_info.update_budget_basis`: no command buffer has been created yet, so the
+/// update budget is not settled (the fields after it are 0).
+pub const RCB_UPDATE_BUDGET_UNSETTLED: i32 = 0;
+/// The first command buffer measured what the runtime's executable-graph updates take:
+/// `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
+/// off on CUDA, 64 MiB on HIP, where the probe's memset nodes cannot show kernel-node growth).
+pub const RCB_UPDATE_BUDGET_MEASURED: i32 = 1;
+/// `RCB_EXEC_UPDATE_BUDGET` set the budget; nothing was measured.
+pub const RCB_UPDATE_BUDGET_CONFIGURED: i32 = 2;
+/// The measurement failed (the log says why at level warn): the budget is the fixed default,
+/// 64 MiB on HIP and off on CUDA.
+pub const RCB_UPDATE_BUDGET_DEFAULT: i32 = 3;
 
 /// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
 #[repr(C)]
@@ -29,9 +44,23 @@ pub struct rcb_runtime_info {
     /// The library that was opened, NUL-terminated, truncated to fit (never inside a UTF-8
     /// character).
     pub library: [c_char; 256],
+    /// How the update budget of the process's command buffers was settled: an
+    /// `RCB_UPDATE_BUDGET_*` value. The first command buffer settles it (measuring unless
+    /// `RCB_EXEC_UPDATE_BUDGET` is set); `rcb_runtime_load` reports it and measures nothing.
+    pub update_budget_basis: i32,
+    /// Bytes of device memory one executable-node update took in the library's measurement (0
+    /// unless `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing grew).
+    pub update_growth_bytes: u64,
+    /// The update budget each new primary command buffer starts with, in bytes (0: never
+    /// re-instantiated); `rcb_cmdbuf_set_exec_update_budget` changes one command buffer's.
+    pub update_budget_bytes: u64,
+    /// What each node pushed to an executable graph is charged against the budget besides its
+    /// argument bytes: `update_growth_bytes` where the measurement saw growth, else the figure of
+    /// the public report (5 920 bytes).
+    pub update_node_charge: u64,
 }
 
-// The size in 0.1.0, when the struct got its size.
+// The size in 0.1.0, when the struct got its size; the update budget's fields came after.
 sized_struct!(rcb_runtime_info, 276);
 
 /// Loads the GPU runtime (once per process, as chosen by `RCB_BACKEND`) and describes it.
@@ -64,6 +93,23 @@ pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_sta
             disabled_features: info.disabled_features.len() as i32,
             library,
             ..Default::default()
+        };
+        let value = match cmdbuf::budget_settled() {
+            None => value,
+            Some(s) => rcb_runtime_info {
+                update_budget_basis: match &s.basis {
+                    BudgetBasis::Measured(_) => RCB_UPDATE_BUDGET_MEASURED,
+                    BudgetBasis::Configured => RCB_UPDATE_BUDGET_CONFIGURED,
+                    BudgetBasis::Failed(_) => RCB_UPDATE_BUDGET_DEFAULT,
+                },
+                update_growth_bytes: match &s.basis {
+                    BudgetBasis::Measured(m) => m.bytes_per_update,
+                    _ => 0,
+                },
+                update_budget_bytes: s.limit,
+                update_node_charge: s.node_charge,
+                ..value
+            },
         };
         // SAFETY: checked by arg_out_sized.
         unsafe { out.write(value) };

@@ -22,12 +22,12 @@ pub fn edge_ends(edges: &[Edge]) -> (Vec<P>, Vec<P>) {
     edges.iter().map(|e| (e.from.0, e.to.0)).unzip()
 }
 
-/// Runs `call` (one of the library's own event calls) with the calling thread in relaxed capture
-/// mode, set through `exchange` (the runtime's `ThreadExchangeStreamCaptureMode`), then gives the
-/// thread its mode back; when the mode cannot be set, `call` runs as it is. A failed give-back is
-/// tried once more: a thread left relaxed no longer has its unsafe calls during a capture refused,
-/// so a second failure is logged at warn and counted (`capture_mode_left_relaxed`, process
-/// totals).
+/// Runs `call` (the library's own event calls, or its update-budget probe) with the calling thread
+/// in relaxed capture mode, set through `exchange` (the runtime's
+/// `ThreadExchangeStreamCaptureMode`), then gives the thread its mode back; when the mode cannot be
+/// set, `call` runs as it is. A failed give-back is tried once more: a thread left relaxed no
+/// longer has its unsafe calls during a capture refused, so a second failure is logged at warn and
+/// counted (`capture_mode_left_relaxed`, process totals).
 pub fn relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_int) -> c_int {
     let mut mode = CaptureMode::Relaxed as c_int;
     if exchange(&mut mode) != 0 {
@@ -44,7 +44,7 @@ pub fn relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_
         }
     }
     log::warn!(
-        "giving the calling thread its stream capture mode ({own}) back after the library's event call failed twice (error {failed}): the thread stays in relaxed mode"
+        "giving the calling thread its stream capture mode ({own}) back after the library's own calls failed twice (error {failed}): the thread stays in relaxed mode"
     );
     counters::record_total(Event::Fallback(Fallback::CaptureModeLeftRelaxed));
     rc

@@ -26,6 +26,9 @@ pub trait Memory {
     fn malloc(&self, device: i32, bytes: usize) -> Result<DevicePtr>;
     fn free(&self, ptr: DevicePtr) -> Result<()>;
     fn copy_device_async(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: Stream) -> Result<()>;
+    /// `(free, total)` bytes of `device`'s memory, as the runtime reports them (the whole
+    /// device's, every process's allocations counted).
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)>;
 }
 
 pub trait Streams {
@@ -58,6 +61,12 @@ pub trait Streams {
     /// would fail and invalidate every global-mode capture in progress, which relaxed mode avoids.
     fn event_is_complete(&self, event: Event) -> Result<bool>;
     fn event_synchronize(&self, event: Event) -> Result<()>;
+    /// Runs `work` with the calling thread in relaxed capture mode, then gives the thread its
+    /// mode back, as the event calls above are made: for the library's own objects, made and
+    /// destroyed outside every capture, whose calls (an allocation) would otherwise fail and
+    /// invalidate a global-mode capture in progress on any thread. A runtime that cannot set the
+    /// mode runs `work` as it is.
+    fn relaxed_capture_mode(&self, work: &mut dyn FnMut());
 }
 
 /// Graph templates and executable graphs.
@@ -170,9 +179,12 @@ pub trait Direct: Send + Sync {
     fn launch_kernel(&self, kernel: &KernelParams<'_>, stream: Stream) -> Result<()>;
     /// Whole-graph update; fails when the topology differs.
     fn exec_update(&self, exec: Exec, graph: Graph) -> Result<()>;
-    /// `(free, total)` bytes of `device`'s memory, as the runtime reports them.
-    fn device_memory(&self, device: i32) -> Result<(usize, usize)>;
     /// The architecture name HIP reports for `device` (`gcnArchName`: `gfx942:sramecc+:xnack-`,
     /// the software GPU's `hipsim`), which picks the code object to load; `Unsupported` on CUDA.
     fn device_arch(&self, device: i32) -> Result<String>;
+    /// The name the runtime gives `device` (`hipDeviceProp_t.name`, `cuDeviceGetName`).
+    fn device_name(&self, device: i32) -> Result<String>;
+    /// The struct layouts and numbering this backend chose for the loaded runtime, each as (what,
+    /// which and why), for diagnostics (`rcb-doctor`).
+    fn layouts(&self) -> Vec<(&'static str, String)>;
 }

@@ -44,6 +44,15 @@ pub fn capture_after_failed_end(rt: &dyn Runtime, stream: Stream) -> CaptureAfte
 
 static RUNTIME: OnceCell<Result<Box<dyn Runtime>>> = OnceCell::new();
 
+/// Why the loaded runtime is the one it is, set with it.
+static CHOICE: OnceCell<String> = OnceCell::new();
+
+/// Why the runtime [`get`] returns was chosen (the variables that named it, or what the search
+/// found and, under `RCB_BACKEND=auto`, why HIP was passed over); `None` before a runtime loaded.
+pub fn choice() -> Option<&'static str> {
+    CHOICE.get().map(String::as_str)
+}
+
 /// The process's runtime, loaded on first use according to `RCB_BACKEND`. A failed load is
 /// remembered: every later call reports the same error.
 pub fn get() -> Result<&'static dyn Runtime> {
@@ -55,21 +64,36 @@ pub fn get() -> Result<&'static dyn Runtime> {
 
 fn load() -> Result<Box<dyn Runtime>> {
     let cfg = config::get()?;
-    let rt = match cfg.backend {
-        BackendChoice::Hip => hip::load(cfg)?,
-        BackendChoice::Cuda => cuda::load(cfg)?,
+    let hip_named = |how: &str| match &cfg.hip_library {
+        Some(path) => format!("{how}; RCB_HIP_LIBRARY={} names the HIP runtime", path.display()),
+        None => format!(
+            "{how}; the HIP runtime found by the search (one already loaded, else the first of libamdhip64.so.7, .6, .5, libamdhip64.so)"
+        ),
+    };
+    let cuda_named = |how: &str| match &cfg.cuda_library {
+        Some(path) => format!("{how}; RCB_CUDA_LIBRARY={} names the CUDA driver", path.display()),
+        None => format!("{how}; the CUDA driver libcuda.so.1"),
+    };
+    let (rt, why) = match cfg.backend {
+        BackendChoice::Hip => (hip::load(cfg)?, hip_named("RCB_BACKEND=hip")),
+        BackendChoice::Cuda => (cuda::load(cfg)?, cuda_named("RCB_BACKEND=cuda")),
         BackendChoice::Auto => match hip::load(cfg) {
-            Ok(rt) => rt,
-            Err(hip_err) => cuda::load(cfg).map_err(|cuda_err| {
-                let kind = if hip_err.kind == ErrorKind::NoDevice || cuda_err.kind == ErrorKind::NoDevice {
-                    ErrorKind::NoDevice
-                } else {
-                    ErrorKind::RuntimeUnavailable
-                };
-                Error::new(kind, format!("no usable GPU runtime (RCB_BACKEND=auto): hip: {hip_err}; cuda: {cuda_err}"))
-            })?,
+            Ok(rt) => (rt, hip_named("RCB_BACKEND=auto (or unset) takes HIP first")),
+            Err(hip_err) => {
+                let rt = cuda::load(cfg).map_err(|cuda_err| {
+                    let kind = if hip_err.kind == ErrorKind::NoDevice || cuda_err.kind == ErrorKind::NoDevice {
+                        ErrorKind::NoDevice
+                    } else {
+                        ErrorKind::RuntimeUnavailable
+                    };
+                    Error::new(kind, format!("no usable GPU runtime (RCB_BACKEND=auto): hip: {hip_err}; cuda: {cuda_err}"))
+                })?;
+                (rt, cuda_named(&format!("RCB_BACKEND=auto (or unset) and no usable HIP runtime ({hip_err})")))
+            }
         },
     };
+    // Set once, by the one thread that loads the runtime.
+    let _ = CHOICE.set(why);
     let info = rt.info();
     log::info!(
         "loaded {} runtime {} (version {}, {} device(s){})",

@@ -82,9 +82,25 @@ static void shared_instance(int preloaded) {
         CHECK(path != NULL && strcmp(info.library, path) == 0, "library '%s', RCB_HIP_LIBRARY '%s'", info.library,
               path ? path : "(unset)");
     }
+    /* The process's first command buffer also settles the update budget, measuring the
+     * runtime's growth with a probe graph of its own (made and destroyed at once): settled by
+     * this one, the counts below see one command buffer's calls. The software GPU leaks nothing
+     * here, so the budget is off. */
+    CHECK(info.update_budget_basis == RCB_UPDATE_BUDGET_UNSETTLED, "basis %d before any command buffer",
+          info.update_budget_basis);
     uint64_t graphs = hipsimLiveCount("graph");
-    uint64_t creates = hipsimGetCallCount("hipGraphCreate");
     rcb_cmdbuf *cb;
+    RCB(rcb_cmdbuf_new(0, &cb));
+    RCB(rcb_cmdbuf_free(cb));
+    CHECK(hipsimLiveCount("graph") == graphs && hipsimGetCallCount("hipGraphExecMemsetNodeSetParams") > 0,
+          "the probe left a graph, or made no update");
+    SIZED(info);
+    RCB(rcb_runtime_load(&info));
+    CHECK(info.update_budget_basis == RCB_UPDATE_BUDGET_MEASURED && info.update_growth_bytes == 0 &&
+              info.update_budget_bytes == 0,
+          "update budget: basis %d, growth %llu, budget %llu", info.update_budget_basis,
+          (unsigned long long)info.update_growth_bytes, (unsigned long long)info.update_budget_bytes);
+    uint64_t creates = hipsimGetCallCount("hipGraphCreate");
     RCB(rcb_cmdbuf_new(0, &cb));
     CHECK(hipsimLiveCount("graph") == graphs + 1 && hipsimGetCallCount("hipGraphCreate") == creates + 1,
           "the library's graph is not in the program's hipsim: two instances are loaded");

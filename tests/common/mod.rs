@@ -239,6 +239,11 @@ fn knobs(rt: &dyn Runtime) -> Option<Hipsim> {
     Some(Hipsim { lib })
 }
 
+/// Whether the runtime is the software GPU (says nothing either way).
+pub fn is_software_gpu(rt: &dyn Runtime) -> bool {
+    knobs(rt).is_some()
+}
+
 /// [`hipsim`] for a test that needs its knobs throughout: says every check is skipped elsewhere.
 pub fn hipsim_or_skip() -> Option<Hipsim> {
     hipsim("every check")

@@ -7,6 +7,7 @@
 #     a second install over the same PREFIX changes nothing, and a DESTDIR install stages the same
 #     files naming the final PREFIX;
 #   - both installed libraries pass ci/check-library.sh (exports, SONAME, no RPATH/RUNPATH, ...);
+#   - the installed rcb-doctor finds the software GPU usable;
 #   - consumer.c, built with `pkg-config --cflags --libs rocm_cmdbuf`, and consumer.cpp, built by
 #     CMakeLists.txt with find_package(rocm_cmdbuf CONFIG REQUIRED) after PREFIX has been moved
 #     (the CMake package is relocatable; pkg-config --define-prefix follows the move too), both run on the software GPU (tests/hipsim, built in the
@@ -28,7 +29,8 @@ listing() { # DIR: every file and link under DIR with its checksum (a link: its 
         if [ -L "$f" ]; then echo "$f -> $(readlink "$f")"; else echo "$f $(sha256sum < "$f" | cut -c1-16)"; fi
     done)
 }
-expected="./include/rocm_cmdbuf.h
+expected="./bin/rcb-doctor
+./include/rocm_cmdbuf.h
 ./include/rocm_cmdbuf.hpp
 ./lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake
 ./lib/cmake/rocm_cmdbuf/rocm_cmdbufConfigVersion.cmake
@@ -72,6 +74,12 @@ cp "${CARGO_TARGET_DIR:-target}/debug/libamdhip64.so" "$tmp/hip/libamdhip64.so"
 ln -s libamdhip64.so "$tmp/hip/libamdhip64.so.6"
 gpu=(RCB_BACKEND=hip RCB_HIP_LIBRARY="$tmp/hip/libamdhip64.so")
 links_soname() { readelf -d "$1" | grep -q 'NEEDED.*\[librocm_cmdbuf\.so\.0\]' || { echo "$1 does not need librocm_cmdbuf.so.0"; exit 1; }; }
+
+echo "== the installed rcb-doctor on the software GPU"
+env "${gpu[@]}" "$prefix/bin/rcb-doctor" >"$tmp/doctor.log" 2>&1 || { cat "$tmp/doctor.log"; echo "rcb-doctor failed"; exit 1; }
+grep -q '^  0: hipsim, arch hipsim, ' "$tmp/doctor.log" && grep -q '^rcb-doctor: usable' "$tmp/doctor.log" ||
+    { cat "$tmp/doctor.log"; echo "rcb-doctor did not find the software GPU usable"; exit 1; }
+grep -E '^  (0|budget|rcb_cmdbuf_new, rcb_cmdbuf_free):' "$tmp/doctor.log"
 
 echo "== pkg-config: consumer.c"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

@@ -238,7 +238,7 @@ fn memory(rt: &'static dyn Runtime, f: Function, stream: Stream, quick: bool) ->
     let (g1, _) = build_graph(rt, f, &blobs[1])?;
     let exec = rt.instantiate(g0).map_err(err)?;
     warm::exec(rt, exec, stream)?;
-    let free_now = || rt.direct().device_memory(0).map(|(free, _)| free as i64).map_err(err);
+    let free_now = || rt.device_memory(0).map(|(free, _)| free as i64).map_err(err);
 
     let mut rows: Vec<Vec<String>> = (0..=samples).map(|s| vec![(s * updates / samples).to_string()]).collect();
     // A series: its name, update number u, and a launch that waits.

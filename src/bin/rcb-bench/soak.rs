@@ -242,6 +242,10 @@ fn record(add: Function, placement: &[u64]) -> R<*mut rcb_cmdbuf> {
     let mut cb = null_mut();
     // SAFETY: a valid out-pointer.
     status("rcb_cmdbuf_new", unsafe { rcb_cmdbuf_new(0, &mut cb) })?;
+    // The budget of a runtime whose updates leak, whatever the measurement found here, so that
+    // the updates also re-instantiate (every 113 at the fixed charge).
+    // SAFETY: a live handle, not yet finalized.
+    status("rcb_cmdbuf_set_exec_update_budget", unsafe { rcb_cmdbuf_set_exec_update_budget(cb, rocm_cmdbuf::DEFAULT_BUDGET_BYTES) })?;
     let table: Vec<rcb_allocation> = placement.iter().map(|&base| rcb_allocation { base, size: BYTES as u64 }).collect();
     // SAFETY: a live handle and a table of table.len() entries.
     status("rcb_cmdbuf_set_allocations", unsafe { rcb_cmdbuf_set_allocations(cb, table.as_ptr(), table.len()) })?;

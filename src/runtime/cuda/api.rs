@@ -25,6 +25,7 @@ symbol_table! {
         cuDeviceGetCount: fn(*mut c_int) -> R;
         cuDeviceGet: fn(*mut c_int, c_int) -> R;
         cuDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> R;
+        cuDeviceGetName: fn(*mut c_char, c_int, c_int) -> R;
         cuDeviceCanAccessPeer: fn(*mut c_int, c_int, c_int) -> R;
         cuDevicePrimaryCtxRetain: fn(*mut P, c_int) -> R;
         cuCtxGetCurrent: fn(*mut P) -> R;

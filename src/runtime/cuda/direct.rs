@@ -5,7 +5,7 @@ use super::{CudaRuntime, with_extra};
 use crate::error::{Error, Result};
 use crate::runtime::common::{self, P};
 use crate::runtime::{DevicePtr, Direct, Exec, Function, Graph, KernelParams, Module, Stream};
-use std::ffi::{CString, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::null_mut;
 
 impl Direct for CudaRuntime {
@@ -71,17 +71,28 @@ impl Direct for CudaRuntime {
             .map_err(|e| e.context(format!("update result {}", info.result)))
     }
 
-    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
-        self.on_device(device, || {
-            let (mut free, mut total) = (0, 0);
-            // SAFETY: valid out-pointers.
-            self.check("cuMemGetInfo_v2", unsafe { (self.core.cuMemGetInfo_v2)(&mut free, &mut total) })?;
-            Ok((free, total))
-        })
-    }
-
     fn device_arch(&self, _device: i32) -> Result<String> {
         // CUDA loads PTX, which the driver compiles for whatever device runs it.
         Err(Error::unsupported("CUDA devices have no HIP architecture name"))
+    }
+
+    fn device_name(&self, device: i32) -> Result<String> {
+        let handle = self.device_handle(device)?;
+        let mut name = [0 as c_char; 256];
+        // SAFETY: a writable buffer of the length passed; the handle was just looked up.
+        self.check("cuDeviceGetName", unsafe { (self.core.cuDeviceGetName)(name.as_mut_ptr(), name.len() as c_int, handle) })?;
+        // SAFETY: the driver NUL-terminates within the length it was given.
+        Ok(unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned())
+    }
+
+    fn layouts(&self) -> Vec<(&'static str, String)> {
+        // One layout for every driver the backend loads: CUDA 12's `_v2` entry points and
+        // structs, which CUDA 13 keeps.
+        vec![
+            ("kernel node parameters", String::from("CUDA_KERNEL_NODE_PARAMS_v2 (cuGraphAddKernelNode_v2 and its setters)")),
+            ("memcpy node parameters", String::from("CUDA_MEMCPY3D")),
+            ("graph edges", String::from("cuGraphAddDependencies_v2 and cuGraphGetEdges_v2, with edge data")),
+            ("node-type numbers", String::from("CUDA's")),
+        ]
     }
 }

@@ -82,6 +82,15 @@ impl Memory for CudaRuntime {
         // SAFETY: the caller keeps the stream and both ranges live until the copy has run.
         self.call("cuMemcpyDtoDAsync_v2", || unsafe { (self.core.cuMemcpyDtoDAsync_v2)(dst, src, bytes, stream.0) })
     }
+
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
+        self.on_device(device, || {
+            let (mut free, mut total) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("cuMemGetInfo_v2", unsafe { (self.core.cuMemGetInfo_v2)(&mut free, &mut total) })?;
+            Ok((free, total))
+        })
+    }
 }
 
 impl StreamMemory for CudaRuntime {

@@ -126,7 +126,10 @@ fn structs(layout: Layout) -> Vec<Struct> {
     s.push(Struct {
         name: if props.r0600 { "hipDeviceProp_tR0600" } else { "hipDeviceProp_t" },
         size: props.size,
-        fields: vec![Field { path: "gcnArchName", offset: props.arch_offset, size: props.arch_len }],
+        fields: vec![
+            Field { path: "name", offset: 0, size: props.name_len },
+            Field { path: "gcnArchName", offset: props.arch_offset, size: props.arch_len },
+        ],
     });
     s
 }
@@ -310,7 +313,12 @@ mod tests {
         assert!(new.contains("\"hipGraphBatchMemOpNodeGetParams\"") && !old.contains("hipGraphBatchMemOp"), "{old}");
         assert!(old.contains("\"hipGraphEventRecordNodeGetEvent\"") && old.contains("\"hipGraphHostNodeGetParams\""), "{old}");
         assert!(new.contains("[10, \"MemAlloc\"]") && !old.contains("[10, \"MemAlloc\"]"), "{new}");
-        assert!(new.contains("{\"name\": \"hipDeviceProp_tR0600\", \"size\": 1472, \"fields\": [[\"gcnArchName\", 1160, 256]]}"), "{new}");
+        assert!(
+            new.contains(
+                "{\"name\": \"hipDeviceProp_tR0600\", \"size\": 1472, \"fields\": [[\"name\", 0, 256], [\"gcnArchName\", 1160, 256]]}"
+            ),
+            "{new}"
+        );
     }
 
     /// Writes the table of `RCB_HIP_ABI_VERSION` to `RCB_HIP_ABI_TABLE` (ci/hip-versions.sh runs it).

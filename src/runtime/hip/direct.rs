@@ -76,16 +76,25 @@ impl Direct for HipRuntime {
         self.check("hipGraphExecUpdate", rc).map_err(|e| e.context(format!("update result {result}")))
     }
 
-    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
-        self.on_device(device, || {
-            let (mut free, mut total) = (0, 0);
-            // SAFETY: valid out-pointers.
-            self.check("hipMemGetInfo", unsafe { (self.core.hipMemGetInfo)(&mut free, &mut total) })?;
-            Ok((free, total))
-        })
+    fn device_arch(&self, device: i32) -> Result<String> {
+        let props = self.layout.device_props();
+        self.device_props_text(device, props.arch_offset, props.arch_len)
     }
 
-    fn device_arch(&self, device: i32) -> Result<String> {
+    fn device_name(&self, device: i32) -> Result<String> {
+        // `name` opens the struct in every version.
+        self.device_props_text(device, 0, self.layout.device_props().name_len)
+    }
+
+    fn layouts(&self) -> Vec<(&'static str, String)> {
+        self.layout.describe()
+    }
+}
+
+impl HipRuntime {
+    /// The NUL-terminated text of `len` bytes at `offset` of `device`'s properties, read with the
+    /// call and struct of this runtime's version.
+    fn device_props_text(&self, device: i32, offset: usize, len: usize) -> Result<String> {
         let get = self.device_props.ok_or_else(|| Error::unsupported("the HIP runtime lacks the device-properties call of its version"))?;
         let layout = self.layout.device_props();
         let call = if layout.r0600 { "hipGetDevicePropertiesR0600" } else { "hipGetDeviceProperties" };
@@ -95,8 +104,8 @@ impl Direct for HipRuntime {
         self.check(call, unsafe { get(props.as_mut_ptr().cast::<c_void>(), device) })?;
         // SAFETY: the buffer's own bytes, `props.len() * 8` of them, all initialised.
         let bytes = unsafe { std::slice::from_raw_parts(props.as_ptr().cast::<u8>(), props.len() * 8) };
-        let name = &bytes[layout.arch_offset..layout.arch_offset + layout.arch_len];
-        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-        Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+        let text = &bytes[offset..offset + len];
+        let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+        Ok(String::from_utf8_lossy(&text[..end]).into_owned())
     }
 }

@@ -73,6 +73,8 @@ pub struct DeviceProps {
     /// with the pre-6.0 `hipDeviceProp_t`.
     pub r0600: bool,
     pub size: usize,
+    /// `name` is at offset 0 in both structs.
+    pub name_len: usize,
     pub arch_offset: usize,
     pub arch_len: usize,
 }
@@ -114,10 +116,41 @@ impl Layout {
     /// The device-properties call and struct of this version.
     pub fn device_props(self) -> DeviceProps {
         if self.version >= ROCM_6_0 {
-            DeviceProps { r0600: true, size: 1472, arch_offset: 1160, arch_len: 256 }
+            DeviceProps { r0600: true, size: 1472, name_len: 256, arch_offset: 1160, arch_len: 256 }
         } else {
-            DeviceProps { r0600: false, size: 792, arch_offset: 396, arch_len: 256 }
+            DeviceProps { r0600: false, size: 792, name_len: 256, arch_offset: 396, arch_len: 256 }
         }
+    }
+
+    /// What this layout chose, for diagnostics: one (what, which and why) per choice above.
+    pub fn describe(self) -> Vec<(&'static str, String)> {
+        let v = super::version_text(self.version);
+        let since = |first: i32, yes: &str, no: &str| {
+            if self.version >= first { format!("{yes} (HIP {v} >= {})", super::version_text(first)) } else { format!("{no} (HIP {v})") }
+        };
+        let props = self.device_props();
+        let memcpy = match self.memcpy_read_back() {
+            MemcpyReadBack::AsCreated(why) => format!("as created: {why}"),
+            MemcpyReadBack::Never(why) => format!("never: {why}"),
+            MemcpyReadBack::Reliable => String::from("always"),
+        };
+        vec![
+            ("node-type numbers", since(ROCM_5_3, "CUDA's numbering", "ROCm 5.2's numbering")),
+            ("hipMemAllocationProp", since(ROCM_5_3, "the 5.3 layout", "the 5.2 layout")),
+            ("virtual memory management", since(ROCM_5_3, "the real calls", "stubs only: off")),
+            (
+                "device properties",
+                format!(
+                    "{} with a {}-byte struct, gcnArchName at byte {}",
+                    if props.r0600 { "hipGetDevicePropertiesR0600" } else { "hipGetDeviceProperties" },
+                    props.size,
+                    props.arch_offset
+                ),
+            ),
+            ("hipMemsetParams", String::from("alphabetical field order, as every shipped header has it")),
+            ("memcpy node parameters read back", memcpy),
+            ("batch memory-operation nodes", since(ROCM_6_4, "declared", "absent")),
+        ]
     }
 
     /// A pinned device allocation on `device`, no exportable handle.
@@ -229,6 +262,22 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_description_follows_the_version() {
+        let text =
+            |v: i32| Layout::for_version(v).describe().into_iter().map(|(what, which)| format!("{what}: {which}\n")).collect::<String>();
+        let (old, new) = (text(50_221_153), text(70_253_211));
+        assert!(old.contains("node-type numbers: ROCm 5.2's numbering (HIP 5.2.21153)"), "{old}");
+        assert!(
+            old.contains("virtual memory management: stubs only: off") && old.contains("hipGetDeviceProperties with a 792-byte struct"),
+            "{old}"
+        );
+        assert!(old.contains("batch memory-operation nodes: absent") && old.contains("memcpy node parameters read back: never: "), "{old}");
+        assert!(new.contains("node-type numbers: CUDA's numbering (HIP 7.2.53211 >= 5.3.0)"), "{new}");
+        assert!(new.contains("hipGetDevicePropertiesR0600 with a 1472-byte struct, gcnArchName at byte 1160"), "{new}");
+        assert!(new.contains("memcpy node parameters read back: as created: "), "{new}");
+    }
 
     #[test]
     fn node_types_follow_the_version() {

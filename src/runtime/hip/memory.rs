@@ -38,6 +38,15 @@ impl Memory for HipRuntime {
         // SAFETY: the caller keeps the stream and both ranges live until the copy has run.
         self.check("hipMemcpyDtoDAsync", unsafe { (self.core.hipMemcpyDtoDAsync)(ptr(dst), ptr(src), bytes, stream.0) })
     }
+
+    fn device_memory(&self, device: i32) -> Result<(usize, usize)> {
+        self.on_device(device, || {
+            let (mut free, mut total) = (0, 0);
+            // SAFETY: valid out-pointers.
+            self.check("hipMemGetInfo", unsafe { (self.core.hipMemGetInfo)(&mut free, &mut total) })?;
+            Ok((free, total))
+        })
+    }
 }
 
 impl StreamMemory for HipRuntime {

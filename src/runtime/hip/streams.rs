@@ -129,15 +129,23 @@ impl Streams for HipRuntime {
         // SAFETY: the caller keeps the event live.
         self.check("hipEventSynchronize", unsafe { (self.core.hipEventSynchronize)(event.0) })
     }
+
+    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) {
+        self.relaxed(|| {
+            work();
+            0
+        });
+    }
 }
 
 impl HipRuntime {
-    /// Runs `call` (one of the library's event calls) with the calling thread in relaxed capture
-    /// mode, then gives the thread its mode back. In the global (default) or thread-local mode an
-    /// event query counts as unsafe while a capture is in progress: the runtime fails it and
-    /// invalidates every global-mode capture in the process or the thread's own. Relaxed, the
-    /// library's events (never recorded into a capture) leave the caller's captures alone. A
-    /// runtime without `hipThreadExchangeStreamCaptureMode` runs `call` as it is.
+    /// Runs `call` (one of the library's event calls, or `relaxed_capture_mode`'s work) with the
+    /// calling thread in relaxed capture mode, then gives the thread its mode back. In the global
+    /// (default) or thread-local mode an event query counts as unsafe while a capture is in
+    /// progress: the runtime fails it and invalidates every global-mode capture in the process or
+    /// the thread's own. Relaxed, the library's events (never recorded into a capture) leave the
+    /// caller's captures alone. A runtime without `hipThreadExchangeStreamCaptureMode` runs `call`
+    /// as it is.
     fn relaxed(&self, call: impl FnOnce() -> c_int) -> c_int {
         let Some(table) = &self.thread_mode else { return call() };
         // SAFETY: a valid in/out pointer holding a valid mode.

@@ -5,6 +5,12 @@
 //! that never reuses one); without them an update reuses the node's slot, as the proposed fix
 //! (pull request 11434) does.
 //!
+//! A slot's size is its node's explicit arguments plus the hidden ones the runtime appends
+//! (`HIPSIM_KERNARG_HIDDEN`, 256 bytes by default). `hipMemGetInfo` counts the slots in use as
+//! device memory: exactly, or (`HIPSIM_KERNARG_CHUNK`) in whole pools as clr allocates them:
+//! at instantiation one pool of the executable's slots plus the chunk, and each time an update
+//! does not fit, another of the same size.
+//!
 //! The slots come from a per-device pool of `HIPSIM_KERNARG_POOL` bytes (unlimited by default).
 //! When an update finds the pool exhausted, `kernarg_leak` fails it with `hipErrorOutOfMemory`
 //! (what a runtime with pull request 10022 reports) and `kernarg_leak_silent` returns success
@@ -19,18 +25,17 @@ use crate::exec::ExecGraph;
 use crate::graph::Op;
 use crate::knobs::{self, KernargLeak};
 
-/// Hidden arguments the runtime appends to each kernel's explicit ones (grid sizes, offsets,
-/// queue pointers), as on gfx9.
-const HIDDEN_ARGUMENT_BYTES: u64 = 256;
 /// Explicit arguments of the blit kernels that run memcpy and memset nodes.
 const BLIT_ARGUMENT_BYTES: u64 = 64;
 
 /// The slot a node's arguments take: explicit arguments rounded up to 16 bytes, plus the
-/// hidden ones; nodes that run no kernel take none.
+/// hidden ones (grid sizes, offsets, queue pointers: `HIPSIM_KERNARG_HIDDEN`); nodes that run no
+/// kernel take none.
 pub fn slot(op: &Op) -> u64 {
+    let hidden = knobs::get().kernarg_hidden;
     match op {
-        Op::Kernel(k) => (k.args.len() as u64).div_ceil(16) * 16 + HIDDEN_ARGUMENT_BYTES,
-        Op::Memcpy { .. } | Op::Memcpy3D(_) | Op::Memset(_) => BLIT_ARGUMENT_BYTES + HIDDEN_ARGUMENT_BYTES,
+        Op::Kernel(k) => (k.args.len() as u64).div_ceil(16) * 16 + hidden,
+        Op::Memcpy { .. } | Op::Memcpy3D(_) | Op::Memset(_) => BLIT_ARGUMENT_BYTES + hidden,
         _ => 0,
     }
 }
@@ -47,8 +52,14 @@ struct Pool {
     used: HashMap<i32, u64>,
     /// Highest `used` of any device since the last [`set_limit`].
     peak: u64,
-    /// Device and bytes of each live executable graph.
-    execs: HashMap<usize, (i32, u64)>,
+    /// Each live executable graph's device, bytes in use and bytes at instantiation.
+    execs: HashMap<usize, Staging>,
+}
+
+struct Staging {
+    device: i32,
+    bytes: u64,
+    instantiated: u64,
 }
 
 static POOL: LazyLock<Mutex<Pool>> =
@@ -61,14 +72,14 @@ fn pool() -> MutexGuard<'static, Pool> {
 impl Pool {
     /// Takes `bytes` for `exec`, or fails when the device's pool cannot hold them.
     fn take(&mut self, exec: usize, bytes: u64) -> HipResult {
-        let Some(&(device, _)) = self.execs.get(&exec) else { return Ok(()) };
-        let used = self.used.entry(device).or_default();
+        let Some(staging) = self.execs.get_mut(&exec) else { return Ok(()) };
+        let used = self.used.entry(staging.device).or_default();
         if used.saturating_add(bytes) > self.limit {
             return Err(OUT_OF_MEMORY);
         }
         *used += bytes;
         self.peak = self.peak.max(*used);
-        self.execs.get_mut(&exec).expect("looked up above").1 += bytes;
+        staging.bytes += bytes;
         Ok(())
     }
 }
@@ -76,7 +87,7 @@ impl Pool {
 /// Takes the slots of a new executable graph.
 pub fn instantiated(exec: usize, device: i32, bytes: u64) -> HipResult {
     let mut p = pool();
-    p.execs.insert(exec, (device, 0));
+    p.execs.insert(exec, Staging { device, bytes: 0, instantiated: bytes });
     let taken = p.take(exec, bytes);
     if taken.is_err() {
         p.execs.remove(&exec);
@@ -87,8 +98,8 @@ pub fn instantiated(exec: usize, device: i32, bytes: u64) -> HipResult {
 /// Gives back everything an executable graph took.
 pub fn destroyed(exec: usize) {
     let mut p = pool();
-    if let Some((device, bytes)) = p.execs.remove(&exec) {
-        *p.used.entry(device).or_default() -= bytes;
+    if let Some(staging) = p.execs.remove(&exec) {
+        *p.used.entry(staging.device).or_default() -= staging.bytes;
     }
 }
 
@@ -121,9 +132,19 @@ pub fn set_limit(bytes: u64) {
     p.peak = p.used.values().copied().max().unwrap_or(0);
 }
 
-/// Bytes in use on `device`.
-pub fn used_on(device: i32) -> u64 {
-    pool().used.get(&device).copied().unwrap_or(0)
+/// The device memory staging takes on `device`: the bytes in use, or with
+/// `HIPSIM_KERNARG_CHUNK` the whole pools that hold them.
+pub fn memory_on(device: i32) -> u64 {
+    let p = pool();
+    let Some(chunk) = knobs::get().kernarg_chunk else { return p.used.get(&device).copied().unwrap_or(0) };
+    p.execs
+        .values()
+        .filter(|s| s.device == device)
+        .map(|s| {
+            let pool = (s.instantiated + chunk).max(1);
+            s.bytes.div_ceil(pool).max(1) * pool
+        })
+        .sum()
 }
 
 /// Bytes in use, all devices together.

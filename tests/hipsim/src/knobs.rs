@@ -52,6 +52,13 @@ pub struct Knobs {
     pub version: i32,
     /// `HIPSIM_KERNARG_POOL`: bytes of kernel-argument staging per device.
     pub kernarg_pool: u64,
+    /// `HIPSIM_KERNARG_HIDDEN`: bytes of hidden arguments the runtime appends to each kernel's
+    /// explicit ones (256 by default, as on gfx9): the larger part of each node's slot.
+    pub kernarg_hidden: u64,
+    /// `HIPSIM_KERNARG_CHUNK`: when set, device memory shows each executable graph's staging as
+    /// clr allocates it, in whole pools of its instantiation's bytes plus this many (clr's
+    /// `kKernArgChunkSize`, 128 KiB); unset, as exactly the bytes in use.
+    pub kernarg_chunk: Option<u64>,
     stats: bool,
     clr138: AtomicBool,
     clr_graph_launch: AtomicBool,
@@ -83,6 +90,12 @@ fn init() -> Knobs {
             u64::MAX
         }),
     };
+    let bytes = |name: &str| match env(name).trim() {
+        "" => None,
+        s => s.parse::<u64>().map_err(|_| eprintln!("hipsim: ignoring malformed {name}")).ok(),
+    };
+    let kernarg_hidden = bytes("HIPSIM_KERNARG_HIDDEN").unwrap_or(256);
+    let kernarg_chunk = bytes("HIPSIM_KERNARG_CHUNK");
     let version = match env("HIPSIM_VERSION").trim() {
         "" => DEFAULT_VERSION,
         s => match s.parse::<i32>() {
@@ -98,6 +111,8 @@ fn init() -> Knobs {
         devices,
         version,
         kernarg_pool,
+        kernarg_hidden,
+        kernarg_chunk,
         stats: env("HIPSIM_STATS") == "1",
         clr138: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),

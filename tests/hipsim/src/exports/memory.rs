@@ -49,7 +49,7 @@ hip_export! {
 
     fn hipMemGetInfo(free: *mut usize, total: *mut usize) {
         let dev = device::current()?;
-        let used = memory::lock().allocated(dev) + crate::kernarg::used_on(dev);
+        let used = memory::lock().allocated(dev) + crate::kernarg::memory_on(dev);
         // SAFETY: the C caller's out-pointers are null (refused) or writable, as HIP requires.
         unsafe { out(free, memory::CAPACITY.saturating_sub(used) as usize) }?;
         // SAFETY: as above.

@@ -1,0 +1,146 @@
+//! The update budget's measurement of what executable-graph updates take from the runtime
+//! (ROCm/rocm-systems issue 10713): a probe graph the library builds on its own, updated node by
+//! node while the device's free memory is read, so that the budget follows the runtime that is
+//! loaded instead of a figure from one report.
+//!
+//! The probe is [`PROBE_NODES`] memset nodes, each setting one word of a buffer of its own: the
+//! only node a library without device code can make that ROCm runs as a kernel (clr's
+//! `GraphNode::GraphCaptureEnabled` covers memset nodes, so their setter captures the blit
+//! kernel's packet and arguments into the executable's staging again, as a kernel node's does;
+//! read in clr's source, not yet seen on an AMD GPU). It is instantiated, then each round sets
+//! every node's value through the executable's memset setter, and free device memory is read
+//! after each round. Nothing is launched, so no stream is used, and the calls are made in
+//! relaxed capture mode, so that a capture in progress on any thread is left alone. Everything
+//! is destroyed before [`measure`] returns.
+//!
+//! Free memory shows staging in the blocks the runtime allocates, not slot by slot: clr
+//! (`GraphExec::CaptureAQLPackets`, `GraphKernelArgManager::AllocKernArg`) gives an executable
+//! one pool of its instantiation's slots plus 128 KiB, then another of that size each time one
+//! is full. So the probe goes on until free memory has fallen [`ENOUGH_FALLS`] times, and the
+//! growth per update is the fall up to the last of them over the node updates made by then: the
+//! first pool's slack is filled before the first fall and each fall adds a pool just begun, so
+//! on clr's pools this is the slot within one round of updates and the instantiation's own slots
+//! over five pools (+1.5 % for 32 slots of 320 bytes). It stops after [`MAX_ROUNDS`] rounds
+//! otherwise ([`PROBE_NODES`] · [`MAX_ROUNDS`] = 16 384 node updates: 5 MiB of staging at 320
+//! bytes an update, over two steps even of a reading that moved only in 2 MiB steps). Its cost is
+//! those updates and one free-memory reading per round, all the rounds where nothing grows.
+//!
+//! The reading is of the whole device: another thread or process that allocates meanwhile shows
+//! as growth (the budget then re-instantiates more often than needed, never less), and one that
+//! frees memory makes the measurement fail, which leaves the budget at its fixed default.
+
+use crate::error::{Error, ErrorKind, Leaks, Result};
+use crate::runtime::{DevicePtr, Exec, Graph, MemsetParams, Runtime};
+use std::time::{Duration, Instant};
+
+/// Memset nodes of the probe graph (as many as the kernel nodes of the graph in issue 10713).
+pub const PROBE_NODES: usize = 32;
+/// Most rounds of the probe, each setting every node once.
+pub const MAX_ROUNDS: usize = 512;
+/// Falls of free memory after which the probe stops.
+pub const ENOUGH_FALLS: usize = 5;
+
+/// What the probe saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measurement {
+    /// Bytes of device memory one node update took (rounded up); 0 when free memory never fell.
+    pub bytes_per_update: u64,
+    /// Node updates the probe made.
+    pub node_updates: u64,
+    /// Bytes by which free device memory had fallen at its last fall.
+    pub growth: u64,
+    pub elapsed: Duration,
+}
+
+/// Measures the device memory one executable-node update takes on `device` (the calling
+/// thread's current device is left as it was).
+pub fn measure(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
+    let mut outcome = Err(Error::new(ErrorKind::Runtime, "the runtime did not run the probe"));
+    rt.relaxed_capture_mode(&mut || outcome = run(rt, device));
+    outcome
+}
+
+/// The falls of free memory seen: how many, and at the last one the node updates made and the
+/// fall since the start.
+struct Falls {
+    count: usize,
+    last: Option<(u64, u64)>,
+}
+
+fn run(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
+    let start = Instant::now();
+    let mut probe = Probe { rt, buffer: None, graph: None, exec: None };
+    let outcome = probe.updates(device);
+    probe.release().log("the update budget's probe");
+    let (falls, node_updates) = outcome?;
+    let (bytes_per_update, growth) = falls.last.map_or((0, 0), |(updates, fall)| (fall.div_ceil(updates), fall));
+    Ok(Measurement { bytes_per_update, node_updates, growth, elapsed: start.elapsed() })
+}
+
+/// The probe's objects, each destroyed by [`Probe::release`].
+struct Probe<'a> {
+    rt: &'a dyn Runtime,
+    buffer: Option<DevicePtr>,
+    graph: Option<Graph>,
+    exec: Option<Exec>,
+}
+
+/// Node `i` sets word `i` of `buffer` to `value`.
+fn word(buffer: DevicePtr, i: usize, value: u32) -> MemsetParams {
+    MemsetParams { dst: buffer + 4 * i as u64, value, element_size: 4, width: 1, height: 1, pitch: 0 }
+}
+
+impl Probe<'_> {
+    /// Builds the probe and updates it; returns the falls of free memory and the node updates.
+    fn updates(&mut self, device: i32) -> Result<(Falls, u64)> {
+        let rt = self.rt;
+        let buffer = *self.buffer.insert(rt.malloc(device, 4 * PROBE_NODES)?);
+        let graph = *self.graph.insert(rt.graph_create()?);
+        let nodes = (0..PROBE_NODES).map(|i| rt.add_memset_node(graph, &[], &word(buffer, i, 0))).collect::<Result<Vec<_>>>()?;
+        let exec = *self.exec.insert(rt.instantiate(graph)?);
+        let free = || rt.device_memory(device).map(|(free, _)| free as u64);
+        let before = free()?;
+        let (mut lowest, mut falls, mut updates) = (before, Falls { count: 0, last: None }, 0);
+        for round in 1..=MAX_ROUNDS {
+            for (i, &node) in nodes.iter().enumerate() {
+                rt.exec_memset_node_set(exec, node, &word(buffer, i, round as u32))?;
+            }
+            updates += PROBE_NODES as u64;
+            let now = free()?;
+            if now > lowest {
+                return Err(Error::new(
+                    ErrorKind::Runtime,
+                    format!(
+                        "free device memory rose from {lowest} to {now} bytes after {updates} node updates: memory was freed elsewhere while the probe ran, so what the updates took cannot be told"
+                    ),
+                ));
+            }
+            if now < lowest {
+                lowest = now;
+                falls.count += 1;
+                falls.last = Some((updates, before - now));
+                if falls.count == ENOUGH_FALLS {
+                    break;
+                }
+            }
+        }
+        Ok((falls, updates))
+    }
+
+    /// Destroys what was made, each failed destroy tried once more (a fault may be passing).
+    fn release(&mut self) -> Leaks {
+        let rt = self.rt;
+        let twice = |destroy: &dyn Fn() -> Result<()>| destroy().or_else(|_| destroy());
+        let mut leaks = Leaks::default();
+        if let Some(exec) = self.exec.take() {
+            leaks.note(twice(&|| rt.exec_destroy(exec)));
+        }
+        if let Some(graph) = self.graph.take() {
+            leaks.note(twice(&|| rt.graph_destroy(graph)));
+        }
+        if let Some(buffer) = self.buffer.take() {
+            leaks.note(twice(&|| rt.free(buffer)));
+        }
+        leaks
+    }
+}
