@@ -1159,7 +1159,7 @@ fn fresh_copy_axpy(gpu: &Gpu, s: u64, d: u64, y: u64) -> (Vec<u8>, Vec<u8>) {
     run_copy_axpy(gpu, &fresh, s, d, y)
 }
 
-/// Issue 32: CUDA's `cuGraphExecMemcpyNodeSetParams` fails when an operand moves between a
+/// CUDA's `cuGraphExecMemcpyNodeSetParams` fails when an operand moves between a
 /// plain allocation and a mapped one (measured on the H200). The library checks that before the
 /// setter on CUDA and re-instantiates; on the software GPU the `memcpy_class` quirk models the
 /// rule (clr has none, and the HIP backend reports no classes), so there the setter refuses and
@@ -1271,7 +1271,7 @@ fn a_memcpy_move_across_kinds_that_cannot_reinstantiate_is_refused_with_nothing_
     }
 }
 
-/// Review of issue 32 (F7): CUDA's `cuGraphExecMemcpyNodeSetParams` wants new operands "allocated
+/// CUDA's `cuGraphExecMemcpyNodeSetParams` wants new operands "allocated
 /// from the same contexts as the original"; given memory of another context of the same device
 /// it took one of these two nodes and refused the other (H200, driver 580). The library compares
 /// the context with the kind of allocation before the setter: a memcpy operand moved into
@@ -1326,7 +1326,7 @@ fn a_memcpy_operand_moved_to_memory_of_another_context_reinstantiates_or_is_refu
     assert_eq!(run(d), (iota(1.0), iota(1.0)), "still at its old address");
 }
 
-/// Review of issue 32 (F6): the memcpy nodes inside a child node's graph are not checked for the
+/// The memcpy nodes inside a child node's graph are not checked for the
 /// kind of allocation (see `memcpy_class.rs`). A move never reaches them (their addresses pin
 /// their allocations, see `cmdbuf_xla`), but `rcb_cmdbuf_update_child` gives the runtime a
 /// whole new graph: where its memcpy node copies between other kinds than the executable

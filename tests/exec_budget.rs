@@ -546,7 +546,7 @@ impl CbPtr {
     }
 }
 
-/// Found by reading (issue 29, item 3): launches were followed by the stream handle's value, so
+/// Launches were followed by the stream handle's value, so
 /// thread B's launch into `hipStreamPerThread` re-recorded the event of thread A's, and the old
 /// executable was destroyed while A's launch still waited in A's stream.
 #[test]
@@ -591,7 +591,7 @@ fn launches_into_the_per_thread_stream_from_two_threads_are_each_followed() {
     assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
 }
 
-/// Found by reading (issue 29, item 5): with as many old executables waiting as are kept, a
+/// With as many old executables waiting as are kept, a
 /// re-instantiation waited on the host for the oldest one's launches; a launch that waits on
 /// work not yet submitted (here the gate the test opens after the update) hung the update
 /// forever. Now the update goes to the live executable in place and says so in the counters.
@@ -636,7 +636,7 @@ fn past_the_retired_limit_updates_push_in_place_and_never_wait_for_a_launch() {
     f.launch_and_check(&gpu).unwrap();
 }
 
-/// Found by reading (issue 29, item 4): ROCm's clr runs a launch into a capturing stream on the
+/// ROCm's clr runs a launch into a capturing stream on the
 /// stream itself (its hipGraphLaunch has no capture branch) and CUDA refuses it, so such a
 /// launch is refused; when the runtime cannot say whether the stream captures, the launch is
 /// made (as clr runs it here) and keeps its executable alive; and the library records no event on
@@ -702,7 +702,7 @@ fn a_launch_into_a_capture_keeps_its_executable_and_adds_nothing_to_the_capture(
     assert_eq!(sim.live_count("exec_destroyed_in_flight"), destroyed_in_flight);
 }
 
-/// Issue 29's property over random sequences: no executable graph and no kept graph is destroyed
+/// The property over random sequences: no executable graph and no kept graph is destroyed
 /// while a launch of it may run, on any stream or thread. Each case builds two command buffers
 /// with a small update budget: `a` holds fill nodes whose allocations move between two homes
 /// (re-instantiations) and a flattened copy of a graph owning a user object; `b` holds a child
@@ -1169,7 +1169,7 @@ fn fallback(cb: *mut rcb_cmdbuf, why: u32) -> u64 {
     c.fallbacks[why as usize]
 }
 
-/// Issue 29, B2 of the third review: a launch the library cannot follow with an event (here its
+/// A launch the library cannot follow with an event (here its
 /// event record fails) may run for as long as its stream holds it, and nothing the library can
 /// observe later proves it finished (a tracked launch after it does not). What it may use is kept
 /// instead of destroyed; no update is refused for it (before, 64 replacements refused every
@@ -1282,7 +1282,7 @@ fn a_launch_no_event_follows_keeps_what_it_may_use_and_refuses_no_update() {
 /// More than the 64 replacements the library used to allow behind a launch it could not follow.
 const REPLACEMENTS: usize = 70;
 
-/// Issue 29, B1 of the third review: a patched XLA frees command buffers whose launches are still
+/// A patched XLA frees command buffers whose launches are still
 /// queued (an evicted entry, a re-record after a failed update, an executable's teardown), as
 /// its own path does. The free destroys nothing those launches use: here a live executable and
 /// a retired one of a budgeted command buffer, and a flattened source owning a user object whose
@@ -1410,7 +1410,7 @@ fn a_free_leaks_what_a_launch_no_event_follows_may_use() {
     rt.free(gate.word).unwrap();
 }
 
-/// Second review of issue 29: the library's own event calls (after a launch, and the queries at
+/// The library's own event calls (after a launch, and the queries at
 /// later launches and updates) run in relaxed capture mode, so that a capture in progress
 /// elsewhere is not invalidated. On the software GPU an event query in the default (global)
 /// mode fails and invalidates every global capture in the process, as on CUDA and clr; the test
@@ -1543,7 +1543,7 @@ impl OneSource {
     }
 }
 
-/// Third review of issue 29, M2: past `MAX_CLOSED` (16) closed generations a replacement joins
+/// Past `MAX_CLOSED` (16) closed generations a replacement joins
 /// the newest one. Seventeen generations of launches held behind one device word, then a launch
 /// no event follows held behind another, then replacements: a source replaced in the joined
 /// generation must wait for its launches (the joined generation stands for both numbers), the
@@ -1595,7 +1595,7 @@ fn seventeen_held_generations_and_a_launch_no_event_follows_destroy_nothing_earl
     rt.free(late_gate.word).unwrap();
 }
 
-/// Third review of issue 29, M2: launches into `hipStreamPerThread` from two threads in a
+/// Launches into `hipStreamPerThread` from two threads in a
 /// generation that joins the newest of 16 held ones. Thread B's launch (finished) must not take
 /// over the event that follows thread A's (held): each launch has an event of its own, used
 /// again only once it has completed. The source both launches read is destroyed only after A's
@@ -1650,7 +1650,7 @@ fn per_thread_launches_from_two_threads_across_a_join_are_each_followed() {
     rt.free(gate.word).unwrap();
 }
 
-/// Third review of issue 29, M3: a launch the runtime fails may have queued part of its work
+/// A launch the runtime fails may have queued part of its work
 /// (clr runs a graph as several commands), so it counts as a launch no event follows: what it
 /// may use is kept, never destroyed by the replacement after it.
 #[test]
@@ -1672,7 +1672,7 @@ fn a_failed_launch_keeps_what_it_may_use() {
     one.free(&gpu);
 }
 
-/// Fourth review of issue 29, D3: the executables kept for launches no event follows were never
+/// The executables kept for launches no event follows were never
 /// capped. With the library's `hipEventRecord` failing after every launch and a budget of one
 /// byte (every update re-instantiates), 200 rounds of a launch and an update left 201 live
 /// executable graphs. Past `MAX_KEPT_EXECS` kept ones the budget stops re-instantiating and the
@@ -1715,7 +1715,7 @@ fn executables_kept_for_launches_no_event_follows_are_capped() {
     f.launch_and_check(&gpu).unwrap();
 }
 
-/// Third review of issue 29, M1: the library's event calls set the calling thread's capture mode
+/// The library's event calls set the calling thread's capture mode
 /// to relaxed and give it back. The thread is in the global mode again after a launch and an
 /// update; a give-back that fails once is tried again; one that fails twice leaves the thread
 /// relaxed, which is logged and counted (`capture_mode_left_relaxed`, process totals).
@@ -1766,7 +1766,7 @@ fn the_threads_capture_mode_is_given_back_after_the_librarys_event_calls() {
     assert_eq!(mode(), GLOBAL);
 }
 
-/// Third review of issue 29, B2: a launch on another device's stream is followed by an event made
+/// A launch on another device's stream is followed by an event made
 /// on that device (the software GPU refuses to record an event on another device's stream, as
 /// clr and CUDA do), so what it may use waits for it and is destroyed once it finished, never
 /// kept for good.
@@ -1796,7 +1796,7 @@ fn a_launch_on_another_devices_stream_is_followed() {
     rt.free(gate.word).unwrap();
 }
 
-/// Third review of issue 29, B2: launches on more streams than the library used to follow (64)
+/// Launches on more streams than the library used to follow (64)
 /// are all followed: the set of events grows instead of giving up (its completed events are
 /// reused), so nothing is kept for good and nothing goes while one of them runs.
 #[test]

@@ -1085,7 +1085,7 @@ fn owning_graph(gpu: &Gpu, api: &DriverApi, y: u64, x: u64, owned: &Owned) -> Gr
     g
 }
 
-/// Issue 27, section 2: a flattened copy may read what its source graph owns through user
+/// A flattened copy may read what its source graph owns through user
 /// objects (NCCL's work buffers), which die with the graph. The command buffer keeps a clone,
 /// which carries them, until it is freed; a source replaced by an update lives until the launches
 /// that may use it have finished.
@@ -1226,7 +1226,7 @@ fn owning_two_copies(gpu: &Gpu, api: &DriverApi, y1: u64, y2: u64, x: u64, owned
     g
 }
 
-/// Second review of issue 29: a push that failed part-way through an update of a flattened
+/// A push that failed part-way through an update of a flattened
 /// group left the nodes before it on the new source and the rest on the old one, and the group
 /// kept clones of both (one source more at every such failure). Now every node of the group
 /// takes the new source's parameters, the ones not pushed yet are pushed by the finalize, and
@@ -1398,7 +1398,7 @@ fn opaque_kernel_moves() {
     rt.graph_destroy(g2).unwrap();
 }
 
-/// Review of issue 32 (F9): however a kernel on `RCB_OPAQUE_KERNELS` reaches a command buffer (a
+/// However a kernel on `RCB_OPAQUE_KERNELS` reaches a command buffer (a
 /// child node of a raw graph, set again with a new one; a child node of a captured command
 /// buffer; of a command buffer whose kernelParams node of unknown references comes before the
 /// kernel; a kernelParams node of the kernel itself), a refused move is counted as the kernel's
@@ -1760,7 +1760,7 @@ fn owning_copies(gpu: &Gpu, api: &DriverApi, ys: &[u64], x: u64, owned: &Owned) 
     g
 }
 
-/// Third review of issue 29, M2: a push failing at the middle node of a three-node group. The
+/// A push failing at the middle node of a three-node group. The
 /// node after it is not pushed, yet must take the new source's parameters too (recorded as not
 /// pushed, so the finalize pushes it): otherwise it would go on reading the old source, which is
 /// given up once the launches before the update have finished.

@@ -410,7 +410,7 @@ fn sixteen_threads_never_share_a_stream() {
     }
 }
 
-/// Issue 29, second review: a device reset destroys every stream of the device, the ones the
+/// A device reset destroys every stream of the device, the ones the
 /// cache keeps idle and the ones it handed out. `rcb_stream_cache_reset` before the reset
 /// destroys the former and forgets the latter: a stream handed out before the reset and released
 /// after it is refused without being queried or destroyed (on real HIP either is a use after
