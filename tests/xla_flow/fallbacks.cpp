@@ -33,7 +33,11 @@
 //        CaptureBegin/CaptureEnd), recorded as a cloned child;
 //   0005 CreateClonedChildNode: a failed flatten becomes one cloned child node (AddChildGraph);
 //   0007 RocmCmdbufVmmPool::Execute: a slot whose stream-ordered acquire fails runs that
-//        execution without the pool; a copy the pool cannot enqueue is made by the stream.
+//        execution without the pool; a copy the pool cannot enqueue is made by the stream; a
+//        release the library cannot make (its timeline write and the host synchronize after it
+//        fail) leaves that execution's result exact and the device's pool unused from then on
+//        (the library would refuse the slot, nothing enqueued), the next executions exact
+//        without it; every one of these counted as a VMM pool fallback, the first logged.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -83,6 +87,19 @@ bool Holds(Gpu& gpu, uint64_t p, uint32_t seed) {
   std::vector<uint32_t> got(kN);
   gpu.Read(got.data(), p, kBytes);
   return got == Pattern(seed);
+}
+
+int ErrorLines() {
+  int n = 0;
+  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+std::string LastError() {
+  for (auto line = xla_flow_log::lines.rbegin(); line != xla_flow_log::lines.rend(); ++line) {
+    if (line->rfind("ERROR: ", 0) == 0) return *line;
+  }
+  return "";
 }
 
 struct Trace {
@@ -175,6 +192,9 @@ void TraceCacheAndFlatten(Gpu& gpu, void* copy, void* stream) {
 }
 
 void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
+  namespace se = created_first::stream_executor::gpu;
+  const int errors = ErrorLines();
+  auto fell_back = [](const std::string& what) { se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kVmmPool, what); };
   const std::vector<uint64_t> sizes = {kBytes};
   rcb_vmm_pool_config config{};
   config.device = 0;
@@ -184,13 +204,16 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
   config.buffer_sizes = sizes.data();
   rcb::VmmPool pool;
   OK(rcb::VmmPool::Create(config, &pool));
+  bool usable = true;   // DevicePool::usable
+  rcb_vmm_slot held{};  // the slot whose release failed
   uint64_t in = gpu.Malloc(kBytes), out = gpu.Malloc(kBytes);
   void* other = gpu.NewStream();
-  for (uint32_t step = 1; step <= 3; ++step) {
+  for (uint32_t step = 1; step <= 5; ++step) {
     gpu.Write(in, Pattern(step).data(), kBytes);
     gpu.Write(out, Pattern(0).data(), kBytes);
     // Step 2: the slot is still in use on the GPU and the stream's wait cannot be enqueued;
-    // step 3: the pool cannot enqueue its copies.
+    // step 3: the pool cannot enqueue its copies; step 4: the release can neither enqueue its
+    // timeline write nor write it from the host; step 5: the pool is not used any more.
     if (step == 2) {
       // Another execution holds the slot on another stream, still running.
       rcb_vmm_slot busy{};
@@ -201,10 +224,11 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
       CHECK(gpu.SetFaults("hipStreamWaitValue64:1"), "fault injection");
     }
     rcb_vmm_slot slot{};
-    rcb::Status acquired = pool.AcquireOnStream(stream, &slot);
+    rcb::Status acquired = usable ? pool.AcquireOnStream(stream, &slot) : rcb::Status();
     gpu.SetFaults("");
     CHECK(acquired.ok() == (step != 2), "step %u: acquire: %s", step, acquired.ToString().c_str());
-    if (!acquired.ok()) {
+    if (!acquired.ok()) fell_back("acquiring a VMM pool slot: " + acquired.ToString());
+    if (!usable || !acquired.ok()) {
       // This execution runs without the pool, on the caller's buffers.
       CopyArgs args{out, in, kBytes};
       gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, stream);
@@ -215,6 +239,7 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
         gpu.SetFaults("");
         CHECK(copied.ok() == (step != 3), "step %u: copy: %s", step, copied.ToString().c_str());
         if (!copied.ok()) {
+          fell_back("copying: " + copied.ToString());
           // Copied by the stream itself (se::Stream::MemcpyD2D).
           for (const rcb_vmm_copy& one : c) {
             CopyArgs args{one.dst, one.src, one.bytes};
@@ -226,28 +251,40 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
       uint64_t us = 20000;
       gpu.LaunchPacked(sleep, 1, 1, &us, sizeof us, stream);
       copies({{out, slot.buffers[0], kBytes}});
-      OK(pool.Release(slot, stream));
+      if (step == 4) CHECK(gpu.SetFaults("hipStreamWriteValue64:1,hipStreamSynchronize:1"), "fault injection");
+      rcb::Status released = pool.Release(slot, stream);
+      gpu.SetFaults("");
+      CHECK(released.ok() == (step != 4), "step %u: release: %s", step, released.ToString().c_str());
+      if (!released.ok()) {
+        // Not this execution's error: the pool is not used again on this device.
+        usable = false;
+        held = slot;
+        fell_back("releasing a VMM pool slot: " + released.ToString());
+        // The library refuses the slot from now on rather than make a stream wait forever.
+        rcb_vmm_slot refused{};
+        rcb::Status again = pool.AcquireOnStream(stream, &refused);
+        CHECK_CONTRACT(again.code() == RCB_STATUS_INVALID_STATE, "a slot whose release failed handed out again: %s",
+                       again.ToString().c_str());
+      }
     }
     CHECK(gpu.SyncStatus(stream) == 0, "step %u", step);
     CHECK_RESULT(Holds(gpu, out, step), "step %u: the live-out at the caller's address", step);
   }
   CHECK(gpu.SyncStatus(other) == 0, "the other execution");
+  // Acquire (step 2), the two copies (step 3) and the release (step 4); one error logged.
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kVmmPool) == 4 && ErrorLines() == errors + 1,
+        "VMM pool fallbacks: %lld counted, %d errors logged",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kVmmPool)), ErrorLines() - errors);
+  // ~RocmCmdbufVmmPool: the free refuses the held slot (the hook then leaves the memory with the
+  // process); here the slot is released on a healthy stream so that the test leaves nothing.
+  CHECK(pool.Free().code() == RCB_STATUS_INVALID_STATE, "the free of a pool whose slot is held");
+  OK(pool.Release(held, stream));
+  CHECK(gpu.SyncStatus(stream) == 0, "the late release");
   OK(pool.Free());
   gpu.Free(in);
   gpu.Free(out);
-}
-
-int ErrorLines() {
-  int n = 0;
-  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
-  return n;
-}
-
-std::string LastError() {
-  for (auto line = xla_flow_log::lines.rbegin(); line != xla_flow_log::lines.rend(); ++line) {
-    if (line->rfind("ERROR: ", 0) == 0) return *line;
-  }
-  return "";
+  std::printf("VMM pool: a failed acquire, failed copies and a failed release fell back, exact; no pool after the "
+              "failed release\n");
 }
 
 // The copy kernel's arguments as the bridge gives them: two device addresses and a size.
