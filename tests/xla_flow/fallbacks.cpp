@@ -3,8 +3,8 @@
 // fault injection making the library's call fail, and checks that XLA's path then gives exact
 // results and leaves nothing behind. The program does not link the library: it opens it through
 // 0003's loader (rocm_cmdbuf_library.cc, compiled here), as the patched XLA does, and it runs
-// 0003's own decision and accounting (rocm_cmdbuf_fallback.cc, compiled here twice: each copy has
-// its own process-wide state).
+// 0003's own decision and accounting (rocm_cmdbuf_fallback.cc, compiled here three times: each
+// copy has its own process-wide state; the first is the loader's).
 //   0003 CreateRocmCmdbufCommandBuffer (DecideRocmCmdbufOwner): the library fails to create the
 //        process's first command buffer: every command buffer is XLA's own (a graph the runtime
 //        builds alone) and exact, the library is never asked again, one error logged, one
@@ -27,7 +27,8 @@
 //   0005 rocm_stream.cc: a failed rcb::StreamAcquire makes XLA create the stream itself
 //        (hipStreamCreateWithPriority); giving that stream back to the cache is
 //        RCB_STATUS_INVALID_HANDLE with the stream untouched, so XLA destroys it (no double
-//        destroy, no leak);
+//        destroy, no leak); a cached stream whose release fails (query and destroy fail) is a
+//        counted "stream release" fallback, and the cache no longer holds it;
 //   0005 RocmCmdbufTraceCache::GetOrTrace: a failed get (the capture's end fails) returns
 //        nullptr and XLA traces the command itself into a nested command buffer (Trace:
 //        CaptureBegin/CaptureEnd), recorded as a cloned child;
@@ -57,6 +58,10 @@
 
 #define ROCM_CMDBUF_AVAILABLE 1
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+// The loader's own accounting (a library that cannot be used is a "load" fallback).
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+
+#undef XLA_STREAM_EXECUTOR_ROCM_ROCM_CMDBUF_FALLBACK_H_
 
 namespace failed_first {
 #include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
@@ -139,6 +144,26 @@ void Streams(Gpu& gpu, void* copy) {
   CHECK(gpu.DestroyStream(stream) == 0, "XLA destroys its stream");
   CHECK(gpu.LiveCount("stream") == live, "no stream left behind (%llu, %llu before)",
         static_cast<unsigned long long>(gpu.LiveCount("stream")), static_cast<unsigned long long>(live));
+
+  // A stream of the cache whose release fails (its query fails, so the cache destroys it, and
+  // the destroy fails): a "stream release" fallback, and XLA does not destroy it again.
+  namespace se = created_first::stream_executor::gpu;
+  void* cached = nullptr;
+  OK(rcb::StreamAcquire(0, 0, 0, &cached));
+  gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, cached);
+  CHECK(gpu.SetFaults("hipStreamQuery:1,hipStreamDestroy:1"), "fault injection");
+  released = rcb::StreamRelease(cached);
+  gpu.SetFaults("");
+  CHECK(!released.ok() && released.code() != RCB_STATUS_INVALID_HANDLE, "the injected faults fail the release: %s",
+        released.ToString().c_str());
+  // ReleaseRocmCmdbufStream: counted, and the stream counts as given back.
+  se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kStreamRelease, "giving a stream back: " + released.ToString());
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kStreamRelease) == 1, "the failed release counted");
+  CHECK_CONTRACT(rcb::StreamRelease(cached).code() == RCB_STATUS_INVALID_HANDLE,
+                 "the cache still holds a stream whose release failed");
+  // The destroy that failed left the stream to the process; the test destroys it.
+  CHECK(gpu.SyncStatus(cached) == 0 && gpu.DestroyStream(cached) == 0, "the stream the failed destroy left");
+  CHECK(gpu.LiveCount("stream") == live, "no stream left behind after the failed release");
   gpu.Free(src);
   gpu.Free(dst);
 }

@@ -9,8 +9,9 @@
 //     command buffer recorded, launched and checked through it. Run by run.sh also where the file
 //     is not on the loader's path (`missing`), where the file found lacks the library's
 //     functions (`partial`) and where its rcb_version has another interface than the header's
-//     (`version`): one error naming the flag that asked and why, the file closed again, the
-//     same answer for every later flag, and every call still refused.
+//     (`version`): one error naming the flag that asked and why, one "load" fallback counted
+//     (0003's rocm_cmdbuf_fallback.cc), the file closed again, the same answer for every later
+//     flag, and every call still refused.
 //   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
 //     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
 //     process's (XLA_FLAGS, read once); scopes nest and are per thread.
@@ -31,12 +32,15 @@
 #include "rocm_cmdbuf.hpp"
 
 #define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
 
 namespace {
 
 using stream_executor::gpu::CurrentRocmCmdbufOptions;
+using stream_executor::gpu::RocmCmdbufFallback;
+using stream_executor::gpu::RocmCmdbufFallbackCount;
 using stream_executor::gpu::kRocmCmdbufLibrary;
 using stream_executor::gpu::LoadRocmCmdbuf;
 using stream_executor::gpu::RocmCmdbufOptions;
@@ -75,12 +79,18 @@ void Unusable(const char* why) {
   CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf"), "the library loaded");
   CHECK(!LibraryLoaded(), "the unusable %s is still open", kRocmCmdbufLibrary);
   CHECK(ErrorLines() == 1, "%d errors logged", ErrorLines());
-  const std::string& error = xla_flow_log::lines.empty() ? std::string() : xla_flow_log::lines.back();
+  std::string error;
+  for (const std::string& line : xla_flow_log::lines) {
+    if (line.rfind("ERROR: ", 0) == 0) error = line;
+  }
   CHECK(error.find("--xla_gpu_rocm_cmdbuf is set") != std::string::npos && error.find(why) != std::string::npos &&
             error.find("as if it were off") != std::string::npos,
         "the error names the flag, %s and what happens: %s", why, error.c_str());
+  CHECK(RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad) == 1, "%lld load fallbacks counted",
+        static_cast<long long>(RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad)));
   CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf_profiler"), "another flag loaded it");
-  CHECK(ErrorLines() == 1, "another flag logged again (%d errors)", ErrorLines());
+  CHECK(ErrorLines() == 1 && RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad) == 1,
+        "another flag logged or counted again (%d errors)", ErrorLines());
   CallsRefused("after the load failed");
   std::printf("%s\n", error.c_str());
 }
