@@ -14,7 +14,9 @@
 //     flag, and every call still refused.
 //   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
 //     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
-//     process's (XLA_FLAGS, read once); scopes nest and are per thread.
+//     process's (XLA_FLAGS, read once); scopes nest and are per thread. A module that sets the
+//     process-wide stream-cache or profiler flag otherwise than XLA_FLAGS gets one warning per
+//     flag (WarnRocmCmdbufProcessFlags, called by GpuExecutable's constructor).
 //
 // Exits 0 when every check holds.
 #include <dlfcn.h>
@@ -45,6 +47,7 @@ using stream_executor::gpu::kRocmCmdbufLibrary;
 using stream_executor::gpu::LoadRocmCmdbuf;
 using stream_executor::gpu::RocmCmdbufOptions;
 using stream_executor::gpu::ScopedRocmCmdbufOptions;
+using stream_executor::gpu::WarnRocmCmdbufProcessFlags;
 
 bool LibraryLoaded() {
   void* handle = dlopen(kRocmCmdbufLibrary, RTLD_NOW | RTLD_NOLOAD);
@@ -132,6 +135,39 @@ void Options() {
     CHECK(Same(CurrentRocmCmdbufOptions(), off), "the outer module's options come back");
   }
   CHECK(Same(CurrentRocmCmdbufOptions(), from_flags), "after the module: the process's flags");
+
+  // The stream cache and the profiler follow XLA_FLAGS only (here the profiler on, the stream
+  // cache off, read at the first call). A module that sets either otherwise gets a warning,
+  // once per flag; one that agrees, none.
+  xla::DebugOptions xla_flags;
+  xla_flags.rocm_cmdbuf_profiler = true;
+  xla::process_flags_for_test = xla_flags;
+  auto warnings = [] {
+    int n = 0;
+    for (const std::string& line : xla_flow_log::lines) n += line.rfind("WARNING: ", 0) == 0 ? 1 : 0;
+    return n;
+  };
+  const int before = warnings();
+  xla::DebugOptions agrees = xla_flags;
+  WarnRocmCmdbufProcessFlags("agrees", agrees);
+  CHECK(warnings() == before, "a module that agrees with XLA_FLAGS warned");
+  xla::DebugOptions caches = xla_flags;
+  caches.rocm_cmdbuf_stream_cache = true;
+  WarnRocmCmdbufProcessFlags("caches", caches);
+  const std::string warning = xla_flow_log::lines.back();
+  CHECK(warnings() == before + 1 && warning.find("caches") != std::string::npos &&
+            warning.find("--xla_gpu_rocm_cmdbuf_stream_cache=true") != std::string::npos &&
+            warning.find("read once from XLA_FLAGS") != std::string::npos,
+        "a module's stream cache flag: %s", warning.c_str());
+  WarnRocmCmdbufProcessFlags("caches too", caches);
+  CHECK(warnings() == before + 1, "the stream cache flag warned twice");
+  xla::DebugOptions unprofiled = xla_flags;
+  unprofiled.rocm_cmdbuf_profiler = false;
+  WarnRocmCmdbufProcessFlags("unprofiled", unprofiled);
+  WarnRocmCmdbufProcessFlags("unprofiled too", unprofiled);
+  CHECK(warnings() == before + 2 &&
+            xla_flow_log::lines.back().find("--xla_gpu_rocm_cmdbuf_profiler=false") != std::string::npos,
+        "a module's profiler flag: %s", xla_flow_log::lines.back().c_str());
 }
 
 // The library through the loader: a command buffer that fills a buffer, launched and read back.
