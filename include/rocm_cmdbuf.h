@@ -303,6 +303,12 @@
 #define RCB_TRACE_TRACED 2
 
 /**
+ * `rcb_trace_cache_get_or_trace` outcome: a new capture that could not be cached; the captured
+ * graph itself, held until the next call.
+ */
+#define RCB_TRACE_UNCACHED 3
+
+/**
  * Largest capacity of a trace cache.
  */
 #define RCB_TRACE_CACHE_MAX_CAPACITY (1 << 20)
@@ -2357,6 +2363,10 @@ rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
  *   `rcb_cmdbuf_add_flattened_child` for what can be flattened and how pointer sites are found
  *   by scanning; a capture that cannot be flattened is cached for hits but never relocated). The
  *   least recently used entry is evicted when the cache is full.
+ * - `RCB_TRACE_UNCACHED`: `trace_fn` was called and its capture ended, but making its entry
+ *   failed (a runtime call while flattening it): `*graph` is the captured graph itself, not
+ *   cached (the next call with these allocations captures again), and the cache is otherwise
+ *   unchanged. The caller uses it as any other: `trace_fn` need not, and should not, run again.
  *
  * The graph (`hipGraph_t` / `CUgraph`) is owned by the cache and borrowed by the caller until the
  * next call on this cache or its free: instantiate it, or clone it into a command buffer, before

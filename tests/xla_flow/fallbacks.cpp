@@ -31,7 +31,9 @@
 //        counted "stream release" fallback, and the cache no longer holds it;
 //   0005 RocmCmdbufTraceCache::GetOrTrace: a failed get (the capture's end fails) returns
 //        nullptr and XLA traces the command itself into a nested command buffer (Trace:
-//        CaptureBegin/CaptureEnd), recorded as a cloned child;
+//        CaptureBegin/CaptureEnd), recorded as a cloned child; a capture the library cannot
+//        cache comes back uncached (RCB_TRACE_UNCACHED), the trace function run once, and is
+//        recorded as any other;
 //   0005 CreateClonedChildNode: a failed flatten becomes one cloned child node (AddChildGraph);
 //   0007 RocmCmdbufVmmPool::Execute: a slot whose stream-ordered acquire fails runs that
 //        execution without the pool; a copy the pool cannot enqueue is made by the stream; a
@@ -111,10 +113,12 @@ struct Trace {
   Gpu* gpu;
   void* copy;
   CopyArgs args;
+  int calls = 0;  // the trace function's host-side work, as a custom call's handler
 };
 
 int32_t TraceFn(void* user_data, void* stream) {
   auto* t = static_cast<Trace*>(user_data);
+  ++t->calls;
   t->gpu->LaunchPacked(t->copy, 1, 256, &t->args, sizeof t->args, stream);
   return 0;
 }
@@ -212,6 +216,28 @@ void TraceCacheAndFlatten(Gpu& gpu, void* copy, void* stream) {
   OK(parent.Launch(stream));
   CHECK(gpu.SyncStatus(stream) == 0, "launch");
   CHECK_RESULT(Holds(gpu, dst, 2), "XLA's trace and the cloned child copied exactly");
+
+  // A capture the library cannot cache (a fault while it flattens it) comes back uncached: the
+  // hook uses it as any other graph, and the trace function's host-side work ran once.
+  rcb::TraceCache fresh;
+  OK(rcb::TraceCache::Create(4, &fresh));
+  gpu.Write(src, Pattern(3).data(), kBytes);
+  gpu.Write(dst, Pattern(0).data(), kBytes);
+  const int calls = t.calls;
+  CHECK(gpu.SetFaults("hipGraphGetNodes:1"), "fault injection");
+  got = fresh.GetOrTrace(stream, key, TraceFn, &t, &graph, &outcome);
+  gpu.SetFaults("");
+  CHECK(got.ok() && outcome == RCB_TRACE_UNCACHED && graph != nullptr && t.calls == calls + 1,
+        "a capture that cannot be cached: %s, outcome %u, %d trace calls", got.ToString().c_str(), outcome,
+        t.calls - calls);
+  rcb::CmdBuf uncached;
+  OK(rcb::CmdBuf::Create(0, &uncached));
+  rcb_node child = 0;
+  OK(uncached.AddChildGraph({}, graph, &child));
+  OK(uncached.Finalize());
+  OK(uncached.Launch(stream));
+  CHECK(gpu.SyncStatus(stream) == 0, "launch of the uncached capture");
+  CHECK_RESULT(Holds(gpu, dst, 3), "the uncached capture copied exactly");
   gpu.Free(src);
   gpu.Free(dst);
 }
