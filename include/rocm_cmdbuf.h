@@ -339,6 +339,12 @@
 #define RCB_TRACE_TRACED 2
 
 /**
+ * `rcb_trace_cache_get_or_trace` outcome: a new capture that could not be cached; the captured
+ * graph itself, held until the next call.
+ */
+#define RCB_TRACE_UNCACHED 3
+
+/**
  * Largest capacity of a trace cache.
  */
 #define RCB_TRACE_CACHE_MAX_CAPACITY (1 << 20)
@@ -2459,6 +2465,10 @@ rcb_status rcb_trace_cache_free(struct rcb_trace_cache *tc);
  *   `rcb_cmdbuf_add_flattened_child` for what can be flattened and how pointer sites are found
  *   by scanning; a capture that cannot be flattened is cached for hits but never relocated). The
  *   least recently used entry is evicted when the cache is full.
+ * - `RCB_TRACE_UNCACHED`: `trace_fn` was called and its capture ended, but making its entry
+ *   failed (a runtime call while flattening it): `*graph` is the captured graph itself, not
+ *   cached (the next call with these allocations captures again), and the cache is otherwise
+ *   unchanged. The caller uses it as any other: `trace_fn` need not, and should not, run again.
  *
  * The graph (`hipGraph_t` / `CUgraph`) is owned by the cache and borrowed by the caller until the
  * next call on this cache or its free: instantiate it, or clone it into a command buffer, before
@@ -2514,7 +2524,9 @@ rcb_status rcb_vmm_pool_new(const struct rcb_vmm_pool_config *config, struct rcb
  * (spinning briefly, then yielding), then fills `*out`.
  *
  * Returns `RCB_STATUS_TIMEOUT` when the slot is not free within the pool's timeout; the message
- * names the slot, the awaited and the observed timeline values. That iteration is then spent
+ * names the slot, the awaited and the observed timeline values. Returns
+ * `RCB_STATUS_INVALID_STATE` at once, without waiting, while a release of the slot has failed
+ * with the slot still held (see `rcb_vmm_pool_release`). Either way that iteration is then spent
  * (later ones do not wait for it) and `*out` is untouched. `out` is caller-owned; the addresses
  * it receives are owned by the pool.
  *
@@ -2537,9 +2549,12 @@ rcb_status rcb_vmm_pool_acquire(struct rcb_vmm_pool *pool, struct rcb_vmm_slot *
  * may hold it up, so use one kind of acquire per pool. Release the slot on `stream` (or a stream
  * ordered after it) with `rcb_vmm_pool_release`.
  *
- * Returns the runtime's error when the wait cannot be enqueued, and `RCB_STATUS_TIMEOUT` when the
- * turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
- * cases that iteration is spent, nothing was enqueued and `*out` is untouched.
+ * Returns the runtime's error when the wait cannot be enqueued, `RCB_STATUS_TIMEOUT` when the
+ * turn does not come within the pool's timeout (a host-waiting acquire ahead of it), and
+ * `RCB_STATUS_INVALID_STATE` while a release of the slot has failed with the slot still held
+ * (see `rcb_vmm_pool_release`: the timeline value the wait would be for is never written until
+ * that iteration is released again); in each case that iteration is spent, nothing was enqueued
+ * and `*out` is untouched.
  *
  * On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
  * the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
@@ -2567,6 +2582,14 @@ rcb_status rcb_vmm_pool_acquire_on_stream(struct rcb_vmm_pool *pool,
  * When the write cannot be enqueued, the host synchronizes `stream` and writes the value itself
  * (logged), so the slot's next use is never left waiting; only when that synchronize fails too
  * is the runtime's error returned, with the slot still held.
+ *
+ * Whenever this fails with the slot still held (above and below), the slot's timeline value
+ * was not written: until that iteration is released again successfully, every acquire of the
+ * slot (`rcb_vmm_pool_acquire`, `rcb_vmm_pool_acquire_on_stream`) returns
+ * `RCB_STATUS_INVALID_STATE` at once, spending its iteration and enqueuing nothing, rather than
+ * wait (on the host or on its stream) for a value no one writes. A stream-ordered acquire of the
+ * slot made before the failure has already enqueued its wait, which ends only when the
+ * iteration is released again.
  *
  * On a capturing stream: with CUDA the write becomes a node of the capture, so the slot is
  * freed each time the graph runs and not before its first launch (an acquire of the slot waits

@@ -37,6 +37,10 @@ pub enum Outcome {
     Relocated,
     /// A new capture.
     Traced,
+    /// A new capture that could not be cached (making its entry failed after the capture
+    /// ended): the captured graph itself, held until the next call, so that the caller does not
+    /// trace the command a second time.
+    Uncached,
 }
 
 struct Entry {
@@ -89,6 +93,8 @@ pub struct TraceCache {
     /// Captured graphs the runtime failed to destroy (of a failed trace, or discarded after a
     /// failed end of capture): destroyed again by [`Self::destroy`].
     orphans: Vec<Graph>,
+    /// The capture last returned as [`Outcome::Uncached`], destroyed by the next call.
+    uncached: Option<Capture>,
     /// What the runtime failed to give back when entries were evicted or dropped: reported by
     /// [`Self::destroy`], so that the cache's free says what leaked.
     leaks: Leaks,
@@ -99,7 +105,7 @@ impl TraceCache {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::invalid_argument(format!("capacity {capacity} must be between 1 and {MAX_CAPACITY}")));
         }
-        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity), orphans: Vec::new(), leaks: Leaks::default() })
+        Ok(Self { rt, capacity, entries: Vec::with_capacity(capacity), orphans: Vec::new(), uncached: None, leaks: Leaks::default() })
     }
 
     /// Destroys every cached graph and returns the runtime calls that failed (their objects are
@@ -114,6 +120,9 @@ impl TraceCache {
         for entry in self.entries.drain(..) {
             leaks.append(entry.destroy());
         }
+        if let Some(capture) = self.uncached.take() {
+            leaks.append(capture.destroy());
+        }
         for orphan in self.orphans.drain(..) {
             leaks.note(self.rt.graph_destroy(orphan));
         }
@@ -124,13 +133,20 @@ impl TraceCache {
     /// cached one, a cached one relocated in place, or a new capture (thread-local mode). The
     /// graph belongs to the cache and stays valid until the next call or the cache's drop.
     ///
-    /// A failing `trace` (or capture) leaves the cache as it was and returns its error.
+    /// A failing `trace` (or capture) leaves the cache as it was and returns its error. When the
+    /// capture ended but its entry cannot be made, the captured graph is returned uncached
+    /// ([`Outcome::Uncached`]): `trace` has run, and a caller that traced again would run its
+    /// host-side work twice.
     pub fn get_or_trace(
         &mut self,
         stream: Stream,
         allocs: &[Allocation],
         trace: impl FnOnce(Stream) -> Result<()>,
     ) -> Result<(Graph, Outcome)> {
+        // Borrowed by the caller until this call.
+        if let Some(capture) = self.uncached.take() {
+            self.leaks.append(capture.destroy());
+        }
         let hash = key_hash(allocs);
         if let Some(i) = self.entries.iter().position(|e| e.hash == hash && e.key == allocs) {
             self.entries[..=i].rotate_right(1);
@@ -144,7 +160,14 @@ impl TraceCache {
             counters::record_total(Event::Relocation);
             return Ok((graph, Outcome::Relocated));
         }
-        let entry = self.trace(stream, allocs, trace, hash, shape)?;
+        let entry = match self.trace(stream, allocs, trace, hash, shape)? {
+            Traced::Cached(entry) => entry,
+            Traced::Uncached(capture) => {
+                let graph = capture.graph;
+                self.uncached = Some(capture);
+                return Ok((graph, Outcome::Uncached));
+            }
+        };
         for evicted in self.entries.drain(self.entries.len().min(self.capacity - 1)..) {
             self.leaks.append(evicted.destroy());
         }
@@ -186,7 +209,7 @@ impl TraceCache {
         trace: impl FnOnce(Stream) -> Result<()>,
         hash: u64,
         shape: u64,
-    ) -> Result<Entry> {
+    ) -> Result<Traced> {
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
         counters::record_total(Event::Capture);
         let traced = trace(stream);
@@ -201,16 +224,16 @@ impl TraceCache {
             // The trace's failure is what the caller must hear about, and the stream's state too.
             (Err(e), Err(end)) => return Err(Error::new(e.kind, format!("{e}; then {end}"))),
         };
+        let capture = Capture { rt: self.rt, graph: captured };
         let (graph, relocatable) = match self.flatten(captured, allocs) {
             Ok(flattened) => flattened,
             Err(e) => {
-                self.destroy_graph(captured);
-                return Err(e);
+                log::warn!("caching a traced command failed: {e}; its capture is returned uncached");
+                return Ok(Traced::Uncached(capture));
             }
         };
-        let capture = Capture { rt: self.rt, graph: captured };
         log::debug!("traced a command with {} allocation(s); relocatable: {relocatable}", allocs.len());
-        Ok(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), capture, relocatable })
+        Ok(Traced::Cached(Entry { hash, shape, key: allocs.to_vec(), graph: Box::new(graph), capture, relocatable }))
     }
 
     /// Ends the capture of the traced command. The caller's stream must not be left capturing
@@ -282,6 +305,12 @@ impl TraceCache {
             self.orphans.push(graph);
         }
     }
+}
+
+/// What [`TraceCache::trace`] made of a capture.
+enum Traced {
+    Cached(Entry),
+    Uncached(Capture),
 }
 
 impl Drop for TraceCache {

@@ -337,6 +337,36 @@ fn a_failed_end_of_capture_leaves_the_stream_usable_or_says_it_is_not() {
     assert_eq!(gpu.read(y, N), vec![5.0; N]);
 }
 
+/// When the capture ended but its entry cannot be made (a runtime call fails while the library
+/// flattens it), the captured graph itself comes back, uncached: the trace function ran once and
+/// the caller need not run it again, the graph computes the command, and nothing is cached (the
+/// next call captures, the one after hits). The uncached graph is destroyed by the next call.
+#[test]
+fn a_capture_that_cannot_be_cached_is_returned_uncached() {
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let graphs = sim.live_count("graph");
+    {
+        let tc = Tc::new(4);
+        let (x, y) = buffers(&gpu, 1.0);
+        let mut w = work(&gpu, x, y, 2.0);
+        let key = [(x, BYTES), (y, BYTES)];
+        sim.set_faults("hipGraphGetNodes:1");
+        let got = tc.try_get(gpu.stream, &key, &mut w);
+        sim.set_faults("");
+        let (g, outcome) = got.unwrap_or_else(|s| panic!("get_or_trace: {s}: {}", last_error()));
+        assert_eq!((outcome, w.calls), (RCB_TRACE_UNCACHED, 1), "the trace function ran once");
+        run(&gpu, g);
+        assert_eq!(gpu.read(y, N), vec![5.0; N], "the uncached capture computes the command");
+        let (_, outcome) = tc.get(gpu.stream, &key, &mut w);
+        assert_eq!((outcome, w.calls), (RCB_TRACE_TRACED, 2), "nothing was cached");
+        let (_, outcome) = tc.get(gpu.stream, &key, &mut w);
+        assert_eq!((outcome, w.calls), (RCB_TRACE_HIT, 2));
+    }
+    assert_eq!(sim.live_count("graph"), graphs, "every graph destroyed, the uncached capture included");
+}
+
 /// What the re-entrant trace function does: calls its own cache (get_or_trace on another stream
 /// and key, then free), records the statuses and messages, traces into another cache on the
 /// other stream, then issues the work.

@@ -596,6 +596,72 @@ fn stream_ordered_acquire_and_release_survive_failed_stream_memory_operations() 
     rt.stream_destroy(stream).unwrap();
 }
 
+/// A release that can neither enqueue its timeline write nor write it from the host (the write
+/// and the synchronize after it both fail) leaves its slot held with the timeline short of the
+/// value the slot's next use awaits. Every later acquire of that slot, stream-ordered or on the
+/// host, is refused at once, spending its iteration and enqueuing nothing, rather than waiting
+/// for a value no one writes; the other slot goes on. Released again, the slot comes round.
+#[test]
+fn a_release_that_wrote_no_timeline_makes_later_acquires_of_its_slot_refuse() {
+    let Some(rt) = common::runtime() else { return };
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let k = common::kernels(rt, 0);
+    let stream = rt.stream_create(0, NON_BLOCKING, 0).unwrap();
+    // A long timeout: a host acquire that waited for the timeline would show.
+    let pool = new_pool(&config(RCB_VMM_BACKING_DEVICE, 2, &SIZES, 30_000));
+    let first = acquire_on_stream(pool, stream);
+    common::run(rt, k.sleep, &args::sleep(20_000), stream);
+    sim.set_faults("hipStreamWriteValue64:1,hipStreamSynchronize:1");
+    let released = unsafe { rcb_vmm_pool_release(pool, &first, stream.0) };
+    sim.set_faults("");
+    assert_eq!(released, RCB_STATUS_RUNTIME_ERROR, "{}", last_error());
+    assert!(last_error().contains("still held"), "{}", last_error());
+
+    // Slot 1 is not affected.
+    let other = acquire_on_stream(pool, stream);
+    assert_eq!((other.iteration, other.index), (1, 1));
+    release(pool, &other, stream);
+
+    let waits = sim.call_count("hipStreamWaitValue64");
+    let start = Instant::now();
+    let mut slot = rcb_vmm_slot { iteration: 77, index: 77, num_buffers: 0, buffers: null(), ..Default::default() };
+    let on_stream = unsafe { rcb_vmm_pool_acquire_on_stream(pool, stream.0, &mut slot) };
+    let on_stream_error = last_error();
+    let on_host = {
+        let skipped = acquire(pool);
+        assert_eq!((skipped.iteration, skipped.index), (3, 1), "iteration 2 was spent");
+        release(pool, &skipped, stream);
+        unsafe { rcb_vmm_pool_acquire(pool, &mut slot) }
+    };
+    let on_host_error = last_error();
+    assert!(start.elapsed() < Duration::from_secs(5), "an acquire waited: {:?}", start.elapsed());
+    assert_eq!(on_stream, RCB_STATUS_INVALID_STATE, "{on_stream_error}");
+    assert!(
+        on_stream_error.contains("release of iteration 0 failed") && on_stream_error.contains("nothing was enqueued"),
+        "{on_stream_error}"
+    );
+    assert_eq!(on_host, RCB_STATUS_INVALID_STATE, "{on_host_error}");
+    assert!(on_host_error.contains("iteration 4 is spent"), "{on_host_error}");
+    assert_eq!(sim.call_count("hipStreamWaitValue64"), waits, "no wait enqueued for the unwritten value");
+    assert_eq!((slot.iteration, slot.index), (77, 77), "output untouched on failure");
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!(timeline(pool, 0), 0, "the failed release wrote nothing");
+
+    // Released again, iteration 0's value is written and slot 0 is used again.
+    release(pool, &first, stream);
+    let _ = acquire_on_stream(pool, stream); // iteration 5, slot 1
+    let again = acquire_on_stream(pool, stream);
+    assert_eq!((again.iteration, again.index), (6, 0));
+    release(pool, &again, stream);
+    let fifth = rcb_vmm_slot { iteration: 5, index: 1, ..again };
+    release(pool, &fifth, stream);
+    rt.stream_synchronize(stream).unwrap();
+    assert_eq!((timeline(pool, 0), timeline(pool, 1)), (7, 6));
+    free(pool);
+    rt.stream_destroy(stream).unwrap();
+}
+
 /// On HIP a release and a stream-ordered acquire refuse a stream whose capture state the runtime
 /// cannot tell (clr answers hipErrorStreamCaptureImplicit for the null stream while another
 /// stream captures in global mode; here a fault of `hipStreamIsCapturing`): it may be capturing,

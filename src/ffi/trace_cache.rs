@@ -51,6 +51,9 @@ pub const RCB_TRACE_HIT: u32 = 0;
 pub const RCB_TRACE_RELOCATED: u32 = 1;
 /// `rcb_trace_cache_get_or_trace` outcome: a new capture.
 pub const RCB_TRACE_TRACED: u32 = 2;
+/// `rcb_trace_cache_get_or_trace` outcome: a new capture that could not be cached; the captured
+/// graph itself, held until the next call.
+pub const RCB_TRACE_UNCACHED: u32 = 3;
 /// Largest capacity of a trace cache.
 pub const RCB_TRACE_CACHE_MAX_CAPACITY: usize = 1 << 20;
 // A literal, so that cbindgen can write it into the header.
@@ -157,6 +160,10 @@ pub unsafe extern "C" fn rcb_trace_cache_free(tc: *mut rcb_trace_cache) -> rcb_s
 ///   `rcb_cmdbuf_add_flattened_child` for what can be flattened and how pointer sites are found
 ///   by scanning; a capture that cannot be flattened is cached for hits but never relocated). The
 ///   least recently used entry is evicted when the cache is full.
+/// - `RCB_TRACE_UNCACHED`: `trace_fn` was called and its capture ended, but making its entry
+///   failed (a runtime call while flattening it): `*graph` is the captured graph itself, not
+///   cached (the next call with these allocations captures again), and the cache is otherwise
+///   unchanged. The caller uses it as any other: `trace_fn` need not, and should not, run again.
 ///
 /// The graph (`hipGraph_t` / `CUgraph`) is owned by the cache and borrowed by the caller until the
 /// next call on this cache or its free: instantiate it, or clone it into a command buffer, before
@@ -212,6 +219,7 @@ pub unsafe extern "C" fn rcb_trace_cache_get_or_trace(
             Outcome::Hit => RCB_TRACE_HIT,
             Outcome::Relocated => RCB_TRACE_RELOCATED,
             Outcome::Traced => RCB_TRACE_TRACED,
+            Outcome::Uncached => RCB_TRACE_UNCACHED,
         };
         // SAFETY: checked by arg_out.
         unsafe {

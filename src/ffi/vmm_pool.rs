@@ -159,7 +159,9 @@ fn slot_of(pool: &VmmPool, lease: &Lease) -> crate::error::Result<rcb_vmm_slot> 
 /// (spinning briefly, then yielding), then fills `*out`.
 ///
 /// Returns `RCB_STATUS_TIMEOUT` when the slot is not free within the pool's timeout; the message
-/// names the slot, the awaited and the observed timeline values. That iteration is then spent
+/// names the slot, the awaited and the observed timeline values. Returns
+/// `RCB_STATUS_INVALID_STATE` at once, without waiting, while a release of the slot has failed
+/// with the slot still held (see `rcb_vmm_pool_release`). Either way that iteration is then spent
 /// (later ones do not wait for it) and `*out` is untouched. `out` is caller-owned; the addresses
 /// it receives are owned by the pool.
 ///
@@ -192,9 +194,12 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire(pool: *mut rcb_vmm_pool, out: *mut
 /// may hold it up, so use one kind of acquire per pool. Release the slot on `stream` (or a stream
 /// ordered after it) with `rcb_vmm_pool_release`.
 ///
-/// Returns the runtime's error when the wait cannot be enqueued, and `RCB_STATUS_TIMEOUT` when the
-/// turn does not come within the pool's timeout (a host-waiting acquire ahead of it); in both
-/// cases that iteration is spent, nothing was enqueued and `*out` is untouched.
+/// Returns the runtime's error when the wait cannot be enqueued, `RCB_STATUS_TIMEOUT` when the
+/// turn does not come within the pool's timeout (a host-waiting acquire ahead of it), and
+/// `RCB_STATUS_INVALID_STATE` while a release of the slot has failed with the slot still held
+/// (see `rcb_vmm_pool_release`: the timeline value the wait would be for is never written until
+/// that iteration is released again); in each case that iteration is spent, nothing was enqueued
+/// and `*out` is untouched.
 ///
 /// On a capturing stream: with CUDA the wait becomes a node of the capture (the graph waits for
 /// the slot each time it runs); HIP runs `hipStreamWaitValue64` on the stream at once instead
@@ -234,6 +239,14 @@ pub unsafe extern "C" fn rcb_vmm_pool_acquire_on_stream(
 /// When the write cannot be enqueued, the host synchronizes `stream` and writes the value itself
 /// (logged), so the slot's next use is never left waiting; only when that synchronize fails too
 /// is the runtime's error returned, with the slot still held.
+///
+/// Whenever this fails with the slot still held (above and below), the slot's timeline value
+/// was not written: until that iteration is released again successfully, every acquire of the
+/// slot (`rcb_vmm_pool_acquire`, `rcb_vmm_pool_acquire_on_stream`) returns
+/// `RCB_STATUS_INVALID_STATE` at once, spending its iteration and enqueuing nothing, rather than
+/// wait (on the host or on its stream) for a value no one writes. A stream-ordered acquire of the
+/// slot made before the failure has already enqueued its wait, which ends only when the
+/// iteration is released again.
 ///
 /// On a capturing stream: with CUDA the write becomes a node of the capture, so the slot is
 /// freed each time the graph runs and not before its first launch (an acquire of the slot waits

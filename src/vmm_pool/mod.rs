@@ -171,12 +171,17 @@ impl VmmPool {
     }
 
     /// Takes the next iteration and waits until its slot's previous use has finished on the GPU.
-    /// On timeout the iteration is spent and later iterations of the slot are not held up by it.
+    /// On timeout the iteration is spent and later iterations of the slot are not held up by it;
+    /// so it is, at once, when an earlier release of the slot failed before writing its timeline.
     pub fn acquire(&self) -> Result<Lease> {
         let (iteration, index, start, deadline) = self.wait_for_turn()?;
         let count = self.slots.len() as u64;
         let slot = &self.slots[index];
-        let awaited = slot.turn().awaited();
+        let awaited = {
+            let mut turn = slot.turn();
+            refuse_unwritten(&mut turn, index, iteration, count)?;
+            turn.awaited()
+        };
         let waited = timeline::wait_at_least(|| slot.timeline.value(), awaited, deadline);
         let mut turn = slot.turn();
         match waited {
@@ -201,9 +206,11 @@ impl VmmPool {
     /// work enqueued on `stream` afterwards runs only then. The host waits only for its turn
     /// among the slot's earlier iterations, which the other acquires give at once when they are
     /// stream-ordered too (a host-waiting `acquire` of the same pool may hold it up, so do not
-    /// mix the two). When the wait cannot be enqueued the iteration is spent and the error
-    /// returned: nothing was enqueued on `stream`. A capturing `stream` is refused before any
-    /// iteration is taken where the runtime would wait at once instead of capturing the wait.
+    /// mix the two). When the wait cannot be enqueued, or an earlier release of the slot failed
+    /// before writing its timeline value (a wait for it would never end), the iteration is spent
+    /// and the error returned: nothing was enqueued on `stream`. A capturing `stream` is refused
+    /// before any iteration is taken where the runtime would wait at once instead of capturing
+    /// the wait.
     pub fn acquire_on_stream(&self, stream: Stream) -> Result<Lease> {
         self.refuse_uncaptured(
             stream,
@@ -213,6 +220,7 @@ impl VmmPool {
         let count = self.slots.len() as u64;
         let slot = &self.slots[index];
         let mut turn = slot.turn();
+        refuse_unwritten(&mut turn, index, iteration, count)?;
         let awaited = turn.awaited();
         if slot.timeline.value() < awaited {
             let waited =
@@ -231,10 +239,27 @@ impl VmmPool {
     /// that the slot's next use is never left waiting for a value no one writes; when that wait
     /// fails too, the slot stays held and the error is returned. A capturing `stream` is refused,
     /// the slot still held, where the runtime would write at once instead of capturing the write.
+    /// While a release has failed, later acquires of the slot are refused (`refuse_unwritten`)
+    /// until that iteration is released again.
     pub fn release(&self, lease: Lease, stream: Stream) -> Result<()> {
         let slot = self.slot(lease.slot)?;
         let mut turn = slot.turn();
         turn.check_holder(lease.slot, lease.iteration)?;
+        match self.write_timeline(slot, lease, stream) {
+            Ok(()) => {
+                turn.release(lease.iteration);
+                Ok(())
+            }
+            Err(e) => {
+                turn.release_failed(lease.iteration);
+                Err(e)
+            }
+        }
+    }
+
+    /// `release`'s write of `lease.iteration + 1` into the slot's timeline, on `stream` or, when
+    /// that cannot be enqueued, from the host after `stream` finished. An error: nothing written.
+    fn write_timeline(&self, slot: &Slot, lease: Lease, stream: Stream) -> Result<()> {
         let context = || format!("releasing slot {} (iteration {})", lease.slot, lease.iteration);
         self.refuse_uncaptured(
             stream,
@@ -244,11 +269,12 @@ impl VmmPool {
         let written =
             self.rt.stream_memory().and_then(|memory| memory.stream_write_u64(stream, slot.timeline.device_address(), lease.iteration + 1));
         if let Err(e) = written {
-            self.rt.stream_synchronize(stream).map_err(|s| s.context(format!("{} after the write failed ({})", context(), e.message)))?;
+            self.rt
+                .stream_synchronize(stream)
+                .map_err(|s| s.context(format!("{} after the write failed ({}); the slot is still held", context(), e.message)))?;
             log::warn!("{}: {}; the stream was synchronized and the value written from the host", context(), e.message);
             slot.timeline.raise_from_host(lease.iteration + 1);
         }
-        turn.release(lease.iteration);
         Ok(())
     }
 
@@ -362,6 +388,17 @@ impl Drop for VmmPool {
             std::mem::forget(std::mem::take(&mut self.slots));
         }
     }
+}
+
+/// Refuses `iteration`, spending it, when a holder of its slot failed to release it before
+/// writing its timeline value: a wait for the slot (the stream's on the GPU, or the host's) would
+/// wait for a value no one writes until that holder is released again.
+fn refuse_unwritten(turn: &mut Turn, index: usize, iteration: u64, slots: u64) -> Result<()> {
+    let Some(unwritten) = turn.unwritten() else { return Ok(()) };
+    turn.pass(iteration, slots);
+    Err(Error::invalid_state(format!(
+        "vmm pool slot {index}: the release of iteration {unwritten} failed before it wrote the slot's timeline, so a wait for the slot would never end: release iteration {unwritten} again; iteration {iteration} is spent and nothing was enqueued"
+    )))
 }
 
 fn slot(index: usize, addresses: Vec<DevicePtr>, timeline: Timeline, memory: SlotMemory) -> Slot {

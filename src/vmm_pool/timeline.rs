@@ -102,11 +102,14 @@ pub struct Turn {
     holders: Vec<u64>,
     /// Later iterations that timed out before their turn came; their turn is passed on.
     gave_up: Vec<u64>,
+    /// Holders whose release failed before their timeline value was written: the value a later
+    /// use of the slot would wait for may never come, until that iteration is released again.
+    unwritten: Vec<u64>,
 }
 
 impl Turn {
     pub fn new(slot: u64) -> Self {
-        Self { next: slot, awaited: 0, holders: Vec::new(), gave_up: Vec::new() }
+        Self { next: slot, awaited: 0, holders: Vec::new(), gave_up: Vec::new(), unwritten: Vec::new() }
     }
 
     /// `Some(awaited timeline value)` once it is `iteration`'s turn.
@@ -165,6 +168,19 @@ impl Turn {
 
     pub fn release(&mut self, iteration: u64) {
         self.holders.retain(|&h| h != iteration);
+        self.unwritten.retain(|&h| h != iteration);
+    }
+
+    /// `iteration`'s release failed before its timeline value was written; it still holds the slot.
+    pub fn release_failed(&mut self, iteration: u64) {
+        if !self.unwritten.contains(&iteration) {
+            self.unwritten.push(iteration);
+        }
+    }
+
+    /// The earliest holder whose release failed before writing its timeline value.
+    pub fn unwritten(&self) -> Option<u64> {
+        self.unwritten.iter().copied().min()
     }
 }
 
@@ -218,5 +234,10 @@ mod tests {
         t.take(10, 3);
         let e = t.check_holder(1, 4).unwrap_err();
         assert!(e.message.contains("held by iteration 10"), "{}", e.message);
+        // A failed release keeps the holder and is remembered until a release succeeds.
+        t.release_failed(10);
+        assert_eq!((t.holder(), t.unwritten()), (Some(10), Some(10)));
+        t.release(10);
+        assert_eq!((t.holder(), t.unwritten()), (None, None));
     }
 }

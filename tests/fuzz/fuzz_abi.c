@@ -959,7 +959,7 @@ static void op_get_or_trace(input *in) {
     void *graph = NULL, **graph_out = OR_NULL(in, &graph);
     uint32_t outcome = 99, *outcome_out = OR_NULL(in, &outcome);
     rcb_status s = CALL(rcb_trace_cache_get_or_trace(tc, stream, allocs, n, fn, &t, graph_out, outcome_out));
-    if (s == RCB_OK && (outcome > RCB_TRACE_TRACED || graph == NULL)) die("get_or_trace: outcome %u, graph %p", outcome, graph);
+    if (s == RCB_OK && (outcome > RCB_TRACE_UNCACHED || graph == NULL)) die("get_or_trace: outcome %u, graph %p", outcome, graph);
     int i = in_table((void *const *)st.tc, NTC, tc);
     if (i >= 0) st.tc_graph[i] = s == RCB_OK ? graph : NULL;
 }

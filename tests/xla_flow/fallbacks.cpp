@@ -3,8 +3,8 @@
 // fault injection making the library's call fail, and checks that XLA's path then gives exact
 // results and leaves nothing behind. The program does not link the library: it opens it through
 // 0003's loader (rocm_cmdbuf_library.cc, compiled here), as the patched XLA does, and it runs
-// 0003's own decision and accounting (rocm_cmdbuf_fallback.cc, compiled here twice: each copy has
-// its own process-wide state).
+// 0003's own decision and accounting (rocm_cmdbuf_fallback.cc, compiled here three times: each
+// copy has its own process-wide state; the first is the loader's).
 //   0003 CreateRocmCmdbufCommandBuffer (DecideRocmCmdbufOwner): the library fails to create the
 //        process's first command buffer: every command buffer is XLA's own (a graph the runtime
 //        builds alone) and exact, the library is never asked again, one error logged, one
@@ -27,13 +27,20 @@
 //   0005 rocm_stream.cc: a failed rcb::StreamAcquire makes XLA create the stream itself
 //        (hipStreamCreateWithPriority); giving that stream back to the cache is
 //        RCB_STATUS_INVALID_HANDLE with the stream untouched, so XLA destroys it (no double
-//        destroy, no leak);
+//        destroy, no leak); a cached stream whose release fails (query and destroy fail) is a
+//        counted "stream release" fallback, and the cache no longer holds it;
 //   0005 RocmCmdbufTraceCache::GetOrTrace: a failed get (the capture's end fails) returns
 //        nullptr and XLA traces the command itself into a nested command buffer (Trace:
-//        CaptureBegin/CaptureEnd), recorded as a cloned child;
+//        CaptureBegin/CaptureEnd), recorded as a cloned child; a capture the library cannot
+//        cache comes back uncached (RCB_TRACE_UNCACHED), the trace function run once, and is
+//        recorded as any other;
 //   0005 CreateClonedChildNode: a failed flatten becomes one cloned child node (AddChildGraph);
 //   0007 RocmCmdbufVmmPool::Execute: a slot whose stream-ordered acquire fails runs that
-//        execution without the pool; a copy the pool cannot enqueue is made by the stream.
+//        execution without the pool; a copy the pool cannot enqueue is made by the stream; a
+//        release the library cannot make (its timeline write and the host synchronize after it
+//        fail) leaves that execution's result exact and the device's pool unused from then on
+//        (the library would refuse the slot, nothing enqueued), the next executions exact
+//        without it; every one of these counted as a VMM pool fallback, the first logged.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +60,10 @@
 
 #define ROCM_CMDBUF_AVAILABLE 1
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+// The loader's own accounting (a library that cannot be used is a "load" fallback).
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+
+#undef XLA_STREAM_EXECUTOR_ROCM_ROCM_CMDBUF_FALLBACK_H_
 
 namespace failed_first {
 #include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
@@ -85,14 +96,29 @@ bool Holds(Gpu& gpu, uint64_t p, uint32_t seed) {
   return got == Pattern(seed);
 }
 
+int ErrorLines() {
+  int n = 0;
+  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
+  return n;
+}
+
+std::string LastError() {
+  for (auto line = xla_flow_log::lines.rbegin(); line != xla_flow_log::lines.rend(); ++line) {
+    if (line->rfind("ERROR: ", 0) == 0) return *line;
+  }
+  return "";
+}
+
 struct Trace {
   Gpu* gpu;
   void* copy;
   CopyArgs args;
+  int calls = 0;  // the trace function's host-side work, as a custom call's handler
 };
 
 int32_t TraceFn(void* user_data, void* stream) {
   auto* t = static_cast<Trace*>(user_data);
+  ++t->calls;
   t->gpu->LaunchPacked(t->copy, 1, 256, &t->args, sizeof t->args, stream);
   return 0;
 }
@@ -122,6 +148,26 @@ void Streams(Gpu& gpu, void* copy) {
   CHECK(gpu.DestroyStream(stream) == 0, "XLA destroys its stream");
   CHECK(gpu.LiveCount("stream") == live, "no stream left behind (%llu, %llu before)",
         static_cast<unsigned long long>(gpu.LiveCount("stream")), static_cast<unsigned long long>(live));
+
+  // A stream of the cache whose release fails (its query fails, so the cache destroys it, and
+  // the destroy fails): a "stream release" fallback, and XLA does not destroy it again.
+  namespace se = created_first::stream_executor::gpu;
+  void* cached = nullptr;
+  OK(rcb::StreamAcquire(0, 0, 0, &cached));
+  gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, cached);
+  CHECK(gpu.SetFaults("hipStreamQuery:1,hipStreamDestroy:1"), "fault injection");
+  released = rcb::StreamRelease(cached);
+  gpu.SetFaults("");
+  CHECK(!released.ok() && released.code() != RCB_STATUS_INVALID_HANDLE, "the injected faults fail the release: %s",
+        released.ToString().c_str());
+  // ReleaseRocmCmdbufStream: counted, and the stream counts as given back.
+  se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kStreamRelease, "giving a stream back: " + released.ToString());
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kStreamRelease) == 1, "the failed release counted");
+  CHECK_CONTRACT(rcb::StreamRelease(cached).code() == RCB_STATUS_INVALID_HANDLE,
+                 "the cache still holds a stream whose release failed");
+  // The destroy that failed left the stream to the process; the test destroys it.
+  CHECK(gpu.SyncStatus(cached) == 0 && gpu.DestroyStream(cached) == 0, "the stream the failed destroy left");
+  CHECK(gpu.LiveCount("stream") == live, "no stream left behind after the failed release");
   gpu.Free(src);
   gpu.Free(dst);
 }
@@ -170,11 +216,36 @@ void TraceCacheAndFlatten(Gpu& gpu, void* copy, void* stream) {
   OK(parent.Launch(stream));
   CHECK(gpu.SyncStatus(stream) == 0, "launch");
   CHECK_RESULT(Holds(gpu, dst, 2), "XLA's trace and the cloned child copied exactly");
+
+  // A capture the library cannot cache (a fault while it flattens it) comes back uncached: the
+  // hook uses it as any other graph, and the trace function's host-side work ran once.
+  rcb::TraceCache fresh;
+  OK(rcb::TraceCache::Create(4, &fresh));
+  gpu.Write(src, Pattern(3).data(), kBytes);
+  gpu.Write(dst, Pattern(0).data(), kBytes);
+  const int calls = t.calls;
+  CHECK(gpu.SetFaults("hipGraphGetNodes:1"), "fault injection");
+  got = fresh.GetOrTrace(stream, key, TraceFn, &t, &graph, &outcome);
+  gpu.SetFaults("");
+  CHECK(got.ok() && outcome == RCB_TRACE_UNCACHED && graph != nullptr && t.calls == calls + 1,
+        "a capture that cannot be cached: %s, outcome %u, %d trace calls", got.ToString().c_str(), outcome,
+        t.calls - calls);
+  rcb::CmdBuf uncached;
+  OK(rcb::CmdBuf::Create(0, &uncached));
+  rcb_node child = 0;
+  OK(uncached.AddChildGraph({}, graph, &child));
+  OK(uncached.Finalize());
+  OK(uncached.Launch(stream));
+  CHECK(gpu.SyncStatus(stream) == 0, "launch of the uncached capture");
+  CHECK_RESULT(Holds(gpu, dst, 3), "the uncached capture copied exactly");
   gpu.Free(src);
   gpu.Free(dst);
 }
 
 void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
+  namespace se = created_first::stream_executor::gpu;
+  const int errors = ErrorLines();
+  auto fell_back = [](const std::string& what) { se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kVmmPool, what); };
   const std::vector<uint64_t> sizes = {kBytes};
   rcb_vmm_pool_config config{};
   config.device = 0;
@@ -184,13 +255,16 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
   config.buffer_sizes = sizes.data();
   rcb::VmmPool pool;
   OK(rcb::VmmPool::Create(config, &pool));
+  bool usable = true;   // DevicePool::usable
+  rcb_vmm_slot held{};  // the slot whose release failed
   uint64_t in = gpu.Malloc(kBytes), out = gpu.Malloc(kBytes);
   void* other = gpu.NewStream();
-  for (uint32_t step = 1; step <= 3; ++step) {
+  for (uint32_t step = 1; step <= 5; ++step) {
     gpu.Write(in, Pattern(step).data(), kBytes);
     gpu.Write(out, Pattern(0).data(), kBytes);
     // Step 2: the slot is still in use on the GPU and the stream's wait cannot be enqueued;
-    // step 3: the pool cannot enqueue its copies.
+    // step 3: the pool cannot enqueue its copies; step 4: the release can neither enqueue its
+    // timeline write nor write it from the host; step 5: the pool is not used any more.
     if (step == 2) {
       // Another execution holds the slot on another stream, still running.
       rcb_vmm_slot busy{};
@@ -201,10 +275,11 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
       CHECK(gpu.SetFaults("hipStreamWaitValue64:1"), "fault injection");
     }
     rcb_vmm_slot slot{};
-    rcb::Status acquired = pool.AcquireOnStream(stream, &slot);
+    rcb::Status acquired = usable ? pool.AcquireOnStream(stream, &slot) : rcb::Status();
     gpu.SetFaults("");
     CHECK(acquired.ok() == (step != 2), "step %u: acquire: %s", step, acquired.ToString().c_str());
-    if (!acquired.ok()) {
+    if (!acquired.ok()) fell_back("acquiring a VMM pool slot: " + acquired.ToString());
+    if (!usable || !acquired.ok()) {
       // This execution runs without the pool, on the caller's buffers.
       CopyArgs args{out, in, kBytes};
       gpu.LaunchPacked(copy, 1, 256, &args, sizeof args, stream);
@@ -215,6 +290,7 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
         gpu.SetFaults("");
         CHECK(copied.ok() == (step != 3), "step %u: copy: %s", step, copied.ToString().c_str());
         if (!copied.ok()) {
+          fell_back("copying: " + copied.ToString());
           // Copied by the stream itself (se::Stream::MemcpyD2D).
           for (const rcb_vmm_copy& one : c) {
             CopyArgs args{one.dst, one.src, one.bytes};
@@ -226,28 +302,40 @@ void VmmPool(Gpu& gpu, void* copy, void* sleep, void* stream) {
       uint64_t us = 20000;
       gpu.LaunchPacked(sleep, 1, 1, &us, sizeof us, stream);
       copies({{out, slot.buffers[0], kBytes}});
-      OK(pool.Release(slot, stream));
+      if (step == 4) CHECK(gpu.SetFaults("hipStreamWriteValue64:1,hipStreamSynchronize:1"), "fault injection");
+      rcb::Status released = pool.Release(slot, stream);
+      gpu.SetFaults("");
+      CHECK(released.ok() == (step != 4), "step %u: release: %s", step, released.ToString().c_str());
+      if (!released.ok()) {
+        // Not this execution's error: the pool is not used again on this device.
+        usable = false;
+        held = slot;
+        fell_back("releasing a VMM pool slot: " + released.ToString());
+        // The library refuses the slot from now on rather than make a stream wait forever.
+        rcb_vmm_slot refused{};
+        rcb::Status again = pool.AcquireOnStream(stream, &refused);
+        CHECK_CONTRACT(again.code() == RCB_STATUS_INVALID_STATE, "a slot whose release failed handed out again: %s",
+                       again.ToString().c_str());
+      }
     }
     CHECK(gpu.SyncStatus(stream) == 0, "step %u", step);
     CHECK_RESULT(Holds(gpu, out, step), "step %u: the live-out at the caller's address", step);
   }
   CHECK(gpu.SyncStatus(other) == 0, "the other execution");
+  // Acquire (step 2), the two copies (step 3) and the release (step 4); one error logged.
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kVmmPool) == 4 && ErrorLines() == errors + 1,
+        "VMM pool fallbacks: %lld counted, %d errors logged",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kVmmPool)), ErrorLines() - errors);
+  // ~RocmCmdbufVmmPool: the free refuses the held slot (the hook then leaves the memory with the
+  // process); here the slot is released on a healthy stream so that the test leaves nothing.
+  CHECK(pool.Free().code() == RCB_STATUS_INVALID_STATE, "the free of a pool whose slot is held");
+  OK(pool.Release(held, stream));
+  CHECK(gpu.SyncStatus(stream) == 0, "the late release");
   OK(pool.Free());
   gpu.Free(in);
   gpu.Free(out);
-}
-
-int ErrorLines() {
-  int n = 0;
-  for (const std::string& line : xla_flow_log::lines) n += line.rfind("ERROR: ", 0) == 0 ? 1 : 0;
-  return n;
-}
-
-std::string LastError() {
-  for (auto line = xla_flow_log::lines.rbegin(); line != xla_flow_log::lines.rend(); ++line) {
-    if (line->rfind("ERROR: ", 0) == 0) return *line;
-  }
-  return "";
+  std::printf("VMM pool: a failed acquire, failed copies and a failed release fell back, exact; no pool after the "
+              "failed release\n");
 }
 
 // The copy kernel's arguments as the bridge gives them: two device addresses and a size.

@@ -9,11 +9,14 @@
 //     command buffer recorded, launched and checked through it. Run by run.sh also where the file
 //     is not on the loader's path (`missing`), where the file found lacks the library's
 //     functions (`partial`) and where its rcb_version has another interface than the header's
-//     (`version`): one error naming the flag that asked and why, the file closed again, the
-//     same answer for every later flag, and every call still refused.
+//     (`version`): one error naming the flag that asked and why, one "load" fallback counted
+//     (0003's rocm_cmdbuf_fallback.cc), the file closed again, the same answer for every later
+//     flag, and every call still refused.
 //   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
 //     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
-//     process's (XLA_FLAGS, read once); scopes nest and are per thread.
+//     process's (XLA_FLAGS, read once); scopes nest and are per thread. A module that sets the
+//     process-wide stream-cache or profiler flag otherwise than XLA_FLAGS gets one warning per
+//     flag (WarnRocmCmdbufProcessFlags, called by GpuExecutable's constructor).
 //
 // Exits 0 when every check holds.
 #include <dlfcn.h>
@@ -31,16 +34,20 @@
 #include "rocm_cmdbuf.hpp"
 
 #define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
 
 namespace {
 
 using stream_executor::gpu::CurrentRocmCmdbufOptions;
+using stream_executor::gpu::RocmCmdbufFallback;
+using stream_executor::gpu::RocmCmdbufFallbackCount;
 using stream_executor::gpu::kRocmCmdbufLibrary;
 using stream_executor::gpu::LoadRocmCmdbuf;
 using stream_executor::gpu::RocmCmdbufOptions;
 using stream_executor::gpu::ScopedRocmCmdbufOptions;
+using stream_executor::gpu::WarnRocmCmdbufProcessFlags;
 
 bool LibraryLoaded() {
   void* handle = dlopen(kRocmCmdbufLibrary, RTLD_NOW | RTLD_NOLOAD);
@@ -75,12 +82,18 @@ void Unusable(const char* why) {
   CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf"), "the library loaded");
   CHECK(!LibraryLoaded(), "the unusable %s is still open", kRocmCmdbufLibrary);
   CHECK(ErrorLines() == 1, "%d errors logged", ErrorLines());
-  const std::string& error = xla_flow_log::lines.empty() ? std::string() : xla_flow_log::lines.back();
+  std::string error;
+  for (const std::string& line : xla_flow_log::lines) {
+    if (line.rfind("ERROR: ", 0) == 0) error = line;
+  }
   CHECK(error.find("--xla_gpu_rocm_cmdbuf is set") != std::string::npos && error.find(why) != std::string::npos &&
             error.find("as if it were off") != std::string::npos,
         "the error names the flag, %s and what happens: %s", why, error.c_str());
+  CHECK(RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad) == 1, "%lld load fallbacks counted",
+        static_cast<long long>(RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad)));
   CHECK(!LoadRocmCmdbuf("--xla_gpu_rocm_cmdbuf_profiler"), "another flag loaded it");
-  CHECK(ErrorLines() == 1, "another flag logged again (%d errors)", ErrorLines());
+  CHECK(ErrorLines() == 1 && RocmCmdbufFallbackCount(RocmCmdbufFallback::kLoad) == 1,
+        "another flag logged or counted again (%d errors)", ErrorLines());
   CallsRefused("after the load failed");
   std::printf("%s\n", error.c_str());
 }
@@ -122,6 +135,39 @@ void Options() {
     CHECK(Same(CurrentRocmCmdbufOptions(), off), "the outer module's options come back");
   }
   CHECK(Same(CurrentRocmCmdbufOptions(), from_flags), "after the module: the process's flags");
+
+  // The stream cache and the profiler follow XLA_FLAGS only (here the profiler on, the stream
+  // cache off, read at the first call). A module that sets either otherwise gets a warning,
+  // once per flag; one that agrees, none.
+  xla::DebugOptions xla_flags;
+  xla_flags.rocm_cmdbuf_profiler = true;
+  xla::process_flags_for_test = xla_flags;
+  auto warnings = [] {
+    int n = 0;
+    for (const std::string& line : xla_flow_log::lines) n += line.rfind("WARNING: ", 0) == 0 ? 1 : 0;
+    return n;
+  };
+  const int before = warnings();
+  xla::DebugOptions agrees = xla_flags;
+  WarnRocmCmdbufProcessFlags("agrees", agrees);
+  CHECK(warnings() == before, "a module that agrees with XLA_FLAGS warned");
+  xla::DebugOptions caches = xla_flags;
+  caches.rocm_cmdbuf_stream_cache = true;
+  WarnRocmCmdbufProcessFlags("caches", caches);
+  const std::string warning = xla_flow_log::lines.back();
+  CHECK(warnings() == before + 1 && warning.find("caches") != std::string::npos &&
+            warning.find("--xla_gpu_rocm_cmdbuf_stream_cache=true") != std::string::npos &&
+            warning.find("read once from XLA_FLAGS") != std::string::npos,
+        "a module's stream cache flag: %s", warning.c_str());
+  WarnRocmCmdbufProcessFlags("caches too", caches);
+  CHECK(warnings() == before + 1, "the stream cache flag warned twice");
+  xla::DebugOptions unprofiled = xla_flags;
+  unprofiled.rocm_cmdbuf_profiler = false;
+  WarnRocmCmdbufProcessFlags("unprofiled", unprofiled);
+  WarnRocmCmdbufProcessFlags("unprofiled too", unprofiled);
+  CHECK(warnings() == before + 2 &&
+            xla_flow_log::lines.back().find("--xla_gpu_rocm_cmdbuf_profiler=false") != std::string::npos,
+        "a module's profiler flag: %s", xla_flow_log::lines.back().c_str());
 }
 
 // The library through the loader: a command buffer that fills a buffer, launched and read back.

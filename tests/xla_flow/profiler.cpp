@@ -37,7 +37,9 @@
 // API event, every type neither loop handles, and ids past 2^32 that share their low 32 bits
 // with others. Also checked: the documented order, the same output from maps filled by four
 // threads in another order and iterated in another order, and the fallback (nullopt, XLA's
-// loops) when the maps hold more than the collector's limits, to which the correlator is bound.
+// loops, counted, the first logged) when the maps hold more than the collector's limits as its
+// AddEvent counts them (main API events, HIP_API activities), and none below the numbers it
+// does not count (auxiliary API events, HIP_OPS activities).
 // Host only: the correlator needs no GPU. The program does not link the library: the hook opens
 // it through 0003's loader (rocm_cmdbuf_library.cc, compiled here), as the patched XLA does.
 // Exits 0 when every check holds.
@@ -72,6 +74,7 @@
 
 #define ROCM_CMDBUF_AVAILABLE 1
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+#include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
 
 namespace main_target {
 #define XLA_FLOW_CORRELATION_ID uint64_t
@@ -579,6 +582,9 @@ Scenario<T> MakeScenario(bool wide_ids) {
 
 // ---- Runs ----
 
+// The profiler fallbacks the over-limit runs make.
+int over_limit_fallbacks = 0;
+
 template <typename T>
 typename T::Options Limits(uint64_t api, uint64_t activities) {
   typename T::Options o{};
@@ -808,23 +814,45 @@ void Check() {
     }
     CHECK(Sorted(threaded.dropped_) == hook_drops, "%s: the reports depend on the order the events arrived in", what);
 
-    // Bounded by the collector's limits: maps that hold more events than them are joined by
-    // XLA's loops (nullopt, a warning, nothing reported); exactly at the limits, by the hook.
-    size_t api_events = collector.api_events_map_.size() + collector.auxiliary_api_events_map_.size();
+    // Bounded as the collector's AddEvent bounds its maps: main API events against
+    // max_callback_api_events, activities of the HIP_API domain against max_activity_api_events;
+    // auxiliary API events and HIP_OPS activities (every activity the tracer gives) are not
+    // counted. Here every other activity is made a HIP_API one. Exactly at both limits, which are
+    // below the maps' numbers of API events and of activities, the hook joins them; over either,
+    // XLA's loops do (nullopt, a profiler fallback, nothing reported).
+    namespace se = ::stream_executor::gpu;
     for (int over = 0; over < 3; ++over) {
       Collector<T, std::unordered_map> limited;
       Fill(limited, s, false);
+      size_t hip_api = 0, all = 0;
+      for (auto& entry : limited.activity_ops_events_map_) {
+        for (Ev& e : entry.second) {
+          if (all++ % 2 == 0) {
+            e.domain = T::Domain::HIP_API;
+            ++hip_api;
+          }
+        }
+      }
+      const size_t main_api = limited.api_events_map_.size();
+      CHECK(!limited.auxiliary_api_events_map_.empty() && hip_api > 1 && hip_api < all,
+            "%s: the maps hold no uncounted event", what);
+      const int64_t fallbacks = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kProfiler);
       size_t before = limited.dropped_.size(), lines = xla_flow_log::lines.size();
-      auto limits = Limits<T>(api_events - (over == 1), activities - (over == 2));
+      auto limits = Limits<T>(main_api - (over == 1), hip_api - (over == 2));
       std::optional<std::vector<Ev>> out = limited.Hook(limits);
+      const bool fell_back = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kProfiler) == fallbacks + 1;
       if (over == 0) {
-        CHECK(out.has_value() && out->size() == hook->size(), "%s: refused at its limits", what);
+        CHECK(out.has_value() && out->size() == hook->size() && !fell_back,
+              "%s: refused at its limits (auxiliary API events or HIP_OPS activities counted)", what);
       } else {
-        bool warned = xla_flow_log::lines.size() > lines &&
-                      xla_flow_log::lines.back().find("joined without the correlator") != std::string::npos;
-        CHECK(!out.has_value() && limited.dropped_.size() == before && warned,
-              "%s: over the collector's limit (%s), not left to XLA's loops with a warning", what,
-              over == 1 ? "API events" : "activities");
+        bool said = false;
+        for (size_t i = lines; i < xla_flow_log::lines.size(); ++i) {
+          said |= xla_flow_log::lines[i].find("joined without the correlator") != std::string::npos;
+        }
+        CHECK(!out.has_value() && limited.dropped_.size() == before && said && fell_back,
+              "%s: over the collector's limit (%s), not left to XLA's loops as a counted fallback", what,
+              over == 1 ? "main API events" : "HIP_API activities");
+        ++over_limit_fallbacks;
       }
     }
   }
@@ -835,5 +863,15 @@ void Check() {
 int main() {
   Check<MainTarget>();
   Check<ReleaseTarget>();
+  // Every fallback counted, the first of the kind logged as an error and the others not.
+  namespace se = ::stream_executor::gpu;
+  int errors = 0;
+  for (const std::string& line : xla_flow_log::lines) {
+    errors += line.rfind("ERROR: ", 0) == 0 && line.find("joined without the correlator") != std::string::npos;
+  }
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kProfiler) == over_limit_fallbacks && errors == 1,
+        "profiler fallbacks: %lld counted, %d expected; %d errors logged",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kProfiler)), over_limit_fallbacks,
+        errors);
   return Finish("xla_flow profiler");
 }

@@ -11,12 +11,14 @@ struct DebugOptions {
   bool rocm_cmdbuf_update_in_place = false;
   bool rocm_cmdbuf_trace_cache = false;
   bool rocm_cmdbuf_flatten_traced = false;
+  bool rocm_cmdbuf_stream_cache = false;
   bool rocm_cmdbuf_profiler = false;
 
   bool xla_gpu_rocm_cmdbuf() const { return rocm_cmdbuf; }
   bool xla_gpu_rocm_cmdbuf_update_in_place() const { return rocm_cmdbuf_update_in_place; }
   bool xla_gpu_rocm_cmdbuf_trace_cache() const { return rocm_cmdbuf_trace_cache; }
   bool xla_gpu_rocm_cmdbuf_flatten_traced() const { return rocm_cmdbuf_flatten_traced; }
+  bool xla_gpu_rocm_cmdbuf_stream_cache() const { return rocm_cmdbuf_stream_cache; }
   bool xla_gpu_rocm_cmdbuf_profiler() const { return rocm_cmdbuf_profiler; }
 };
 
