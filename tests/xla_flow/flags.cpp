@@ -8,8 +8,9 @@
 //     (LoadRocmCmdbuf); then librocm_cmdbuf.so.0 is opened once, from the loader's path, and a
 //     command buffer recorded, launched and checked through it. Run by run.sh also where the file
 //     is not on the loader's path (`missing`), where the file found lacks the library's
-//     functions (`partial`) and where its rcb_version has another interface than the header's
-//     (`version`): one error naming the flag that asked and why, one "load" fallback counted
+//     functions (`partial`, also run with a library of the next minor version, which the loader
+//     takes: a minor release only adds) and where its rcb_version has another interface than the
+//     header's (`version`: the next major): one error naming the flag that asked and why, one "load" fallback counted
 //     (0003's rocm_cmdbuf_fallback.cc), the file closed again, the same answer for every later
 //     flag, and every call still refused.
 //   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
@@ -221,7 +222,8 @@ int main(int argc, char** argv) {
   } else if (mode == "partial") {
     Unusable("has no rcb_cmdbuf_new");
   } else if (mode == "version") {
-    const std::string other = std::to_string(RCB_VERSION_MAJOR) + "." + std::to_string(RCB_VERSION_MINOR + 1) + ".0";
+    // The next major: another interface (a minor release only adds, so a newer minor is taken).
+    const std::string other = std::to_string(RCB_VERSION_MAJOR + 1) + ".0.0";
     Unusable(("is rocm_cmdbuf " + other + ", whose interface is not that of rocm_cmdbuf " +
               std::to_string(RCB_VERSION_MAJOR) + "." + std::to_string(RCB_VERSION_MINOR))
                  .c_str());

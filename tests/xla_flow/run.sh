@@ -73,7 +73,8 @@ done
 
 # flags.cpp without a run path: librocm_cmdbuf.so.0 is not on the loader's path, then the one
 # found there is a stand-in of the header's version that has rcb_version only, then one of a
-# version whose interface differs (the next minor: before 1.0 a minor may change it).
+# version whose interface differs (the next major: a minor release only adds), then one of the
+# next minor, which the loader takes (and then finds without the header's functions).
 g++ "${flags[@]}" -O1 -o "$out/xla_flow-flags-no-path" "$here/flags.cpp" -ldl -lpthread
 ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 echo "== flags missing (no librocm_cmdbuf.so.0 on the loader's path)"
@@ -91,6 +92,9 @@ stand_in() {  # DIR VERSION: a librocm_cmdbuf.so.0 in DIR whose rcb_version says
 echo "== flags partial (a librocm_cmdbuf.so.0 of the header's version without the library's functions)"
 stand_in partial "$(version MAJOR).$(version MINOR).$(version PATCH)"
 LD_LIBRARY_PATH="$out/partial" "$out/xla_flow-flags-no-path" partial
-echo "== flags version (a librocm_cmdbuf.so.0 whose version has another interface)"
-stand_in version "$(version MAJOR).$(($(version MINOR) + 1)).0"
+echo "== flags version (a librocm_cmdbuf.so.0 whose version has another interface: the next major)"
+stand_in version "$(($(version MAJOR) + 1)).0.0"
 LD_LIBRARY_PATH="$out/version" "$out/xla_flow-flags-no-path" version
+echo "== flags newer-minor (a librocm_cmdbuf.so.0 of the next minor, taken, without the header's functions)"
+stand_in newer-minor "$(version MAJOR).$(($(version MINOR) + 1)).0"
+LD_LIBRARY_PATH="$out/newer-minor" "$out/xla_flow-flags-no-path" partial
