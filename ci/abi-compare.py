@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rules of the README's "Compatibility" applied to two recordings of the C ABI, as ci/abi.sh
+"""The rules of docs/c-api.md's "What a release may change" applied to two recordings of the C ABI, as ci/abi.sh
 makes them: an ABI corpus written by libabigail's abidw (XML: the exports with their symbol
 versions, the SONAME, every function's signature and every type of include/rocm_cmdbuf.h) and a
 list of its constants (`NAME VALUE` a line, `#` lines aside: every #define of the header, which

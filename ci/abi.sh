@@ -20,7 +20,7 @@
 # backends, limits), which libabigail never sees: a program compiled with the header prints each
 # one as programs get it, into the list abi/constants.txt, which is part of the baseline.
 #
-# ci/abi-compare.py applies the README's "Compatibility" to two recordings: additions are
+# ci/abi-compare.py applies the policy of docs/c-api.md, "What a release may change", to two recordings: additions are
 # compatible (exports, functions, types; fields appended to a sized struct, one declared with
 # sized_struct! in src/ffi/, at or past its old size, never in its tail padding; constants; a
 # *_VERSION constant raised); any other change is not (a sized struct's existing fields changing
@@ -33,7 +33,7 @@
 #      changed one of its files) without CHANGELOG.md changing with it;
 #   3. the baseline is incompatible with the last release's, that of the newest tag v* in the
 #      history, and the SONAME is the same (an incompatible change needs a new major version:
-#      README, "Compatibility"). Every change in between counts, not only the last. Before the
+#      docs/c-api.md, "What a release may change"). Every change in between counts, not only the last. Before the
 #      first tag nothing is released and nothing is refused here; a CHANGELOG.md that lists a
 #      tagged version whose tag the clone lacks (a shallow clone) fails, never skips.
 set -euo pipefail
@@ -114,7 +114,7 @@ fi
 [ -f "$constants" ] || { echo "ci/abi.sh: no $constants (ci/abi.sh --update writes it)"; exit 1; }
 
 # What changed from the ABI in $1 (constants in $2) to that in $3 (constants in $4), by the rules
-# of the README's "Compatibility" (ci/abi-compare.py, which takes the sized structs from
+# of docs/c-api.md's "What a release may change" (ci/abi-compare.py, which takes the sized structs from
 # src/ffi/): prints the changes and returns 0 (none), 1 (all compatible), 2 (one is not) or 3 (no
 # verdict). libabigail compares the two as well; a difference it finds that the comparison does
 # not is counted as incompatible, never let through.
@@ -145,7 +145,7 @@ case $verdict in
             echo "The difference is compatible: only additions (exports, functions, types, constants, fields appended to sized structs)."
         fi
         echo "If it is intended: bash ci/abi.sh --update, and commit the baseline with a CHANGELOG.md entry;"
-        echo "an incompatible change also needs a new SONAME, a new major version (README, \"Compatibility\")."
+        echo "an incompatible change also needs a new SONAME, a new major version (docs/c-api.md, \"What a release may change\")."
         status=1
         ;;
 esac

@@ -2,9 +2,12 @@
 """Checks what the Markdown files of the repository point to, so that a reader who follows them
 finds what they name:
 
-- every relative link `[text](path)` or `[text](path#anchor)` names a file or folder of the
-  repository, and an anchor names a heading of the Markdown file it points into;
-- every script a document runs in backticks (`bash X`, `python3 X`) exists; `.gpu/NAME` is the
+- every relative link `[text](path)`, `[text](path#anchor)`, `[text](<path>)` or
+  `[text](path "title")` names a file or folder of the repository, and an anchor names a heading
+  of the Markdown file it points into, and only one (two headings of the same title would send
+  the link to the first, whatever the writer meant);
+- every script a document runs, in backticks (`bash X`, `python3 X`) or as a command line of a
+  fenced code block, exists; `.gpu/NAME` is the
   staging folder ci/gpu.sh fills from ci/ and tests/gpu/, so NAME must exist there;
 - every `RCB_*` name a document mentions exists in the sources (src/, include/, ci/, tests/,
   build.rs, abi/); a name ending in `_` (`RCB_FALLBACK_`) stands for a family, of which one name
@@ -24,15 +27,17 @@ root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.pat
 tracked = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True, check=True).stdout.split()
 markdown = sorted(f for f in tracked if f.endswith(".md"))
 
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"!?\[[^\]]*\]\((?:<([^>]+)>|([^)\s]+))(?:\s+\"[^\"]*\")?\)")
 SCRIPT = re.compile(r"`(?:bash|python3|sh)\s+([^\s`]+)")
+FENCED_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:bash|python3|sh)\s+([^\s`]+)")
 NAME = re.compile(r"\bRCB_[A-Z0-9_]+")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def anchors(path):
-    """GitHub's anchors of a Markdown file's headings."""
-    found, seen, fenced = set(), {}, False
+    """GitHub's anchors of a Markdown file's headings, each with the number of headings whose
+    title gives that slug (GitHub suffixes the later ones with -1, -2, ...)."""
+    found, seen, fenced = {}, {}, False
     with open(path, encoding="utf-8") as f:
         for line in f:
             if FENCE.match(line):
@@ -43,7 +48,11 @@ def anchors(path):
             slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
             n = seen.get(slug, 0)
             seen[slug] = n + 1
-            found.add(slug if n == 0 else f"{slug}-{n}")
+            if n == 0:
+                found[slug] = 1
+            else:
+                found[slug] += 1
+                found[f"{slug}-{n}"] = 1
     return found
 
 
@@ -86,9 +95,15 @@ for doc in markdown:
                 if anchor and full.endswith(".md"):
                     if full not in anchor_cache:
                         anchor_cache[full] = anchors(full)
-                    if anchor not in anchor_cache[full]:
+                    count = anchor_cache[full].get(anchor, 0)
+                    if count == 0:
                         problems.append(f"{where}: link to {target}: no heading with anchor #{anchor}")
-        for m in SCRIPT.finditer(line):
+                    elif count > 1:
+                        problems.append(f"{where}: link to {target}: {count} headings have anchor #{anchor}; the link lands on the first")
+        commands = list(SCRIPT.finditer(line))
+        if fenced and not FENCE.match(line):
+            commands += list(FENCED_COMMAND.finditer(line))
+        for m in commands:
             script = m.group(1)
             if not re.search(r"\.(sh|py)$", script) or script.startswith(("$", "/")) or "XLA" in script:
                 continue

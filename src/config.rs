@@ -68,7 +68,7 @@ pub fn stats_target(value: Option<&std::ffi::OsStr>) -> Option<StatsTarget> {
 }
 
 /// Every `RCB_*` variable the library and the preload read: [`Config::from_lookup`] reads all of
-/// them but [`LOG_VAR`] and [`STATS_VAR`]. The README's table of variables, where each is described, lists exactly
+/// them but [`LOG_VAR`] and [`STATS_VAR`]. The table of docs/install.md's "Run-time settings", where each is described, lists exactly
 /// these (both checked by the tests below).
 pub const VARIABLES: &[&str] = &[
     "RCB_BACKEND",
@@ -234,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn the_list_of_variables_is_what_is_read_and_what_the_readme_describes() {
+    fn the_list_of_variables_is_what_is_read_and_what_the_install_guide_describes() {
         let mut listed: Vec<&str> = VARIABLES.to_vec();
         listed.sort_unstable();
         let read = std::cell::RefCell::new(vec![LOG_VAR.to_owned(), STATS_VAR.to_owned()]);
@@ -248,11 +248,11 @@ mod tests {
         read.dedup();
         assert_eq!(read, listed);
 
-        let readme = include_str!("../README.md");
-        let table = readme.split("\n## Environment variables\n").nth(1).and_then(|rest| rest.split("\n## ").next()).unwrap();
+        let install = include_str!("../docs/install.md");
+        let table = install.split("\n## Run-time settings\n").nth(1).and_then(|rest| rest.split("\n## ").next()).unwrap();
         let mut described: Vec<&str> =
             table.lines().filter_map(|row| row.strip_prefix("| `")?.split('`').next()).filter(|name| name.starts_with("RCB_")).collect();
         described.sort_unstable();
-        assert_eq!(described, listed, "README.md's table of environment variables");
+        assert_eq!(described, listed, "docs/install.md's table of run-time settings");
     }
 }

@@ -12,6 +12,7 @@
 #     CMakeLists.txt with find_package(rocm_cmdbuf CONFIG REQUIRED) after PREFIX has been moved
 #     (the CMake package is relocatable; pkg-config --define-prefix follows the move too), both run on the software GPU (tests/hipsim, built in the
 #     dev profile: it only stands in for the GPU) and check device memory.
+#   - the pkg-config bounds docs/c-api.md gives take 0.x from 0.1.0 and refuse 0.0.x and 1.0.0.
 # Everything is built and run in one temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -86,6 +87,18 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pc_version=$(pkg-config --modversion rocm_cmdbuf)
 [ "$pc_version" = "$version" ] || { echo "pkg-config says $pc_version, Cargo.toml $version"; exit 1; }
 echo "pkg-config --cflags --libs rocm_cmdbuf: $(pkg-config --cflags --libs rocm_cmdbuf)"
+# The bounds docs/c-api.md tells a pkg-config user to name (pkg-config knows no major version):
+# they take the installed .pc and a later 0.x, and refuse an older 0.0.x and the next major.
+bounds=('rocm_cmdbuf >= 0.1.0' 'rocm_cmdbuf < 1')
+pkg-config --exists "${bounds[@]}" || { echo "pkg-config refuses the installed $pc_version within ${bounds[*]}"; exit 1; }
+for v in 0.0.9 0.7.3 1.0.0; do
+    mkdir -p "$tmp/pc-$v"
+    sed "s/^Version: .*/Version: $v/" "$prefix/lib/pkgconfig/rocm_cmdbuf.pc" > "$tmp/pc-$v/rocm_cmdbuf.pc"
+    if PKG_CONFIG_PATH="$tmp/pc-$v" pkg-config --exists "${bounds[@]}"; then taken=yes; else taken=no; fi
+    want=no; [ "$v" = 0.7.3 ] && want=yes
+    [ "$taken" = "$want" ] || { echo "pkg-config ${bounds[*]} on a .pc of $v: taken=$taken, expected $want"; exit 1; }
+done
+echo "pkg-config bounds ${bounds[*]}: take $pc_version and 0.7.3, refuse 0.0.9 and 1.0.0"
 # shellcheck disable=SC2046 # the flags are words
 gcc -std=c11 -Wall -Wextra -Werror -D__HIP_PLATFORM_AMD__ -DRCB_EXPECTED_VERSION="\"$pc_version\"" \
     -o "$tmp/c-consumer" tests/install/consumer.c $(pkg-config --cflags --libs rocm_cmdbuf) -L"$tmp/hip" -lamdhip64
