@@ -39,6 +39,16 @@ class UpdateReport(Sized):
     ]
 
 
+class Counters(Sized):
+    """rcb_counters (version 1)."""
+
+    _fields_ = [("struct_size", C.c_uint32), ("version", C.c_uint32)] + [
+        (name, C.c_uint64)
+        for name in ("captures", "instantiations", "reinstantiations", "retired_execs", "exec_param_pushes", "exec_param_push_bytes",
+                     "address_updates", "relocations", "trace_hits", "fallbacks_total")
+    ] + [("fallbacks", C.c_uint64 * 16)]  # RCB_FALLBACK_REASON_SLOTS
+
+
 lib = C.CDLL(os.environ["RCB_LIBRARY"])
 lib.rcb_cmdbuf_new.argtypes = [C.c_int32, C.POINTER(P)]
 lib.rcb_cmdbuf_free.argtypes = [P]
@@ -50,6 +60,9 @@ lib.rcb_cmdbuf_update_allocations.argtypes = [P, C.POINTER(Alloc), C.c_size_t, C
 lib.rcb_cmdbuf_move_allocations.argtypes = [P, C.POINTER(Move), C.c_size_t, C.POINTER(UpdateReport)]
 lib.rcb_cmdbuf_graph.argtypes = [P, C.POINTER(P)]
 lib.rcb_cmdbuf_exec.argtypes = [P, C.POINTER(P)]
+lib.rcb_counters_get.argtypes = [P, C.POINTER(Counters)]
+lib.rcb_fallback_reason_name.argtypes = [C.c_uint32]
+lib.rcb_fallback_reason_name.restype = C.c_char_p
 lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
 lib.rcb_last_error_message.restype = C.c_size_t
 
@@ -60,6 +73,18 @@ def check(status, what):
         buf = C.create_string_buffer(1024)
         lib.rcb_last_error_message(buf, 1024)
         raise RuntimeError(f"{what}: status {status}: {buf.value.decode(errors='replace')}")
+
+
+def fallbacks(cb):
+    """The command buffer's fallbacks so far: {reason name: count} for each reason counted."""
+    c = Counters()
+    check(lib.rcb_counters_get(cb, C.byref(c)), "rcb_counters_get")
+    return {(lib.rcb_fallback_reason_name(i) or f"reason {i}".encode()).decode(): n for i, n in enumerate(c.fallbacks) if n}
+
+
+def new_fallbacks(cb, before):
+    """The reasons counted since `before` (what `fallbacks(cb)` returned then), comma-separated."""
+    return ", ".join(name for name, n in fallbacks(cb).items() if n > before.get(name, 0)) or "no fallback counted"
 
 
 def table(ranges):

@@ -8,7 +8,8 @@ Runs on the GPU machine only (ci/gpu-run.sh):
 Every model in MUST_FLATTEN must flatten (all three did on the H200) and follow the relocation
 exactly, writing nothing to its old output. A model that falls back to a cloned child is still
 relocated: the library must either refuse the move (needs_rerecord, and the next launch still
-writes the old output, the new one untouched) or follow it exactly.
+writes the old output, the new one untouched) or follow it exactly. Where the input and the
+output lie end to end, they move together, keeping their layout (see `relocated`).
 A missing dependency fails the run unless RCB_GPU_ALLOW_MISSING names it (comma-separated), which
 prints a SKIPPED line instead: torch that cannot be imported or was built without CUDA (torch), a
 CUDA build of torch that sees no device (cuda; gpu_deps.py says which), torchvision (torchvision).
@@ -24,7 +25,7 @@ MUST_FLATTEN = {"mlp", "transformer", "resnet18"}
 from gpu_deps import missing, torch_with_cuda  # noqa: E402
 
 torch = torch_with_cuda("torch_flatten")
-from rcb_ctypes import FlattenReport, P, UpdateReport, check, flattened, lib, table  # noqa: E402
+from rcb_ctypes import FlattenReport, P, UpdateReport, check, fallbacks, flattened, lib, new_fallbacks, table  # noqa: E402
 from torch_graphs import warmed  # noqa: E402
 
 TOL = 1e-3
@@ -44,6 +45,28 @@ def models():
         yield "resnet18", e, None
         return
     yield "resnet18", lambda: torchvision.models.resnet18(weights=None), (8, 3, 224, 224)
+
+
+def relocated(static_in, static_out, shape):
+    """A new random input and a new output of the same shapes. Where the old two lie end to end
+    (the caching allocator packs tensors so), an address at the boundary found by value among the
+    graph's kernel arguments is ambiguous to the library (the end of one, the base of the other),
+    and a move of the two by different deltas is refused (needs_rerecord), so they then move as one
+    block: one new buffer, each at its old offset in it."""
+    new_in = torch.randn(shape, device="cuda")
+    (a, b) = sorted([(static_in.data_ptr(), static_in), (static_out.data_ptr(), static_out)], key=lambda r: r[0])
+    if a[0] + a[1].nbytes < b[0]:
+        return new_in, torch.empty_like(static_out)
+    start = a[0]
+    block = torch.empty(max(a[0] + a[1].nbytes, b[0] + b[1].nbytes) - start, dtype=torch.uint8, device="cuda")
+
+    def at(t):
+        offset = t.data_ptr() - start
+        return block[offset : offset + t.nbytes].view(t.dtype).view(t.shape)
+
+    placed_in = at(static_in)
+    placed_in.copy_(new_in)
+    return placed_in, at(static_out)
 
 
 def run(name, make, shape):
@@ -70,11 +93,12 @@ def run(name, make, shape):
             line += "; MUST flatten"
             ok = False
         # Relocation, flattened or not: followed exactly, or refused with nothing changed.
-        new_in = torch.randn(shape, device="cuda")
-        new_out = torch.empty_like(static_out)
+        new_in, new_out = relocated(static_in, static_out, shape)
+        if new_in.untyped_storage().data_ptr() == new_out.untyped_storage().data_ptr():
+            line += "; input and output end to end, moved as one block"
         new_out.fill_(float("nan"))
         static_out.fill_(SENTINEL)
-        upd = UpdateReport()
+        upd, before = UpdateReport(), fallbacks(cb)
         check(lib.rcb_cmdbuf_update_allocations(cb, table([new_in, new_out]), 2, C.byref(upd)), "rcb_cmdbuf_update_allocations")
         check(lib.rcb_cmdbuf_launch(cb, P(stream.cuda_stream)), "rcb_cmdbuf_launch")
         stream.synchronize()
@@ -84,7 +108,7 @@ def run(name, make, shape):
             # Refused: the command buffer still reads the old input and writes the old output.
             old_diff = (static_out - eager).abs().max().item()
             untouched = new_out.isnan().all().item()
-            line += f"; relocation refused: old output max abs diff {old_diff:.3g}, new output untouched {untouched}"
+            line += f"; relocation refused ({new_fallbacks(cb, before)}): old output max abs diff {old_diff:.3g}, new output untouched {untouched}"
             ok = ok and not report.flattened and old_diff <= TOL and untouched
             if report.flattened:
                 line += " (a flattened graph must follow the move)"

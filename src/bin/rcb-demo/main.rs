@@ -4,6 +4,13 @@
 //! launches again and checks every result, then prints what the command buffer asked of the
 //! runtime (its counters). Exits non-zero on a wrong result.
 //!
+//! The three buffers lie end to end in one device allocation, as an allocator packs them (the
+//! CUDA driver does so with separate allocations too), so the end of `x` is the base of `y`. A
+//! pointer found by value there is ambiguous, and moving `x` without `y` would be refused
+//! (`needs_rerecord`); the kernel nodes therefore name each pointer's allocation
+//! (`RCB_ARG_ALLOCATION`), as XLA does, and follow it. The memcpy's operands are addresses it
+//! reads and writes, matched only by the allocation they lie in, so they need no name.
+//!
 //! Runs on the configured GPU runtime, or on the software GPU beside the executable when no GPU
 //! is present.
 
@@ -45,18 +52,24 @@ struct Kernels {
 }
 
 enum Arg {
-    Ptr(u64),
+    /// The base of an allocation of the table, named by its index.
+    Base(u64),
     Value(Vec<u8>),
 }
 
 /// Adds a kernel node; argument values live in `args` for the duration of the call.
 fn add_kernel(cb: *mut rcb_cmdbuf, deps: &[rcb_node], f: Function, args: &[Arg]) -> Result<rcb_node, String> {
-    let ptrs: Vec<u64> = args.iter().map(|a| if let Arg::Ptr(p) = a { *p } else { 0 }).collect();
+    let named: Vec<rcb_arg_allocation> =
+        args.iter().map(|a| rcb_arg_allocation { allocation: if let Arg::Base(i) = a { *i } else { 0 }, offset: 0 }).collect();
     let raw: Vec<rcb_kernel_arg> = args
         .iter()
-        .zip(&ptrs)
-        .map(|(a, p)| match a {
-            Arg::Ptr(_) => rcb_kernel_arg { value: p as *const u64 as *const c_void, size: 8, kind: RCB_ARG_DEVICE_PTR },
+        .zip(&named)
+        .map(|(a, n)| match a {
+            Arg::Base(_) => rcb_kernel_arg {
+                value: n as *const rcb_arg_allocation as *const c_void,
+                size: std::mem::size_of::<rcb_arg_allocation>() as u32,
+                kind: RCB_ARG_ALLOCATION,
+            },
             Arg::Value(v) => rcb_kernel_arg { value: v.as_ptr() as *const c_void, size: v.len() as u32, kind: RCB_ARG_VALUE },
         })
         .collect();
@@ -75,11 +88,9 @@ fn add_kernel(cb: *mut rcb_cmdbuf, deps: &[rcb_node], f: Function, args: &[Arg])
     Ok(node)
 }
 
-fn upload(rt: &dyn Runtime, values: &[f32]) -> Result<u64, String> {
+fn upload(rt: &dyn Runtime, p: u64, values: &[f32]) -> Result<(), String> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let p = rt.malloc(0, bytes.len()).map_err(err)?;
-    rt.direct().copy_to_device(p, &bytes).map_err(err)?;
-    Ok(p)
+    rt.direct().copy_to_device(p, &bytes).map_err(err)
 }
 
 fn download(rt: &dyn Runtime, p: u64, n: usize) -> Result<Vec<f32>, String> {
@@ -88,13 +99,18 @@ fn download(rt: &dyn Runtime, p: u64, n: usize) -> Result<Vec<f32>, String> {
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }
 
+/// Indices of the buffers in the allocation table.
+const X: u64 = 0;
+const Y: u64 = 1;
+const OUT: u64 = 2;
+
 /// x = 1; y += 2·x; out[0..N) = x + y; out[N..2N) = out[0..N).
-fn record(cb: *mut rcb_cmdbuf, k: &Kernels, x: u64, y: u64, out: u64) -> Result<(), String> {
+fn record(cb: *mut rcb_cmdbuf, k: &Kernels, out: u64) -> Result<(), String> {
     let n = (N as u64).to_ne_bytes().to_vec();
-    let fill = add_kernel(cb, &[], k.fill, &[Arg::Ptr(x), Arg::Value(1.0f32.to_bits().to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
+    let fill = add_kernel(cb, &[], k.fill, &[Arg::Base(X), Arg::Value(1.0f32.to_bits().to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
     let axpy =
-        add_kernel(cb, &[fill], k.axpy, &[Arg::Ptr(y), Arg::Ptr(x), Arg::Value(2.0f32.to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
-    let add = add_kernel(cb, &[axpy], k.add, &[Arg::Ptr(out), Arg::Ptr(x), Arg::Ptr(y), Arg::Value(n)])?;
+        add_kernel(cb, &[fill], k.axpy, &[Arg::Base(Y), Arg::Base(X), Arg::Value(2.0f32.to_ne_bytes().to_vec()), Arg::Value(n.clone())])?;
+    let add = add_kernel(cb, &[axpy], k.add, &[Arg::Base(OUT), Arg::Base(X), Arg::Base(Y), Arg::Value(n)])?;
     let mut copy = 0;
     // SAFETY: valid handle and out-pointer; the dependency array outlives the call.
     status(unsafe { rcb_cmdbuf_add_memcpy_d2d(cb, &add, 1, out + BYTES, out, BYTES, &mut copy) }, "rcb_cmdbuf_add_memcpy_d2d")
@@ -121,12 +137,17 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
     };
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
     let iota: Vec<f32> = (0..N).map(|i| i as f32).collect();
-    let (x, y, out) = (upload(rt, &vec![0.0; N])?, upload(rt, &iota)?, upload(rt, &vec![0.0; 2 * N])?);
+    // x, y and out packed end to end in one device allocation.
+    let arena = rt.malloc(0, 4 * BYTES as usize).map_err(err)?;
+    let (x, y, out) = (arena, arena + BYTES, arena + 2 * BYTES);
+    upload(rt, x, &vec![0.0; N])?;
+    upload(rt, y, &iota)?;
+    upload(rt, out, &vec![0.0; 2 * N])?;
     let allocs =
         [rcb_allocation { base: x, size: BYTES }, rcb_allocation { base: y, size: BYTES }, rcb_allocation { base: out, size: 2 * BYTES }];
     // SAFETY: a live handle and a table of allocs.len() entries.
     status(unsafe { rcb_cmdbuf_set_allocations(cb, allocs.as_ptr(), allocs.len()) }, "rcb_cmdbuf_set_allocations")?;
-    record(cb, &k, x, y, out)?;
+    record(cb, &k, out)?;
     let (mut nodes, mut sites) = (0, 0);
     // SAFETY: a live handle and writable counts.
     unsafe {
@@ -134,15 +155,22 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
         status(rcb_cmdbuf_site_count(cb, &mut sites), "rcb_cmdbuf_site_count")?;
         status(rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")?;
     }
-    println!("recorded {nodes} nodes (fill, axpy, add, memcpy) over 3 allocations: {sites} patch sites");
+    println!(
+        "recorded {nodes} nodes (fill, axpy, add, memcpy) over 3 allocations packed end to end (x {x:#x}, y {y:#x}, out {out:#x}; \
+         kernel pointers named by allocation): {sites} patch sites"
+    );
     launch(cb, rt, stream)?;
     let o = download(rt, out, 2 * N)?;
     check("y", &download(rt, y, N)?, |i| i as f32 + 2.0)?;
     check("out", &o, |i| (i % N) as f32 + 3.0)?;
     println!("launch 1: y = i + 2, out = i + 3 in both halves: OK");
 
-    // The allocator moves x and out: new buffers, same contents, old ones poisoned.
-    let (x2, out2) = (upload(rt, &download(rt, x, N)?)?, upload(rt, &o)?);
+    // The allocator moves x and out, packed again in a new allocation (so by different deltas),
+    // and leaves y: same contents, old buffers poisoned.
+    let arena2 = rt.malloc(0, 3 * BYTES as usize).map_err(err)?;
+    let (x2, out2) = (arena2, arena2 + BYTES);
+    upload(rt, x2, &download(rt, x, N)?)?;
+    upload(rt, out2, &o)?;
     rt.direct().copy_to_device(x, &vec![0xff; BYTES as usize]).map_err(err)?;
     rt.direct().copy_to_device(out, &vec![0xff; 2 * BYTES as usize]).map_err(err)?;
     let moved = [rcb_allocation { base: x2, size: BYTES }, allocs[1], rcb_allocation { base: out2, size: 2 * BYTES }];
@@ -166,7 +194,7 @@ fn demo(rt: &'static dyn Runtime, cb: *mut rcb_cmdbuf) -> Result<(), String> {
     }
     println!("launch 2: results at the new addresses (y = i + 4, out = i + 5), old buffers untouched: OK");
     counters::print("counters of the command buffer", &counters::get(cb)?);
-    for p in [x, y, out, x2, out2] {
+    for p in [arena, arena2] {
         rt.free(p).map_err(err)?;
     }
     rt.stream_destroy(stream).map_err(err)
