@@ -11,10 +11,17 @@
 //!
 //! How much a push takes is measured once per process, by the first command buffer
 //! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget: where the runtime's memory
-//! grows, each push is charged its argument bytes plus the growth per node update measured, and
-//! the budget is [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which
-//! is off on CUDA (and on a ROCm known to have the fix) and [`DEFAULT_BUDGET_BYTES`] on HIP, where
-//! the memset probe cannot prove that kernel-node updates take nothing.
+//! grows, each push is charged its argument bytes plus the growth per node update measured, never
+//! less than [`NODE_OVERHEAD_BYTES`] nor more than [`MAX_NODE_CHARGE_BYTES`], and the budget is
+//! [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which is off on CUDA
+//! (and on a ROCm known to have the fix) and [`DEFAULT_BUDGET_BYTES`] on HIP, where the memset
+//! probe cannot prove that kernel-node updates take nothing.
+//!
+//! The measurement may only raise the charge. It reads the whole device's free memory, so
+//! another thread or process allocating meanwhile shows as growth of any size, a few bytes per
+//! update included: it cannot prove a leak smaller than the fixed estimate, only catch a runtime
+//! that takes more. The cap keeps such noise from making a command buffer re-instantiate every
+//! few pushes for the life of the process.
 
 use super::leak_probe::{self, Measurement};
 use super::nodes::Params;
@@ -28,6 +35,12 @@ use once_cell::sync::OnceCell;
 /// Those kernels' own argument sizes are not given, so the whole figure counts as overhead here
 /// and a node's arguments come on top: the estimate errs on the side of re-instantiating early.
 pub const NODE_OVERHEAD_BYTES: u64 = 5_920;
+
+/// The most a node's push is charged on top of its argument bytes, however much growth was
+/// measured: 16 times the fixed estimate, so a measurement inflated by another process's
+/// allocations still leaves about 700 node pushes between re-instantiations at the default
+/// budget (a runtime that really takes more than this runs past the budget by that factor).
+pub const MAX_NODE_CHARGE_BYTES: u64 = 16 * NODE_OVERHEAD_BYTES;
 
 /// The budget of an executable graph where updates take memory and `RCB_EXEC_UPDATE_BUDGET` is
 /// not set: 64 MiB, about 11 000 node pushes at the estimate above (350 whole updates of the
@@ -118,11 +131,24 @@ impl Settlement {
                 m.node_updates
             ),
             Basis::Measured(m) => format!(
-                "{budget}: device {device}'s memory grew {} bytes per executable-node update ({} bytes over {} updates); each push charged its arguments plus that",
-                m.bytes_per_update, m.growth, m.node_updates
+                "{budget}: device {device}'s memory grew {} bytes per executable-node update ({} bytes over {} updates); each push charged its arguments plus {} bytes{}",
+                m.bytes_per_update,
+                m.growth,
+                m.node_updates,
+                self.node_charge,
+                charge_note(m.bytes_per_update, self.node_charge)
             ),
             Basis::Failed(why) => format!("{budget}, the fixed default: the measurement failed ({why})"),
         }
+    }
+}
+
+/// Why the charge differs from the growth measured, if it does.
+fn charge_note(measured: u64, charge: u64) -> &'static str {
+    match measured.cmp(&charge) {
+        std::cmp::Ordering::Less => " (the fixed estimate: the probe can raise the charge, never lower it)",
+        std::cmp::Ordering::Greater => " (the cap: more may be another process's allocations)",
+        std::cmp::Ordering::Equal => "",
     }
 }
 
@@ -165,7 +191,14 @@ fn settlement(
         Ok(m) if m.bytes_per_update == 0 => {
             Settlement { basis: Basis::Measured(m), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device }
         }
-        Ok(m) => Settlement { node_charge: m.bytes_per_update, basis: Basis::Measured(m), limit: DEFAULT_BUDGET_BYTES, device },
+        // Growth only raises the charge (the reading may be another process's allocations), up
+        // to the cap.
+        Ok(m) => Settlement {
+            node_charge: m.bytes_per_update.clamp(NODE_OVERHEAD_BYTES, MAX_NODE_CHARGE_BYTES),
+            basis: Basis::Measured(m),
+            limit: DEFAULT_BUDGET_BYTES,
+            device,
+        },
         Err(why) => Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device },
     }
 }
@@ -187,14 +220,24 @@ fn log_settlement(s: &Settlement) {
             leak_probe::PROBE_NODES,
             m.elapsed.as_secs_f64() * 1e3
         ),
+        Basis::Measured(m) if m.bytes_per_update > s.node_charge => log::warn!(
+            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph), more than the cap of {} bytes: each push charged its arguments plus the cap (free memory is the whole device's, so part of it may be another process's allocations); re-instantiating when pushes reach {} MiB",
+            m.bytes_per_update,
+            m.growth,
+            m.node_updates,
+            leak_probe::PROBE_NODES,
+            s.node_charge,
+            s.limit >> 20
+        ),
         Basis::Measured(m) => log::info!(
-            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph, {:.1} ms): re-instantiating when pushes charged their arguments plus {} bytes reach {} MiB",
+            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph, {:.1} ms): re-instantiating when pushes charged their arguments plus {} bytes{} reach {} MiB",
             m.bytes_per_update,
             m.growth,
             m.node_updates,
             leak_probe::PROBE_NODES,
             m.elapsed.as_secs_f64() * 1e3,
             s.node_charge,
+            charge_note(m.bytes_per_update, s.node_charge),
             s.limit >> 20
         ),
         Basis::Failed(why) => log::warn!(
@@ -324,10 +367,21 @@ mod tests {
     #[test]
     fn the_measurement_sets_the_budget_unless_the_variable_does() {
         let hip = info(Backend::Hip, 70_253_211);
-        // Growth: the default budget, pushes charged what was measured.
-        let s = settlement(&hip, None, || Ok(measured(320)), 1);
-        assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 320, Some(1)));
-        assert_eq!(s.basis, Basis::Measured(measured(320)));
+        // Growth above the fixed estimate: the default budget, pushes charged what was measured.
+        let s = settlement(&hip, None, || Ok(measured(8000)), 1);
+        assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 8000, Some(1)));
+        assert_eq!(s.basis, Basis::Measured(measured(8000)));
+        // Growth below it (a small slot, or a few bytes of another process's allocations per
+        // update) never lowers the charge.
+        for small in [3, 320, NODE_OVERHEAD_BYTES - 1] {
+            let s = settlement(&hip, None, || Ok(measured(small)), 0);
+            assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES), "{small}");
+            assert!(s.describe().contains("never lower it"), "{}", s.describe());
+        }
+        // Growth past the cap is charged the cap.
+        let s = settlement(&hip, None, || Ok(measured(1 << 20)), 0);
+        assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, MAX_NODE_CHARGE_BYTES));
+        assert!(s.describe().contains("the cap"), "{}", s.describe());
         // No growth: the fixed default, which on HIP keeps the budget (the memset probe cannot
         // show kernel-node growth) and on CUDA is off.
         let s = settlement(&hip, None, || Ok(measured(0)), 0);

@@ -29,7 +29,7 @@ mod update;
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use budget::{
-    Basis as BudgetBasis, DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES, Settlement as BudgetSettlement,
+    Basis as BudgetBasis, DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, MAX_NODE_CHARGE_BYTES, NODE_OVERHEAD_BYTES, Settlement as BudgetSettlement,
     settled as budget_settled,
 };
 pub use leak_probe::{MAX_ROUNDS as PROBE_MAX_ROUNDS, Measurement as GrowthMeasurement, PROBE_NODES};

@@ -2,7 +2,8 @@
 # rcb-doctor on the software GPU: usage `tests/doctor/run.sh target/<profile>` (the directory
 # holding rcb-doctor and libamdhip64.so, from cargo build --bin rcb-doctor -p hipsim). Checks that
 #   - under the software GPU's kernel-argument leak it exits 0 and names the device's architecture
-#     (hipsim) and the growth the library measured (320 bytes per node update, the model's slot);
+#     (hipsim) and the growth the library measured (320 bytes per node update, the model's slot),
+#     which does not lower the charge below the fixed estimate of 5920 bytes;
 #   - without the leak it reports HIP's fixed default, having measured no growth (the memset probe
 #     cannot show kernel-node growth);
 #   - RCB_EXEC_UPDATE_BUDGET=0 and RCB_STREAM_CACHE=0 each get their advice line;
@@ -54,6 +55,7 @@ hip=(RCB_BACKEND=hip RCB_HIP_LIBRARY="$sim")
 run "${hip[@]}" HIPSIM_QUIRKS=kernarg_leak
 expect "the software GPU with the leak" 0 '^  0: hipsim, arch hipsim, ' \
     '^  measured: 320 bytes per node update' '^  budget: 64 MiB: device 0.s memory grew 320 bytes' \
+    '^  charge per node push: its argument bytes plus 5920 bytes' \
     '^  chosen because: RCB_BACKEND=hip; RCB_HIP_LIBRARY=' '^  device properties: hipGetDevicePropertiesR0600' \
     '^rcb-doctor: usable'
 cp "$tmp/out" "$tmp/leak.out"
