@@ -4,7 +4,8 @@
 //! per node update is the modelled slot, at four slot sizes and through clr's pools, and raises
 //! what each push is charged above the fixed estimate, up to a cap, never lowering it; without the leak HIP keeps the fixed default (CUDA turns it off); `RCB_EXEC_UPDATE_BUDGET` skips
 //! the measurement; a failed measurement falls back to the fixed default and says so; a capture
-//! in progress is left alone; and on a real GPU the measurement runs and, on CUDA, finds nothing.
+//! in progress is left alone; and on a real GPU the measurement runs on HIP, while on CUDA nothing
+//! is measured and the budget is off.
 //!
 //! Each case's body is an ignored test that the case runs as a child process with the software
 //! GPU's knobs in its environment.
@@ -284,7 +285,7 @@ fn measured_during_a_capture() {
 }
 
 #[test]
-fn on_a_gpu_the_measurement_runs_and_cuda_grows_nothing() {
+fn on_a_gpu_hip_is_measured_and_cuda_measures_nothing_with_the_budget_off() {
     let Some(rt) = common::runtime() else { return };
     if common::is_software_gpu(rt) {
         common::skip("every check", "measures a real GPU's runtime; the software GPU's cases are the others");
@@ -307,9 +308,13 @@ fn on_a_gpu_the_measurement_runs_and_cuda_grows_nothing() {
         settled.describe(),
         elapsed.as_secs_f64() * 1e3
     );
-    assert_eq!(info.update_budget_basis, RCB_UPDATE_BUDGET_MEASURED, "{}", settled.describe());
     if rt.info().backend == Backend::Cuda {
-        assert_eq!((info.update_growth_bytes, info.update_budget_bytes), (0, 0), "CUDA's updates take no memory: the budget is off");
+        // CUDA's fixed default is off: nothing is measured.
+        assert_eq!(info.update_budget_basis, RCB_UPDATE_BUDGET_DEFAULT, "{}", settled.describe());
+        assert_eq!(settled.basis, rocm_cmdbuf::BudgetBasis::Fixed);
+        assert_eq!((info.update_growth_bytes, info.update_budget_bytes), (0, 0), "the budget is off on CUDA");
+    } else {
+        assert_eq!(info.update_budget_basis, RCB_UPDATE_BUDGET_MEASURED, "{}", settled.describe());
     }
     drop(cb);
 }

@@ -10,7 +10,9 @@
 
 //!
 //! How much a push takes is measured once per process, by the first command buffer
-//! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget: where the runtime's memory
+//! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget or the runtime is CUDA
+//! (whose fixed default is off: a measurement there could only add noise, and a context on the
+//! device): where the runtime's memory
 //! grows, each push is charged its argument bytes plus the growth per node update measured, never
 //! less than [`NODE_OVERHEAD_BYTES`] nor more than [`MAX_NODE_CHARGE_BYTES`], and the budget is
 //! [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which is off on CUDA
@@ -98,6 +100,9 @@ pub enum Basis {
     Measured(Measurement),
     /// The probe failed (why): the fixed default applies.
     Failed(String),
+    /// Nothing was measured on this runtime (CUDA, whose fixed default is off): the fixed
+    /// default applies.
+    Fixed,
 }
 
 /// The update budget every command buffer of the process starts with, settled by the first.
@@ -139,6 +144,7 @@ impl Settlement {
                 charge_note(m.bytes_per_update, self.node_charge)
             ),
             Basis::Failed(why) => format!("{budget}, the fixed default: the measurement failed ({why})"),
+            Basis::Fixed => format!("{budget}, the fixed default of this runtime (nothing measured)"),
         }
     }
 }
@@ -180,6 +186,12 @@ fn settlement(
 ) -> Settlement {
     if let Some(limit) = configured {
         return Settlement { basis: Basis::Configured, limit, node_charge: NODE_OVERHEAD_BYTES, device: None };
+    }
+    // CUDA's fixed default is off, and no measurement may lower a charge (below), so one could
+    // only turn the budget on from another process's allocations, and would make a context on
+    // the device besides.
+    if info.backend == Backend::Cuda {
+        return Settlement { basis: Basis::Fixed, limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None };
     }
     let device = Some(device);
     match measure() {
@@ -240,6 +252,7 @@ fn log_settlement(s: &Settlement) {
             charge_note(m.bytes_per_update, s.node_charge),
             s.limit >> 20
         ),
+        Basis::Fixed => log::info!("update budget: {} bytes, the fixed default of this runtime (nothing measured)", s.limit),
         Basis::Failed(why) => log::warn!(
             "update budget: measuring what executable-graph updates take failed ({why}); using the fixed default of {} bytes, each push charged its arguments plus {} bytes",
             s.limit,
@@ -387,17 +400,25 @@ mod tests {
         let s = settlement(&hip, None, || Ok(measured(0)), 0);
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES));
         assert!(s.describe().contains("the fixed default"), "{}", s.describe());
-        let s = settlement(&info(Backend::Cuda, 13_000), None, || Ok(measured(0)), 0);
-        assert_eq!((s.limit, s.node_charge), (0, NODE_OVERHEAD_BYTES));
-        assert!(s.describe().starts_with("off: "), "{}", s.describe());
+        // HIP without growth does not say "off".
+        assert!(!s.describe().starts_with("off"), "{}", s.describe());
         // A failed measurement: the fixed default of the runtime.
         let s = settlement(&hip, None, || Err("no".into()), 0);
         assert_eq!((s.limit, s.node_charge, s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, Basis::Failed("no".into())));
-        let s = settlement(&info(Backend::Cuda, 13_000), None, || Err("no".into()), 0);
-        assert_eq!(s.limit, 0);
         // The variable: nothing measured.
         let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"), 0);
         assert_eq!((s.limit, s.node_charge, s.basis, s.device), (4096, NODE_OVERHEAD_BYTES, Basis::Configured, None));
+    }
+
+    #[test]
+    fn cuda_measures_nothing_and_keeps_the_budget_off() {
+        let cuda = info(Backend::Cuda, 13_000);
+        let s = settlement(&cuda, None, || panic!("measured on CUDA"), 0);
+        assert_eq!((s.limit, s.node_charge, &s.basis, s.device), (0, NODE_OVERHEAD_BYTES, &Basis::Fixed, None));
+        assert!(s.describe().starts_with("off, the fixed default"), "{}", s.describe());
+        // The variable still sets it.
+        let s = settlement(&cuda, Some(1 << 20), || panic!("measured on CUDA"), 0);
+        assert_eq!((s.limit, s.basis), (1 << 20, Basis::Configured));
     }
 
     #[test]

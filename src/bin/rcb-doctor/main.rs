@@ -286,9 +286,6 @@ fn update_budget(r: &mut Report, rt: &'static dyn Runtime, device: i32) -> Resul
             "RCB_EXEC_UPDATE_BUDGET=0: nothing bounds what in-place updates take from a leaking ROCm; unset it to have the library measure the growth",
         ),
         BudgetBasis::Failed(_) => r.advise("the measurement failed (above): the fixed default applies; run again on an idle device"),
-        BudgetBasis::Measured(m) if !hip && m.bytes_per_update > 0 => r.advise(
-            "free memory fell during the measurement, which CUDA's updates are not known to cause: another process allocating on the device? The budget is on",
-        ),
         _ => {}
     }
     Ok(())
