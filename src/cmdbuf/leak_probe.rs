@@ -3,7 +3,9 @@
 //! node while the device's free memory is read, so that the budget follows the runtime that is
 //! loaded instead of a figure from one report.
 //!
-//! The probe is [`PROBE_NODES`] memset nodes, each setting one word of a buffer of its own: the
+//! The probe is a chain of [`PROBE_NODES`] memset nodes, each after the one before and setting one
+//! word of a buffer of its own (a chain because clr, in some releases, captures packets only for a
+//! graph that is one): the
 //! only node a library without device code can make that ROCm runs as a kernel (clr's
 //! `GraphNode::GraphCaptureEnabled` covers memset nodes, so their setter captures the blit
 //! kernel's packet and arguments into the executable's staging again, as a kernel node's does;
@@ -99,7 +101,14 @@ impl Probe<'_> {
         let rt = self.rt;
         let buffer = rt.malloc(device, 4 * PROBE_NODES)?;
         let graph = *self.graph.insert(rt.graph_create()?);
-        let nodes = (0..PROBE_NODES).map(|i| rt.add_memset_node(graph, &[], &word(buffer, i, 0))).collect::<Result<Vec<_>>>()?;
+        // A chain, node i after node i - 1: clr spreads independent nodes over up to four
+        // streams and, in some releases, captures packets (and so stages arguments on update)
+        // only for a graph that is a single chain.
+        let mut nodes = Vec::with_capacity(PROBE_NODES);
+        for i in 0..PROBE_NODES {
+            let node = rt.add_memset_node(graph, &nodes[i.saturating_sub(1)..], &word(buffer, i, 0))?;
+            nodes.push(node);
+        }
         let exec = *self.exec.insert(rt.instantiate(graph)?);
         let free = || rt.device_memory(device).map(|(free, _)| free as u64);
         let before = free()?;
