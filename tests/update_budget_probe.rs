@@ -290,6 +290,35 @@ fn measured_during_a_capture() {
 }
 
 #[test]
+fn the_measurement_is_made_on_the_current_device_whatever_the_command_buffers() {
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(rt) = common::runtime() else { return };
+    if !common::has_devices(rt, 2) {
+        return;
+    }
+    let out = child("measured_on_device_one", &[("HIPSIM_QUIRKS", "kernarg_leak"), ("RCB_LOG", "rocm_cmdbuf=info")]);
+    assert!(out.contains("measured on device 1"), "the log names the device measured:\n{out}");
+}
+
+#[test]
+#[ignore = "run by the_measurement_is_made_on_the_current_device_whatever_the_command_buffers"]
+fn measured_on_device_one() {
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(_gpu) = gpu() else { return };
+    let hip = unsafe { libloading::Library::new(std::env::var_os("RCB_HIP_LIBRARY").unwrap()) }.unwrap();
+    let set_device: unsafe extern "C" fn(i32) -> i32 = unsafe { *hip.get(b"hipSetDevice\0").unwrap() };
+    // Device 1 current, the command buffer for device 0: the probe's graph is made on device 1,
+    // so its staging grows device 1's memory, which is what must be read (reading device 0's
+    // would see nothing grow).
+    assert_eq!(unsafe { set_device(1) }, 0);
+    let cb = Cb::primary();
+    let settled = rocm_cmdbuf::budget_settled().expect("settled by the first command buffer");
+    assert_eq!(settled.device, Some(1), "{}", settled.describe());
+    assert_eq!(runtime_info().update_growth_bytes, BLIT_ARGUMENTS + 256, "{}", settled.describe());
+    drop(cb);
+}
+
+#[test]
 fn on_a_gpu_hip_is_measured_and_cuda_measures_nothing_with_the_budget_off() {
     let Some(rt) = common::runtime() else { return };
     if common::is_software_gpu(rt) {

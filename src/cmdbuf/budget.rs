@@ -27,7 +27,7 @@
 
 use super::leak_probe::{self, Measurement};
 use super::nodes::Params;
-use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo};
+use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo, Stream};
 use once_cell::sync::OnceCell;
 
 /// What one node's push is charged on top of its argument bytes where nothing was measured (the
@@ -113,7 +113,7 @@ pub struct Settlement {
     pub limit: u64,
     /// What each node push is charged on top of its argument bytes.
     pub node_charge: u64,
-    /// The device the probe ran on, when it ran.
+    /// The device the probe ran on (the settling thread's current device), when it ran.
     pub device: Option<i32>,
 }
 
@@ -161,11 +161,18 @@ fn charge_note(measured: u64, charge: u64) -> &'static str {
 static SETTLEMENT: OnceCell<Settlement> = OnceCell::new();
 
 /// The process's update budget, settled now if no command buffer settled it before: from
-/// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on `device`. Concurrent
-/// first callers wait for the one that measures.
-pub fn settle(rt: &dyn Runtime, device: i32, configured: Option<u64>) -> &'static Settlement {
+/// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on the calling thread's
+/// current device. Concurrent first callers wait for the one that measures.
+pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement {
     SETTLEMENT.get_or_init(|| {
-        let s = settlement(rt.info(), configured, || leak_probe::measure(rt, device).map_err(|e| e.message), device);
+        // The probe's graph is made and instantiated on the thread's current device (HIP has no
+        // other), so that is where its memory is read too; the null stream's device is it.
+        let measure = || {
+            let device =
+                rt.stream_device(Stream(std::ptr::null_mut())).map_err(|e| format!("the current device is unknown: {}", e.message))?;
+            leak_probe::measure(rt, device).map(|m| (device, m)).map_err(|e| format!("on device {device}: {}", e.message))
+        };
+        let s = settlement(rt.info(), configured, measure);
         log_settlement(&s);
         s
     })
@@ -177,12 +184,11 @@ pub fn settled() -> Option<&'static Settlement> {
 }
 
 /// The settlement for `info`'s runtime given the variable and, when it is not set, the outcome
-/// of `measure` on `device`.
+/// of `measure`: the device measured and what was seen there.
 fn settlement(
     info: &RuntimeInfo,
     configured: Option<u64>,
-    measure: impl FnOnce() -> std::result::Result<Measurement, String>,
-    device: i32,
+    measure: impl FnOnce() -> std::result::Result<(i32, Measurement), String>,
 ) -> Settlement {
     if let Some(limit) = configured {
         return Settlement { basis: Basis::Configured, limit, node_charge: NODE_OVERHEAD_BYTES, device: None };
@@ -193,25 +199,29 @@ fn settlement(
     if info.backend == Backend::Cuda {
         return Settlement { basis: Basis::Fixed, limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None };
     }
-    let device = Some(device);
     match measure() {
         // No growth turns the budget off only where the fixed default is off too (CUDA, a ROCm
         // known to have the fix): the probe updates memset nodes, and that ROCm stages their
         // arguments again as it does a kernel node's is read in clr's source, never seen on an
         // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
         // it where kernel nodes still leak would cost the process its memory.
-        Ok(m) if m.bytes_per_update == 0 => {
-            Settlement { basis: Basis::Measured(m), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device }
-        }
+        Ok((device, m)) if m.bytes_per_update == 0 => Settlement {
+            basis: Basis::Measured(m),
+            limit: default_limit(None, info),
+            node_charge: NODE_OVERHEAD_BYTES,
+            device: Some(device),
+        },
         // Growth only raises the charge (the reading may be another process's allocations), up
         // to the cap.
-        Ok(m) => Settlement {
+        Ok((device, m)) => Settlement {
             node_charge: m.bytes_per_update.clamp(NODE_OVERHEAD_BYTES, MAX_NODE_CHARGE_BYTES),
             basis: Basis::Measured(m),
             limit: DEFAULT_BUDGET_BYTES,
-            device,
+            device: Some(device),
         },
-        Err(why) => Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device },
+        Err(why) => {
+            Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None }
+        }
     }
 }
 
@@ -381,43 +391,43 @@ mod tests {
     fn the_measurement_sets_the_budget_unless_the_variable_does() {
         let hip = info(Backend::Hip, 70_253_211);
         // Growth above the fixed estimate: the default budget, pushes charged what was measured.
-        let s = settlement(&hip, None, || Ok(measured(8000)), 1);
+        let s = settlement(&hip, None, || Ok((1, measured(8000))));
         assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 8000, Some(1)));
         assert_eq!(s.basis, Basis::Measured(measured(8000)));
         // Growth below it (a small slot, or a few bytes of another process's allocations per
         // update) never lowers the charge.
         for small in [3, 320, NODE_OVERHEAD_BYTES - 1] {
-            let s = settlement(&hip, None, || Ok(measured(small)), 0);
+            let s = settlement(&hip, None, || Ok((0, measured(small))));
             assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES), "{small}");
             assert!(s.describe().contains("never lower it"), "{}", s.describe());
         }
         // Growth past the cap is charged the cap.
-        let s = settlement(&hip, None, || Ok(measured(1 << 20)), 0);
+        let s = settlement(&hip, None, || Ok((0, measured(1 << 20))));
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, MAX_NODE_CHARGE_BYTES));
         assert!(s.describe().contains("the cap"), "{}", s.describe());
         // No growth: the fixed default, which on HIP keeps the budget (the memset probe cannot
         // show kernel-node growth) and on CUDA is off.
-        let s = settlement(&hip, None, || Ok(measured(0)), 0);
+        let s = settlement(&hip, None, || Ok((0, measured(0))));
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES));
         assert!(s.describe().contains("the fixed default"), "{}", s.describe());
         // HIP without growth does not say "off".
         assert!(!s.describe().starts_with("off"), "{}", s.describe());
         // A failed measurement: the fixed default of the runtime.
-        let s = settlement(&hip, None, || Err("no".into()), 0);
+        let s = settlement(&hip, None, || Err("no".into()));
         assert_eq!((s.limit, s.node_charge, s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, Basis::Failed("no".into())));
         // The variable: nothing measured.
-        let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"), 0);
+        let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"));
         assert_eq!((s.limit, s.node_charge, s.basis, s.device), (4096, NODE_OVERHEAD_BYTES, Basis::Configured, None));
     }
 
     #[test]
     fn cuda_measures_nothing_and_keeps_the_budget_off() {
         let cuda = info(Backend::Cuda, 13_000);
-        let s = settlement(&cuda, None, || panic!("measured on CUDA"), 0);
+        let s = settlement(&cuda, None, || panic!("measured on CUDA"));
         assert_eq!((s.limit, s.node_charge, &s.basis, s.device), (0, NODE_OVERHEAD_BYTES, &Basis::Fixed, None));
         assert!(s.describe().starts_with("off, the fixed default"), "{}", s.describe());
         // The variable still sets it.
-        let s = settlement(&cuda, Some(1 << 20), || panic!("measured on CUDA"), 0);
+        let s = settlement(&cuda, Some(1 << 20), || panic!("measured on CUDA"));
         assert_eq!((s.limit, s.basis), (1 << 20, Basis::Configured));
     }
 

@@ -57,8 +57,9 @@ pub struct Measurement {
     pub elapsed: Duration,
 }
 
-/// Measures the device memory one executable-node update takes on `device` (the calling
-/// thread's current device is left as it was).
+/// Measures the device memory one executable-node update takes on `device`, which must be the
+/// calling thread's current device: the probe's graph is made and instantiated there, so its
+/// staging is taken from that device's memory.
 pub fn measure(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
     let mut outcome = Err(Error::new(ErrorKind::Runtime, "the runtime did not run the probe"));
     rt.relaxed_capture_mode(&mut || outcome = run(rt, device));
