@@ -15,9 +15,9 @@
 //! device): where the runtime's memory
 //! grows, each push is charged its argument bytes plus the growth per node update measured, never
 //! less than [`NODE_OVERHEAD_BYTES`] nor more than [`MAX_NODE_CHARGE_BYTES`], and the budget is
-//! [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which is off on CUDA
-//! (and on a ROCm known to have the fix) and [`DEFAULT_BUDGET_BYTES`] on HIP, where the memset
-//! probe cannot prove that kernel-node updates take nothing.
+//! [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which is
+//! [`DEFAULT_BUDGET_BYTES`] (off only on a ROCm known to have the fix), since the memset probe
+//! cannot prove that kernel-node updates take nothing.
 //!
 //! The measurement may only raise the charge. It reads the whole device's free memory, so
 //! another thread or process allocating meanwhile shows as growth of any size, a few bytes per
@@ -200,8 +200,8 @@ fn settlement(
         return Settlement { basis: Basis::Fixed, limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None };
     }
     match measure() {
-        // No growth turns the budget off only where the fixed default is off too (CUDA, a ROCm
-        // known to have the fix): the probe updates memset nodes, and that ROCm stages their
+        // No growth turns the budget off only where the fixed default is off too (a ROCm known
+        // to have the fix): the probe updates memset nodes, and that ROCm stages their
         // arguments again as it does a kernel node's is read in clr's source, never seen on an
         // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
         // it where kernel nodes still leak would cost the process its memory.
@@ -406,7 +406,7 @@ mod tests {
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, MAX_NODE_CHARGE_BYTES));
         assert!(s.describe().contains("the cap"), "{}", s.describe());
         // No growth: the fixed default, which on HIP keeps the budget (the memset probe cannot
-        // show kernel-node growth) and on CUDA is off.
+        // show kernel-node growth).
         let s = settlement(&hip, None, || Ok((0, measured(0))));
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES));
         assert!(s.describe().contains("the fixed default"), "{}", s.describe());
