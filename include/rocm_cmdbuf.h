@@ -305,9 +305,9 @@
 #define RCB_UPDATE_BUDGET_UNSETTLED 0
 
 /**
- * The first command buffer measured what the runtime's executable-graph updates take:
- * `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
- * off on CUDA, 64 MiB on HIP, where the probe's memset nodes cannot show kernel-node growth).
+ * The first command buffer measured what the HIP runtime's executable-graph updates take:
+ * `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default of
+ * 64 MiB, since the probe's memset nodes cannot show kernel-node growth).
  */
 #define RCB_UPDATE_BUDGET_MEASURED 1
 
@@ -317,8 +317,8 @@
 #define RCB_UPDATE_BUDGET_CONFIGURED 2
 
 /**
- * The measurement failed (the log says why at level warn): the budget is the fixed default,
- * 64 MiB on HIP and off on CUDA.
+ * Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
+ * measured, and 64 MiB on HIP, where the measurement failed (the log says why at level warn).
  */
 #define RCB_UPDATE_BUDGET_DEFAULT 3
 

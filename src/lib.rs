@@ -48,7 +48,7 @@ pub use cmdbuf::args as kernel_args;
 /// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
 /// measure and test against them; not API.
 #[doc(hidden)]
-pub use cmdbuf::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES};
+pub use cmdbuf::{DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, MAX_NODE_CHARGE_BYTES, NODE_OVERHEAD_BYTES};
 
 /// The update budget's settlement (what the process measured of the runtime's kernel-argument
 /// growth, or why it did not), for `rcb-doctor` and the tests; not API.

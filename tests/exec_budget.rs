@@ -368,7 +368,7 @@ fn leak_run(
     // runtime's growth (`tests/update_budget_probe.rs`): settled here, before the leak model is
     // on, it finds none and charges every push the fixed figure these tests count with, whichever
     // test runs first.
-    rocm_cmdbuf::settle_budget(gpu.rt, 0).expect("settle the update budget");
+    rocm_cmdbuf::settle_budget(gpu.rt).expect("settle the update budget");
     let pool = 3 * 2 * n as u64 * HIPSIM_FILL_SLOT;
     sim.set_kernarg_pool(pool);
     sim.set_quirks("kernarg_leak_silent");

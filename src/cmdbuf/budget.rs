@@ -10,15 +10,24 @@
 
 //!
 //! How much a push takes is measured once per process, by the first command buffer
-//! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget: where the runtime's memory
-//! grows, each push is charged its argument bytes plus the growth per node update measured, and
-//! the budget is [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which
-//! is off on CUDA (and on a ROCm known to have the fix) and [`DEFAULT_BUDGET_BYTES`] on HIP, where
-//! the memset probe cannot prove that kernel-node updates take nothing.
+//! (`leak_probe.rs`), unless `RCB_EXEC_UPDATE_BUDGET` sets the budget or the runtime is CUDA
+//! (whose fixed default is off: a measurement there could only add noise, and a context on the
+//! device): where the runtime's memory
+//! grows, each push is charged its argument bytes plus the growth per node update measured, never
+//! less than [`NODE_OVERHEAD_BYTES`] nor more than [`MAX_NODE_CHARGE_BYTES`], and the budget is
+//! [`DEFAULT_BUDGET_BYTES`]; where nothing grows the fixed default applies, which is
+//! [`DEFAULT_BUDGET_BYTES`] (off only on a ROCm known to have the fix), since the memset probe
+//! cannot prove that kernel-node updates take nothing.
+//!
+//! The measurement may only raise the charge. It reads the whole device's free memory, so
+//! another thread or process allocating meanwhile shows as growth of any size, a few bytes per
+//! update included: it cannot prove a leak smaller than the fixed estimate, only catch a runtime
+//! that takes more. The cap keeps such noise from making a command buffer re-instantiate every
+//! few pushes for the life of the process.
 
 use super::leak_probe::{self, Measurement};
 use super::nodes::Params;
-use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo};
+use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo, Stream};
 use once_cell::sync::OnceCell;
 
 /// What one node's push is charged on top of its argument bytes where nothing was measured (the
@@ -28,6 +37,12 @@ use once_cell::sync::OnceCell;
 /// Those kernels' own argument sizes are not given, so the whole figure counts as overhead here
 /// and a node's arguments come on top: the estimate errs on the side of re-instantiating early.
 pub const NODE_OVERHEAD_BYTES: u64 = 5_920;
+
+/// The most a node's push is charged on top of its argument bytes, however much growth was
+/// measured: 16 times the fixed estimate, so a measurement inflated by another process's
+/// allocations still leaves about 700 node pushes between re-instantiations at the default
+/// budget (a runtime that really takes more than this runs past the budget by that factor).
+pub const MAX_NODE_CHARGE_BYTES: u64 = 16 * NODE_OVERHEAD_BYTES;
 
 /// The budget of an executable graph where updates take memory and `RCB_EXEC_UPDATE_BUDGET` is
 /// not set: 64 MiB, about 11 000 node pushes at the estimate above (350 whole updates of the
@@ -85,6 +100,9 @@ pub enum Basis {
     Measured(Measurement),
     /// The probe failed (why): the fixed default applies.
     Failed(String),
+    /// Nothing was measured on this runtime (CUDA, whose fixed default is off): the fixed
+    /// default applies.
+    Fixed,
 }
 
 /// The update budget every command buffer of the process starts with, settled by the first.
@@ -95,7 +113,7 @@ pub struct Settlement {
     pub limit: u64,
     /// What each node push is charged on top of its argument bytes.
     pub node_charge: u64,
-    /// The device the probe ran on, when it ran.
+    /// The device the probe ran on (the settling thread's current device), when it ran.
     pub device: Option<i32>,
 }
 
@@ -118,22 +136,43 @@ impl Settlement {
                 m.node_updates
             ),
             Basis::Measured(m) => format!(
-                "{budget}: device {device}'s memory grew {} bytes per executable-node update ({} bytes over {} updates); each push charged its arguments plus that",
-                m.bytes_per_update, m.growth, m.node_updates
+                "{budget}: device {device}'s memory grew {} bytes per executable-node update ({} bytes over {} updates); each push charged its arguments plus {} bytes{}",
+                m.bytes_per_update,
+                m.growth,
+                m.node_updates,
+                self.node_charge,
+                charge_note(m.bytes_per_update, self.node_charge)
             ),
             Basis::Failed(why) => format!("{budget}, the fixed default: the measurement failed ({why})"),
+            Basis::Fixed => format!("{budget}, the fixed default of this runtime (nothing measured)"),
         }
+    }
+}
+
+/// Why the charge differs from the growth measured, if it does.
+fn charge_note(measured: u64, charge: u64) -> &'static str {
+    match measured.cmp(&charge) {
+        std::cmp::Ordering::Less => " (the fixed estimate: the probe can raise the charge, never lower it)",
+        std::cmp::Ordering::Greater => " (the cap: more may be another process's allocations)",
+        std::cmp::Ordering::Equal => "",
     }
 }
 
 static SETTLEMENT: OnceCell<Settlement> = OnceCell::new();
 
 /// The process's update budget, settled now if no command buffer settled it before: from
-/// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on `device`. Concurrent
-/// first callers wait for the one that measures.
-pub fn settle(rt: &dyn Runtime, device: i32, configured: Option<u64>) -> &'static Settlement {
+/// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on the calling thread's
+/// current device. Concurrent first callers wait for the one that measures.
+pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement {
     SETTLEMENT.get_or_init(|| {
-        let s = settlement(rt.info(), configured, || leak_probe::measure(rt, device).map_err(|e| e.message), device);
+        // The probe's graph is made and instantiated on the thread's current device (HIP has no
+        // other), so that is where its memory is read too; the null stream's device is it.
+        let measure = || {
+            let device =
+                rt.stream_device(Stream(std::ptr::null_mut())).map_err(|e| format!("the current device is unknown: {}", e.message))?;
+            leak_probe::measure(rt, device).map(|m| (device, m)).map_err(|e| format!("on device {device}: {}", e.message))
+        };
+        let s = settlement(rt.info(), configured, measure);
         log_settlement(&s);
         s
     })
@@ -145,28 +184,44 @@ pub fn settled() -> Option<&'static Settlement> {
 }
 
 /// The settlement for `info`'s runtime given the variable and, when it is not set, the outcome
-/// of `measure` on `device`.
+/// of `measure`: the device measured and what was seen there.
 fn settlement(
     info: &RuntimeInfo,
     configured: Option<u64>,
-    measure: impl FnOnce() -> std::result::Result<Measurement, String>,
-    device: i32,
+    measure: impl FnOnce() -> std::result::Result<(i32, Measurement), String>,
 ) -> Settlement {
     if let Some(limit) = configured {
         return Settlement { basis: Basis::Configured, limit, node_charge: NODE_OVERHEAD_BYTES, device: None };
     }
-    let device = Some(device);
+    // CUDA's fixed default is off, and no measurement may lower a charge (below), so one could
+    // only turn the budget on from another process's allocations, and would make a context on
+    // the device besides.
+    if info.backend == Backend::Cuda {
+        return Settlement { basis: Basis::Fixed, limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None };
+    }
     match measure() {
-        // No growth turns the budget off only where the fixed default is off too (CUDA, a ROCm
-        // known to have the fix): the probe updates memset nodes, and that ROCm stages their
+        // No growth turns the budget off only where the fixed default is off too (a ROCm known
+        // to have the fix): the probe updates memset nodes, and that ROCm stages their
         // arguments again as it does a kernel node's is read in clr's source, never seen on an
         // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
         // it where kernel nodes still leak would cost the process its memory.
-        Ok(m) if m.bytes_per_update == 0 => {
-            Settlement { basis: Basis::Measured(m), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device }
+        Ok((device, m)) if m.bytes_per_update == 0 => Settlement {
+            basis: Basis::Measured(m),
+            limit: default_limit(None, info),
+            node_charge: NODE_OVERHEAD_BYTES,
+            device: Some(device),
+        },
+        // Growth only raises the charge (the reading may be another process's allocations), up
+        // to the cap.
+        Ok((device, m)) => Settlement {
+            node_charge: m.bytes_per_update.clamp(NODE_OVERHEAD_BYTES, MAX_NODE_CHARGE_BYTES),
+            basis: Basis::Measured(m),
+            limit: DEFAULT_BUDGET_BYTES,
+            device: Some(device),
+        },
+        Err(why) => {
+            Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None }
         }
-        Ok(m) => Settlement { node_charge: m.bytes_per_update, basis: Basis::Measured(m), limit: DEFAULT_BUDGET_BYTES, device },
-        Err(why) => Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device },
     }
 }
 
@@ -187,16 +242,27 @@ fn log_settlement(s: &Settlement) {
             leak_probe::PROBE_NODES,
             m.elapsed.as_secs_f64() * 1e3
         ),
+        Basis::Measured(m) if m.bytes_per_update > s.node_charge => log::warn!(
+            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph), more than the cap of {} bytes: each push charged its arguments plus the cap (free memory is the whole device's, so part of it may be another process's allocations); re-instantiating when pushes reach {} MiB",
+            m.bytes_per_update,
+            m.growth,
+            m.node_updates,
+            leak_probe::PROBE_NODES,
+            s.node_charge,
+            s.limit >> 20
+        ),
         Basis::Measured(m) => log::info!(
-            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph, {:.1} ms): re-instantiating when pushes charged their arguments plus {} bytes reach {} MiB",
+            "update budget: {} bytes per executable-node update measured on device {device} ({} bytes over {} updates of a {}-node probe graph, {:.1} ms): re-instantiating when pushes charged their arguments plus {} bytes{} reach {} MiB",
             m.bytes_per_update,
             m.growth,
             m.node_updates,
             leak_probe::PROBE_NODES,
             m.elapsed.as_secs_f64() * 1e3,
             s.node_charge,
+            charge_note(m.bytes_per_update, s.node_charge),
             s.limit >> 20
         ),
+        Basis::Fixed => log::info!("update budget: {} bytes, the fixed default of this runtime (nothing measured)", s.limit),
         Basis::Failed(why) => log::warn!(
             "update budget: measuring what executable-graph updates take failed ({why}); using the fixed default of {} bytes, each push charged its arguments plus {} bytes",
             s.limit,
@@ -324,26 +390,45 @@ mod tests {
     #[test]
     fn the_measurement_sets_the_budget_unless_the_variable_does() {
         let hip = info(Backend::Hip, 70_253_211);
-        // Growth: the default budget, pushes charged what was measured.
-        let s = settlement(&hip, None, || Ok(measured(320)), 1);
-        assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 320, Some(1)));
-        assert_eq!(s.basis, Basis::Measured(measured(320)));
+        // Growth above the fixed estimate: the default budget, pushes charged what was measured.
+        let s = settlement(&hip, None, || Ok((1, measured(8000))));
+        assert_eq!((s.limit, s.node_charge, s.device), (DEFAULT_BUDGET_BYTES, 8000, Some(1)));
+        assert_eq!(s.basis, Basis::Measured(measured(8000)));
+        // Growth below it (a small slot, or a few bytes of another process's allocations per
+        // update) never lowers the charge.
+        for small in [3, 320, NODE_OVERHEAD_BYTES - 1] {
+            let s = settlement(&hip, None, || Ok((0, measured(small))));
+            assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES), "{small}");
+            assert!(s.describe().contains("never lower it"), "{}", s.describe());
+        }
+        // Growth past the cap is charged the cap.
+        let s = settlement(&hip, None, || Ok((0, measured(1 << 20))));
+        assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, MAX_NODE_CHARGE_BYTES));
+        assert!(s.describe().contains("the cap"), "{}", s.describe());
         // No growth: the fixed default, which on HIP keeps the budget (the memset probe cannot
-        // show kernel-node growth) and on CUDA is off.
-        let s = settlement(&hip, None, || Ok(measured(0)), 0);
+        // show kernel-node growth).
+        let s = settlement(&hip, None, || Ok((0, measured(0))));
         assert_eq!((s.limit, s.node_charge), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES));
         assert!(s.describe().contains("the fixed default"), "{}", s.describe());
-        let s = settlement(&info(Backend::Cuda, 13_000), None, || Ok(measured(0)), 0);
-        assert_eq!((s.limit, s.node_charge), (0, NODE_OVERHEAD_BYTES));
-        assert!(s.describe().starts_with("off: "), "{}", s.describe());
+        // HIP without growth does not say "off".
+        assert!(!s.describe().starts_with("off"), "{}", s.describe());
         // A failed measurement: the fixed default of the runtime.
-        let s = settlement(&hip, None, || Err("no".into()), 0);
+        let s = settlement(&hip, None, || Err("no".into()));
         assert_eq!((s.limit, s.node_charge, s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, Basis::Failed("no".into())));
-        let s = settlement(&info(Backend::Cuda, 13_000), None, || Err("no".into()), 0);
-        assert_eq!(s.limit, 0);
         // The variable: nothing measured.
-        let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"), 0);
+        let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"));
         assert_eq!((s.limit, s.node_charge, s.basis, s.device), (4096, NODE_OVERHEAD_BYTES, Basis::Configured, None));
+    }
+
+    #[test]
+    fn cuda_measures_nothing_and_keeps_the_budget_off() {
+        let cuda = info(Backend::Cuda, 13_000);
+        let s = settlement(&cuda, None, || panic!("measured on CUDA"));
+        assert_eq!((s.limit, s.node_charge, &s.basis, s.device), (0, NODE_OVERHEAD_BYTES, &Basis::Fixed, None));
+        assert!(s.describe().starts_with("off, the fixed default"), "{}", s.describe());
+        // The variable still sets it.
+        let s = settlement(&cuda, Some(1 << 20), || panic!("measured on CUDA"));
+        assert_eq!((s.limit, s.basis), (1 << 20, Basis::Configured));
     }
 
     #[test]

@@ -3,15 +3,20 @@
 //! node while the device's free memory is read, so that the budget follows the runtime that is
 //! loaded instead of a figure from one report.
 //!
-//! The probe is [`PROBE_NODES`] memset nodes, each setting one word of a buffer of its own: the
+//! The probe is a chain of [`PROBE_NODES`] memset nodes, each after the one before and setting one
+//! word of a buffer of its own (a chain because clr, in some releases, captures packets only for a
+//! graph that is one): the
 //! only node a library without device code can make that ROCm runs as a kernel (clr's
 //! `GraphNode::GraphCaptureEnabled` covers memset nodes, so their setter captures the blit
 //! kernel's packet and arguments into the executable's staging again, as a kernel node's does;
 //! read in clr's source, not yet seen on an AMD GPU). It is instantiated, then each round sets
 //! every node's value through the executable's memset setter, and free device memory is read
 //! after each round. Nothing is launched, so no stream is used, and the calls are made in
-//! relaxed capture mode, so that a capture in progress on any thread is left alone. Everything
-//! is destroyed before [`measure`] returns.
+//! relaxed capture mode, so that a capture in progress on any thread is left alone. The graph and
+//! the executable are destroyed before [`measure`] returns; the 128-byte buffer is kept for the
+//! life of the process, because `hipFree` waits for all work on the device: freeing it would make
+//! the first command buffer (and every thread waiting for the budget to settle) wait for whatever
+//! the device is running, seconds of it.
 //!
 //! Free memory shows staging in the blocks the runtime allocates, not slot by slot: clr
 //! (`GraphExec::CaptureAQLPackets`, `GraphKernelArgManager::AllocKernArg`) gives an executable
@@ -52,8 +57,9 @@ pub struct Measurement {
     pub elapsed: Duration,
 }
 
-/// Measures the device memory one executable-node update takes on `device` (the calling
-/// thread's current device is left as it was).
+/// Measures the device memory one executable-node update takes on `device`, which must be the
+/// calling thread's current device: the probe's graph is made and instantiated there, so its
+/// staging is taken from that device's memory.
 pub fn measure(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
     let mut outcome = Err(Error::new(ErrorKind::Runtime, "the runtime did not run the probe"));
     rt.relaxed_capture_mode(&mut || outcome = run(rt, device));
@@ -69,7 +75,7 @@ struct Falls {
 
 fn run(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
     let start = Instant::now();
-    let mut probe = Probe { rt, buffer: None, graph: None, exec: None };
+    let mut probe = Probe { rt, graph: None, exec: None };
     let outcome = probe.updates(device);
     probe.release().log("the update budget's probe");
     let (falls, node_updates) = outcome?;
@@ -77,10 +83,10 @@ fn run(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
     Ok(Measurement { bytes_per_update, node_updates, growth, elapsed: start.elapsed() })
 }
 
-/// The probe's objects, each destroyed by [`Probe::release`].
+/// The probe's graph and executable, each destroyed by [`Probe::release`]; its buffer is never
+/// freed (the module's comment says why).
 struct Probe<'a> {
     rt: &'a dyn Runtime,
-    buffer: Option<DevicePtr>,
     graph: Option<Graph>,
     exec: Option<Exec>,
 }
@@ -94,9 +100,16 @@ impl Probe<'_> {
     /// Builds the probe and updates it; returns the falls of free memory and the node updates.
     fn updates(&mut self, device: i32) -> Result<(Falls, u64)> {
         let rt = self.rt;
-        let buffer = *self.buffer.insert(rt.malloc(device, 4 * PROBE_NODES)?);
+        let buffer = rt.malloc(device, 4 * PROBE_NODES)?;
         let graph = *self.graph.insert(rt.graph_create()?);
-        let nodes = (0..PROBE_NODES).map(|i| rt.add_memset_node(graph, &[], &word(buffer, i, 0))).collect::<Result<Vec<_>>>()?;
+        // A chain, node i after node i - 1: clr spreads independent nodes over up to four
+        // streams and, in some releases, captures packets (and so stages arguments on update)
+        // only for a graph that is a single chain.
+        let mut nodes = Vec::with_capacity(PROBE_NODES);
+        for i in 0..PROBE_NODES {
+            let node = rt.add_memset_node(graph, &nodes[i.saturating_sub(1)..], &word(buffer, i, 0))?;
+            nodes.push(node);
+        }
         let exec = *self.exec.insert(rt.instantiate(graph)?);
         let free = || rt.device_memory(device).map(|(free, _)| free as u64);
         let before = free()?;
@@ -137,9 +150,6 @@ impl Probe<'_> {
         }
         if let Some(graph) = self.graph.take() {
             leaks.note(twice(&|| rt.graph_destroy(graph)));
-        }
-        if let Some(buffer) = self.buffer.take() {
-            leaks.note(twice(&|| rt.free(buffer)));
         }
         leaks
     }

@@ -29,20 +29,16 @@ mod update;
 pub use allocations::{Allocation, MAX_ALLOCATIONS};
 pub use args::{ArgKind, KernelArg, MAX_ARGS};
 pub use budget::{
-    Basis as BudgetBasis, DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, NODE_OVERHEAD_BYTES, Settlement as BudgetSettlement,
+    Basis as BudgetBasis, DEFAULT_BUDGET_BYTES, MAX_KEPT_EXECS, MAX_NODE_CHARGE_BYTES, NODE_OVERHEAD_BYTES, Settlement as BudgetSettlement,
     settled as budget_settled,
 };
 pub use leak_probe::{MAX_ROUNDS as PROBE_MAX_ROUNDS, Measurement as GrowthMeasurement, PROBE_NODES};
 
-/// The process's update budget, settled now on `device` (measured there unless
-/// `RCB_EXEC_UPDATE_BUDGET` is set) if no command buffer has settled it yet, as the first
-/// command buffer does.
-pub fn settle_budget(rt: &'static dyn Runtime, device: i32) -> Result<&'static BudgetSettlement> {
-    let count = rt.info().device_count;
-    if !(0..count).contains(&device) {
-        return Err(Error::invalid_argument(format!("device {device} does not exist ({count} device(s))")));
-    }
-    Ok(budget::settle(rt, device, crate::config::get()?.exec_update_budget))
+/// The process's update budget, settled now (measured on the calling thread's current device
+/// unless `RCB_EXEC_UPDATE_BUDGET` is set or the runtime is CUDA) if no command buffer has
+/// settled it yet, as the first command buffer does.
+pub fn settle_budget(rt: &'static dyn Runtime) -> Result<&'static BudgetSettlement> {
+    Ok(budget::settle(rt, crate::config::get()?.exec_update_budget))
 }
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use opaque::KernelList;
@@ -157,7 +153,7 @@ impl CmdBuf {
         let graph = rt.graph_create()?;
         // Settled by the first command buffer the runtime could make, nested ones too: their
         // graphs' charges reach their parents.
-        let settled = budget::settle(rt, device, config.exec_update_budget);
+        let settled = budget::settle(rt, config.exec_update_budget);
         let limit = match kind {
             Kind::Primary => settled.limit,
             Kind::Nested => 0,

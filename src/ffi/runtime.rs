@@ -17,14 +17,14 @@ pub const RCB_BACKEND_CUDA: i32 = 2;
 /// `rcb_runtime_info.update_budget_basis`: no command buffer has been created yet, so the
 /// update budget is not settled (the fields after it are 0).
 pub const RCB_UPDATE_BUDGET_UNSETTLED: i32 = 0;
-/// The first command buffer measured what the runtime's executable-graph updates take:
-/// `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
-/// off on CUDA, 64 MiB on HIP, where the probe's memset nodes cannot show kernel-node growth).
+/// The first command buffer measured what the HIP runtime's executable-graph updates take:
+/// `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default of
+/// 64 MiB, since the probe's memset nodes cannot show kernel-node growth).
 pub const RCB_UPDATE_BUDGET_MEASURED: i32 = 1;
 /// `RCB_EXEC_UPDATE_BUDGET` set the budget; nothing was measured.
 pub const RCB_UPDATE_BUDGET_CONFIGURED: i32 = 2;
-/// The measurement failed (the log says why at level warn): the budget is the fixed default,
-/// 64 MiB on HIP and off on CUDA.
+/// Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
+/// measured, and 64 MiB on HIP, where the measurement failed (the log says why at level warn).
 pub const RCB_UPDATE_BUDGET_DEFAULT: i32 = 3;
 
 /// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_sta
                 update_budget_basis: match &s.basis {
                     BudgetBasis::Measured(_) => RCB_UPDATE_BUDGET_MEASURED,
                     BudgetBasis::Configured => RCB_UPDATE_BUDGET_CONFIGURED,
-                    BudgetBasis::Failed(_) => RCB_UPDATE_BUDGET_DEFAULT,
+                    BudgetBasis::Failed(_) | BudgetBasis::Fixed => RCB_UPDATE_BUDGET_DEFAULT,
                 },
                 update_growth_bytes: match &s.basis {
                     BudgetBasis::Measured(m) => m.bytes_per_update,

@@ -2,7 +2,10 @@
 # rcb-doctor on the software GPU: usage `tests/doctor/run.sh target/<profile>` (the directory
 # holding rcb-doctor and libamdhip64.so, from cargo build --bin rcb-doctor -p hipsim). Checks that
 #   - under the software GPU's kernel-argument leak it exits 0 and names the device's architecture
-#     (hipsim) and the growth the library measured (320 bytes per node update, the model's slot);
+#     (hipsim) and the growth the library measured (320 bytes per node update, the model's slot),
+#     which does not lower the charge below the fixed estimate of 5920 bytes;
+#   - with --device 1 it makes the command buffer on device 1 and says the budget was measured on
+#     the thread's current device, 0;
 #   - without the leak it reports HIP's fixed default, having measured no growth (the memset probe
 #     cannot show kernel-node growth);
 #   - RCB_EXEC_UPDATE_BUDGET=0 and RCB_STREAM_CACHE=0 each get their advice line;
@@ -54,9 +57,17 @@ hip=(RCB_BACKEND=hip RCB_HIP_LIBRARY="$sim")
 run "${hip[@]}" HIPSIM_QUIRKS=kernarg_leak
 expect "the software GPU with the leak" 0 '^  0: hipsim, arch hipsim, ' \
     '^  measured: 320 bytes per node update' '^  budget: 64 MiB: device 0.s memory grew 320 bytes' \
+    '^  charge per node push: its argument bytes plus 5920 bytes' \
     '^  chosen because: RCB_BACKEND=hip; RCB_HIP_LIBRARY=' '^  device properties: hipGetDevicePropertiesR0600' \
     '^rcb-doctor: usable'
 cp "$tmp/out" "$tmp/leak.out"
+
+# --device 1 makes the command buffer there; the budget is measured, as in any process, on the
+# thread's current device, which the report names.
+rc=0
+env "${hip[@]}" HIPSIM_QUIRKS=kernarg_leak "$doctor" --device 1 >"$tmp/out" 2>&1 || rc=$?
+expect "--device 1" 0 '^  measured: 320 bytes per node update, .* on device 0 \(the thread.s current device\)' \
+    '^  rcb_cmdbuf_new, rcb_cmdbuf_free: ok on device 1'
 
 run "${hip[@]}"
 expect "the software GPU without the leak" 0 '^  budget: 64 MiB, the fixed default: device 0.s memory did not grow over 16384 memset-node updates' \

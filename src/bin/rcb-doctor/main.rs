@@ -18,8 +18,7 @@ use rocm_cmdbuf::{BudgetBasis, BudgetSettlement};
 use std::ffi::CStr;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: rcb-doctor [--device N]   (N: the device the update budget is measured on and the command buffer made on, default 0)";
+const USAGE: &str = "usage: rcb-doctor [--device N]   (N: the device the command buffer is made on, default 0; the update budget is measured on the thread's current device, as in a process whose first command buffer settles it)";
 
 /// What the run found: advice lines printed so far.
 struct Report {
@@ -93,7 +92,7 @@ fn examine(r: &mut Report, device: i32) -> Result<(), Unusable> {
     layouts(r, rt);
     features(r, rt, device);
     stream_cache(r, cfg);
-    update_budget(r, rt, device)?;
+    update_budget(r, rt)?;
     command_buffer(r, device)
 }
 
@@ -262,16 +261,19 @@ fn stream_cache(r: &mut Report, cfg: &Config) {
     }
 }
 
-fn update_budget(r: &mut Report, rt: &'static dyn Runtime, device: i32) -> Result<(), Unusable> {
+/// The process's update budget, settled here as a process's first command buffer settles it: on
+/// the thread's current device (device 0 here, which the doctor never changes), not `--device`.
+fn update_budget(r: &mut Report, rt: &'static dyn Runtime) -> Result<(), Unusable> {
     r.section("update budget (ROCm's kernel-argument growth, rocm-systems issue 10713)");
-    let s: &BudgetSettlement = rocm_cmdbuf::settle_budget(rt, device).map_err(|e| Unusable(e.message))?;
+    let s: &BudgetSettlement = rocm_cmdbuf::settle_budget(rt).map_err(|e| Unusable(e.message))?;
     r.line("budget", s.describe());
     r.line("charge per node push", format!("its argument bytes plus {} bytes", s.node_charge));
     if let BudgetBasis::Measured(m) = &s.basis {
+        let device = s.device.map_or_else(|| String::from("an unknown device"), |d| format!("device {d} (the thread's current device)"));
         r.line(
             "measured",
             format!(
-                "{} bytes per node update, {} bytes over {} updates of a {}-node probe graph on device {device}, in {:.1} ms",
+                "{} bytes per node update, {} bytes over {} updates of a {}-node probe graph on {device}, in {:.1} ms",
                 m.bytes_per_update,
                 m.growth,
                 m.node_updates,
@@ -286,9 +288,6 @@ fn update_budget(r: &mut Report, rt: &'static dyn Runtime, device: i32) -> Resul
             "RCB_EXEC_UPDATE_BUDGET=0: nothing bounds what in-place updates take from a leaking ROCm; unset it to have the library measure the growth",
         ),
         BudgetBasis::Failed(_) => r.advise("the measurement failed (above): the fixed default applies; run again on an idle device"),
-        BudgetBasis::Measured(m) if !hip && m.bytes_per_update > 0 => r.advise(
-            "free memory fell during the measurement, which CUDA's updates are not known to cause: another process allocating on the device? The budget is on",
-        ),
         _ => {}
     }
     Ok(())
