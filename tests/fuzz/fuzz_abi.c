@@ -1842,6 +1842,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         gpu.oracle[i] = (uint64_t)(uintptr_t)p;
     }
     hip_or_die(hipStreamCreate(&gpu.oracle_stream), "hipStreamCreate");
+    /* The process's first command buffer settles the update budget, whose probe keeps a 128-byte
+     * buffer for the process: settled before the live objects every input must give back. */
+    rcb_cmdbuf *first = NULL;
+    if (rcb_cmdbuf_new(0, &first) != RCB_OK || rcb_cmdbuf_free(first) != RCB_OK) die("harness: first command buffer");
     for (int k = 0; k < NKINDS; k++) gpu.live[k] = hipsimLiveCount(LIVE_KINDS[k]);
     if (pthread_key_create(&exit_key, at_thread_exit) != 0) die("harness: pthread_key_create failed");
     if (atexit(exit_calls) != 0) die("harness: atexit failed");
