@@ -13,6 +13,8 @@
 //! the integration tests and `rcb-bench`, which drive the runtime directly; they are not API.
 
 /// cbindgen:ignore
+mod at_fork;
+/// cbindgen:ignore
 pub(crate) mod cmdbuf;
 /// cbindgen:ignore
 #[doc(hidden)]

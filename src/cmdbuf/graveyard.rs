@@ -18,7 +18,6 @@ use crate::counters::Counters;
 use crate::error::Leaks;
 use crate::runtime::Runtime;
 use std::collections::VecDeque;
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
@@ -38,21 +37,7 @@ static GRAVES: AtomicPtr<Graves> = AtomicPtr::new(std::ptr::null_mut());
 /// Whether anything is buried, read without the lock by every call that reaps.
 static OCCUPIED: AtomicBool = AtomicBool::new(false);
 
-/// Registers [`forget_in_child`] when the library is loaded, before any thread of the program
-/// can fork (as the stream cache does).
-#[used]
-#[unsafe(link_section = ".init_array")]
-static REGISTER_AT_FORK: extern "C" fn() = register_at_fork;
-
-unsafe extern "C" {
-    fn pthread_atfork(prepare: Option<extern "C" fn()>, parent: Option<extern "C" fn()>, child: Option<extern "C" fn()>) -> c_int;
-}
-
-extern "C" fn register_at_fork() {
-    // SAFETY: registers a handler that only stores to atomics. A failure (out of memory) leaves a
-    // child the parent's list, whose lock a parent thread may hold; nothing to report it to here.
-    unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
-}
+crate::at_fork::forget_in_forked_child!(forget_in_child);
 
 /// In a forked child, the parent's list is abandoned: the next free starts an empty one.
 extern "C" fn forget_in_child() {

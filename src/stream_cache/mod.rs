@@ -16,7 +16,6 @@ use crate::config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Runtime, Stream};
 use rocm_cmdbuf_stream_pool::{Pool, ReleaseError, StreamOps};
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 struct RuntimeStreams(&'static dyn Runtime);
@@ -43,22 +42,7 @@ impl StreamOps for RuntimeStreams {
 /// atomic, never a lock or a once-cell, which a fork could leave held (or half-run) in the child.
 static POOL: AtomicPtr<Pool<Stream>> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Registers [`forget_in_child`] when the library is loaded, before any stream call or thread of
-/// the program: registered lazily, a fork between a first call and the registration would leave
-/// the child the parent's cache.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static REGISTER_AT_FORK: extern "C" fn() = register_at_fork;
-
-unsafe extern "C" {
-    fn pthread_atfork(prepare: Option<extern "C" fn()>, parent: Option<extern "C" fn()>, child: Option<extern "C" fn()>) -> c_int;
-}
-
-extern "C" fn register_at_fork() {
-    // SAFETY: registers a handler that only stores to an atomic. A failure (out of memory) leaves
-    // a child the parent's cache, as before this handler existed; nothing to report it to here.
-    unsafe { pthread_atfork(None, None, Some(forget_in_child)) };
-}
+crate::at_fork::forget_in_forked_child!(forget_in_child);
 
 /// In a forked child, the parent's cache is abandoned: the next call starts an empty one.
 extern "C" fn forget_in_child() {
