@@ -1004,8 +1004,9 @@ typedef struct rcb_runtime_info {
    */
   int32_t update_budget_basis;
   /**
-   * Bytes of device memory one executable-node update took in the library's measurement (0
-   * unless `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing grew).
+   * Bytes by which the device's free memory fell per executable-node update in the library's
+   * measurement (a whole-device reading: another process's allocations count too; 0 unless
+   * `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing fell).
    */
   uint64_t update_growth_bytes;
   /**
@@ -1015,8 +1016,9 @@ typedef struct rcb_runtime_info {
   uint64_t update_budget_bytes;
   /**
    * What each node pushed to an executable graph is charged against the budget besides its
-   * argument bytes: `update_growth_bytes` where the measurement saw growth, else the figure of
-   * the public report (5 920 bytes).
+   * argument bytes: the figure of the public report (5 920 bytes), or `update_growth_bytes`
+   * where the measurement saw more, up to 16 times that figure (a measurement never lowers the
+   * charge: it cannot tell a smaller leak from noise).
    */
   uint64_t update_node_charge;
 } rcb_runtime_info;

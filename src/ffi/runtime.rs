@@ -48,15 +48,17 @@ pub struct rcb_runtime_info {
     /// `RCB_UPDATE_BUDGET_*` value. The first command buffer settles it (measuring unless
     /// `RCB_EXEC_UPDATE_BUDGET` is set); `rcb_runtime_load` reports it and measures nothing.
     pub update_budget_basis: i32,
-    /// Bytes of device memory one executable-node update took in the library's measurement (0
-    /// unless `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing grew).
+    /// Bytes by which the device's free memory fell per executable-node update in the library's
+    /// measurement (a whole-device reading: another process's allocations count too; 0 unless
+    /// `update_budget_basis` is `RCB_UPDATE_BUDGET_MEASURED`, and there when nothing fell).
     pub update_growth_bytes: u64,
     /// The update budget each new primary command buffer starts with, in bytes (0: never
     /// re-instantiated); `rcb_cmdbuf_set_exec_update_budget` changes one command buffer's.
     pub update_budget_bytes: u64,
     /// What each node pushed to an executable graph is charged against the budget besides its
-    /// argument bytes: `update_growth_bytes` where the measurement saw growth, else the figure of
-    /// the public report (5 920 bytes).
+    /// argument bytes: the figure of the public report (5 920 bytes), or `update_growth_bytes`
+    /// where the measurement saw more, up to 16 times that figure (a measurement never lowers the
+    /// charge: it cannot tell a smaller leak from noise).
     pub update_node_charge: u64,
 }
 
