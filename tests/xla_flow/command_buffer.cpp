@@ -38,6 +38,11 @@
 //     every move is checked against the header's rule, refused where it parts them, else (for
 //     programs of kernels, memcpys and memsets only) done in place.
 //
+//   * the move log of 0004 (rocm_cmdbuf_move_log.cc, compiled as the patch has it): each execution
+//     counted where the patched command buffer counts it (MoveAllocations, with its refusals by
+//     the reason the command buffer's fallback counters gained, or CountUnmovedExecution), and
+//     its counts and VLOG(1) summaries checked against this replay's own.
+//
 // Every execution's arena is compared bit for bit with the same execution of a command buffer
 // recorded afresh at the same addresses (addresses only, no names) and with the result computed
 // on the host from the allocations' contents: before each launch every output holds garbage and
@@ -53,11 +58,18 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "check.h"
 #include "gpu.h"
 #include "rocm_cmdbuf.hpp"
+
+// 0004's move log, as the patch has it (patched.sh), counted as its command buffer counts.
+#define ROCM_CMDBUF_AVAILABLE 1
+#include "xla/stream_executor/rocm/rocm_cmdbuf_move_log.cc"
+
+using MoveLog = stream_executor::gpu::RocmCmdbufMoveLog;
 
 namespace {
 
@@ -655,8 +667,18 @@ struct Bridge {
   std::vector<rcb_allocation> table;
   bool pending = false;
   State state = State::kCreate;
+  MoveLog log;
+  // The executions at which the summary was due, and the last summary.
+  std::vector<uint64_t> summaries;
+  std::string summary;  // the last one
 
   Bridge() { OK(rcb::CmdBuf::Create(0, &r.cb)); }
+  // RocmCmdbufCommandBuffer::LogMovesIfDue.
+  void LogIfDue(bool due) {
+    if (!due) return;
+    summaries.push_back(log.executions());
+    summary = log.Summary();
+  }
   void SetAllocations(const std::vector<rcb_allocation>& t) {
     table = t;
     pending = state == State::kFinalized;
@@ -667,11 +689,27 @@ struct Bridge {
                        rcb_update_report* report) {
     for (const rcb_allocation_move& m : moves) {
       // A new allocation, or one whose size changed: recorded again.
-      if (m.index >= table.size() || table[m.index].size != now[m.index].size) return false;
+      if (m.index >= table.size() || table[m.index].size != now[m.index].size) {
+        LogIfDue(log.Count(MoveLog::Outcome::kTableChanged));
+        return false;
+      }
     }
+    rcb_counters before{};
+    before.struct_size = sizeof before;
+    OK(rcb::CountersGet(r.cb.get(), &before));
     // A failed call is logged and counted by the bridge, and the command buffer recorded again.
-    if (!r.cb.MoveAllocations(moves, report).ok() || report->needs_rerecord) return false;
+    if (!r.cb.MoveAllocations(moves, report).ok()) {
+      LogIfDue(log.Count(MoveLog::Outcome::kMoveFailed));
+      return false;
+    }
+    if (report->needs_rerecord) {
+      rcb_counters after = before;
+      OK(rcb::CountersGet(r.cb.get(), &after));
+      LogIfDue(log.CountLibraryRefusal(before, after));
+      return false;
+    }
     for (const rcb_allocation_move& m : moves) table[m.index].base = m.base;
+    LogIfDue(log.Count(MoveLog::Outcome::kMovedInPlace));
     return true;
   }
   // GpuCommandBuffer::Update: CheckCanBeUpdated.
@@ -700,7 +738,57 @@ struct Counts {
   // from (an argument of another packing at one allocation's end and the next one's base, or in
   // two aliased parameters).
   int refused_ambiguous = 0;
+  // Executions recorded again because they were the first record, or because a command requires
+  // an update on every execution.
+  int first_records = 0, every_execution = 0;
 };
+
+// The move log counted every execution after the warm-up as this replay did: moved in place,
+// unchanged, recorded again, each recording by its reason, with the summary due at the 1st, 10th,
+// 100th, ... execution and naming those counts.
+void CheckMoveLog(const char* name, const Bridge& bridge, const Counts& counts, bool only_patchable) {
+  const MoveLog& log = bridge.log;
+  using O = MoveLog::Outcome;
+  uint64_t executions = static_cast<uint64_t>(counts.in_place + counts.recorded + counts.idle);
+  CHECK(log.executions() == executions && log.count(O::kMovedInPlace) == uint64_t(counts.in_place) &&
+            log.count(O::kUnchanged) == uint64_t(counts.idle) && log.recorded_again() == uint64_t(counts.recorded),
+        "%s: the move log counted %llu executions (%llu in place, %llu unchanged, %llu recorded again), the replay "
+        "%llu (%d, %d, %d)",
+        name, (unsigned long long)log.executions(), (unsigned long long)log.count(O::kMovedInPlace),
+        (unsigned long long)log.count(O::kUnchanged), (unsigned long long)log.recorded_again(),
+        (unsigned long long)executions, counts.in_place, counts.idle, counts.recorded);
+  uint64_t by_reason = 0;
+  for (int i = static_cast<int>(O::kFirstRecord); i < MoveLog::kOutcomes; ++i) by_reason += log.count(O(i));
+  for (uint32_t i = 0; i <= RCB_FALLBACK_REASON_SLOTS; ++i) by_reason += log.library_refusals(i);
+  CHECK(by_reason == log.recorded_again(), "%s: %llu recordings by reason, %llu recorded again", name,
+        (unsigned long long)by_reason, (unsigned long long)log.recorded_again());
+  CHECK(log.count(O::kFirstRecord) == uint64_t(counts.first_records) &&
+            log.count(O::kRequiresUpdateOnExecute) == uint64_t(counts.every_execution),
+        "%s: first records %llu (replay %d), every execution %llu (replay %d)", name,
+        (unsigned long long)log.count(O::kFirstRecord), counts.first_records,
+        (unsigned long long)log.count(O::kRequiresUpdateOnExecute), counts.every_execution);
+  // Every move parting the allocations an unnamed address may come from was refused by the
+  // library, for that reason where every other address is a patch site (elsewhere the refusal
+  // may name a reason the library found first, such as a cloned child node).
+  uint64_t library = 0;
+  for (uint32_t i = 0; i <= RCB_FALLBACK_REASON_SLOTS; ++i) library += log.library_refusals(i);
+  uint64_t overlapping = log.library_refusals(RCB_FALLBACK_OVERLAPPING_ALLOCATIONS);
+  CHECK(library >= uint64_t(counts.refused_ambiguous) &&
+            (!only_patchable || overlapping == uint64_t(counts.refused_ambiguous)),
+        "%s: %llu refusals by the library, %llu for overlapping allocations, the replay %d such moves", name,
+        (unsigned long long)library, (unsigned long long)overlapping, counts.refused_ambiguous);
+  std::vector<uint64_t> due;
+  for (uint64_t n = 1; n <= executions; n *= 10) due.push_back(n);
+  CHECK(bridge.summaries == due, "%s: %zu summaries logged, %zu due", name, bridge.summaries.size(), due.size());
+  // The summary names those counts.
+  char want[160];
+  std::snprintf(want, sizeof want, "%llu executions: %d moved in place, %d unchanged, %d recorded again",
+                (unsigned long long)executions, counts.in_place, counts.idle, counts.recorded);
+  std::string summary = log.Summary();
+  CHECK(summary.rfind(want, 0) == 0, "%s: summary \"%s\", want it to begin \"%s\"", name, summary.c_str(), want);
+  std::printf("%s: move log (VLOG(1) at executions 1, 10, 100, ...), the last one logged: %s\n", name,
+              bridge.summary.c_str());
+}
 
 // `steps` executions of one CommandBufferThunk while the allocator moves allocations (all but the
 // persistent ones, those the commands use or not) and passes one array for both parameters or
@@ -861,6 +949,15 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
           CHECK(must_refuse || moved_in_place, "%s step %d: refused with no address ambiguous", name, step);
         }
         counts.refused_ambiguous += must_refuse;
+      } else {
+        // CountUnmovedExecution, with WhyUnmoved's reason (command_buffer_allocation_moves.cc).
+        MoveLog::Outcome why = is_first_record                ? MoveLog::Outcome::kFirstRecord
+                               : !needs_update                ? MoveLog::Outcome::kUnchanged
+                               : requires_update_on_execute ? MoveLog::Outcome::kRequiresUpdateOnExecute
+                                                              : MoveLog::Outcome::kNotFinalized;
+        bridge.LogIfDue(bridge.log.Count(why));
+        counts.first_records += is_first_record;
+        counts.every_execution += !is_first_record && requires_update_on_execute;
       }
       if (moved_in_place) {
         needs_update = false;
@@ -890,6 +987,7 @@ Counts Run(const char* name, Shape shape, int steps, unsigned seed) {
               name, counts.steps, program.warmup() ? " (the first through thunks)" : "", counts.in_place,
               counts.recorded, counts.recorded_at_initialize, counts.commands_recorded_again, counts.idle,
               counts.aliased, counts.parted, counts.end_on_a_base, counts.refused_ambiguous);
+  CheckMoveLog(name, bridge, counts, program.only_patchable());
   // The cases must have come up, or the run proved nothing about them.
   CHECK(counts.aliased > 0 && counts.parted > 0 && counts.end_on_a_base > steps / 2,
         "%s: aliased %d, parted %d, a range's end on a base %d of %d", name, counts.aliased, counts.parted,

@@ -15,6 +15,12 @@ std::string StrCat(const Args&... args) {
   return out.str();
 }
 
+// StrCat's result appended to `*dest`.
+template <typename... Args>
+void StrAppend(std::string* dest, const Args&... args) {
+  dest->append(StrCat(args...));
+}
+
 }  // namespace absl
 
 #endif  // XLA_FLOW_STUB_ABSL_STRINGS_STR_CAT_H_
