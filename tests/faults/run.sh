@@ -38,6 +38,12 @@ ln -s libamdhip64.so "$out/hip/libamdhip64.so.6"
 hipsim=$out/hip/libamdhip64.so
 # A sanitizer report exits 66, a status of its own.
 export RCB_BACKEND=hip RCB_HIP_LIBRARY=$hipsim ASAN_OPTIONS=detect_leaks=0:exitcode=66 UBSAN_OPTIONS=exitcode=66:print_stacktrace=1
+# The update budget at its fixed HIP default instead of measured, in the scenarios and the
+# programs alike: the measurement's probe (src/cmdbuf/leak_probe.rs, made by each process's first
+# command buffer) would add its 16 000 calls to every sweep, and keeps a 128-byte buffer for the
+# process that a scenario's leak count would see; tests/update_budget_probe.rs fails each kind of
+# its calls.
+export RCB_EXEC_UPDATE_BUDGET=$((64 << 20))
 
 # Every HIP function the software GPU exports (its test hooks and the two that return strings
 # excepted): the matrix fails each call of each of them that a scenario makes.
@@ -62,10 +68,6 @@ echo "== fault matrix: the tests/xla_flow programs, one process per fault"
 # traced commands' work.
 own='^(hipMalloc|hipFree|hipMemcpy|hipSetDevice|hipModuleLoadData|hipModuleGetFunction|hipStreamCreate|hipStreamSynchronize|hipGetError[A-Za-z]*|hipsim[A-Za-z]*) '
 export XLA_FLOW_HIP=$hipsim
-# The update budget at its fixed HIP default instead of measured: the measurement's probe
-# (src/cmdbuf/leak_probe.rs, made by each process's first command buffer) would add its 16 000
-# calls to every program's sweep; tests/update_budget_probe.rs fails each kind of its calls.
-export RCB_EXEC_UPDATE_BUDGET=$((64 << 20))
 # One run: prints its class and the fault. A fault the program's own hipsimSetFaults replaced
 # before its call never fires (the software GPU counts those that did): "unfired".
 classify() {
@@ -132,7 +134,14 @@ self_test wrong "$out/fake/exit-3" 0
 self_test breach "$out/fake/exit-4" 0
 self_test crash "$out/fake/exit-66" 0
 self_test crash "$out/fake/exit-segv" 0
+# Some programs compile the series' own files, as tests/xla_flow/run.sh extracts them
+# (patched.sh), against the stand-ins of the XLA headers they include; those open the library
+# through the series' loader instead of linking it (from the program's RPATH: ASan's dlopen
+# interceptor does not see a RUNPATH).
+patched=$out/patched
+bash "$root/tests/xla_flow/patched.sh" "$patched"
 g++ -std=c++17 -O1 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$root/tests/xla_flow" \
+    -I"$patched" -I"$root/tests/xla_flow/stubs" \
     -o "$out/self-test-command_buffer" "$root/tests/xla_flow/command_buffer.cpp" \
     -L"$out/lib" -Wl,-rpath,"$out/lib" -lrocm_cmdbuf -ldl -lpthread
 # A real wrong result: the first exec kernel-node setter skipped while reporting success (a fault
@@ -143,12 +152,6 @@ sweep="every call"
 [ "$stride" -eq 1 ] || sweep="every ${stride}th call"
 echo "| program | HIP calls of the library | faults injected | failed with a status | passed (all checks held) | wrong results | contract breaches | crashes | faults replaced by the program's own |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-# Some programs compile the series' own files, as tests/xla_flow/run.sh extracts them
-# (patched.sh), against the stand-ins of the XLA headers they include; those open the library
-# through the series' loader instead of linking it (from the program's RPATH: ASan's dlopen
-# interceptor does not see a RUNPATH).
-patched=$out/patched
-bash "$root/tests/xla_flow/patched.sh" "$patched"
 for src in "$root"/tests/xla_flow/*.cpp; do
     name=$(basename "$src" .cpp)
     exe=$out/xla_flow-$name
