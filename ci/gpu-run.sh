@@ -13,6 +13,8 @@
 #   torch_flatten  tests/gpu/torch_flatten.py (PyTorch-captured graphs flattened and relocated);
 #   torch_collectives  tests/gpu/torch_collectives.py (NCCL collectives on two GPUs; a machine
 #                  with one fails it unless RCB_GPU_ALLOW_MISSING names gpus);
+#   torch_collective_cache  tests/gpu/torch_collective_cache.py (the same collectives through the
+#                  trace cache and the VMM pool on two GPUs; likewise);
 #   real_graphs    tests/gpu/real_graphs.py (the benchmark on them; tables in real_graphs.md);
 #   rcb-bench      the benchmark (tables in rcb-bench.md; cuBLAS on the library path when the
 #                  machine has it); its `budget` scenario measures device memory over 100 000
@@ -212,7 +214,7 @@ python_check() { # name script [output]
     RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
         timeout 300 python3 "$script" >"$output" 2>"$logs/$name.err"
     rc=$?
-    grep -h -E '^(PASS|FAIL|SKIPPED)' "$output" "$logs/$name.err" | sed 's/^/    /' | head -n 20
+    grep -h -E '^(PASS|FAIL|SKIPPED|figure)' "$output" "$logs/$name.err" | sed 's/^/    /' | head -n 60
     inner "$output"
     inner "$logs/$name.err"
     if [ $rc -ne 0 ]; then
@@ -229,8 +231,10 @@ python_check torch_flatten "$stage/torch_flatten.py"
 # GPU for it (a failure unless RCB_GPU_ALLOW_MISSING names gpus).
 if [ "$gpus" -ge 2 ]; then
     NCCL_NVLS_ENABLE=0 python_check torch_collectives "$stage/torch_collectives.py"
+    NCCL_NVLS_ENABLE=0 python_check torch_collective_cache "$stage/torch_collective_cache.py"
 else
     missing torch_collectives gpus "two GPUs needed, this machine has $gpus"
+    missing torch_collective_cache gpus "two GPUs needed, this machine has $gpus"
 fi
 python_check real_graphs "$stage/real_graphs.py" "$out/real_graphs.md"
 [ ! -f "$out/real_graphs.md" ] || cat "$out/real_graphs.md"

@@ -1,5 +1,6 @@
 """ctypes bindings of the rocm_cmdbuf C ABI used by the PyTorch scripts in this directory
-(torch_flatten.py, real_graphs.py): the structs they pass and the functions they call.
+(torch_flatten.py, torch_collectives.py, torch_collective_cache.py, real_graphs.py): the structs
+they pass and the functions they call.
 
 The library is the one named by RCB_LIBRARY (ci/gpu-run.sh sets it to the staged copy)."""
 
@@ -49,6 +50,34 @@ class Counters(Sized):
     ] + [("fallbacks", C.c_uint64 * 16)]  # RCB_FALLBACK_REASON_SLOTS
 
 
+class VmmPoolConfig(Sized):
+    _fields_ = [
+        ("struct_size", C.c_uint32),
+        ("device", C.c_int32),
+        ("backing", C.c_uint32),
+        ("num_slots", C.c_uint32),
+        ("num_buffers", C.c_uint32),
+        ("buffer_sizes", C.POINTER(C.c_uint64)),
+        ("num_peers", C.c_uint32),
+        ("peers", C.POINTER(C.c_int32)),
+        ("timeout_ms", C.c_uint32),
+    ]
+
+
+class VmmSlot(Sized):
+    _fields_ = [("struct_size", C.c_uint32), ("iteration", C.c_uint64), ("index", C.c_uint32), ("num_buffers", C.c_uint32), ("buffers", C.POINTER(C.c_uint64))]
+
+
+class VmmCopy(C.Structure):
+    _fields_ = [("dst", C.c_uint64), ("src", C.c_uint64), ("bytes", C.c_uint64)]
+
+
+TRACE_HIT, TRACE_RELOCATED, TRACE_TRACED, TRACE_UNCACHED = 0, 1, 2, 3
+OUTCOMES = {TRACE_HIT: "hit", TRACE_RELOCATED: "relocated", TRACE_TRACED: "traced", TRACE_UNCACHED: "uncached"}
+VMM_BACKING_VMM = 1
+# rcb_trace_fn: int32_t (*)(void *user_data, void *stream)
+TraceFn = C.CFUNCTYPE(C.c_int32, P, P)
+
 lib = C.CDLL(os.environ["RCB_LIBRARY"])
 lib.rcb_cmdbuf_new.argtypes = [C.c_int32, C.POINTER(P)]
 lib.rcb_cmdbuf_free.argtypes = [P]
@@ -65,6 +94,16 @@ lib.rcb_fallback_reason_name.argtypes = [C.c_uint32]
 lib.rcb_fallback_reason_name.restype = C.c_char_p
 lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
 lib.rcb_last_error_message.restype = C.c_size_t
+lib.rcb_version.argtypes = []
+lib.rcb_version.restype = C.c_char_p
+lib.rcb_trace_cache_new.argtypes = [C.c_size_t, C.POINTER(P)]
+lib.rcb_trace_cache_free.argtypes = [P]
+lib.rcb_trace_cache_get_or_trace.argtypes = [P, P, C.POINTER(Alloc), C.c_size_t, TraceFn, P, C.POINTER(P), C.POINTER(C.c_uint32)]
+lib.rcb_vmm_pool_new.argtypes = [C.POINTER(VmmPoolConfig), C.POINTER(P)]
+lib.rcb_vmm_pool_acquire_on_stream.argtypes = [P, P, C.POINTER(VmmSlot)]
+lib.rcb_vmm_pool_release.argtypes = [P, C.POINTER(VmmSlot), P]
+lib.rcb_vmm_pool_copy.argtypes = [P, P, C.POINTER(VmmCopy), C.c_size_t]
+lib.rcb_vmm_pool_free.argtypes = [P]
 
 
 def check(status, what):
@@ -99,11 +138,11 @@ def moves(old, new):
     return (Move * len(entries))(*entries)
 
 
-def flattened(graph, allocs, report):
-    """A new primary command buffer for device 0 holding `graph` (a CUgraph) flattened over
+def flattened(graph, allocs, report, device=0):
+    """A new primary command buffer for `device` holding `graph` (a CUgraph) flattened over
     the allocation table `allocs`, finalized; the caller frees it with lib.rcb_cmdbuf_free."""
     cb = P()
-    check(lib.rcb_cmdbuf_new(0, C.byref(cb)), "rcb_cmdbuf_new")
+    check(lib.rcb_cmdbuf_new(device, C.byref(cb)), "rcb_cmdbuf_new")
     try:
         check(lib.rcb_cmdbuf_set_allocations(cb, allocs, len(allocs)), "rcb_cmdbuf_set_allocations")
         group = C.c_uint64()
