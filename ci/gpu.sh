@@ -58,7 +58,7 @@ done
 for tool in rcb-bench rcb-demo rcb-doctor; do objcopy --strip-debug "target/release/$tool" "$stage/$tool"; done
 # The C library itself, for tests/gpu/torch_flatten.py and real_graphs.py (ctypes, RCB_LIBRARY).
 objcopy --strip-debug target/release/librocm_cmdbuf.so "$stage/librocm_cmdbuf.so"
-cp tests/gpu/kernels.cu tests/gpu/gpu_deps.py tests/gpu/rcb_ctypes.py tests/gpu/torch_graphs.py tests/gpu/torch_flatten.py tests/gpu/torch_collectives.py tests/gpu/torch_collective_cache.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"
+cp tests/gpu/kernels.cu tests/gpu/gpu_deps.py tests/gpu/rcb_ctypes.py tests/gpu/torch_graphs.py tests/gpu/torch_flatten.py tests/gpu/two_ranks.py tests/gpu/torch_collectives.py tests/gpu/torch_collective_cache.py tests/gpu/real_graphs.py ci/gpu-run.sh "$stage/"
 # What a GPU machine is expected to skip, and the comparison (ci/gpu-run.sh's `skips` check).
 cp ci/skips.sh "$stage/"
 cp tests/expected-skips/gpu.txt "$stage/expected-skips-gpu.txt"

@@ -178,23 +178,15 @@ def integers(n, seed, low=-3, high=4):
     return torch.randint(low, high, (n,), generator=g).float().cuda()
 
 
-def rank_main(rank, world, port, register, results):
+def rank_main(rank, world, port, results, register):
     import torch.distributed as dist
-    from datetime import timedelta
+    import two_ranks
 
     if register is not None:
         os.environ["NCCL_GRAPH_REGISTER"] = register
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=120))
-    lines, ok = [], True
-
-    def verdict(good, line):
-        nonlocal ok
-        ok = ok and good
-        lines.append(("PASS " if good else "FAIL ") + f"rank {rank} " + line)
-
-    def figure(line):
-        lines.append(f"figure rank {rank} {line}")
+    two_ranks.join(rank, world, port)
+    report = two_ranks.Report(rank)
+    verdict, figure = report.verdict, report.figure
 
     try:
         for name in COLLECTIVES:
@@ -208,7 +200,7 @@ def rank_main(rank, world, port, register, results):
         verdict(False, f"raised {type(e).__name__}: {e}\n{traceback.format_exc()}")
     dist.barrier()
     dist.destroy_process_group()
-    results.put((rank, ok, lines))
+    report.put(results)
 
 
 def divergent_decisions(name, rank, world, verdict, figure):
@@ -361,36 +353,11 @@ def bare_call(figure):
 def pair(register):
     """Runs both ranks with NCCL_GRAPH_REGISTER=`register` (None: NCCL's default); True when both
     reported and passed."""
-    import queue
-    import socket
-
-    import torch.multiprocessing as mp
+    import two_ranks
 
     label = f"NCCL_GRAPH_REGISTER={register}" if register is not None else "NCCL_GRAPH_REGISTER unset (registration on)"
     print(f"== {label}", flush=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, 2, port, register, results)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = {}
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        for _ in procs:
-            rank, ok, lines = results.get(timeout=max(1, deadline - time.monotonic()))
-            got[rank] = ok
-            for line in lines:
-                print(line, flush=True)
-    except queue.Empty:
-        print(f"FAIL torch_collective_cache ({label}): a rank gave no result within {TIMEOUT} s (a hang)", flush=True)
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
-    return len(got) == 2 and all(got.values()) and all(p.exitcode == 0 for p in procs)
+    return two_ranks.run(rank_main, (register,), TIMEOUT, f"torch_collective_cache ({label})")
 
 
 def main():

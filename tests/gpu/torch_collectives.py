@@ -133,19 +133,14 @@ def flag_from_any(value):
 
 def rank_main(rank, world, port, results):
     import torch.distributed as dist
-    from datetime import timedelta
+    import two_ranks
 
-    torch.cuda.set_device(rank)
+    two_ranks.join(rank, world, port)
     torch.backends.cuda.matmul.allow_tf32 = False
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=120))
     from rcb_ctypes import UpdateReport, check, lib, table
 
-    lines, ok = [], True
-
-    def verdict(good, line):
-        nonlocal ok
-        ok = ok and good
-        lines.append(("PASS " if good else "FAIL ") + f"rank {rank} " + line)
+    report = two_ranks.Report(rank)
+    verdict = report.verdict
 
     for name in ["all_reduce", "all_gather", "reduce_scatter"]:
         coll = Collective(name, rank, world)
@@ -186,44 +181,19 @@ def rank_main(rank, world, port, results):
         rec.free()
     dist.barrier()
     dist.destroy_process_group()
-    results.put((rank, ok, lines))
+    report.put(results)
 
 
 def main():
-    import socket
-
-    import torch.multiprocessing as mp
+    import two_ranks
 
     print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s)", flush=True)
     if torch.cuda.device_count() < 2:
         ok = missing("torch_collectives", "gpus", "every collective", f"two GPUs needed, {torch.cuda.device_count()} seen")
         sys.exit(0 if ok else 1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=rank_main, args=(r, 2, port, results)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = {}
-    import queue
-
-    try:
-        for _ in procs:
-            rank, ok, lines = results.get(timeout=TIMEOUT)
-            got[rank] = ok
-            for line in lines:
-                print(line, flush=True)
-    except queue.Empty:
-        print(f"FAIL torch_collectives: a rank gave no result within {TIMEOUT} s (a hang)", flush=True)
-    for p in procs:
-        p.join(timeout=30)
-        if p.is_alive():
-            p.kill()
-    failed = len(got) != 2 or not all(got.values()) or any(p.exitcode != 0 for p in procs)
-    print(f"torch_collectives: {len(got)} rank(s) reported, {'FAIL' if failed else 'all passed'}", flush=True)
-    sys.exit(1 if failed else 0)
+    passed = two_ranks.run(rank_main, (), TIMEOUT, "torch_collectives")
+    print(f"torch_collectives: {'all passed' if passed else 'FAIL'}", flush=True)
+    sys.exit(0 if passed else 1)
 
 
 if __name__ == "__main__":
