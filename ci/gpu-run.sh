@@ -72,6 +72,9 @@ gpu_skipped() { # log
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+RCB_COMMIT=$(cat "$stage/commit" 2>/dev/null || echo unknown)
+export RCB_COMMIT
+echo "commit: $RCB_COMMIT"
 # How many GPUs (torch_collectives needs two; with one, the checks needing a second are skipped).
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if ! command -v python3 >/dev/null; then
@@ -214,7 +217,9 @@ python_check() { # name script [output]
     RCB_LIBRARY="$(realpath "$stage/librocm_cmdbuf.so")" RCB_TIMER="$(realpath "$stage/libreal_graphs_timer.so")" \
         timeout 300 python3 "$script" >"$output" 2>"$logs/$name.err"
     rc=$?
-    grep -h -E '^(PASS|FAIL|SKIPPED|figure)' "$output" "$logs/$name.err" | sed 's/^/    /' | head -n 60
+    # Every failure and figure, then the first of the rest.
+    grep -h -E '^(FAIL|figure)' "$output" "$logs/$name.err" | sed 's/^/    /'
+    grep -h -E '^(PASS|SKIPPED)' "$output" "$logs/$name.err" | sed 's/^/    /' | head -n 30
     inner "$output"
     inner "$logs/$name.err"
     if [ $rc -ne 0 ]; then
@@ -231,7 +236,7 @@ python_check torch_flatten "$stage/torch_flatten.py"
 # GPU for it (a failure unless RCB_GPU_ALLOW_MISSING names gpus).
 if [ "$gpus" -ge 2 ]; then
     NCCL_NVLS_ENABLE=0 python_check torch_collectives "$stage/torch_collectives.py"
-    NCCL_NVLS_ENABLE=0 python_check torch_collective_cache "$stage/torch_collective_cache.py"
+    NCCL_NVLS_ENABLE=0 python_check torch_collective_cache "$stage/torch_collective_cache.py" "$out/torch_collective_cache.log"
 else
     missing torch_collectives gpus "two GPUs needed, this machine has $gpus"
     missing torch_collective_cache gpus "two GPUs needed, this machine has $gpus"

@@ -71,6 +71,8 @@ cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_gr
 cp "$stage/librocm_cmdbuf.so" "$stage/librocm_cmdbuf.so.0"
 bash tests/xla_flow/run.sh --build-only "$stage" "$stage"
 if [ -f tests/gpu/kernels.ptx ]; then cp tests/gpu/kernels.ptx "$stage/"; fi
+# The commit the run's figures belong to (and whether the tree differed from it).
+{ git rev-parse --short HEAD; git diff --quiet HEAD -- . ':!.gpu' || echo "with uncommitted changes"; } | paste -sd' ' > "$stage/commit"
 if [ -n "$before" ]; then
     mkdir -p "$stage/before"
     objcopy --strip-debug target/before/release/rcb-bench "$stage/before/rcb-bench"

@@ -1,40 +1,46 @@
 #!/usr/bin/env python3
 """NCCL collectives served by rocm_cmdbuf's trace cache and circular VMM pool on two GPUs, one
-process per GPU: what a patched XLA would do with a collective if it traced it through the cache.
+process per GPU: what a caller that traced collectives through the cache would get.
 
 Runs on a machine with two GPUs only (ci/gpu-run.sh, when it sees two):
     RCB_LIBRARY=/path/librocm_cmdbuf.so RCB_BACKEND=cuda python3 torch_collective_cache.py
-Each collective (an all-reduce `out = x; all_reduce(out)`, an all-gather and a reduce-scatter,
-each over buffers allocated before it, so that its capture allocates nothing) is issued by PyTorch
-over NCCL inside the library's capture (`rcb_trace_cache_get_or_trace`), and the graph the cache
-returns is added to a library command buffer (`rcb_cmdbuf_add_flattened_child`; a collective's
-kernel is copied, never patched) and launched from it. Everything runs twice, with NCCL's graph buffer registration on (its default) and off
-(NCCL_GRAPH_REGISTER=0), in two fresh pairs of processes.
+Each collective (an all-reduce `out = x; all_reduce(out)`, an out-of-place all-gather and a
+reduce-scatter, each over buffers allocated before it) is issued by PyTorch over NCCL on the
+stream the library captures (`rcb_trace_cache_get_or_trace`), and the graph the cache returns is
+added to a library command buffer (`rcb_cmdbuf_add_flattened_child`; a collective's kernel is
+copied, never patched) and launched from it. Everything runs twice, in fresh pairs of processes:
+with NCCL's graph buffer registration on (its default) and off (NCCL_GRAPH_REGISTER=0), both with
+NCCL_PROTO=Simple and NCCL_LEGACY_CUDA_REGISTER=1, without which NCCL registers none of these
+buffers (PyTorch's memory comes from cudaMalloc); NCCL's registration log (NCCL_DEBUG_SUBSYS=REG)
+must show the captured all-gather's buffers registered with it on, and nothing with it off.
 
-1. The cache's decision differs between the ranks (no vote): a step where both ranks capture, one
-   where both hit, one where only rank 1's addresses change (rank 0 hits, rank 1 captures: a
-   collective is never relocated), one where only rank 0's change, one where both go back to the
-   first addresses (both hit graphs captured before the other rank's later captures), one where
-   both change. A hit must not issue the collective (the trace function counts its calls), a
-   capture must issue it once. Every launch is compared bit for bit with the same collective run eagerly (small
-   integers in float32, so every sum is exact), and the buffers a rank no longer uses are poisoned
-   before the launch and must keep the poison.
-2. 1 000 steps through a 4-slot circular VMM pool per collective (`rcb_vmm_pool_acquire_on_stream`,
+1. The cache's decision differs between the ranks (no vote): both ranks capture; both hit; both
+   hit with an eager collective still running when the graph is launched; only rank 1's
+   addresses change (rank 0 hits, rank 1 captures: a collective is never relocated); only rank
+   0's change; both go back to the first addresses (each hits a graph captured before the later
+   captures); both change, with the eager collective running. A hit must not issue the
+   collective; a capture must issue it once, allocate nothing (PyTorch's allocation count) and be
+   marked never to be relocated (the library's opaque-kernel count). Every launch is compared bit
+   for bit with the same collective run eagerly (small integers in float32: every sum is exact),
+   and the buffers a rank no longer uses are poisoned before the launch and must keep the poison.
+2. 1 000 steps through a 4-slot circular VMM pool per collective, alternating between two streams
+   so that only the pool's timeline orders a slot's uses (`rcb_vmm_pool_acquire_on_stream`,
    copies in and out with `rcb_vmm_pool_copy`, `rcb_vmm_pool_release`), with no host wait between
    steps: each step's input is copied into its slot, the collective is got from the cache for the
    slot's buffers (4 captures, then hits only) and launched, and its output is copied out to a row
    of a results tensor, which must equal the eager result of every step. Each slot's buffers must
-   have the same addresses every time it comes round, and every buffer the same physical memory
-   (`cuMemRetainAllocationHandle`) before the first step and after the last, while the graphs that
-   NCCL may have registered it for live; the pool is freed only after them.
+   have the same addresses, and the same physical allocation (`cuMemRetainAllocationHandle`),
+   every time the slot comes round while the graphs using them live.
 3. Figures, per rank: a capture, a hit (through ctypes, with the cost of a bare ctypes call into
    the library beside it), and the host time of a pool step with the collective against the same
    step without it, with the hit's and the launch's share.
 
-A hang fails: the parent gives each pair of ranks TIMEOUT seconds and kills them, and the pool's
-waits are bounded. NCCL_NVLS_ENABLE=0 (no multicast objects). A missing dependency, or fewer than
-two GPUs, fails the run unless RCB_GPU_ALLOW_MISSING names it (torch, cuda, gpus), which prints a
-SKIPPED line. Exits 1 when any check fails."""
+A hang fails: the parent gives both pairs of ranks TIMEOUT seconds together and kills what is
+left; a rank that raises reports its failure and exits at once. Waits on the host are bounded;
+a stream's wait for a slot (on the GPU) is not, and is covered by that timeout. NCCL_NVLS_ENABLE=0
+(no multicast objects). A missing dependency, or fewer than two GPUs, fails the run unless
+RCB_GPU_ALLOW_MISSING names it (torch, cuda, gpus), which prints a SKIPPED line. Exits 1 when any
+check fails."""
 
 import ctypes as C
 import os
@@ -43,7 +49,7 @@ import time
 
 os.environ.setdefault("RCB_BACKEND", "cuda")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-TIMEOUT = 130  # per pair of ranks: both pairs within gpu-run.sh's 300 s
+TIMEOUT = 270  # both pairs of ranks together, within gpu-run.sh's 300 s
 POISON = -12345.0
 N = 1024  # elements of a rank's input; every collective's tensors are small multiples of this
 STEPS = 1000
@@ -96,16 +102,17 @@ class Command:
     """Collective `name` over (x, out) as the cache is asked for it: its allocation table and the
     trace function the library calls while it captures, which counts its calls."""
 
-    def __init__(self, name, x, out, stream):
+    def __init__(self, name, x, out):
         from rcb_ctypes import TraceFn, table
 
         self.x, self.out, self.traces = x, out, 0
         self.allocs = table([x, out])
 
-        def trace(_user, _stream):
+        def trace(_user, stream):
             self.traces += 1
             try:
-                with torch.cuda.stream(stream):
+                # On the stream the library captures, as XLA's traced commands issue their work.
+                with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
                     issue(name, x, out)
                 return 0
             except Exception as e:  # reported through the library's callback status
@@ -127,33 +134,36 @@ class Cache:
         self.cbs = {}  # graph address -> command buffer holding it
         self.added = set()  # how each graph went into its command buffer
 
-    def get(self, cmd):
-        """The command buffer of `cmd`, the cache's outcome and the host time of the get (ns)."""
+    def get(self, cmd, stream=None):
+        """The command buffer of `cmd`, the cache's outcome and the host time of the get (ns); a
+        capture is made on `stream` (default: the cache's)."""
         from rcb_ctypes import OUTCOMES, TRACE_HIT, FlattenReport, P, check, flattened, lib
 
+        stream = stream or self.stream
         graph, outcome = P(), C.c_uint32()
         t0 = time.perf_counter_ns()
-        status = lib.rcb_trace_cache_get_or_trace(self.tc, P(self.stream.cuda_stream), cmd.allocs, len(cmd.allocs), cmd.fn, None, C.byref(graph), C.byref(outcome))
+        status = lib.rcb_trace_cache_get_or_trace(self.tc, P(stream.cuda_stream), cmd.allocs, len(cmd.allocs), cmd.fn, None, C.byref(graph), C.byref(outcome))
         took = time.perf_counter_ns() - t0
         check(status, "rcb_trace_cache_get_or_trace")
         cb = self.cbs.get(graph.value)
         # A relocation rewrites the cached graph in place (same address): its earlier copy is stale.
         if cb is None or outcome.value != TRACE_HIT:
             if cb is not None:
-                self.stream.synchronize()
-                lib.rcb_cmdbuf_free(cb)
+                torch.cuda.synchronize()
+                check(lib.rcb_cmdbuf_free(cb), "rcb_cmdbuf_free")
             report = FlattenReport()
             cb = flattened(graph.value, cmd.allocs, report, self.device)
             self.added.add("flattened" if report.flattened else f"a child node ({report.reason.decode(errors='replace')})")
             self.cbs[graph.value] = cb
         return cb, OUTCOMES.get(outcome.value, str(outcome.value)), took
 
-    def launch(self, cb):
-        """Launches `cb` on the cache's stream; the host time of the call (ns)."""
+    def launch(self, cb, stream=None):
+        """Launches `cb` on `stream` (default: the cache's); the host time of the call (ns)."""
         from rcb_ctypes import P, check, lib
 
+        stream = stream or self.stream
         t0 = time.perf_counter_ns()
-        status = lib.rcb_cmdbuf_launch(cb, P(self.stream.cuda_stream))
+        status = lib.rcb_cmdbuf_launch(cb, P(stream.cuda_stream))
         took = time.perf_counter_ns() - t0
         check(status, "rcb_cmdbuf_launch")
         return took
@@ -163,9 +173,21 @@ class Cache:
 
         torch.cuda.synchronize()
         for cb in self.cbs.values():
-            lib.rcb_cmdbuf_free(cb)
+            check(lib.rcb_cmdbuf_free(cb), "rcb_cmdbuf_free")
         self.cbs = {}
         check(lib.rcb_trace_cache_free(self.tc), "rcb_trace_cache_free")
+
+
+def opaque_refusals():
+    """How many captures the library has marked never to be relocated for an opaque kernel."""
+    from rcb_ctypes import fallbacks
+
+    return fallbacks(None).get("opaque_kernel", 0)
+
+
+def allocations():
+    """How many allocations PyTorch's caching allocator has made on this device so far."""
+    return torch.cuda.memory_stats().get("allocation.all.allocated", 0)
 
 
 def median(values):
@@ -178,32 +200,27 @@ def integers(n, seed, low=-3, high=4):
     return torch.randint(low, high, (n,), generator=g).float().cuda()
 
 
-def rank_main(rank, world, port, results, register):
-    import torch.distributed as dist
+def rank_main(rank, world, port, results, setting):
     import two_ranks
 
-    if register is not None:
-        os.environ["NCCL_GRAPH_REGISTER"] = register
-    two_ranks.join(rank, world, port)
-    report = two_ranks.Report(rank)
-    verdict, figure = report.verdict, report.figure
-
-    try:
-        for name in COLLECTIVES:
-            divergent_decisions(name, rank, world, verdict, figure)
-        for name in COLLECTIVES:
-            pool_steps(name, rank, world, verdict, figure)
-        bare_call(figure)
-    except Exception as e:  # a failure of this rank, reported with the checks made so far
-        import traceback
-
-        verdict(False, f"raised {type(e).__name__}: {e}\n{traceback.format_exc()}")
-    dist.barrier()
-    dist.destroy_process_group()
-    report.put(results)
+    os.environ.update(setting["env"])
+    for name in setting["unset"]:
+        os.environ.pop(name, None)
+    os.environ["NCCL_DEBUG_FILE"] = f"{setting['logs']}/nccl.{rank}.log"
+    two_ranks.serve(rank, world, port, results, lambda report: checks(rank, world, setting, report), "registration " + ("on" if setting["register"] else "off"))
 
 
-def divergent_decisions(name, rank, world, verdict, figure):
+def checks(rank, world, setting, report):
+    registered = {}  # device address -> what it is, for reading NCCL's registration log
+    for name in COLLECTIVES:
+        divergent_decisions(name, rank, world, report, registered)
+    for name in COLLECTIVES:
+        pool_steps(name, rank, world, report, registered)
+    bare_call(report)
+    registrations(setting, report, registered)
+
+
+def divergent_decisions(name, rank, world, report, registered):
     """Part 1: steps on which the ranks' cache decisions differ."""
     in_elems, out_elems = shapes(name, world)
     stream = torch.cuda.Stream()
@@ -213,65 +230,89 @@ def divergent_decisions(name, rank, world, verdict, figure):
     def buffers(key):
         if key not in made:
             made[key] = (integers(in_elems, 100 * rank + len(made)), torch.empty(out_elems, device="cuda"))
-            commands[key] = Command(name, *made[key], stream)
+            commands[key] = Command(name, *made[key])
+            for role, t in zip(("input", "output"), made[key]):
+                registered[t.data_ptr()] = f"{name} {role} {key}"
         return made[key]
 
-    # Which buffers each rank uses on each step, and the outcome each rank must see.
+    # An eager collective over buffers of their own, left running when a graph is launched.
+    eager_x, eager_out = integers(in_elems, 100 * rank + 99), torch.empty(out_elems, device="cuda")
+    eager_expected = eager(name, eager_x, out_elems)
+    # Which buffers each rank uses on each step, the outcome each rank must see, and whether the
+    # eager collective is still running when the graph is launched.
     steps = [
-        ("both capture", ("A", "A"), ("traced", "traced")),
-        ("both hit", ("A", "A"), ("hit", "hit")),
-        ("only rank 1 moves", ("A", "B"), ("hit", "traced")),
-        ("only rank 0 moves", ("B", "B"), ("traced", "hit")),
-        ("both back to the first buffers", ("A", "A"), ("hit", "hit")),
-        ("both move", ("C", "C"), ("traced", "traced")),
+        ("both capture", ("A", "A"), ("traced", "traced"), False),
+        ("both hit", ("A", "A"), ("hit", "hit"), False),
+        ("both hit, launched while an eager collective runs", ("A", "A"), ("hit", "hit"), True),
+        ("only rank 1 moves", ("A", "B"), ("hit", "traced"), False),
+        ("only rank 0 moves", ("B", "B"), ("traced", "hit"), False),
+        ("both back to the first buffers", ("A", "A"), ("hit", "hit"), False),
+        ("both move, launched while an eager collective runs", ("C", "C"), ("traced", "traced"), True),
     ]
     captures, hits = [], []
-    for what, keys, outcomes in steps:
-        x, out = buffers(keys[rank])
+    for what, keys, outcomes, overlap in steps:
+        key = keys[rank]
+        x, out = buffers(key)
         expected = eager(name, x, out_elems)
-        traces = commands[keys[rank]].traces
-        cb, outcome, took = cache.get(commands[keys[rank]])
-        traced = commands[keys[rank]].traces - traces
+        cmd = commands[key]
+        traces, opaque, allocated = cmd.traces, opaque_refusals(), allocations()
+        cb, outcome, took = cache.get(cmd)
+        traced, refused, allocated = cmd.traces - traces, opaque_refusals() - opaque, allocations() - allocated
         (hits if outcome == "hit" else captures).append(took)
-        stale = [t for k, pair in made.items() if k != keys[rank] for t in pair]
+        stale = [t for k, pair in made.items() if k != key for t in pair]
         for t in stale:
             t.fill_(POISON)
         out.fill_(float("nan"))
+        eager_out.fill_(float("nan"))
         torch.cuda.synchronize()
+        if overlap:
+            # No host wait between the two: NCCL orders the graph's collective after the eager one.
+            issue(name, eager_x, eager_out)
         cache.launch(cb)
-        stream.synchronize()
+        torch.cuda.synchronize()
         exact = torch.equal(out, expected)
+        eager_exact = torch.equal(eager_out, eager_expected) if overlap else True
         untouched = all(bool((t == POISON).all().item()) for t in stale)
         want = outcomes[rank]
-        calls = traced == (0 if outcome == "hit" else 1)
-        verdict(exact and untouched and outcome == want and calls, f"{name}, {what}: {outcome} (expected {want}), the collective issued {traced} time(s); exact {exact}, {len(stale)} unused buffer(s) untouched {untouched}")
+        # A hit issues nothing; a capture issues the collective once, allocates nothing, and is
+        # marked never to be relocated (its kernel is opaque).
+        right = (traced, refused, allocated) == ((0, 0, 0) if outcome == "hit" else (1, 1, 0))
+        verdict = report.verdict
+        verdict(
+            exact and eager_exact and untouched and outcome == want and right,
+            f"{name}, {what}: {outcome} (expected {want}); the collective issued {traced} time(s), {refused} opaque-kernel refusal(s), "
+            f"{allocated} allocation(s) during the get; exact {exact}{f', the eager one exact {eager_exact}' if overlap else ''}, "
+            f"{len(stale)} unused buffer(s) untouched {untouched}",
+        )
     # A hit's host cost, without launching: the same key over and over.
-    buffers("A")
     times = [cache.get(commands["A"])[2] for _ in range(2000)]
-    figure(f"{name}: capture {sum(captures) / len(captures) / 1e6:.2f} ms (mean of {len(captures)}), hit {median(times) / 1e3:.2f} us (median of {len(times)}, the ctypes call included), relocation: never (a collective's kernel is opaque, so new addresses are captured); the graph went into its command buffer {', '.join(sorted(cache.added))}")
+    report.figure(
+        f"{name}: capture {sum(captures) / len(captures) / 1e6:.2f} ms (mean of {len(captures)}), hit {median(times) / 1e3:.2f} us "
+        f"(median of {len(times)}, the ctypes call included), relocation: never (a collective's kernel is opaque, so new addresses "
+        f"are captured); the graph went into its command buffer {', '.join(sorted(cache.added))}"
+    )
     cache.free()
 
 
-def retained_handles(addresses):
-    """The physical allocation handle behind each device address (cuMemRetainAllocationHandle)."""
+def retained_handle(address):
+    """The physical allocation handle behind a device address (cuMemRetainAllocationHandle)."""
     cuda = C.CDLL("libcuda.so.1")
-    handles = []
-    for a in addresses:
-        h = C.c_uint64()
-        rc = cuda.cuMemRetainAllocationHandle(C.byref(h), C.c_void_p(a))
-        if rc != 0:
-            raise RuntimeError(f"cuMemRetainAllocationHandle({a:#x}) returned {rc}")
-        handles.append(h.value)
-        cuda.cuMemRelease(C.c_uint64(h.value))
-    return handles
+    h = C.c_uint64()
+    rc = cuda.cuMemRetainAllocationHandle(C.byref(h), C.c_void_p(address))
+    if rc != 0:
+        raise RuntimeError(f"cuMemRetainAllocationHandle({address:#x}) returned {rc}")
+    cuda.cuMemRelease(C.c_uint64(h.value))
+    return h.value
 
 
-def pool_steps(name, rank, world, verdict, figure):
+def pool_steps(name, rank, world, report, registered):
     """Part 2: STEPS steps through a circular VMM pool, with and without the collective."""
     from rcb_ctypes import P, VmmCopy, VmmPoolConfig, VmmSlot, VMM_BACKING_VMM, check, lib
 
     in_elems, out_elems = shapes(name, world)
-    stream = torch.cuda.Stream()
+    # Steps alternate between two streams, so that only the pool's timeline keeps a slot's next
+    # use after its previous one.
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     sizes = (C.c_uint64 * 2)(in_elems * 4, out_elems * 4)
     peers = (C.c_int32 * 1)(1 - rank)
     config = VmmPoolConfig(device=rank, backing=VMM_BACKING_VMM, num_slots=SLOTS, num_buffers=2, buffer_sizes=sizes, num_peers=1, peers=peers, timeout_ms=20000)
@@ -279,7 +320,7 @@ def pool_steps(name, rank, world, verdict, figure):
     check(lib.rcb_vmm_pool_new(C.byref(config), C.byref(pool)), "rcb_vmm_pool_new")
     inputs = torch.randint(-3, 4, (STEPS, in_elems), generator=torch.Generator().manual_seed(7 + rank)).float().cuda()
     results = torch.full((STEPS, out_elems), float("nan"), device="cuda")
-    # What every step must give, from two eager collectives over all the steps' inputs at once.
+    # What every step must give, from eager collectives over all the steps' inputs at once.
     if name == "all_reduce":
         expected = eager("all_reduce", inputs.reshape(-1), STEPS * in_elems).reshape(STEPS, out_elems)
     elif name == "all_gather":
@@ -288,14 +329,16 @@ def pool_steps(name, rank, world, verdict, figure):
     else:
         summed = eager("all_reduce", inputs.reshape(-1), STEPS * in_elems).reshape(STEPS, in_elems)
         expected = summed[:, rank * N:(rank + 1) * N].contiguous()
-    cache = Cache(rank, stream)
-    addresses, outcomes, commands = {}, {}, {}
+    cache = Cache(rank, streams[0])
+    addresses, handles, outcomes, commands = {}, {}, {}, {}
     gets, launches = [], []
+    remapped = []
 
     def run(with_collective):
         slot = VmmSlot()
         took = []
         for i in range(STEPS):
+            stream = streams[i % 2]
             start = time.perf_counter_ns()
             check(lib.rcb_vmm_pool_acquire_on_stream(pool, P(stream.cuda_stream), C.byref(slot)), "rcb_vmm_pool_acquire_on_stream")
             x, out = slot.buffers[0], slot.buffers[1]
@@ -305,40 +348,51 @@ def pool_steps(name, rank, world, verdict, figure):
             check(lib.rcb_vmm_pool_copy(pool, P(stream.cuda_stream), copy_in, 1), "rcb_vmm_pool_copy (in)")
             if with_collective:
                 if slot.index not in commands:
-                    commands[slot.index] = Command(name, wrap(x, in_elems), wrap(out, out_elems), stream)
-                cb, outcome, get_ns = cache.get(commands[slot.index])
+                    commands[slot.index] = Command(name, wrap(x, in_elems), wrap(out, out_elems))
+                cb, outcome, get_ns = cache.get(commands[slot.index], stream)
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                launches.append(cache.launch(cb))
+                launches.append(cache.launch(cb, stream))
                 if outcome == "hit":
                     gets.append(get_ns)
             copy_out = (VmmCopy * 1)(VmmCopy(results[i].data_ptr(), out, out_elems * 4))
             check(lib.rcb_vmm_pool_copy(pool, P(stream.cuda_stream), copy_out, 1), "rcb_vmm_pool_copy (out)")
             check(lib.rcb_vmm_pool_release(pool, C.byref(slot), P(stream.cuda_stream)), "rcb_vmm_pool_release")
             took.append(time.perf_counter_ns() - start)
-        stream.synchronize()
-        return sorted(took)[len(took) // 2]
+            if with_collective:
+                # The physical memory under each of the slot's addresses, every time it comes round.
+                for a in (x, out):
+                    if handles.setdefault(a, retained_handle(a)) != retained_handle(a):
+                        remapped.append((i, a))
+        for s in streams:
+            s.synchronize()
+        return median(took)
 
     torch.cuda.synchronize()
     run(False)  # every slot touched once, so that both timed loops start alike
-    before = retained_handles([a for pair in sorted(addresses.items()) for a in pair[1]])
+    for pair in addresses.values():
+        for role, a in zip(("input", "output"), pair):
+            registered[a] = f"{name} pool slot {role}"
     results.fill_(float("nan"))
     torch.cuda.synchronize()
     with_ns = run(True)
     exact = torch.equal(results, expected)
     wrong = int((results != expected).any(dim=1).sum().item())
-    after = retained_handles([a for pair in sorted(addresses.items()) for a in pair[1]])
-    verdict(exact, f"{name}: {STEPS} steps through {len(addresses)} VMM pool slots, outcomes {outcomes}; every step exact {exact} ({wrong} wrong)")
+    verdict = report.verdict
+    verdict(exact, f"{name}: {STEPS} steps through {len(addresses)} VMM pool slots on two alternating streams, outcomes {outcomes}; every step exact {exact} ({wrong} wrong)")
     traces = sum(c.traces for c in commands.values())
     verdict(outcomes.get("traced", 0) == SLOTS and outcomes.get("hit", 0) == STEPS - SLOTS and traces == SLOTS, f"{name}: one capture per slot, then hits only ({outcomes}; the collective issued {traces} time(s))")
-    verdict(before == after, f"{name}: every slot buffer kept its physical memory over the {STEPS} steps ({len(before)} buffers)")
+    verdict(not remapped and len(handles) == 2 * SLOTS, f"{name}: each of the {len(handles)} slot buffers backed by the same physical allocation every time its slot came round, while the graphs using it lived ({len(remapped)} changes)")
     without_ns = run(False)
-    figure(f"{name}: a pool step's host time {with_ns / 1e3:.1f} us with the collective, {without_ns / 1e3:.1f} us without it (medians of {STEPS} steps each, Python included); of the collective's share, the cache hit {median(gets) / 1e3:.2f} us and the launch {median(launches) / 1e3:.2f} us (medians, the ctypes calls included)")
+    report.figure(
+        f"{name}: a pool step's host time {with_ns / 1e3:.1f} us with the collective, {without_ns / 1e3:.1f} us without it (medians of "
+        f"{STEPS} steps each, Python included); of the collective's share, the cache hit {median(gets) / 1e3:.2f} us and the launch "
+        f"{median(launches) / 1e3:.2f} us (medians, the ctypes calls included)"
+    )
     cache.free()
-    status = lib.rcb_vmm_pool_free(pool)
-    verdict(status == 0, f"{name}: the pool freed after every graph using it (status {status})")
+    check(lib.rcb_vmm_pool_free(pool), "rcb_vmm_pool_free")
 
 
-def bare_call(figure):
+def bare_call(report):
     from rcb_ctypes import lib
 
     times = []
@@ -346,26 +400,64 @@ def bare_call(figure):
         t0 = time.perf_counter_ns()
         lib.rcb_version()
         times.append(time.perf_counter_ns() - t0)
-    times.sort()
-    figure(f"a bare ctypes call into the library (rcb_version): {times[len(times) // 2] / 1e3:.2f} us (median of {len(times)})")
+    report.figure(f"a bare ctypes call into the library (rcb_version): {median(times) / 1e3:.2f} us (median of {len(times)})")
 
 
-def pair(register):
-    """Runs both ranks with NCCL_GRAPH_REGISTER=`register` (None: NCCL's default); True when both
-    reported and passed."""
+def registrations(setting, report, registered):
+    """What NCCL's log (NCCL_DEBUG_SUBSYS=REG) says it registered for graphs, by buffer."""
+    import re
+
+    with open(os.environ["NCCL_DEBUG_FILE"], errors="replace") as f:
+        log = f.read()
+    done = {int(a, 16) for a in re.findall(r"IPC register buffer (0x[0-9a-f]+)", log)}
+    failed = {int(a, 16) for a in re.findall(r"failed to IPC register userbuff (0x[0-9a-f]+)", log)}
+    what = lambda addresses: sorted({registered.get(a, "another buffer") for a in addresses})  # noqa: E731
+    line = f"NCCL registered {len(done)} buffer(s) for graphs ({', '.join(what(done)) or 'none'}); failed for {len(failed)} ({', '.join(what(failed)) or 'none'})"
+    if setting["register"]:
+        # The captured out-of-place all-gather over PyTorch's memory must have been registered,
+        # or this setting tested nothing about registration.
+        report.verdict(any("all_gather" in w and "pool" not in w for w in what(done)), f"registration on: {line}")
+    else:
+        report.verdict(not done, f"registration off: {line}")
+
+
+def pair(setting, deadline):
+    """Runs both ranks under `setting`; True when both reported and passed."""
+    import tempfile
+
     import two_ranks
 
-    label = f"NCCL_GRAPH_REGISTER={register}" if register is not None else "NCCL_GRAPH_REGISTER unset (registration on)"
-    print(f"== {label}", flush=True)
-    return two_ranks.run(rank_main, (register,), TIMEOUT, f"torch_collective_cache ({label})")
+    print(f"== {setting['label']}", flush=True)
+    with tempfile.TemporaryDirectory() as logs:
+        setting = dict(setting, logs=logs)
+        return two_ranks.run(rank_main, (setting,), max(1, deadline - time.monotonic()), f"torch_collective_cache ({setting['label']})")
 
 
 def main():
-    print(f"torch {torch.__version__}, {torch.cuda.device_count()} GPU(s), NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}", flush=True)
+    from rcb_ctypes import lib
+
+    cuda = C.CDLL("libcuda.so.1")
+    driver = C.c_int()
+    cuda.cuDriverGetVersion(C.byref(driver))
+    commit = os.environ.get("RCB_COMMIT", "unknown")
+    print(
+        f"rocm_cmdbuf {lib.rcb_version().decode()} (commit {commit}), torch {torch.__version__} (CUDA {torch.version.cuda}), "
+        f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, CUDA driver API {driver.value}, "
+        f"{torch.cuda.device_count()} GPU(s): {', '.join(torch.cuda.get_device_name(d) for d in range(torch.cuda.device_count()))}",
+        flush=True,
+    )
     if torch.cuda.device_count() < 2:
         ok = missing("torch_collective_cache", "gpus", "every collective", f"two GPUs needed, {torch.cuda.device_count()} seen")
         sys.exit(0 if ok else 1)
-    passed = [pair(None), pair("0")]
+    # Registration needs the Simple protocol and, for memory from cudaMalloc (PyTorch's), NCCL's
+    # legacy IPC path; both settings run alike but for NCCL_GRAPH_REGISTER.
+    common = {"NCCL_PROTO": "Simple", "NCCL_LEGACY_CUDA_REGISTER": "1", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "REG"}
+    settings = [
+        {"label": "NCCL_GRAPH_REGISTER unset (registration on)", "register": True, "env": common, "unset": ["NCCL_GRAPH_REGISTER"]},
+        {"label": "NCCL_GRAPH_REGISTER=0", "register": False, "env": dict(common, NCCL_GRAPH_REGISTER="0"), "unset": []},
+    ]
+    deadline = time.monotonic() + TIMEOUT
+    passed = [pair(s, deadline) for s in settings]
     failed = not all(passed)
     print(f"torch_collective_cache: {'FAIL' if failed else 'all passed'} (registration on: {'passed' if passed[0] else 'FAILED'}, off: {'passed' if passed[1] else 'FAILED'})", flush=True)
     sys.exit(1 if failed else 0)
