@@ -6,7 +6,7 @@
 #   lib/pkgconfig/rocm_cmdbuf.pc                                  (packaging/rocm_cmdbuf.pc.in)
 #   lib/cmake/rocm_cmdbuf/rocm_cmdbufConfig.cmake, ...ConfigVersion.cmake (packaging/*.cmake.in):
 #       the imported target rocm_cmdbuf::rocm_cmdbuf
-#   share/rocm_cmdbuf/BUILD.bazel (bazel/rocm_cmdbuf.BUILD; XLA reads ROCM_CMDBUF_PATH=PREFIX)
+#   share/rocm_cmdbuf/BUILD.bazel (bazel/rocm_cmdbuf.BUILD, for Bazel projects; XLA takes the headers from ROCM_CMDBUF_PATH=PREFIX)
 #   share/doc/rocm_cmdbuf/LICENSE-MIT, LICENSE-APACHE, CHANGELOG.md (the licences travel with
 #       the binaries they cover)
 #   bin/rcb-doctor: says whether the library can work on this machine and how it is set

@@ -39,7 +39,7 @@ case $head in
         ;;
 esac
 
-if grep -q 'xla_gpu_rocm_cmdbuf = 540;' "$xla/xla/xla.proto"; then
+if grep -q 'optional bool xla_gpu_rocm_cmdbuf = ' "$xla/xla/xla.proto"; then
     echo "$0: $xla already has the rocm_cmdbuf flags: the series is already applied" >&2
     exit 1
 elif grep -q '^  // Next id: 540$' "$xla/xla/xla.proto"; then

@@ -1,7 +1,7 @@
-"""@rocm_cmdbuf over an installed PREFIX, laid out as XLA's repository rule lays it out
-(xla-patches/, third_party/rocm_cmdbuf/workspace.bzl): ROCM_CMDBUF_PATH=PREFIX, PREFIX/include and
-PREFIX/lib symlinked, PREFIX/share/rocm_cmdbuf/BUILD.bazel as the BUILD file. Unlike XLA's rule it
-fails when ROCM_CMDBUF_PATH is unset: this workspace exists to test the library."""
+"""@rocm_cmdbuf over an installed PREFIX, for a Bazel project: ROCM_CMDBUF_PATH=PREFIX,
+PREFIX/include and PREFIX/lib symlinked, PREFIX/share/rocm_cmdbuf/BUILD.bazel as the BUILD file.
+XLA's own rule (xla-patches/ 0001) takes only the two headers and writes its own BUILD file. This
+one fails when ROCM_CMDBUF_PATH is unset: this workspace exists to test the library."""
 
 def _rocm_cmdbuf_repository_impl(ctx):
     prefix = ctx.os.environ.get("ROCM_CMDBUF_PATH", "").strip()

@@ -679,7 +679,7 @@ void FailedFlattenedUpdate(Gpu& gpu, void* copy, void* sleep, const char* fault,
     rcb::Status updated = old->Update();
     CHECK(fault != nullptr ? !updated.ok() : updated.code() == RCB_STATUS_INVALID_ARGUMENT,
           "%s: the flattened update: %s", what, updated.ToString().c_str());
-    // The hook: SetRecordAgainAfterFailedUpdate, the error returned; its command buffer refuses
+    // The hook: RecordAgainAfterFailedUpdate set, the error returned; its command buffer refuses
     // launches while it is half recorded.
     CHECK_CONTRACT(!old->cb().Launch(gpu.stream()).ok(), "%s: a launch of a half-updated command buffer allowed",
                    what);

@@ -13,11 +13,14 @@
 //     header's (`version`: the next major): one error naming the flag that asked and why, one "load" fallback counted
 //     (0003's rocm_cmdbuf_fallback.cc), the file closed again, the same answer for every later
 //     flag, and every call still refused.
-//   * rocm_cmdbuf_options.cc: a command buffer follows the flags of the module being run on its
-//     thread (ScopedRocmCmdbufOptions, installed by GpuExecutable::ExecuteThunks), else the
-//     process's (XLA_FLAGS, read once); scopes nest and are per thread. A module that sets the
-//     process-wide stream-cache or profiler flag otherwise than XLA_FLAGS gets one warning per
-//     flag (WarnRocmCmdbufProcessFlags, called by GpuExecutable's constructor).
+//   * rocm_cmdbuf_options.cc (StreamExecutor's side, which reads no XLA flag) and
+//     rocm_cmdbuf_flags.cc (XLA's side, which passes them in): a command buffer follows the flags
+//     of the module being run on its thread (RocmCmdbufModuleOptions, installed by
+//     GpuExecutable::ExecuteThunks with ScopedRocmCmdbufOptions), else the process's (XLA_FLAGS,
+//     read once through the source rocm_cmdbuf_flags.cc registers at static initialization);
+//     scopes nest and are per thread. A module that sets the process-wide stream-cache or
+//     profiler flag otherwise than XLA_FLAGS gets one warning per flag (RocmCmdbufModuleOptions,
+//     called by GpuExecutable's constructor).
 //
 // Exits 0 when every check holds.
 #include <dlfcn.h>
@@ -25,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
 #include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
+#include "xla/service/gpu/rocm_cmdbuf_flags.cc"
 
 namespace {
 
@@ -48,7 +53,18 @@ using stream_executor::gpu::kRocmCmdbufLibrary;
 using stream_executor::gpu::LoadRocmCmdbuf;
 using stream_executor::gpu::RocmCmdbufOptions;
 using stream_executor::gpu::ScopedRocmCmdbufOptions;
-using stream_executor::gpu::WarnRocmCmdbufProcessFlags;
+using xla::gpu::RocmCmdbufModuleOptions;
+using xla::gpu::RocmCmdbufOptionsFrom;
+
+// GpuExecutable's constructor: the module's options, with the warnings.
+void WarnRocmCmdbufProcessFlags(const char* module, const xla::DebugOptions& options) {
+  std::shared_ptr<const RocmCmdbufOptions> made = RocmCmdbufModuleOptions(module, options);
+  CHECK(made != nullptr && made->command_buffers == options.rocm_cmdbuf &&
+            made->update_in_place == options.rocm_cmdbuf_update_in_place &&
+            made->trace_cache == options.rocm_cmdbuf_trace_cache &&
+            made->flatten_traced == options.rocm_cmdbuf_flatten_traced,
+        "module %s: its options are not its flags'", module);
+}
 
 bool LibraryLoaded() {
   void* handle = dlopen(kRocmCmdbufLibrary, RTLD_NOW | RTLD_NOLOAD);
@@ -104,7 +120,7 @@ void Options() {
   process.rocm_cmdbuf = true;
   process.rocm_cmdbuf_trace_cache = true;
   xla::process_flags_for_test = process;
-  const RocmCmdbufOptions from_flags = RocmCmdbufOptions::FromDebugOptions(process);
+  const RocmCmdbufOptions from_flags = RocmCmdbufOptionsFrom(process);
   CHECK(from_flags.command_buffers && from_flags.trace_cache && !from_flags.update_in_place &&
             !from_flags.flatten_traced,
         "the options are the flags' fields");
@@ -120,8 +136,8 @@ void Options() {
   xla::DebugOptions on_module;
   on_module.rocm_cmdbuf = on_module.rocm_cmdbuf_update_in_place = on_module.rocm_cmdbuf_trace_cache =
       on_module.rocm_cmdbuf_flatten_traced = true;
-  const RocmCmdbufOptions off = RocmCmdbufOptions::FromDebugOptions(off_module);
-  const RocmCmdbufOptions on = RocmCmdbufOptions::FromDebugOptions(on_module);
+  const RocmCmdbufOptions off = RocmCmdbufOptionsFrom(off_module);
+  const RocmCmdbufOptions on = RocmCmdbufOptionsFrom(on_module);
   {
     ScopedRocmCmdbufOptions module(off);
     CHECK(Same(CurrentRocmCmdbufOptions(), off) && !CurrentRocmCmdbufOptions().command_buffers,

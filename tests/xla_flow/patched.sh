@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes into DIR the new files of the patch series that the xla_flow programs compile, as the
 # patches create them: from 0003 the library loader, the fallback accounting and the command
-# buffer options (xla/stream_executor/rocm/rocm_cmdbuf_{library,fallback,options}.{h,cc}), from
+# buffer options (xla/stream_executor/rocm/rocm_cmdbuf_{library,fallback,options}.{h,cc}) with
+# XLA's side of the options (xla/service/gpu/rocm_cmdbuf_flags.{h,cc}), from
 # 0004 the move log (xla/stream_executor/rocm/rocm_cmdbuf_move_log.{h,cc}), from 0006 the profiler hook (xla/backends/profiler/gpu/rocm_cmdbuf_correlation.{h,cc}).
 #   tests/xla_flow/patched.sh DIR
 set -euo pipefail
@@ -12,6 +13,7 @@ cd "$dir"
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_library.*' \
     --include='xla/stream_executor/rocm/rocm_cmdbuf_fallback.*' \
     --include='xla/stream_executor/rocm/rocm_cmdbuf_options.*' \
+    --include='xla/service/gpu/rocm_cmdbuf_flags.*' \
     "$patches/0003-rocm_cmdbuf-command-buffer.patch"
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_move_log.*' \
     "$patches/0004-rocm_cmdbuf-update-in-place.patch"
