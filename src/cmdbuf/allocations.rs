@@ -23,6 +23,7 @@
 //! which a range's end is not, so it is matched [`Reach::Inside`] only: an end there would only
 //! turn copies into `B` into refusals whenever `A` moves alone.
 
+use super::memory::Heap;
 use crate::error::{Error, Result};
 
 /// Most allocations one table may hold.
@@ -107,6 +108,20 @@ impl AllocationTable {
 
     pub fn entries(&self) -> &[Allocation] {
         &self.entries
+    }
+
+    /// The heap the table and its index hold (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        [
+            Heap::vec(&self.entries),
+            Heap::vec(&self.sorted),
+            Heap::vec(&self.max_reach),
+            Heap::vec(&self.empty),
+            Heap::vec(&self.found),
+            Heap::vec(&self.ending),
+        ]
+        .into_iter()
+        .sum()
     }
 
     /// Moves allocation `i` to `base` (same size).

@@ -3,6 +3,7 @@
 //! the arrays it hands out are its own and dangle).
 
 use super::args::{Named, read_ptr, write_ptr};
+use super::memory::Heap;
 use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
@@ -219,6 +220,30 @@ pub struct NodeRecord {
 }
 
 impl NodeRecord {
+    /// The heap this record holds: its argument blob (with the packed bytes' length) and its
+    /// other lists (see `memory.rs`).
+    pub fn heap(&self) -> (Heap, u64, Heap) {
+        let mut lists = Heap::vec(&self.sites);
+        lists.add(Heap::vec(&self.pins));
+        let known = |refs: &Option<&References>| match refs {
+            Some(References::Known(addresses)) => Heap::vec(addresses),
+            _ => Heap::default(),
+        };
+        lists.add(known(&self.params.references()));
+        match &self.params {
+            Params::Kernel(k) => {
+                lists.add(Heap::vec(&k.pointers));
+                lists.add(Heap::vec(&k.named));
+                (Heap::vec(&k.blob), k.blob.len() as u64, lists)
+            }
+            Params::MemOp(ops, _) => {
+                lists.add(Heap::vec(&ops.ops));
+                (Heap::default(), 0, lists)
+            }
+            _ => (Heap::default(), 0, lists),
+        }
+    }
+
     /// Asks for the cache lines of the fields an address update reads and writes (the
     /// parameters and the bookkeeping after them), without reading the record.
     #[inline]

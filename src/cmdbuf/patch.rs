@@ -11,6 +11,7 @@
 //! through one of them and also counted in [`Overlaps`], which an update asks whether every one
 //! of those allocations moved by the same delta before it writes anything.
 
+use super::memory::Heap;
 use std::collections::HashMap;
 
 /// Where in a node's parameters an address lives.
@@ -168,6 +169,28 @@ impl PatchTable {
     /// The ambiguous sites, for an update to check before it writes.
     pub fn overlaps(&self) -> &Overlaps {
         &self.overlaps
+    }
+
+    /// The heap the table holds (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        let o = &self.overlaps;
+        let sets: Heap = o.sets.iter().map(|(set, _)| Heap::vec(set)).sum();
+        let keys: Heap = o.ids.keys().map(Heap::vec).sum();
+        let members: Heap = o.of_allocation.values().map(Heap::vec).sum();
+        [
+            Heap::vec(&self.slab),
+            Heap::vec(&self.free),
+            Heap::vec(&self.grouped),
+            Heap::vec(&self.starts),
+            Heap::vec(&o.sets),
+            sets,
+            Heap::map(&o.ids),
+            keys,
+            Heap::map(&o.of_allocation),
+            members,
+        ]
+        .into_iter()
+        .sum()
     }
 
     /// Number of live sites.

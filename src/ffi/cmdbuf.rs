@@ -268,6 +268,18 @@ pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> 
     f(cb.id(), &mut *cb.lock()?)
 }
 
+/// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
+/// memory table, not part of the C ABI.
+#[doc(hidden)]
+pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
+    let mut used = cmdbuf::MemoryUse::default();
+    with(cb, |_, cb| {
+        used = cb.memory();
+        Ok(())
+    })?;
+    Ok(used)
+}
+
 /// Runs an address update on `cb` and writes its report to `*report` on success.
 fn update_reported(
     cb: *mut rcb_cmdbuf,
