@@ -124,6 +124,15 @@ impl AllocationTable {
         .sum()
     }
 
+    /// Frees the lookup index, rebuilt by the next lookup: after finalize only a re-record looks
+    /// addresses up, and the first update that moves anything makes the index stale anyway.
+    pub fn drop_index(&mut self) {
+        self.sorted = Vec::new();
+        self.max_reach = Vec::new();
+        self.empty = Vec::new();
+        self.index_stale = true;
+    }
+
     /// Moves allocation `i` to `base` (same size).
     pub fn rebase(&mut self, i: usize, base: u64) {
         self.entries[i].base = base;

@@ -683,6 +683,11 @@ impl CmdBuf {
                 self.counters.record(Event::Instantiation);
                 self.note_exec_classes();
             }
+            // Recording is over and updates add no node: the records and sites keep no room to
+            // grow, and the address lookup's index waits for the next re-record.
+            self.nodes.shrink_to_fit();
+            self.patches.shrink();
+            self.allocs.drop_index();
         } else {
             self.push_unpushed()?;
         }
@@ -1197,13 +1202,13 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         }
         Ok(a.base + offset)
     })?;
-    let (pointers, named) = if opaque.is_some() { (Vec::new(), Vec::new()) } else { (packed.pointers, packed.named) };
+    let (pointers, named) = if opaque.is_some() { (Box::default(), Box::default()) } else { (packed.pointers.into(), packed.named.into()) };
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
         block: launch.block,
         shared_mem_bytes: launch.shared_mem_bytes,
-        blob: packed.blob,
+        blob: packed.blob.into(),
         pointers,
         named,
         opaque,

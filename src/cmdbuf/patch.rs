@@ -14,11 +14,12 @@
 use super::memory::Heap;
 use std::collections::HashMap;
 
-/// Where in a node's parameters an address lives.
+/// Where in a node's parameters an address lives: four bytes, so that a site is 16 (a kernel's
+/// blob never exceeds `args::MAX_BLOB_BYTES`, so its offsets fit in 16 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
     /// Byte offset of a device-pointer argument in a kernel node's blob.
-    KernelArg(u32),
+    KernelArg(u16),
     MemcpyDst,
     MemcpySrc,
     MemsetDst,
@@ -198,6 +199,12 @@ impl PatchTable {
         self.slab.len() - self.free.len()
     }
 
+    /// Gives back the room the sites by id keep to grow, once recording is over.
+    pub fn shrink(&mut self) {
+        self.slab.shrink_to_fit();
+        self.free.shrink_to_fit();
+    }
+
     /// Groups the live sites by allocation (a counting sort) if they changed since the last time.
     pub fn group(&mut self) {
         if !self.stale {
@@ -221,6 +228,8 @@ impl PatchTable {
         self.stale = false;
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Site>() == 16 && super::args::MAX_BLOB_BYTES <= u16::MAX as usize);
 
 #[cfg(test)]
 mod tests {
