@@ -5,12 +5,12 @@
 //! that stop growing.
 //!
 //! A command buffer keeps its own [`Counts`] (changed under its `&mut`) and adds every event to
-//! the process totals too, which are atomics (relaxed: each is a count, no ordering between
-//! them is promised). Objects that are not command buffers (the trace cache) add to the totals
+//! the process totals too, which are kept per thread and summed when read (relaxed: each is a
+//! count, no ordering between them is promised). Objects that are not command buffers (the trace cache) add to the totals
 //! only. Totals include what command buffers already freed did.
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Why the library took a slower or coarser path than asked. The numbers are the C ABI's
 /// `RCB_FALLBACK_*` values and index [`Counts::fallbacks`]; they are never reused.
@@ -222,91 +222,152 @@ impl Counts {
     }
 }
 
-/// The process totals: [`Counts`] as atomics, field for field.
-struct Totals {
-    captures: AtomicU64,
-    instantiations: AtomicU64,
-    reinstantiations: AtomicU64,
-    retirements: AtomicU64,
-    exec_pushes: AtomicU64,
-    exec_push_bytes: AtomicU64,
-    address_updates: AtomicU64,
-    relocations: AtomicU64,
-    trace_hits: AtomicU64,
-    fallbacks: [AtomicU64; FALLBACK_SLOTS],
+/// The fields of [`Counts`], in [`Counts::from_fields`] order.
+const FIELDS: usize = 9 + FALLBACK_SLOTS;
+
+impl Counts {
+    fn from_fields(f: [u64; FIELDS]) -> Counts {
+        Counts {
+            captures: f[0],
+            instantiations: f[1],
+            reinstantiations: f[2],
+            retirements: f[3],
+            exec_pushes: f[4],
+            exec_push_bytes: f[5],
+            address_updates: f[6],
+            relocations: f[7],
+            trace_hits: f[8],
+            fallbacks: std::array::from_fn(|i| f[9 + i]),
+        }
+    }
 }
 
-static TOTALS: Totals = Totals {
-    captures: AtomicU64::new(0),
-    instantiations: AtomicU64::new(0),
-    reinstantiations: AtomicU64::new(0),
-    retirements: AtomicU64::new(0),
-    exec_pushes: AtomicU64::new(0),
-    exec_push_bytes: AtomicU64::new(0),
-    address_updates: AtomicU64::new(0),
-    relocations: AtomicU64::new(0),
-    trace_hits: AtomicU64::new(0),
-    fallbacks: [const { AtomicU64::new(0) }; FALLBACK_SLOTS],
-};
+/// The process totals are kept per thread and summed when read, so that counting an event is a
+/// plain load and store on the calling thread's own line, never a locked instruction that threads
+/// updating command buffers in parallel would contend for (an address update counted three).
+///
+/// Each thread that counts claims a [`Tally`] of a list that only grows, by the most threads that
+/// counted at once: a thread that ends hands its tally, counts kept, to the next thread that
+/// claims one. Nothing here takes a lock, so a forked child can read and count whatever a parent
+/// thread was doing.
+struct Tally {
+    /// Added to by the claiming thread only (whoever claims it next sees its last store: the
+    /// claim is an acquire of the release that freed it); read by any thread.
+    fields: [AtomicU64; FIELDS],
+    claimed: AtomicBool,
+    next: *const Tally,
+}
 
-impl Totals {
-    fn fields(&self) -> impl Iterator<Item = &AtomicU64> {
-        [
-            &self.captures,
-            &self.instantiations,
-            &self.reinstantiations,
-            &self.retirements,
-            &self.exec_pushes,
-            &self.exec_push_bytes,
-            &self.address_updates,
-            &self.relocations,
-            &self.trace_hits,
-        ]
-        .into_iter()
-        .chain(&self.fallbacks)
+// SAFETY: `next` is written before the tally is published and never again; the tally itself is
+// never freed, so the pointer stays valid for any thread.
+unsafe impl Sync for Tally {}
+
+/// The newest tally; each points to the one before it.
+static TALLIES: AtomicPtr<Tally> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Counts of threads that could not reach their own tally (while their thread-local storage is
+/// torn down), added to with locked instructions.
+static SHARED: [AtomicU64; FIELDS] = [const { AtomicU64::new(0) }; FIELDS];
+
+/// What the totals read at the last [`reset_totals`], taken off every later read.
+static BASE: [AtomicU64; FIELDS] = [const { AtomicU64::new(0) }; FIELDS];
+
+/// The calling thread's claim on a tally, given back when the thread ends.
+struct Claim(&'static Tally);
+
+impl Claim {
+    fn new() -> Claim {
+        let mut at = TALLIES.load(Ordering::Acquire);
+        // SAFETY: every tally in the list is leaked, so valid for the process.
+        while let Some(tally) = unsafe { at.as_ref() } {
+            if tally.claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Claim(tally);
+            }
+            at = tally.next.cast_mut();
+        }
+        let tally = Box::leak(Box::new(Tally {
+            fields: [const { AtomicU64::new(0) }; FIELDS],
+            claimed: AtomicBool::new(true),
+            next: std::ptr::null(),
+        }));
+        let mut head = TALLIES.load(Ordering::Relaxed);
+        loop {
+            tally.next = head;
+            match TALLIES.compare_exchange_weak(head, &raw mut *tally, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Claim(tally),
+                Err(now) => head = now,
+            }
+        }
     }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.0.claimed.store(false, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static CLAIM: Claim = Claim::new();
+}
+
+/// Adds `n` to field `i` of the process totals.
+fn bump(i: usize, n: u64) {
+    let own = CLAIM.try_with(|claim| {
+        // Only this thread writes the field: no read-modify-write needs to be atomic.
+        let field = &claim.0.fields[i];
+        field.store(field.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    });
+    if own.is_err() {
+        SHARED[i].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Every count since the process started: each tally, and the shared counts.
+fn raw_totals() -> [u64; FIELDS] {
+    let mut sum: [u64; FIELDS] = std::array::from_fn(|i| SHARED[i].load(Ordering::Relaxed));
+    let mut at = TALLIES.load(Ordering::Acquire);
+    // SAFETY: every tally in the list is leaked, so valid for the process.
+    while let Some(tally) = unsafe { at.as_ref() } {
+        for (s, f) in sum.iter_mut().zip(&tally.fields) {
+            *s = s.wrapping_add(f.load(Ordering::Relaxed));
+        }
+        at = tally.next.cast_mut();
+    }
+    sum
 }
 
 /// Adds `event` to the process totals only (for objects that are not command buffers).
 pub fn record_total(event: Event) {
-    let bump = |counter: &AtomicU64, n: u64| counter.fetch_add(n, Ordering::Relaxed);
     match event {
-        Event::Capture => bump(&TOTALS.captures, 1),
-        Event::Instantiation => bump(&TOTALS.instantiations, 1),
-        Event::Reinstantiation => bump(&TOTALS.reinstantiations, 1),
-        Event::Retirement => bump(&TOTALS.retirements, 1),
+        Event::Capture => bump(0, 1),
+        Event::Instantiation => bump(1, 1),
+        Event::Reinstantiation => bump(2, 1),
+        Event::Retirement => bump(3, 1),
         Event::ExecPushes { nodes, bytes } => {
-            bump(&TOTALS.exec_pushes, nodes);
-            bump(&TOTALS.exec_push_bytes, bytes)
+            bump(4, nodes);
+            bump(5, bytes)
         }
-        Event::AddressUpdate => bump(&TOTALS.address_updates, 1),
-        Event::Relocation => bump(&TOTALS.relocations, 1),
-        Event::TraceHit => bump(&TOTALS.trace_hits, 1),
-        Event::Fallback(why) => bump(&TOTALS.fallbacks[why as usize], 1),
+        Event::AddressUpdate => bump(6, 1),
+        Event::Relocation => bump(7, 1),
+        Event::TraceHit => bump(8, 1),
+        Event::Fallback(why) => bump(9 + why as usize, 1),
     };
 }
 
-/// The process totals now (each field read on its own: a concurrent event may be seen in one
-/// field and not yet in another).
+/// The process totals now (each thread's counts read on their own: a concurrent event may be
+/// seen in one field and not yet in another).
 pub fn totals() -> Counts {
-    let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-    Counts {
-        captures: get(&TOTALS.captures),
-        instantiations: get(&TOTALS.instantiations),
-        reinstantiations: get(&TOTALS.reinstantiations),
-        retirements: get(&TOTALS.retirements),
-        exec_pushes: get(&TOTALS.exec_pushes),
-        exec_push_bytes: get(&TOTALS.exec_push_bytes),
-        address_updates: get(&TOTALS.address_updates),
-        relocations: get(&TOTALS.relocations),
-        trace_hits: get(&TOTALS.trace_hits),
-        fallbacks: std::array::from_fn(|i| get(&TOTALS.fallbacks[i])),
-    }
+    let raw = raw_totals();
+    // Counts only grow, so a read never falls below the base of an earlier reset.
+    Counts::from_fields(std::array::from_fn(|i| raw[i].wrapping_sub(BASE[i].load(Ordering::Relaxed))))
 }
 
 /// Zeroes the process totals (events counted concurrently may survive the reset).
 pub fn reset_totals() {
-    TOTALS.fields().for_each(|counter| counter.store(0, Ordering::Relaxed));
+    for (base, now) in BASE.iter().zip(raw_totals()) {
+        base.store(now, Ordering::Relaxed);
+    }
 }
 
 /// The counts of one object, added to the process totals as they happen.
@@ -369,6 +430,26 @@ mod tests {
         };
         assert_eq!(c, want);
         assert_eq!((c.fallback(Fallback::ReinstantiateBlocked), c.fallbacks_total()), (2, 3));
+    }
+
+    #[test]
+    fn the_totals_sum_every_thread_s_counts_those_of_ended_threads_too_and_a_reset_zeroes_them() {
+        // Other unit tests count concurrently: only growth by at least what this test added is
+        // certain, and the fallback reason no other test records.
+        let why = Fallback::CaptureModeLeftRelaxed;
+        let before = totals().fallback(why);
+        let threads: Vec<_> =
+            (0..4).map(|_| std::thread::spawn(move || (0..1000).for_each(|_| record_total(Event::Fallback(why))))).collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        record_total(Event::Fallback(why));
+        assert_eq!(totals().fallback(why) - before, 4001, "four ended threads and this one");
+        // A thread that starts now takes over an ended thread's tally: nothing is lost.
+        std::thread::spawn(move || record_total(Event::Fallback(why))).join().unwrap();
+        assert_eq!(totals().fallback(why) - before, 4002);
+        reset_totals();
+        assert_eq!(totals().fallback(why), 0);
+        record_total(Event::Fallback(why));
+        assert_eq!(totals().fallback(why), 1);
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub(crate) mod vmm_pool;
 #[doc(hidden)]
 pub use cmdbuf::args as kernel_args;
 
+/// What a command buffer keeps in host memory (`ffi::memory_use`), for `rcb-bench`; not API.
+#[doc(hidden)]
+pub use cmdbuf::MemoryUse;
+
 /// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
 /// measure and test against them; not API.
 #[doc(hidden)]

@@ -693,6 +693,8 @@ fn bad_arguments_get_distinct_statuses_naming_the_argument() {
     // Unknown and freed handles.
     let stale = Cb::primary();
     let raw = stale.0;
+    // Called once, so that this thread remembers it among its recent command buffers.
+    ok(unsafe { rcb_cmdbuf_finalize(raw) });
     drop(stale);
     fails(unsafe { rcb_cmdbuf_finalize(raw) }, RCB_STATUS_INVALID_HANDLE, "rcb_cmdbuf");
     fails(unsafe { rcb_cmdbuf_free(raw) }, RCB_STATUS_INVALID_HANDLE, "not live");

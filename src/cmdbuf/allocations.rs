@@ -23,6 +23,7 @@
 //! which a range's end is not, so it is matched [`Reach::Inside`] only: an end there would only
 //! turn copies into `B` into refusals whenever `A` moves alone.
 
+use super::memory::Heap;
 use crate::error::{Error, Result};
 
 /// Most allocations one table may hold.
@@ -107,6 +108,29 @@ impl AllocationTable {
 
     pub fn entries(&self) -> &[Allocation] {
         &self.entries
+    }
+
+    /// The heap the table and its index hold (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        [
+            Heap::vec(&self.entries),
+            Heap::vec(&self.sorted),
+            Heap::vec(&self.max_reach),
+            Heap::vec(&self.empty),
+            Heap::vec(&self.found),
+            Heap::vec(&self.ending),
+        ]
+        .into_iter()
+        .sum()
+    }
+
+    /// Frees the lookup index, rebuilt by the next lookup: after finalize only a re-record looks
+    /// addresses up, and the first update that moves anything makes the index stale anyway.
+    pub fn drop_index(&mut self) {
+        self.sorted = Vec::new();
+        self.max_reach = Vec::new();
+        self.empty = Vec::new();
+        self.index_stale = true;
     }
 
     /// Moves allocation `i` to `base` (same size).

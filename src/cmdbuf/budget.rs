@@ -451,9 +451,9 @@ mod tests {
             grid: [1; 3],
             block: [1; 3],
             shared_mem_bytes: 0,
-            blob: vec![0; 40],
-            pointers: Vec::new(),
-            named: Vec::new(),
+            blob: vec![0; 40].into(),
+            pointers: Box::default(),
+            named: Box::default(),
         });
         assert_eq!(push_bytes(&kernel, NODE_OVERHEAD_BYTES), 40 + NODE_OVERHEAD_BYTES);
         assert_eq!(push_bytes(&kernel, 320), 360);

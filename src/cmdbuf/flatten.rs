@@ -362,19 +362,27 @@ impl Planner<'_> {
         let params = match kind {
             NodeType::Kernel => match self.rt.kernel_node_read(node) {
                 Ok(k) => match k.args {
+                    // Larger than any runtime takes: its offsets would not fit a site (`Slot`).
+                    Ok(blob) if blob.len() > args::MAX_BLOB_BYTES => {
+                        return refuse(format!(
+                            "a kernel node's arguments take {} bytes, more than the {} a launch can",
+                            blob.len(),
+                            args::MAX_BLOB_BYTES
+                        ));
+                    }
                     Ok(blob) => {
                         // A collective's kernel reads addresses the library cannot see: none of
                         // its words is a site, and the node pins everything (`opaque.rs`).
                         let opaque = opaque::classify(self.rt, self.opaque_kernels, k.function, true);
-                        let pointers = if opaque.is_some() { Vec::new() } else { args::aligned_words(0, blob.len()).collect() };
+                        let pointers = if opaque.is_some() { Box::default() } else { args::aligned_words(0, blob.len()).collect() };
                         let record = KernelRecord {
                             function: k.function,
                             grid: k.grid,
                             block: k.block,
                             shared_mem_bytes: k.shared_mem_bytes,
-                            blob,
+                            blob: blob.into(),
                             pointers,
-                            named: Vec::new(),
+                            named: Box::default(),
                             opaque,
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));

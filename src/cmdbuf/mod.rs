@@ -17,6 +17,7 @@ mod graveyard;
 mod launches;
 mod leak_probe;
 mod memcpy_class;
+pub(crate) mod memory;
 mod nodes;
 mod opaque;
 mod patch;
@@ -33,6 +34,7 @@ pub use budget::{
     settled as budget_settled,
 };
 pub use leak_probe::{MAX_ROUNDS as PROBE_MAX_ROUNDS, Measurement as GrowthMeasurement, PROBE_NODES};
+pub use memory::MemoryUse;
 
 /// The process's update budget, settled now (measured on the calling thread's current device
 /// unless `RCB_EXEC_UPDATE_BUDGET` is set or the runtime is CUDA) if no command buffer has
@@ -193,6 +195,46 @@ impl CmdBuf {
     /// Number of recorded addresses that lie inside an allocation.
     pub fn site_count(&self) -> usize {
         self.patches.len()
+    }
+
+    /// The host memory this command buffer keeps, by what it holds (see `memory.rs`).
+    pub fn memory(&self) -> MemoryUse {
+        use memory::Heap;
+        let (mut copies, mut argument_bytes, mut lists) = (Heap::default(), 0, Heap::default());
+        for record in &self.nodes {
+            let (blob, len, own) = record.heap();
+            copies.add(blob);
+            argument_bytes += len;
+            lists.add(own);
+        }
+        let records = Heap::vec(&self.nodes);
+        let sites = self.patches.heap();
+        let mut table = self.allocs.heap();
+        table.add(self.pins.heap());
+        let scratch = self.scratch.heap();
+        let kept: Heap = self.kept.values().map(Heap::vec).sum();
+        let other: Heap = [
+            Heap::vec(&self.unpushed),
+            Heap::vec(&self.template_dirty),
+            Heap::map(&self.flattened),
+            Heap::map(&self.kept),
+            kept,
+            Heap::map(&self.exec_classes),
+            Heap::vec(&self.orphans),
+        ]
+        .into_iter()
+        .sum();
+        MemoryUse {
+            argument_bytes,
+            argument_copies: copies.bytes,
+            node_records: records.bytes,
+            node_lists: lists.bytes,
+            site_lists: sites.bytes,
+            allocation_table: table.bytes,
+            update_scratch: scratch.bytes,
+            other: other.bytes,
+            heap_blocks: [copies, records, lists, sites, table, scratch, other].iter().map(|h| h.blocks).sum(),
+        }
     }
 
     /// What this command buffer asked of the runtime since it was created or last reset.
@@ -641,6 +683,11 @@ impl CmdBuf {
                 self.counters.record(Event::Instantiation);
                 self.note_exec_classes();
             }
+            // Recording is over and updates add no node: the records and sites keep no room to
+            // grow, and the address lookup's index waits for the next re-record.
+            self.nodes.shrink_to_fit();
+            self.patches.shrink();
+            self.allocs.drop_index();
         } else {
             self.push_unpushed()?;
         }
@@ -1155,13 +1202,13 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         }
         Ok(a.base + offset)
     })?;
-    let (pointers, named) = if opaque.is_some() { (Vec::new(), Vec::new()) } else { (packed.pointers, packed.named) };
+    let (pointers, named) = if opaque.is_some() { (Box::default(), Box::default()) } else { (packed.pointers.into(), packed.named.into()) };
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
         block: launch.block,
         shared_mem_bytes: launch.shared_mem_bytes,
-        blob: packed.blob,
+        blob: packed.blob.into(),
         pointers,
         named,
         opaque,

@@ -3,6 +3,7 @@
 //! the arrays it hands out are its own and dangle).
 
 use super::args::{Named, read_ptr, write_ptr};
+use super::memory::Heap;
 use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
@@ -15,13 +16,15 @@ pub struct KernelRecord {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
-    pub blob: Vec<u8>,
+    /// Boxed slices, like the two lists after it: never resized once recorded, so no capacity
+    /// is kept beside the length.
+    pub blob: Box<[u8]>,
     /// Offsets in `blob` of the words that may hold device addresses: the pointer arguments, or
     /// every 8-byte-aligned word of a node flattened from a graph with no known layout.
-    pub pointers: Vec<u32>,
+    pub pointers: Box<[u32]>,
     /// The pointer arguments the caller named by allocation: sites of that allocation whatever
     /// their address.
-    pub named: Vec<Named>,
+    pub named: Box<[Named]>,
     /// `Some(References::Opaque(_))` for a kernel on `RCB_OPAQUE_KERNELS`: `pointers` and `named`
     /// are empty and the node pins everything (see `opaque.rs`).
     pub opaque: Option<References>,
@@ -31,10 +34,9 @@ impl KernelRecord {
     /// The record for a command buffer with another allocation table (a parent it is flattened
     /// into): the named pointers become plain ones, matched by address there.
     pub fn for_another_table(&self) -> Self {
-        let mut copy = self.clone();
-        copy.pointers.extend(copy.named.drain(..).map(|n| n.at));
-        copy.pointers.sort_unstable();
-        copy
+        let mut pointers: Vec<u32> = self.pointers.iter().copied().chain(self.named.iter().map(|n| n.at)).collect();
+        pointers.sort_unstable();
+        Self { pointers: pointers.into(), named: Box::default(), ..self.clone() }
     }
 }
 
@@ -99,8 +101,10 @@ impl Params {
     pub fn for_each_slot(&self, mut f: impl FnMut(Slot, u64, Option<(u32, u64)>)) {
         match self {
             Params::Kernel(k) => {
-                k.pointers.iter().for_each(|&at| f(Slot::KernelArg(at), read_ptr(&k.blob, at), None));
-                k.named.iter().for_each(|n| f(Slot::KernelArg(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
+                // Offsets lie in a blob of at most `MAX_BLOB_BYTES` (see `Slot`).
+                let slot = |at: u32| Slot::KernelArg(at as u16);
+                k.pointers.iter().for_each(|&at| f(slot(at), read_ptr(&k.blob, at), None));
+                k.named.iter().for_each(|n| f(slot(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
             }
             Params::Memcpy(c) => {
                 f(Slot::MemcpyDst, c.dst, None);
@@ -121,7 +125,7 @@ impl Params {
     #[inline]
     pub fn write(&mut self, slot: Slot, address: u64) {
         match (self, slot) {
-            (Params::Kernel(k), Slot::KernelArg(at)) => write_ptr(&mut k.blob, at, address),
+            (Params::Kernel(k), Slot::KernelArg(at)) => write_ptr(&mut k.blob, u32::from(at), address),
             (Params::Memcpy(c), Slot::MemcpyDst) => c.dst = address,
             (Params::Memcpy(c), Slot::MemcpySrc) => c.src = address,
             (Params::Memset(s), Slot::MemsetDst) => s.dst = address,
@@ -219,6 +223,30 @@ pub struct NodeRecord {
 }
 
 impl NodeRecord {
+    /// The heap this record holds: its argument blob (with the packed bytes' length) and its
+    /// other lists (see `memory.rs`).
+    pub fn heap(&self) -> (Heap, u64, Heap) {
+        let mut lists = Heap::vec(&self.sites);
+        lists.add(Heap::vec(&self.pins));
+        let known = |refs: &Option<&References>| match refs {
+            Some(References::Known(addresses)) => Heap::vec(addresses),
+            _ => Heap::default(),
+        };
+        lists.add(known(&self.params.references()));
+        match &self.params {
+            Params::Kernel(k) => {
+                lists.add(Heap::boxed(&k.pointers));
+                lists.add(Heap::boxed(&k.named));
+                (Heap::boxed(&k.blob), k.blob.len() as u64, lists)
+            }
+            Params::MemOp(ops, _) => {
+                lists.add(Heap::vec(&ops.ops));
+                (Heap::default(), 0, lists)
+            }
+            _ => (Heap::default(), 0, lists),
+        }
+    }
+
     /// Asks for the cache lines of the fields an address update reads and writes (the
     /// parameters and the bookkeeping after them), without reading the record.
     #[inline]

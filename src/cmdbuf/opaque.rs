@@ -22,6 +22,7 @@
 //! that may reference it, kept up to date when such a node is added or replaced and recounted
 //! when the table is replaced.
 
+use super::memory::Heap;
 use crate::counters::Fallback;
 use crate::runtime::{Function, Graph, NodeType, Runtime};
 use std::sync::Arc;
@@ -102,6 +103,13 @@ pub struct Pins {
 }
 
 impl Pins {
+    /// The heap the pin counts hold (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        let mut heap = Heap::vec(&self.counts);
+        heap.add(Heap::vec(&self.kernels));
+        heap
+    }
+
     /// Forgets every pin and expects allocations `0..n`.
     pub fn reset(&mut self, n: usize) {
         self.counts.clear();

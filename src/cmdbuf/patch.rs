@@ -11,13 +11,15 @@
 //! through one of them and also counted in [`Overlaps`], which an update asks whether every one
 //! of those allocations moved by the same delta before it writes anything.
 
+use super::memory::Heap;
 use std::collections::HashMap;
 
-/// Where in a node's parameters an address lives.
+/// Where in a node's parameters an address lives: four bytes, so that a site is 16 (a kernel's
+/// blob never exceeds `args::MAX_BLOB_BYTES`, so its offsets fit in 16 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
     /// Byte offset of a device-pointer argument in a kernel node's blob.
-    KernelArg(u32),
+    KernelArg(u16),
     MemcpyDst,
     MemcpySrc,
     MemsetDst,
@@ -170,9 +172,37 @@ impl PatchTable {
         &self.overlaps
     }
 
+    /// The heap the table holds (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        let o = &self.overlaps;
+        let sets: Heap = o.sets.iter().map(|(set, _)| Heap::vec(set)).sum();
+        let keys: Heap = o.ids.keys().map(Heap::vec).sum();
+        let members: Heap = o.of_allocation.values().map(Heap::vec).sum();
+        [
+            Heap::vec(&self.slab),
+            Heap::vec(&self.free),
+            Heap::vec(&self.grouped),
+            Heap::vec(&self.starts),
+            Heap::vec(&o.sets),
+            sets,
+            Heap::map(&o.ids),
+            keys,
+            Heap::map(&o.of_allocation),
+            members,
+        ]
+        .into_iter()
+        .sum()
+    }
+
     /// Number of live sites.
     pub fn len(&self) -> usize {
         self.slab.len() - self.free.len()
+    }
+
+    /// Gives back the room the sites by id keep to grow, once recording is over.
+    pub fn shrink(&mut self) {
+        self.slab.shrink_to_fit();
+        self.free.shrink_to_fit();
     }
 
     /// Groups the live sites by allocation (a counting sort) if they changed since the last time.
@@ -198,6 +228,8 @@ impl PatchTable {
         self.stale = false;
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Site>() == 16 && super::args::MAX_BLOB_BYTES <= u16::MAX as usize);
 
 #[cfg(test)]
 mod tests {

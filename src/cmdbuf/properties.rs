@@ -137,7 +137,7 @@ fn patch_table_agrees_with_the_model() {
                     model.remove(&id);
                 }
                 _ => {
-                    let offset = 8 * r.below(64) as u32;
+                    let offset = 8 * r.below(64) as u16;
                     let slot = r.pick(&[Slot::KernelArg(offset), Slot::MemcpyDst, Slot::MemcpySrc, Slot::MemsetDst]);
                     let site = Site { node: r.below(32) as u32, slot, offset: r.below(0x1000) };
                     let alloc = r.below(u64::from(allocations)) as u32;

@@ -5,6 +5,7 @@
 
 use super::allocations::{self, Allocation};
 use super::budget;
+use super::memory::Heap;
 use super::nodes::Params;
 use super::patch::Slot;
 use super::state::Op;
@@ -66,6 +67,11 @@ pub(super) struct Scratch {
 }
 
 impl Scratch {
+    /// The heap the buffers hold (see `memory.rs`).
+    pub(super) fn heap(&self) -> Heap {
+        [Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
+    }
+
     /// Makes room for an update that moves all `allocations`, rewrites all `sites` and touches
     /// all `nodes`.
     pub(super) fn reserve(&mut self, allocations: usize, sites: usize, nodes: usize) {

@@ -12,14 +12,15 @@
 //! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
-use super::handle::handle_type;
+use super::handle::{handle_type, lock};
 use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked};
 use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 
 // The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
 include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
@@ -264,8 +265,52 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
 
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
 pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let cb = live(cb, "cb")?;
-    f(cb.id(), &mut *cb.lock()?)
+    let (id, object) = recent(cb)?;
+    f(id, &mut *lock::<rcb_cmdbuf, _>(&object)?)
+}
+
+/// Command buffers this thread called lately, by handle id (direct-mapped: ids are multiples of
+/// 16 handed out in turn, so the buffers one thread updates step after step fall in distinct
+/// entries).
+const RECENT: usize = 16;
+
+thread_local! {
+    /// Weak references: a freed command buffer is dropped as if the thread had never called it,
+    /// and its entry then fails to upgrade, which sends the call to the registry, where the
+    /// handle is no longer live.
+    static RECENTLY: RefCell<[(usize, Weak<Mutex<CmdBuf>>); RECENT]> = RefCell::new(std::array::from_fn(|_| (0, Weak::new())));
+}
+
+/// The command buffer behind `cb`, with its id: from this thread's recent ones when it is there
+/// (one reference count taken, where the registry's lookup also takes and releases its shard's
+/// lock and hashes the id), else from the registry.
+fn recent(cb: *const rcb_cmdbuf) -> Result<(usize, Arc<Mutex<CmdBuf>>)> {
+    let id = cb.addr();
+    let slot = (id >> 4) % RECENT;
+    let hit = RECENTLY.try_with(|recent| match &recent.borrow()[slot] {
+        (at, weak) if *at == id && id != 0 => weak.upgrade(),
+        _ => None,
+    });
+    if let Ok(Some(object)) = hit {
+        return Ok((id, object));
+    }
+    let live = live(cb, "cb")?;
+    let object = Arc::clone(live.shared());
+    // Not reachable while the thread's storage is torn down: the registry answers every call then.
+    let _ = RECENTLY.try_with(|recent| recent.borrow_mut()[slot] = (id, Arc::downgrade(&object)));
+    Ok((id, object))
+}
+
+/// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
+/// memory table, not part of the C ABI.
+#[doc(hidden)]
+pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
+    let mut used = cmdbuf::MemoryUse::default();
+    with(cb, |_, cb| {
+        used = cb.memory();
+        Ok(())
+    })?;
+    Ok(used)
 }
 
 /// Runs an address update on `cb` and writes its report to `*report` on success.

@@ -157,10 +157,16 @@ impl<H: Handle> Deref for Live<H> {
 impl<H: Handle<Object = Mutex<T>>, T> Live<H> {
     /// Locks the object; one that panicked mid-call is reported rather than used half-changed.
     pub fn lock(&self) -> Result<MutexGuard<'_, T>> {
-        self.object
-            .lock()
-            .map_err(|_| Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME)))
+        lock::<H, T>(&self.object)
     }
+}
+
+/// Locks an object of handle type `H`, as [`Live::lock`] does, for a holder that found it
+/// elsewhere than in the registry.
+pub(crate) fn lock<H: Handle<Object = Mutex<T>>, T>(object: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    object
+        .lock()
+        .map_err(|_| Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME)))
 }
 
 /// Registers `object`; the new handle is the caller's, released by the type's `_free`. Fails

@@ -360,6 +360,30 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         "update: nothing moved (no runtime call): the whole table compared vs an empty list of moves",
         &["N", "table entries", "update_allocations", "per entry", "move_allocations"],
     );
+    let mut memory = Table::new(
+        "update: host memory the library keeps per command buffer (counted from its data structures after the timed updates), against the packed argument bytes",
+        &[
+            "N",
+            "sites",
+            "argument bytes per node",
+            "kept per node",
+            "kept per site",
+            "kept / argument bytes",
+            "goal: 2× arguments + 64 B per node",
+            "of which, per node: argument copies",
+            "node records",
+            "node lists",
+            "site lists",
+            "allocation table (3 allocations a node)",
+            "update scratch",
+            "other",
+            "heap blocks per node",
+        ],
+    );
+    let mut first = Table::new(
+        "update: the first update after finalize (and one launch) against the steady one, given only the moves, on a fresh primary command buffer each time, and the same for the floor on a fresh executable graph",
+        &["N", "samples", "(f) first move_allocations", "(s) steady", "(f)/(s)", "floor, first pass", "floor, steady", "first/steady"],
+    );
     let mut evict = Evict::new(quick);
     for &n in sizes {
         let runs = if quick {
@@ -437,17 +461,49 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
             let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));
             let quiet = time_still(nested, &layout, if quick { 21 } else { 201 })?;
-            Ok::<_, String>(([c, d, c_cold, d_cold, c_m, d_m], [t, e, t_m, m], quiet))
+            let kept = memory_use(primary).map_err(err)?;
+            Ok::<_, String>(([c, d, c_cold, d_cold, c_m, d_m], [t, e, t_m, m], quiet, kept))
         })();
         // SAFETY: handles from record_cmdbuf, freed once.
         unsafe {
             rcb_cmdbuf_free(primary);
             rcb_cmdbuf_free(nested);
         }
-        let ([c, d, c_cold, d_cold, c_m, d_m], [t, e, t_m, m], (whole, none)) = timed?;
+        let ([c, d, c_cold, d_cold, c_m, d_m], [t, e, t_m, m], (whole, none), kept) = timed?;
         if let Some(e) = failure.into_inner() {
             return Err(e);
         }
+        let samples = if quick { 2 } else { (1_000_000 / n).clamp(3, 9) };
+        let (f_first, f_steady, c_first, c_steady) = first_update(rt, f, &layout, &blobs, &touched, stream, samples)?;
+        first.row(vec![
+            n.to_string(),
+            samples.to_string(),
+            time(f_first),
+            time(f_steady),
+            format!("{:.2}", f_first / f_steady),
+            time(c_first),
+            time(c_steady),
+            format!("{:.2}", c_first / c_steady),
+        ]);
+        let per_node = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
+        let args = kept.argument_bytes as f64;
+        memory.row(vec![
+            n.to_string(),
+            sites_of(n).to_string(),
+            per_node(kept.argument_bytes),
+            per_node(kept.total()),
+            format!("{:.0} B", kept.total() as f64 / sites_of(n) as f64),
+            format!("{:.1}×", kept.total() as f64 / args),
+            format!("{:.0} B", (2.0 * args + 64.0 * n as f64) / n as f64),
+            per_node(kept.argument_copies),
+            per_node(kept.node_records),
+            per_node(kept.node_lists),
+            per_node(kept.site_lists),
+            per_node(kept.allocation_table),
+            per_node(kept.update_scratch),
+            per_node(kept.other),
+            format!("{:.1}", kept.heap_blocks as f64 / n as f64),
+        ]);
         layout.free(rt)?;
 
         let per_touched = |lib: f64, floor: f64| time((lib - floor) / touched.len() as f64);
@@ -511,5 +567,77 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     cold.print();
     host.print();
     still.print();
+    first.print();
+    println!(
+        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it."
+    );
+    memory.print();
+    println!(
+        "\nCounted by the library from its own data structures (inline sizes and heap capacities; a hash map as its buckets), not by the allocator, which adds a header to each heap block. The library keeps one copy of each node's parameters, pushed to the template and the executable graph alike; what the runtime keeps is not counted."
+    );
     Ok(())
+}
+
+/// Patch sites of the chain of `n` nodes: three pointer arguments per node.
+fn sites_of(n: usize) -> usize {
+    3 * n
+}
+
+/// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
+/// the first update given the moves after finalize and one launch and of the steady updates
+/// after it, and the same for the floor's setters: `(first, steady, floor first, floor steady)`.
+fn first_update(
+    rt: &dyn Runtime,
+    f: Function,
+    layout: &Layout,
+    blobs: &[Vec<Vec<u8>>; 2],
+    touched: &[usize],
+    stream: rocm_cmdbuf::runtime::Stream,
+    samples: usize,
+) -> R<(f64, f64, f64, f64)> {
+    let given = Given::new(layout);
+    let (mut first, mut steady, mut floor_first, mut floor_steady) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
+        let timed = (|| {
+            warm::cmdbuf(rt, cb, stream)?;
+            let mut second = true;
+            let mut once = || {
+                let t = Instant::now();
+                let r = update_once(cb, &given, second, touched.len(), true);
+                second = !second;
+                r.map(|()| t.elapsed().as_nanos() as f64)
+            };
+            first.push(once()?);
+            let runs: Vec<f64> = (0..20).map(|_| once()).collect::<R<_>>()?;
+            steady.push(median(runs));
+            Ok::<_, String>(())
+        })();
+        // SAFETY: a handle from record_cmdbuf, freed once.
+        unsafe { rcb_cmdbuf_free(cb) };
+        timed?;
+
+        let (g, nodes) = build_graph(rt, f, &blobs[0])?;
+        let exec = rt.instantiate(g).map_err(err)?;
+        let timed = (|| {
+            warm::exec(rt, exec, stream)?;
+            let mut second = true;
+            let mut pass = || {
+                let t = Instant::now();
+                for &i in touched {
+                    rt.exec_kernel_node_set(exec, nodes[i], &params(f, &blobs[usize::from(second)][i])).map_err(err)?;
+                }
+                second = !second;
+                Ok::<_, String>(t.elapsed().as_nanos() as f64)
+            };
+            floor_first.push(pass()?);
+            let runs: Vec<f64> = (0..20).map(|_| pass()).collect::<R<_>>()?;
+            floor_steady.push(median(runs));
+            Ok::<_, String>(())
+        })();
+        rt.exec_destroy(exec).map_err(err)?;
+        rt.graph_destroy(g).map_err(err)?;
+        timed?;
+    }
+    Ok((median(first), median(steady), median(floor_first), median(floor_steady)))
 }
