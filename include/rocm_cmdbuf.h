@@ -318,7 +318,9 @@
 
 /**
  * Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
- * measured, and 64 MiB on HIP, where the measurement failed (the log says why at level warn).
+ * measured, and 64 MiB on HIP, where the measurement failed or was not made (a runtime that
+ * cannot relax the thread's stream capture mode, a child forked while its parent measured; the
+ * log says why at level warn).
  */
 #define RCB_UPDATE_BUDGET_DEFAULT 3
 
@@ -1249,6 +1251,20 @@ extern "C" {
  * at its first `rcb_cmdbuf_finalize`, can be launched, and applies updates to its executable
  * graph. On success `*out` is a new handle that the caller owns and frees with
  * `rcb_cmdbuf_free`.
+ *
+ * The process's first command buffer (of either kind) settles the update budget (see
+ * `rcb_cmdbuf_set_exec_update_budget`): on HIP, unless `RCB_EXEC_UPDATE_BUDGET` is set, it
+ * measures what the runtime's executable-graph updates take on the calling thread's current
+ * device, with a probe graph of its own (at most 16 384 node updates and 512 readings of free
+ * memory; nothing launched), in relaxed capture mode, so that a capture in progress is left
+ * alone. Where the runtime cannot relax the thread's capture mode (no
+ * `hipThreadExchangeStreamCaptureMode`), nothing is measured and the fixed default applies. A
+ * probe call that fails leaves the thread's HIP last error (`hipGetLastError`,
+ * `hipPeekAtLastError`) as the probe found it: cleared when none was pending, while an error
+ * pending before is never cleared (on ROCm 6.4+ a failed probe call replaces it, so the
+ * caller's check still fails). Other threads' first command buffers wait meanwhile, so that
+ * every command buffer has the same budget; a child forked during the measurement takes the
+ * fixed default at once. `rcb_runtime_load` reports the outcome.
  *
  * Thread-safety: any thread.
  *

@@ -1,5 +1,6 @@
 //! What a forked child must forget: a process-wide object published through an atomic (the
-//! stream cache, the list of freed command buffers) is abandoned in the child, whose copy of its
+//! stream cache, the list of freed command buffers, an update budget being measured) is
+//! abandoned in the child, whose copy of its
 //! lock a parent thread that does not exist there may hold, and whose contents are the parent's.
 //!
 //! [`forget_in_forked_child!`] registers a module's handler with `pthread_atfork` when the library
@@ -16,15 +17,15 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
-/// Registers `$handler` (an `extern "C" fn()` that only stores to atomics) to run in every forked
-/// child, from the library's load on.
+/// Registers `$handler` (an `extern "C" fn()` that only loads and stores atomics) to run in every
+/// forked child, from the library's load on.
 macro_rules! forget_in_forked_child {
     ($handler:path) => {
         #[used]
         #[unsafe(link_section = ".init_array")]
         static REGISTER_AT_FORK: extern "C" fn() = {
             extern "C" fn register() {
-                // SAFETY: registers a handler that only stores to atomics. A failure (out of
+                // SAFETY: registers a handler that only loads and stores atomics. A failure (out of
                 // memory) leaves a child the parent's object, as without the handler; nothing to
                 // report it to this early.
                 unsafe { $crate::at_fork::pthread_atfork(None, None, Some($handler)) };

@@ -25,10 +25,11 @@
 //! that takes more. The cap keeps such noise from making a command buffer re-instantiate every
 //! few pushes for the life of the process.
 
-use super::leak_probe::{self, Measurement};
+use super::leak_probe::{self, Measurement, Unmeasured};
 use super::nodes::Params;
 use crate::runtime::{Backend, Graph, NodeType, Runtime, RuntimeInfo, Stream};
 use once_cell::sync::OnceCell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// What one node's push is charged on top of its argument bytes where nothing was measured (the
 /// variable set the budget, the measurement failed or saw no growth). The only public
@@ -100,6 +101,9 @@ pub enum Basis {
     Measured(Measurement),
     /// The probe failed (why): the fixed default applies.
     Failed(String),
+    /// The probe was not run (why): the fixed default applies. Where the calling thread's
+    /// capture mode cannot be relaxed, and in a child forked while its parent was measuring.
+    NotMeasured(String),
     /// Nothing was measured on this runtime (CUDA, whose fixed default is off): the fixed
     /// default applies.
     Fixed,
@@ -144,6 +148,7 @@ impl Settlement {
                 charge_note(m.bytes_per_update, self.node_charge)
             ),
             Basis::Failed(why) => format!("{budget}, the fixed default: the measurement failed ({why})"),
+            Basis::NotMeasured(why) => format!("{budget}, the fixed default: not measured ({why})"),
             Basis::Fixed => format!("{budget}, the fixed default of this runtime (nothing measured)"),
         }
     }
@@ -158,19 +163,69 @@ fn charge_note(measured: u64, charge: u64) -> &'static str {
     }
 }
 
-static SETTLEMENT: OnceCell<Settlement> = OnceCell::new();
+/// The process's settlement: null until the first command buffer begins settling it, then a
+/// leaked cell, never freed. Published with an atomic, so that a forked child can drop a cell
+/// its parent was filling at the fork (see [`forget_in_child`]).
+static SETTLEMENT: AtomicPtr<OnceCell<Settlement>> = AtomicPtr::new(std::ptr::null_mut());
+/// Set in a child forked while its parent was measuring: its first command buffer settles the
+/// fixed default without measuring.
+static FORKED_WHILE_MEASURING: AtomicBool = AtomicBool::new(false);
+
+crate::at_fork::forget_in_forked_child!(forget_in_child);
+
+/// In a forked child, a settlement the parent had made stands (its command buffers get the
+/// parent's budget); one the parent was making is dropped: the thread measuring does not exist
+/// in the child, so the cell would never be filled and the child's first command buffer would
+/// wait for it for ever.
+extern "C" fn forget_in_child() {
+    // SAFETY: a non-null value is a leaked cell, never freed; `get` is an atomic load.
+    if unsafe { SETTLEMENT.load(Ordering::Acquire).as_ref() }.is_some_and(|cell| cell.get().is_none()) {
+        FORKED_WHILE_MEASURING.store(true, Ordering::Release);
+        SETTLEMENT.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+/// The process's cell, made on first use.
+fn cell() -> &'static OnceCell<Settlement> {
+    let current = SETTLEMENT.load(Ordering::Acquire);
+    // SAFETY: a non-null value is a leaked cell, never freed.
+    if let Some(cell) = unsafe { current.as_ref() } {
+        return cell;
+    }
+    let fresh = Box::into_raw(Box::new(OnceCell::new()));
+    match SETTLEMENT.compare_exchange(std::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: just leaked; never freed.
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // SAFETY: `fresh` was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: as above: a leaked cell.
+            unsafe { &*winner }
+        }
+    }
+}
 
 /// The process's update budget, settled now if no command buffer settled it before: from
 /// `configured` (`RCB_EXEC_UPDATE_BUDGET`) when set, else by measuring on the calling thread's
-/// current device. Concurrent first callers wait for the one that measures.
+/// current device.
+///
+/// Concurrent first callers wait for the one that measures, once per process, however long the
+/// probe takes (it is bounded: [`leak_probe::MAX_ROUNDS`] rounds): every command buffer then has
+/// the same budget, and none is charged the fixed estimate where the runtime was measured to take
+/// more, which could let its executable grow past the budget by up to the cap's factor.
 pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement {
-    SETTLEMENT.get_or_init(|| {
-        // The probe's graph is made and instantiated on the thread's current device (HIP has no
-        // other), so that is where its memory is read too; the null stream's device is it.
+    cell().get_or_init(|| {
         let measure = || {
-            let device =
-                rt.stream_device(Stream(std::ptr::null_mut())).map_err(|e| format!("the current device is unknown: {}", e.message))?;
-            leak_probe::measure(rt, device).map(|m| (device, m)).map_err(|e| format!("on device {device}: {}", e.message))
+            if FORKED_WHILE_MEASURING.load(Ordering::Acquire) {
+                return Err(Basis::NotMeasured(String::from(
+                    "the process was forked while its parent measured, and the runtime's locks may be held in the child by the parent's measuring thread",
+                )));
+            }
+            // A failed call of the probe's leaves no error for the caller's next check of the
+            // thread's last error.
+            let mut measured = Err(Basis::Failed(String::from("the runtime did not run the probe")));
+            rt.keep_last_error(&mut || measured = probe(rt));
+            measured
         };
         let s = settlement(rt.info(), configured, measure);
         log_settlement(&s);
@@ -178,17 +233,34 @@ pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement 
     })
 }
 
+/// Runs the probe on the calling thread's current device: the probe's graph is made and
+/// instantiated there (HIP has no other), so that is where its memory is read too; the null
+/// stream's device is it.
+fn probe(rt: &dyn Runtime) -> std::result::Result<(i32, Measurement), Basis> {
+    let device = rt
+        .stream_device(Stream(std::ptr::null_mut()))
+        .map_err(|e| Basis::Failed(format!("the current device is unknown: {}", e.message)))?;
+    leak_probe::measure(rt, device).map(|m| (device, m)).map_err(|e| match e {
+        Unmeasured::NotRun(e) => Basis::NotMeasured(format!(
+            "{}: the calling thread's stream capture mode cannot be relaxed, so the probe's allocation would invalidate any global-mode capture in progress",
+            e.message
+        )),
+        Unmeasured::Failed(e) => Basis::Failed(format!("on device {device}: {}", e.message)),
+    })
+}
+
 /// The process's update budget if a command buffer has settled it.
 pub fn settled() -> Option<&'static Settlement> {
-    SETTLEMENT.get()
+    // SAFETY: a non-null value is a leaked cell, never freed.
+    unsafe { SETTLEMENT.load(Ordering::Acquire).as_ref() }.and_then(OnceCell::get)
 }
 
 /// The settlement for `info`'s runtime given the variable and, when it is not set, the outcome
-/// of `measure`: the device measured and what was seen there.
+/// of `measure`: the device measured and what was seen there, or why nothing was.
 fn settlement(
     info: &RuntimeInfo,
     configured: Option<u64>,
-    measure: impl FnOnce() -> std::result::Result<(i32, Measurement), String>,
+    measure: impl FnOnce() -> std::result::Result<(i32, Measurement), Basis>,
 ) -> Settlement {
     if let Some(limit) = configured {
         return Settlement { basis: Basis::Configured, limit, node_charge: NODE_OVERHEAD_BYTES, device: None };
@@ -219,9 +291,7 @@ fn settlement(
             limit: DEFAULT_BUDGET_BYTES,
             device: Some(device),
         },
-        Err(why) => {
-            Settlement { basis: Basis::Failed(why), limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None }
-        }
+        Err(basis) => Settlement { basis, limit: default_limit(None, info), node_charge: NODE_OVERHEAD_BYTES, device: None },
     }
 }
 
@@ -265,6 +335,11 @@ fn log_settlement(s: &Settlement) {
         Basis::Fixed => log::info!("update budget: {} bytes, the fixed default of this runtime (nothing measured)", s.limit),
         Basis::Failed(why) => log::warn!(
             "update budget: measuring what executable-graph updates take failed ({why}); using the fixed default of {} bytes, each push charged its arguments plus {} bytes",
+            s.limit,
+            s.node_charge
+        ),
+        Basis::NotMeasured(why) => log::warn!(
+            "update budget: not measuring what executable-graph updates take ({why}); using the fixed default of {} bytes, each push charged its arguments plus {} bytes",
             s.limit,
             s.node_charge
         ),
@@ -413,8 +488,12 @@ mod tests {
         // HIP without growth does not say "off".
         assert!(!s.describe().starts_with("off"), "{}", s.describe());
         // A failed measurement: the fixed default of the runtime.
-        let s = settlement(&hip, None, || Err("no".into()));
+        let s = settlement(&hip, None, || Err(Basis::Failed("no".into())));
         assert_eq!((s.limit, s.node_charge, s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, Basis::Failed("no".into())));
+        // Not measured: the same, and said so.
+        let s = settlement(&hip, None, || Err(Basis::NotMeasured("why".into())));
+        assert_eq!((s.limit, s.node_charge, &s.basis), (DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES, &Basis::NotMeasured("why".into())));
+        assert!(s.describe().starts_with("64 MiB, the fixed default: not measured (why)"), "{}", s.describe());
         // The variable: nothing measured.
         let s = settlement(&hip, Some(4096), || panic!("measured although RCB_EXEC_UPDATE_BUDGET is set"));
         assert_eq!((s.limit, s.node_charge, s.basis, s.device), (4096, NODE_OVERHEAD_BYTES, Basis::Configured, None));

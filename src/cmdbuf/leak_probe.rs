@@ -4,15 +4,24 @@
 //! loaded instead of a figure from one report.
 //!
 //! The probe is a chain of [`PROBE_NODES`] memset nodes, each after the one before and setting one
-//! word of a buffer of its own (a chain because clr, in some releases, captures packets only for a
-//! graph that is one): the
-//! only node a library without device code can make that ROCm runs as a kernel (clr's
+//! word of a buffer of its own. A chain, because clr stages arguments only for a graph that is
+//! one in the releases read (6.2, 6.3 and its development branch of late 2024):
+//! `GraphExec::CaptureAQLPackets`, which captures every node's packet and arguments into the
+//! executable's staging at instantiation, and `GraphExec::UpdateAQLPacket`, which captures them
+//! again on each update, run only where `Graph::GetRunList` found one parallel list, and it
+//! starts another at every further root and branch; the nodes of any other graph are spread over
+//! up to four streams and dispatched at launch through each stream's own argument ring, so that
+//! updating them takes nothing, and independent nodes would measure no growth where a chain of
+//! kernel nodes leaks (the software GPU's `clr_chain_staging` quirk models it). A memset node is
+//! the only node a library without device code can make that ROCm runs as a kernel (clr's
 //! `GraphNode::GraphCaptureEnabled` covers memset nodes, so their setter captures the blit
 //! kernel's packet and arguments into the executable's staging again, as a kernel node's does;
 //! read in clr's source, not yet seen on an AMD GPU). It is instantiated, then each round sets
 //! every node's value through the executable's memset setter, and free device memory is read
 //! after each round. Nothing is launched, so no stream is used, and the calls are made in
-//! relaxed capture mode, so that a capture in progress on any thread is left alone. The graph and
+//! relaxed capture mode, so that a capture in progress on any thread is left alone; where that
+//! mode cannot be set the probe is not run at all (its `hipMalloc` would fail and invalidate a
+//! global-mode capture in progress anywhere in the process). The graph and
 //! the executable are destroyed before [`measure`] returns; the 128-byte buffer is kept for the
 //! life of the process, because `hipFree` waits for all work on the device: freeing it would make
 //! the first command buffer (and every thread waiting for the budget to settle) wait for whatever
@@ -57,13 +66,25 @@ pub struct Measurement {
     pub elapsed: Duration,
 }
 
+/// Why [`measure`] measured nothing.
+#[derive(Debug)]
+pub enum Unmeasured {
+    /// The probe was not run: the calling thread's capture mode could not be relaxed (a runtime
+    /// without `hipThreadExchangeStreamCaptureMode`, or the call failed), and in the global mode
+    /// the probe's allocation would fail and invalidate every global-mode capture in progress in
+    /// the process, on any thread.
+    NotRun(Error),
+    /// The probe ran and one of its calls failed, or what it read cannot be trusted.
+    Failed(Error),
+}
+
 /// Measures the device memory one executable-node update takes on `device`, which must be the
 /// calling thread's current device: the probe's graph is made and instantiated there, so its
 /// staging is taken from that device's memory.
-pub fn measure(rt: &dyn Runtime, device: i32) -> Result<Measurement> {
-    let mut outcome = Err(Error::new(ErrorKind::Runtime, "the runtime did not run the probe"));
-    rt.relaxed_capture_mode(&mut || outcome = run(rt, device));
-    outcome
+pub fn measure(rt: &dyn Runtime, device: i32) -> std::result::Result<Measurement, Unmeasured> {
+    let mut outcome = None;
+    rt.relaxed_capture_mode(&mut || outcome = Some(run(rt, device))).map_err(Unmeasured::NotRun)?;
+    outcome.unwrap_or_else(|| Err(Error::new(ErrorKind::Runtime, "the runtime did not run the probe"))).map_err(Unmeasured::Failed)
 }
 
 /// The falls of free memory seen: how many, and at the last one the node updates made and the
@@ -102,9 +123,8 @@ impl Probe<'_> {
         let rt = self.rt;
         let buffer = rt.malloc(device, 4 * PROBE_NODES)?;
         let graph = *self.graph.insert(rt.graph_create()?);
-        // A chain, node i after node i - 1: clr spreads independent nodes over up to four
-        // streams and, in some releases, captures packets (and so stages arguments on update)
-        // only for a graph that is a single chain.
+        // A chain, node i after node i - 1: clr stages the arguments of no other graph (the
+        // module's comment says why).
         let mut nodes = Vec::with_capacity(PROBE_NODES);
         for i in 0..PROBE_NODES {
             let node = rt.add_memset_node(graph, &nodes[i.saturating_sub(1)..], &word(buffer, i, 0))?;

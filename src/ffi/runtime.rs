@@ -24,7 +24,9 @@ pub const RCB_UPDATE_BUDGET_MEASURED: i32 = 1;
 /// `RCB_EXEC_UPDATE_BUDGET` set the budget; nothing was measured.
 pub const RCB_UPDATE_BUDGET_CONFIGURED: i32 = 2;
 /// Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
-/// measured, and 64 MiB on HIP, where the measurement failed (the log says why at level warn).
+/// measured, and 64 MiB on HIP, where the measurement failed or was not made (a runtime that
+/// cannot relax the thread's stream capture mode, a child forked while its parent measured; the
+/// log says why at level warn).
 pub const RCB_UPDATE_BUDGET_DEFAULT: i32 = 3;
 
 /// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.
@@ -102,7 +104,7 @@ pub unsafe extern "C" fn rcb_runtime_load(out: *mut rcb_runtime_info) -> rcb_sta
                 update_budget_basis: match &s.basis {
                     BudgetBasis::Measured(_) => RCB_UPDATE_BUDGET_MEASURED,
                     BudgetBasis::Configured => RCB_UPDATE_BUDGET_CONFIGURED,
-                    BudgetBasis::Failed(_) | BudgetBasis::Fixed => RCB_UPDATE_BUDGET_DEFAULT,
+                    BudgetBasis::Failed(_) | BudgetBasis::NotMeasured(_) | BudgetBasis::Fixed => RCB_UPDATE_BUDGET_DEFAULT,
                 },
                 update_growth_bytes: match &s.basis {
                     BudgetBasis::Measured(m) => m.bytes_per_update,

@@ -22,16 +22,27 @@ pub fn edge_ends(edges: &[Edge]) -> (Vec<P>, Vec<P>) {
     edges.iter().map(|e| (e.from.0, e.to.0)).unzip()
 }
 
-/// Runs `call` (the library's own event calls, or its update-budget probe) with the calling thread
-/// in relaxed capture mode, set through `exchange` (the runtime's
-/// `ThreadExchangeStreamCaptureMode`), then gives the thread its mode back; when the mode cannot be
-/// set, `call` runs as it is. A failed give-back is tried once more: a thread left relaxed no
+/// Runs `call` (the library's own event calls) with the calling thread in relaxed capture mode,
+/// set through `exchange` (the runtime's `ThreadExchangeStreamCaptureMode`), then gives the thread
+/// its mode back; when the mode cannot be set, `call` runs as it is. A failed give-back is tried once more: a thread left relaxed no
 /// longer has its unsafe calls during a capture refused, so a second failure is logged at warn and
 /// counted (`capture_mode_left_relaxed`, process totals).
 pub fn relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let mut call = Some(call);
+    let mut run = || call.take().map_or(0, |call| call());
+    match only_relaxed(exchange, &mut run) {
+        Ok(rc) => rc,
+        Err(_) => run(),
+    }
+}
+
+/// [`relaxed`], but where the mode cannot be set `call` is not made (the update budget's probe,
+/// whose allocation would invalidate a capture in progress): `Err` holds the exchange's error.
+pub fn only_relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_int) -> std::result::Result<c_int, c_int> {
     let mut mode = CaptureMode::Relaxed as c_int;
-    if exchange(&mut mode) != 0 {
-        return call();
+    let set = exchange(&mut mode);
+    if set != 0 {
+        return Err(set);
     }
     let rc = call();
     let own = mode;
@@ -40,14 +51,14 @@ pub fn relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() -> c_
         let mut back = own;
         failed = exchange(&mut back);
         if failed == 0 {
-            return rc;
+            return Ok(rc);
         }
     }
     log::warn!(
         "giving the calling thread its stream capture mode ({own}) back after the library's own calls failed twice (error {failed}): the thread stays in relaxed mode"
     );
     counters::record_total(Event::Fallback(Fallback::CaptureModeLeftRelaxed));
-    rc
+    Ok(rc)
 }
 
 /// The error codes told apart. Both runtimes number them alike (HIP copied CUDA's codes).

@@ -64,9 +64,17 @@ pub trait Streams {
     /// Runs `work` with the calling thread in relaxed capture mode, then gives the thread its
     /// mode back, as the event calls above are made: for the library's own objects, made and
     /// destroyed outside every capture, whose calls (an allocation) would otherwise fail and
-    /// invalidate a global-mode capture in progress on any thread. A runtime that cannot set the
-    /// mode runs `work` as it is.
-    fn relaxed_capture_mode(&self, work: &mut dyn FnMut());
+    /// invalidate a global-mode capture in progress on any thread. Where the mode cannot be set
+    /// (a runtime without the call, or the call failed) `work` is not run: `Unsupported` or the
+    /// call's error.
+    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) -> Result<()>;
+    /// Runs `work`, then clears the calling thread's last runtime error if `work` left one where
+    /// none was pending before (HIP's `hipPeekAtLastError`, `hipGetLastError`), so that the
+    /// caller's next check of it does not report the library's own failed calls. An error pending
+    /// before is never cleared (a failed call of `work` has replaced it on ROCm 6.4+, where only
+    /// failures set it, and nothing can put it back: the caller's check still fails, with the
+    /// library's code). A runtime without a last error (CUDA's driver API) just runs `work`.
+    fn keep_last_error(&self, work: &mut dyn FnMut());
 }
 
 /// Graph templates and executable graphs.

@@ -15,7 +15,7 @@ macro_rules! symbol_table {
         $( $sym:ident : fn($($param:ident : $arg:ty),* $(,)?) -> $ret:ty; )*
     }) => {
         $crate::runtime::symbols::symbol_table! {
-            $(#[$meta])* $vis struct $table { $( $sym: fn($($arg),*) -> $ret; )* }
+            @table $(#[$meta])* $vis struct $table { $( $sym: fn($($arg),*) -> $ret; )* }
         }
 
         #[cfg(test)]
@@ -31,6 +31,14 @@ macro_rules! symbol_table {
         }
     };
     ($(#[$meta:meta])* $vis:vis struct $table:ident {
+        $( $sym:ident : fn($($arg:ty),* $(,)?) -> $ret:ty; )*
+    }) => {
+        $crate::runtime::symbols::symbol_table! {
+            @table $(#[$meta])* $vis struct $table { $( $sym: fn($($arg),*) -> $ret; )* }
+        }
+    };
+    // The table itself, for both forms above (a prototype without parameters matches both).
+    (@table $(#[$meta:meta])* $vis:vis struct $table:ident {
         $( $sym:ident : fn($($arg:ty),* $(,)?) -> $ret:ty; )*
     }) => {
         $(#[$meta])*

@@ -5,8 +5,9 @@
 # include/rocm_cmdbuf.hpp (also under -pedantic); correlator.c and correlator.cpp the profiler
 # correlator through each header (no GPU runtime); exit_calls.cpp calls exports from atexit, a C++
 # static destructor and a thread's key destructor; stream_fork.c forks while a thread uses the
-# stream cache; stats_at_exit.c makes known counts, which the RCB_STATS report at exit must hold.
-# cmdbuf_flow, contracts, exit_calls, stream_fork and stats_at_exit also link the
+# stream cache; budget_fork.c forks while the first command buffer measures the update budget;
+# stats_at_exit.c makes known counts, which the RCB_STATS report at exit must hold.
+# cmdbuf_flow, contracts, exit_calls, stream_fork, budget_fork and stats_at_exit also link the
 # software GPU ($1/libamdhip64.so, from cargo build -p hipsim) through Debian's HIP headers: the
 # system's (/usr/include), or those under the directory $2 (ci/hip-versions.sh passes each real
 # ROCm's). Whether each real HIP runtime reports "no device" cleanly is checked by
@@ -77,6 +78,8 @@ if [ -e "$hipsim" ]; then
     build stream-fork gcc c11 stream_fork.c -pthread "${hip[@]}"
     build stats-at-exit gcc c11 stats_at_exit.c "${hip[@]}"
     build stream-fork-asan gcc c11 stream_fork.c -pthread "${hip[@]}" "${san[@]}"
+    build budget-fork gcc c11 budget_fork.c -pthread "${hip[@]}"
+    build budget-fork-asan gcc c11 budget_fork.c -pthread "${hip[@]}" "${san[@]}"
 fi
 
 failed=0
@@ -117,6 +120,11 @@ if [ -e "$hipsim" ]; then
     # A fork while another thread uses the stream cache: the child's cache starts empty.
     for bin in stream-fork stream-fork-asan; do
         run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so"
+    done
+    # A fork while the first command buffer measures the update budget: the child's first
+    # command buffer takes the fixed default at once.
+    for bin in budget-fork budget-fork-asan; do
+        run "$bin" all RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/hip/libamdhip64.so" HIPSIM_LATENCY=hipGraphExecMemsetNodeSetParams:100us
     done
     # RCB_STATS: the report printed when the library is unloaded holds what the program read
     # from rcb_counters_get(NULL) before it exited; nothing is printed without RCB_STATS.

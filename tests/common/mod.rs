@@ -41,6 +41,37 @@ pub fn hipsim_path() -> PathBuf {
     target_dir().join("libamdhip64.so")
 }
 
+/// A copy of the software GPU that does not export `symbol`, as a runtime without that call:
+/// the name's entry in the copy's dynamic string table gets another first letter, so the
+/// loader's lookup of the name fails while every other symbol resolves as before (hipsim's own
+/// code calls the function directly, never through the table). Written to
+/// `target/<profile>/hipsim-without-<symbol>/libamdhip64.so`, where `RCB_HIP_LIBRARY` can name it.
+pub fn hipsim_without(symbol: &str) -> PathBuf {
+    runtime().expect("the software GPU is built");
+    let mut elf = std::fs::read(hipsim_path()).expect("the software GPU's file");
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+    // ELF64: the section headers, and the string table the dynamic symbol table (SHT_DYNSYM, 11)
+    // links to.
+    let (table, entry_size, count) = (u64_at(&elf, 0x28), u16_at(&elf, 0x3a), u16_at(&elf, 0x3c));
+    let header = |i: usize| table + i * entry_size;
+    let dynsym = (0..count).map(header).find(|&h| u32_at(&elf, h + 4) == 11).expect("a dynamic symbol table");
+    let dynstr = header(u32_at(&elf, dynsym + 0x28));
+    let (start, size) = (u64_at(&elf, dynstr + 0x18), u64_at(&elf, dynstr + 0x20));
+    let name = format!("\0{symbol}\0").into_bytes();
+    let at = elf[start..start + size].windows(name.len()).position(|w| w == name).unwrap_or_else(|| panic!("hipsim exports no {symbol}"));
+    elf[start + at + 1] = b'_';
+    let dir = target_dir().join(format!("hipsim-without-{symbol}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("libamdhip64.so");
+    // Written beside and renamed over, so that a test running at the same time never loads half a file.
+    let partial = dir.join(format!("libamdhip64.so.{}", std::process::id()));
+    std::fs::write(&partial, elf).unwrap();
+    std::fs::rename(&partial, &path).unwrap();
+    path
+}
+
 /// Builds the software GPU when it is missing (`cargo test` alone does not build a cdylib of
 /// another package), with the cargo and profile that built this test.
 fn build_hipsim(sim: &std::path::Path) -> Result<(), String> {

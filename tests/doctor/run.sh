@@ -11,6 +11,9 @@
 #   - RCB_EXEC_UPDATE_BUDGET=0 and RCB_STREAM_CACHE=0 each get their advice line;
 #   - a runtime inside a ROCm tree whose .info/version says 7.2.0 gets the 7.2.0 advice, and one
 #     saying 7.2.1 does not;
+#   - a runtime without hipThreadExchangeStreamCaptureMode (a copy of the software GPU whose
+#     dynamic string table misspells it) gets the fixed default, not measured, with the reason
+#     and its advice line;
 #   - no device, no runtime and a malformed variable exit 1 with the reason on the last line.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -94,6 +97,30 @@ done
 run "${hip[@]}" HIPSIM_VERSION=60443484
 expect "HIP 6.4" 0 '^  version: HIP 6\.4\.43484'
 refuse "HIP 6.4" 'ROCr crash'
+
+# The copy: the name's entry in .dynstr (the string table of the dynamic symbol table, SHT_DYNSYM)
+# gets another first letter, so the loader cannot find it; hipsim calls its own code directly.
+python3 - "$sim" "$tmp/without/libamdhip64.so" hipThreadExchangeStreamCaptureMode <<'PY'
+import os, struct, sys
+src, dst, name = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+elf = bytearray(open(src, 'rb').read())
+shoff, = struct.unpack_from('<Q', elf, 0x28)
+shentsize, shnum = struct.unpack_from('<HH', elf, 0x3a)
+headers = [shoff + i * shentsize for i in range(shnum)]
+dynsym = next(h for h in headers if struct.unpack_from('<I', elf, h + 4)[0] == 11)
+dynstr = headers[struct.unpack_from('<I', elf, dynsym + 0x28)[0]]
+start, size = struct.unpack_from('<QQ', elf, dynstr + 0x18)
+at = elf.find(b'\0' + name + b'\0', start, start + size)
+assert at >= 0, f'{src} exports no {name.decode()}'
+elf[at + 1] = ord('_')
+os.makedirs(os.path.dirname(dst), exist_ok=True)
+open(dst, 'wb').write(elf)
+PY
+run RCB_BACKEND=hip RCB_HIP_LIBRARY="$tmp/without/libamdhip64.so"
+expect "a runtime without hipThreadExchangeStreamCaptureMode" 0 \
+    '^  budget: 64 MiB, the fixed default: not measured \(this HIP runtime has no hipThreadExchangeStreamCaptureMode' \
+    '^  advice: the growth was not measured' '^rcb-doctor: usable'
+refuse "a runtime without hipThreadExchangeStreamCaptureMode" '^  measured:'
 
 run "${hip[@]}" HIPSIM_DEVICES=0
 expect "no device" 1 '^  advice: no GPU is visible' '^rcb-doctor: NOT usable: .*sees no device'

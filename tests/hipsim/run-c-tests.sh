@@ -43,6 +43,7 @@ run() { # label binary [env...] -- [args...]
 tests=(memory streams kernels graphs capture vmm signal knobs attributes stream_memops node_kinds)
 for t in "${tests[@]}"; do build "$t" ""; done
 build memcpy_params ""
+build last_error ""
 
 for t in "${tests[@]}"; do run "$t" "$t"; done
 # The versions whose releases were read (Debian's trixie, sid and experimental binaries), and an
@@ -51,6 +52,12 @@ run "memcpy_params 5.7.1" memcpy_params HIPSIM_VERSION=50731921 -- 50731921
 run "memcpy_params 6.4.3" memcpy_params HIPSIM_VERSION=60443484 -- 60443484
 run "memcpy_params 7.2.4" memcpy_params -- 70253211
 run "memcpy_params malformed" memcpy_params HIPSIM_VERSION=6.4.3 -- 70253211
+# The last error: every call's result up to 6.3 (clr's sources), failures only from 6.4 (the
+# 6.4.3 and 7.2.4 binaries).
+run "last_error 5.7.1" last_error HIPSIM_VERSION=50731921 -- every-call
+run "last_error 6.3.0" last_error HIPSIM_VERSION=60300000 -- every-call
+run "last_error 6.4.3" last_error HIPSIM_VERSION=60443484 -- failures
+run "last_error 7.2.4" last_error -- failures
 run "knobs env-fail" knobs HIPSIM_FAIL=hipMalloc:3,hipStreamCreate:2:801 -- env-fail
 run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138 -- env-quirks
 run "knobs env-kernarg" knobs HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 -- env-kernarg

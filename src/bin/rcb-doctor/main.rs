@@ -288,6 +288,9 @@ fn update_budget(r: &mut Report, rt: &'static dyn Runtime) -> Result<(), Unusabl
             "RCB_EXEC_UPDATE_BUDGET=0: nothing bounds what in-place updates take from a leaking ROCm; unset it to have the library measure the growth",
         ),
         BudgetBasis::Failed(_) => r.advise("the measurement failed (above): the fixed default applies; run again on an idle device"),
+        BudgetBasis::NotMeasured(_) => r.advise(
+            "the growth was not measured (above): the fixed default applies; set RCB_EXEC_UPDATE_BUDGET to choose the budget yourself",
+        ),
         _ => {}
     }
     Ok(())

@@ -137,11 +137,22 @@ impl Streams for CudaRuntime {
         self.call("cuEventSynchronize", || unsafe { (self.core.cuEventSynchronize)(event.0) })
     }
 
-    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) {
-        self.relaxed(|| {
+    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) -> Result<()> {
+        let Some(table) = &self.thread_mode else {
+            return Err(Error::unsupported("this CUDA driver has no cuThreadExchangeStreamCaptureMode"));
+        };
+        // SAFETY: a valid in/out pointer holding a valid mode.
+        let exchange = |mode| unsafe { (table.cuThreadExchangeStreamCaptureMode)(mode) };
+        let set = common::only_relaxed(exchange, || {
             work();
             0
         });
+        set.map(drop).or_else(|rc| self.check("cuThreadExchangeStreamCaptureMode", rc))
+    }
+
+    /// The driver API keeps no last error: its calls return theirs.
+    fn keep_last_error(&self, work: &mut dyn FnMut()) {
+        work();
     }
 }
 

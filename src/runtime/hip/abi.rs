@@ -54,6 +54,7 @@ fn tables(layout: Layout) -> Vec<(&'static str, bool, &'static [Prototype])> {
         ("CaptureQuery", false, api::CaptureQuery::PROTOTYPES),
         ("NodeAttributes", false, api::NodeAttributes::PROTOTYPES),
         ("ThreadCaptureMode", false, api::ThreadCaptureMode::PROTOTYPES),
+        ("LastError", false, api::LastError::PROTOTYPES),
         ("KernelNames", false, api::KernelNames::PROTOTYPES),
         ("EventNodes", false, api::EventNodes::PROTOTYPES),
         ("HostNodes", false, api::HostNodes::PROTOTYPES),

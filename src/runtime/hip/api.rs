@@ -206,6 +206,15 @@ symbol_table! {
     }
 }
 
+symbol_table! {
+    /// The calling thread's last error, which the update budget's probe leaves as it found it
+    /// (every HIP since 4.2, symbol version hip_4.2).
+    pub struct LastError {
+        hipGetLastError: fn() -> hipError_t;
+        hipPeekAtLastError: fn() -> hipError_t;
+    }
+}
+
 /// The node `hipGraphKernelNodeCopyAttributes` copies from: HIP takes it first, the reverse of
 /// CUDA's `cuGraphKernelNodeCopyAttributes(dst, src)`, so each end has a type of its own and a
 /// call with the two swapped does not compile.

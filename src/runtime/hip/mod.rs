@@ -20,8 +20,8 @@ use crate::runtime::extra;
 use crate::runtime::symbols::{Feature, missing_in};
 use crate::runtime::*;
 use api::{
-    CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, EventNodes, HostNodes, KernelNames, MemOpNodes, MemOps, NodeAttributes,
-    StreamDevice, ThreadCaptureMode,
+    CaptureQuery, Core, DevicePropsR0000, DevicePropsR0600, EventNodes, HostNodes, KernelNames, LastError, MemOpNodes, MemOps,
+    NodeAttributes, StreamDevice, ThreadCaptureMode,
 };
 use hip_runtime_sys::{dim3, hipKernelNodeParams};
 use layout::Layout;
@@ -48,6 +48,7 @@ pub struct HipRuntime {
     /// For the device's architecture name (tests and tools only).
     device_props: Option<DevicePropsFn>,
     thread_mode: Option<ThreadCaptureMode>,
+    last_error: Option<LastError>,
     names: Feature<KernelNames>,
     event_nodes: Feature<EventNodes>,
     host_nodes: Feature<HostNodes>,
@@ -98,6 +99,8 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
     // SAFETY: as for `Core`.
     let thread_mode = unsafe { ThreadCaptureMode::resolve(&library) }.ok();
     // SAFETY: as for `Core`.
+    let last_error = unsafe { LastError::resolve(&library) }.ok();
+    // SAFETY: as for `Core`.
     let stream_device = unsafe { StreamDevice::resolve(&library) }.ok();
     // SAFETY: as for `Core`.
     let names = unsafe { KernelNames::resolve(&library) }.map_err(|m| missing_in(&name, m));
@@ -139,6 +142,7 @@ pub fn load(cfg: &Config) -> Result<Box<dyn Runtime>> {
         capture_query,
         device_props,
         thread_mode,
+        last_error,
         names,
         event_nodes,
         host_nodes,

@@ -130,11 +130,33 @@ impl Streams for HipRuntime {
         self.check("hipEventSynchronize", unsafe { (self.core.hipEventSynchronize)(event.0) })
     }
 
-    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) {
-        self.relaxed(|| {
+    fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) -> Result<()> {
+        let Some(table) = &self.thread_mode else {
+            return Err(Error::unsupported("this HIP runtime has no hipThreadExchangeStreamCaptureMode"));
+        };
+        // SAFETY: a valid in/out pointer holding a valid mode.
+        let exchange = |mode| unsafe { (table.hipThreadExchangeStreamCaptureMode)(mode) };
+        let set = common::only_relaxed(exchange, || {
             work();
             0
         });
+        set.map(drop).or_else(|rc| self.check("hipThreadExchangeStreamCaptureMode", rc))
+    }
+
+    fn keep_last_error(&self, work: &mut dyn FnMut()) {
+        let Some(table) = &self.last_error else { return work() };
+        // SAFETY: no arguments; reads the calling thread's state.
+        let peek = || unsafe { (table.hipPeekAtLastError)() };
+        let pending = peek();
+        work();
+        if pending == 0 && peek() != 0 {
+            // SAFETY: as above; returns the library's own error, which it clears.
+            unsafe { (table.hipGetLastError)() };
+            // Once more, now successful: from 6.4 a peek also stores what it returns as the
+            // thread's last call result (`hipExtGetLastError`), which the peek above left at the
+            // library's error.
+            peek();
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! hipError_t values (from hip_runtime_api.h) and their names.
 
+use std::cell::Cell;
+
 pub type HipResult<T = ()> = Result<T, i32>;
 
 pub const SUCCESS: i32 = 0;
@@ -67,4 +69,30 @@ pub fn name(code: i32) -> &'static str {
 
 pub fn description(code: i32) -> &'static str {
     TABLE.iter().find(|e| e.0 == code).map_or("unknown error\0", |e| e.2)
+}
+
+thread_local! {
+    /// The calling thread's last error, as clr keeps it per thread (`hip::tls.last_error_`).
+    static LAST_ERROR: Cell<i32> = const { Cell::new(SUCCESS) };
+}
+
+/// Notes what an export returned in the thread's last error, as clr's `HIP_RETURN` does. Up to
+/// 6.3 every call stores its result, success included (clr 5.7 to 6.3 sources); from 6.4 only a
+/// failure other than `hipErrorNotReady` does, so an error stays until `hipGetLastError` takes it
+/// (Debian's 6.4.3 and 7.2.4 binaries: their return path compares the result with 600 before
+/// storing it; clr's later sources name it `HIP_UPDATE_ERROR_STATE`).
+pub fn note(code: i32) {
+    if !crate::knobs::get().sticky_last_error() || (code != SUCCESS && code != NOT_READY) {
+        LAST_ERROR.set(code);
+    }
+}
+
+/// The thread's last error, reset to success (`hipGetLastError`).
+pub fn take_last() -> i32 {
+    LAST_ERROR.replace(SUCCESS)
+}
+
+/// The thread's last error, left as it is (`hipPeekAtLastError`).
+pub fn peek_last() -> i32 {
+    LAST_ERROR.get()
 }

@@ -103,6 +103,22 @@ impl ExecGraph {
         Ok(ExecGraph { nodes, order, index, children })
     }
 
+    /// Whether the nodes form one chain, each after the one before: clr's `Graph::GetRunList`
+    /// then finds a single parallel list (it starts another at each further root and at each
+    /// further edge of a node), and an empty graph has none.
+    pub fn is_chain(&self) -> bool {
+        let mut dependents = vec![0u32; self.nodes.len()];
+        let mut roots = 0;
+        for n in &self.nodes {
+            match n.deps.as_slice() {
+                [] => roots += 1,
+                [d] => dependents[*d] += 1,
+                _ => return false,
+            }
+        }
+        roots == 1 && dependents.iter().all(|&d| d <= 1)
+    }
+
     /// Builds an embedded template equal to this snapshot (for capturing a graph launch).
     pub fn to_template(&self, gs: &mut Graphs) -> HipResult<usize> {
         let g = gs.create(true, true);

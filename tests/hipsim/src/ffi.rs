@@ -1,5 +1,6 @@
 //! The C boundary: every hip* export goes through `call`, which counts the call, applies
-//! injected faults/latency and turns a Rust panic into hipErrorUnknown.
+//! injected faults/latency, turns a Rust panic into hipErrorUnknown and notes the result in the
+//! thread's last error.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -11,7 +12,9 @@ pub fn call(name: &str, f: impl FnOnce() -> HipResult) -> i32 {
         knobs::get().enter(name, true)?;
         f()
     });
-    r.err().unwrap_or(0)
+    let code = r.err().unwrap_or(0);
+    crate::error::note(code);
+    code
 }
 
 /// Runs `f` so that no panic escapes; `on_panic` is what C sees instead.

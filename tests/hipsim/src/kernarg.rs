@@ -11,6 +11,17 @@
 //! at instantiation one pool of the executable's slots plus the chunk, and each time an update
 //! does not fit, another of the same size.
 //!
+//! With the `clr_chain_staging` quirk only an executable graph that is a single chain of nodes
+//! stages anything, as clr 6.2 to 6.3 and its development branch of late 2024 do (read in their
+//! source): `GraphExec::CaptureAQLPackets`, which allocates the pool and captures each node's
+//! packet and arguments at instantiation, and `GraphExec::UpdateAQLPacket`, which captures them
+//! again on update, run only where `Graph::GetRunList` found one parallel list, which it finds for
+//! a chain alone (it starts a list at each root and at each branch); a child graph's nodes are
+//! captured at instantiation only when that graph is a chain too. Every other graph's nodes are
+//! dispatched at launch, with arguments in the launching stream's own ring, which hipsim does not
+//! count. clr's later segment scheduling (a 2025 copy of rocm-systems' `projects/clr`) captures
+//! every segment instead: the quirk models the releases before it.
+//!
 //! The slots come from a per-device pool of `HIPSIM_KERNARG_POOL` bytes (unlimited by default).
 //! When an update finds the pool exhausted, `kernarg_leak` fails it with `hipErrorOutOfMemory`
 //! (what a runtime with pull request 10022 reports) and `kernarg_leak_silent` returns success
@@ -40,9 +51,24 @@ pub fn slot(op: &Op) -> u64 {
     }
 }
 
-/// The slots of every node of `graph`, child graphs included.
+/// The slots of every node of `graph`, child graphs included: what an update of them takes.
 pub fn graph_bytes(graph: &ExecGraph) -> u64 {
     graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), graph_bytes)).sum()
+}
+
+/// Whether an executable graph of `graph` stages its nodes' arguments: always, but under the
+/// `clr_chain_staging` quirk only when it is a single chain.
+pub fn stages(graph: &ExecGraph) -> bool {
+    !knobs::get().clr_chain_staging() || graph.is_chain()
+}
+
+/// The slots an instantiation of `graph` takes: every node's where [`stages`] says so, a child
+/// graph's likewise.
+fn instantiation_bytes(graph: &ExecGraph) -> u64 {
+    if !stages(graph) {
+        return 0;
+    }
+    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), instantiation_bytes)).sum()
 }
 
 struct Pool {
@@ -60,6 +86,9 @@ struct Staging {
     device: i32,
     bytes: u64,
     instantiated: u64,
+    /// Whether the executable stages at all ([`stages`]): one that does not has no pool, and its
+    /// updates take nothing.
+    pooled: bool,
 }
 
 static POOL: LazyLock<Mutex<Pool>> =
@@ -72,7 +101,7 @@ fn pool() -> MutexGuard<'static, Pool> {
 impl Pool {
     /// Takes `bytes` for `exec`, or fails when the device's pool cannot hold them.
     fn take(&mut self, exec: usize, bytes: u64) -> HipResult {
-        let Some(staging) = self.execs.get_mut(&exec) else { return Ok(()) };
+        let Some(staging) = self.execs.get_mut(&exec).filter(|s| s.pooled) else { return Ok(()) };
         let used = self.used.entry(staging.device).or_default();
         if used.saturating_add(bytes) > self.limit {
             return Err(OUT_OF_MEMORY);
@@ -84,10 +113,11 @@ impl Pool {
     }
 }
 
-/// Takes the slots of a new executable graph.
-pub fn instantiated(exec: usize, device: i32, bytes: u64) -> HipResult {
+/// Takes the slots of a new executable graph of `graph`.
+pub fn instantiated(exec: usize, device: i32, graph: &ExecGraph) -> HipResult {
+    let bytes = instantiation_bytes(graph);
     let mut p = pool();
-    p.execs.insert(exec, Staging { device, bytes: 0, instantiated: bytes });
+    p.execs.insert(exec, Staging { device, bytes: 0, instantiated: bytes, pooled: stages(graph) });
     let taken = p.take(exec, bytes);
     if taken.is_err() {
         p.execs.remove(&exec);
@@ -112,7 +142,7 @@ pub enum Update {
 }
 
 /// Stages an update that needs `bytes` of fresh slots: taken from the pool under the leak
-/// quirks, reused (nothing taken) without them.
+/// quirks, reused (nothing taken) without them or where the executable stages nothing.
 pub fn update(exec: usize, bytes: u64) -> HipResult<Update> {
     let mode = knobs::get().kernarg_leak();
     if mode == KernargLeak::Off {
@@ -139,7 +169,7 @@ pub fn memory_on(device: i32) -> u64 {
     let Some(chunk) = knobs::get().kernarg_chunk else { return p.used.get(&device).copied().unwrap_or(0) };
     p.execs
         .values()
-        .filter(|s| s.device == device)
+        .filter(|s| s.device == device && s.pooled)
         .map(|s| {
             let pool = (s.instantiated + chunk).max(1);
             s.bytes.div_ceil(pool).max(1) * pool

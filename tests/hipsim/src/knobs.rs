@@ -43,6 +43,8 @@ pub const DEFAULT_VERSION: i32 = 70_253_211;
 const OLDEST_VERSION: i32 = 50_300_000;
 /// The first version whose 1-D memcpy nodes report their parameters (see `rocm_7_2_memcpy`).
 const ROCM_7_2: i32 = 70_200_000;
+/// The first version whose last error only a failure sets (see `sticky_last_error`).
+const ROCM_6_4: i32 = 60_400_000;
 
 pub struct Knobs {
     state: Mutex<State>,
@@ -63,6 +65,7 @@ pub struct Knobs {
     clr138: AtomicBool,
     clr_graph_launch: AtomicBool,
     clr_stream_memops: AtomicBool,
+    clr_chain_staging: AtomicBool,
     memcpy_class: AtomicBool,
     kernarg_leak: AtomicU8,
     stream_flag_bits: AtomicBool,
@@ -117,6 +120,7 @@ fn init() -> Knobs {
         clr138: AtomicBool::new(false),
         clr_graph_launch: AtomicBool::new(false),
         clr_stream_memops: AtomicBool::new(false),
+        clr_chain_staging: AtomicBool::new(false),
         memcpy_class: AtomicBool::new(false),
         kernarg_leak: AtomicU8::new(KernargLeak::Off as u8),
         stream_flag_bits: AtomicBool::new(false),
@@ -208,13 +212,14 @@ impl Knobs {
     }
 
     pub fn set_quirks(&self, spec: &str) -> Result<(), ()> {
-        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops, mut memcpy_class) =
-            (false, KernargLeak::Off, false, false, false, false);
+        let (mut clr138, mut leak, mut flag_bits, mut clr_launch, mut clr_memops, mut clr_chain, mut memcpy_class) =
+            (false, KernargLeak::Off, false, false, false, false, false);
         for e in entries(spec) {
             match e {
                 "clr138" => clr138 = true,
                 "clr_graph_launch" => clr_launch = true,
                 "clr_stream_memops" => clr_memops = true,
+                "clr_chain_staging" => clr_chain = true,
                 "memcpy_class" => memcpy_class = true,
                 "kernarg_leak" if leak == KernargLeak::Off => leak = KernargLeak::Error,
                 "kernarg_leak" => {}
@@ -226,6 +231,7 @@ impl Knobs {
         self.clr138.store(clr138, Ordering::Relaxed);
         self.clr_graph_launch.store(clr_launch, Ordering::Relaxed);
         self.clr_stream_memops.store(clr_memops, Ordering::Relaxed);
+        self.clr_chain_staging.store(clr_chain, Ordering::Relaxed);
         self.memcpy_class.store(memcpy_class, Ordering::Relaxed);
         self.kernarg_leak.store(leak as u8, Ordering::Relaxed);
         self.stream_flag_bits.store(flag_bits, Ordering::Relaxed);
@@ -247,6 +253,12 @@ impl Knobs {
     /// before, clr never fills them and the call returns memory it never wrote.
     pub fn rocm_7_2_memcpy(&self) -> bool {
         self.version >= ROCM_7_2
+    }
+
+    /// Whether the thread's last error keeps a failure until `hipGetLastError` takes it (6.4+)
+    /// instead of taking every call's result (see `error::note`).
+    pub fn sticky_last_error(&self) -> bool {
+        self.version >= ROCM_6_4
     }
 
     pub fn clr138(&self) -> bool {
@@ -271,6 +283,13 @@ impl Knobs {
     /// ihipStreamOperation enqueues them with no capture branch).
     pub fn clr_stream_memops(&self) -> bool {
         self.clr_stream_memops.load(Ordering::Relaxed)
+    }
+
+    /// `clr_chain_staging`: an executable graph stages kernel arguments (at instantiation and on
+    /// update) only when it is a single chain of nodes, as clr's packet capture does in the
+    /// releases read (see `kernarg::stages`).
+    pub fn clr_chain_staging(&self) -> bool {
+        self.clr_chain_staging.load(Ordering::Relaxed)
     }
 
     /// `memcpy_class`: hipGraphExecMemcpyNodeSetParams1D refuses (hipErrorInvalidValue) new

@@ -135,6 +135,78 @@ static void check_kernarg(void) {
     CHECK(hipModuleUnload(m));
 }
 
+static hipGraphNode_t memset_node(hipGraph_t g, const hipGraphNode_t *deps, size_t n, void *dst, uint32_t v) {
+    hipMemsetParams mp;
+    memset(&mp, 0, sizeof mp);
+    mp.dst = dst; mp.elementSize = 4; mp.width = 1; mp.height = 1; mp.value = v;
+    hipGraphNode_t node;
+    CHECK(hipGraphAddMemsetNode(&node, g, deps, n, &mp));
+    return node;
+}
+
+/* The bytes an executable graph of `g` takes at instantiation and with one update of `node`. */
+static void staged(hipGraph_t g, hipGraphNode_t node, void *dst, uint64_t at_instantiation, uint64_t per_update) {
+    uint64_t before = hipsimLiveCount("kernarg");
+    hipGraphExec_t e;
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    EXPECT(hipsimLiveCount("kernarg") == before + at_instantiation);
+    hipMemsetParams mp;
+    memset(&mp, 0, sizeof mp);
+    mp.dst = dst; mp.elementSize = 4; mp.width = 1; mp.height = 1; mp.value = 7;
+    CHECK(hipGraphExecMemsetNodeSetParams(e, node, &mp));
+    EXPECT(hipsimLiveCount("kernarg") == before + at_instantiation + per_update);
+    CHECK(hipGraphExecDestroy(e));
+    EXPECT(hipsimLiveCount("kernarg") == before);
+}
+
+/* clr_chain_staging: only a graph that is one chain stages its memset nodes' arguments (64 + 256
+ * bytes each), at instantiation and on update; independent nodes, a fork and a join stage
+ * nothing; a chain's child graph stages at instantiation only if it is a chain too. */
+static void check_chain_staging(void) {
+    const uint64_t memset_slot = 64 + 256;
+    void *d;
+    CHECK(hipMalloc(&d, 64));
+    int *w = d;
+    EXPECT(hipsimSetQuirks("kernarg_leak,clr_chain_staging") == 0);
+    hipGraph_t g;
+    CHECK(hipGraphCreate(&g, 0));
+    hipGraphNode_t a = memset_node(g, NULL, 0, w, 1), b = memset_node(g, NULL, 0, w + 1, 2);
+    staged(g, a, w, 0, 0);
+    CHECK(hipGraphAddDependencies(g, &a, &b, 1)); /* a chain: a, then b */
+    staged(g, a, w, 2 * memset_slot, memset_slot);
+    hipGraphNode_t c = memset_node(g, &a, 1, w + 2, 3); /* a fork: b and c after a */
+    staged(g, a, w, 0, 0);
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipGraphCreate(&g, 0));
+    a = memset_node(g, NULL, 0, w, 1);
+    b = memset_node(g, NULL, 0, w + 1, 2);
+    hipGraphNode_t ab[] = {a, b};
+    memset_node(g, ab, 2, w + 2, 3); /* a join: after a and b */
+    staged(g, a, w, 0, 0);
+    CHECK(hipGraphDestroy(g));
+
+    /* A chain of a memset node and a child graph of two independent memset nodes. */
+    hipGraph_t child;
+    CHECK(hipGraphCreate(&child, 0));
+    memset_node(child, NULL, 0, w + 1, 2);
+    memset_node(child, NULL, 0, w + 2, 3);
+    CHECK(hipGraphCreate(&g, 0));
+    a = memset_node(g, NULL, 0, w, 1);
+    CHECK(hipGraphAddChildGraphNode(&c, g, &a, 1, child));
+    staged(g, a, w, memset_slot, memset_slot);
+    CHECK(hipGraphDestroy(g));
+    CHECK(hipGraphDestroy(child));
+    /* Without the quirk every graph stages. */
+    EXPECT(hipsimSetQuirks("kernarg_leak") == 0);
+    CHECK(hipGraphCreate(&g, 0));
+    a = memset_node(g, NULL, 0, w, 1);
+    memset_node(g, NULL, 0, w + 1, 2);
+    staged(g, a, w, 2 * memset_slot, memset_slot);
+    CHECK(hipGraphDestroy(g));
+    EXPECT(hipsimSetQuirks("") == 0);
+    CHECK(hipFree(d));
+}
+
 static double time_get_device(void) {
     int d;
     double t0 = now_ms();
@@ -215,6 +287,7 @@ static void api(void) {
     EXPECT(hipsimSetQuirks("") == 0);
     check_quirks(0);
     check_kernarg();
+    check_chain_staging();
 
     /* Latency. */
     EXPECT(hipsimSetLatency("hipGetDevice:30ms") == 0);

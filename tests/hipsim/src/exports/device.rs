@@ -113,3 +113,15 @@ pub extern "C" fn hipGetErrorName(code: i32) -> *const c_char {
 pub extern "C" fn hipGetErrorString(code: i32) -> *const c_char {
     counted("hipGetErrorString", c"unknown error".as_ptr(), || error::description(code).as_ptr().cast())
 }
+
+/// The thread's last error, reset to success; clr's returns it without noting its own result.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipGetLastError() -> i32 {
+    counted("hipGetLastError", error::UNKNOWN, error::take_last)
+}
+
+/// The thread's last error, left set (clr's notes it again, which changes nothing).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipPeekAtLastError() -> i32 {
+    counted("hipPeekAtLastError", error::UNKNOWN, error::peek_last)
+}

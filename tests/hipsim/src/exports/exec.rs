@@ -17,7 +17,7 @@ fn instantiate(e: *mut usize, g: usize) -> HipResult {
     }
     let snap = ExecGraph::snapshot(&graph::lock(), g)?;
     let h = crate::handles::next_handle();
-    kernarg::instantiated(h, device::current()?, kernarg::graph_bytes(&snap))?;
+    kernarg::instantiated(h, device::current()?, &snap)?;
     exec::execs().insert(h, Arc::new(snap));
     // SAFETY: the C caller's out-pointer is null (refused) or writable, as HIP requires.
     unsafe { out(e, h) }
