@@ -5,7 +5,9 @@
 # the patch series' loader (patched.sh extracts it with the series' other compiled files) do not
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
 # again where the library cannot be opened, where the file found lacks its functions and where
-# its version has another interface. First checks that the loader's table has every function
+# its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
+# built with the file each tests against the same stand-ins and GoogleTest, and run the same way.
+# First checks that the loader's table has every function
 # of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
 # stages them for the GPU machine, where ci/gpu-run.sh runs them with RCB_BACKEND=cuda).
@@ -36,12 +38,27 @@ echo "the loader's table names the $(echo "$declared" | wc -l) functions of incl
 flags=(-std=c++17 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$here" -I"$patched" -I"$here/stubs")
 programs=()
 for src in "$here"/*.cpp; do programs+=("$(basename "$src" .cpp)"); done
+# The series' xla_cc_tests: each *_test.cc a patch adds, in XLA's gtest style, built with the file
+# it tests (its name without _test) against the stand-ins and Debian's GoogleTest, as
+# xla_flow-xla_test-<name>, so that the GPU machine runs them with the programs.
+xla_tests=()
+while IFS= read -r t; do xla_tests+=("$t"); done < <(cd "$patched" && find xla -name '*_test.cc' | sort)
+[ ${#xla_tests[@]} -gt 0 ] || { echo "no *_test.cc in the patch series"; exit 1; }
+build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
+    local exe=$1 test=$2
+    shift 2
+    g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
+        -lgmock -lgtest_main -lgtest "${link[@]}"
+}
 
 if [ -n "$build_only" ]; then
     # On the GPU machine the library sits next to the binaries.
+    link=(-L"$lib_dir" -Wl,-rpath,'$ORIGIN' -Wl,--as-needed -lrocm_cmdbuf -ldl -lpthread)
     for p in "${programs[@]}"; do
-        g++ "${flags[@]}" -O2 -o "$build_only/xla_flow-$p" "$here/$p.cpp" -L"$lib_dir" -Wl,-rpath,'$ORIGIN' \
-            -Wl,--as-needed -lrocm_cmdbuf -ldl -lpthread
+        g++ "${flags[@]}" -O2 -o "$build_only/xla_flow-$p" "$here/$p.cpp" "${link[@]}"
+    done
+    for t in "${xla_tests[@]}"; do
+        build_xla_test "$build_only/xla_flow-xla_test-$(basename "$t" .cc)" "$t"
     done
     exit 0
 fi
@@ -67,6 +84,16 @@ for p in "${programs[@]}"; do
         -o "$out/xla_flow-$p-asan" "$here/$p.cpp" "${link[@]}"
     for exe in "xla_flow-$p" "xla_flow-$p-asan"; do
         echo "== $exe (software GPU)"
+        run "$out/$exe"
+    done
+done
+for t in "${xla_tests[@]}"; do
+    name=xla_flow-xla_test-$(basename "$t" .cc)
+    build_xla_test "$out/$name" "$t"
+    build_xla_test "$out/$name-asan" "$t" -fsanitize=address,undefined -fno-omit-frame-pointer \
+        -fno-sanitize-recover=undefined
+    for exe in "$name" "$name-asan"; do
+        echo "== $exe ($t, software GPU)"
         run "$out/$exe"
     done
 done
