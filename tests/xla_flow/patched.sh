@@ -6,7 +6,8 @@
 # 0004 the move log (xla/stream_executor/rocm/rocm_cmdbuf_move_log.{h,cc}), from 0006 the profiler hook (xla/backends/profiler/gpu/rocm_cmdbuf_correlation.{h,cc}),
 # and the series' xla_cc_tests (every *_test.cc a patch adds) with the files they test and the
 # mock they use (0004: command_buffer_allocation_moves, rocm_cmdbuf_interface.h,
-# mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it).
+# mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it; 0006:
+# rocm_cmdbuf_correlation).
 #   tests/xla_flow/patched.sh DIR
 set -euo pipefail
 dir=$1
@@ -27,5 +28,5 @@ git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_move_log.*' \
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_interface.h' \
     --include='xla/stream_executor/rocm/mock_rocm_cmdbuf_command_buffer.h' \
     "$patches/0005-rocm_cmdbuf-traced-commands-and-streams.patch"
-git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation.*' \
+git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation*' \
     "$patches/0006-rocm_cmdbuf-profiler.patch"

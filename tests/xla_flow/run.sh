@@ -44,11 +44,29 @@ for src in "$here"/*.cpp; do programs+=("$(basename "$src" .cpp)"); done
 xla_tests=()
 while IFS= read -r t; do xla_tests+=("$t"); done < <(cd "$patched" && find xla -name '*_test.cc' | sort)
 [ ${#xla_tests[@]} -gt 0 ] || { echo "no *_test.cc in the patch series"; exit 1; }
+# Per test, the other files of the series it links, and one build per target where the
+# targets differ: the profiler's correlation id is 64-bit on main, 32-bit on the release branch.
+xla_test_extra() { # TEST
+    case $1 in
+    */rocm_cmdbuf_correlation_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    esac
+}
+xla_test_variants() { # TEST: lines "SUFFIX FLAGS"
+    case $1 in
+    */rocm_cmdbuf_correlation_test.cc)
+        echo "-id64 -DXLA_FLOW_CORRELATION_ID=uint64_t"
+        echo "-id32 -DXLA_FLOW_CORRELATION_ID=uint32_t" ;;
+    *) echo "" ;;
+    esac
+}
 build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
     local exe=$1 test=$2
     shift 2
+    # shellcheck disable=SC2046 # the extra files and defines split into words
     g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
-        -lgmock -lgtest_main -lgtest "${link[@]}"
+        $(xla_test_extra "$test") -lgmock -lgtest_main -lgtest "${link[@]}"
 }
 
 if [ -n "$build_only" ]; then
@@ -58,7 +76,10 @@ if [ -n "$build_only" ]; then
         g++ "${flags[@]}" -O2 -o "$build_only/xla_flow-$p" "$here/$p.cpp" "${link[@]}"
     done
     for t in "${xla_tests[@]}"; do
-        build_xla_test "$build_only/xla_flow-xla_test-$(basename "$t" .cc)" "$t"
+        while read -r suffix variant; do
+            # shellcheck disable=SC2086 # a variant's flags split into words
+            build_xla_test "$build_only/xla_flow-xla_test-$(basename "$t" .cc)$suffix" "$t" $variant
+        done < <(xla_test_variants "$t")
     done
     exit 0
 fi
@@ -88,14 +109,18 @@ for p in "${programs[@]}"; do
     done
 done
 for t in "${xla_tests[@]}"; do
-    name=xla_flow-xla_test-$(basename "$t" .cc)
-    build_xla_test "$out/$name" "$t"
-    build_xla_test "$out/$name-asan" "$t" -fsanitize=address,undefined -fno-omit-frame-pointer \
-        -fno-sanitize-recover=undefined
-    for exe in "$name" "$name-asan"; do
-        echo "== $exe ($t, software GPU)"
-        run "$out/$exe"
-    done
+    while read -r suffix variant; do
+        name=xla_flow-xla_test-$(basename "$t" .cc)$suffix
+        # shellcheck disable=SC2086 # a variant's flags split into words
+        build_xla_test "$out/$name" "$t" $variant
+        # shellcheck disable=SC2086
+        build_xla_test "$out/$name-asan" "$t" $variant -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+        for exe in "$name" "$name-asan"; do
+            echo "== $exe ($t, software GPU)"
+            run "$out/$exe"
+        done
+    done < <(xla_test_variants "$t")
 done
 
 # flags.cpp without a run path: librocm_cmdbuf.so.0 is not on the loader's path, then the one
