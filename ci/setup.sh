@@ -8,12 +8,14 @@
 #     objects with them, and ci/hip-versions.sh reads the real HIP headers with clang.
 #   - libabsl-dev and pkg-config: Abseil's hash maps for the baseline of `rcb-bench correlator`,
 #     XLA's collector in C++ (build.rs uses std::unordered_map when they are missing).
+#   - libgtest-dev and libgmock-dev: GoogleTest, for the patch series' xla_cc_tests that
+#     tests/xla_flow/run.sh compiles and runs against stand-ins of XLA's headers.
 #   - cbindgen at the pinned version that generated include/rocm_cmdbuf.h.
 #   - clippy, which checks the workspace lints of Cargo.toml (every unsafe block documented).
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
 
-bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev lld clang-19 lld-19 libabsl-dev pkg-config
+bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev lld clang-19 lld-19 libabsl-dev pkg-config libgtest-dev libgmock-dev
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
 done

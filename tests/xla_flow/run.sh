@@ -5,7 +5,9 @@
 # the patch series' loader (patched.sh extracts it with the series' other compiled files) do not
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
 # again where the library cannot be opened, where the file found lacks its functions and where
-# its version has another interface. First checks that the loader's table has every function
+# its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
+# built with the file each tests against the same stand-ins and GoogleTest, and run the same way.
+# First checks that the loader's table has every function
 # of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
 # stages them for the GPU machine, where ci/gpu-run.sh runs them with RCB_BACKEND=cuda).
@@ -36,12 +38,48 @@ echo "the loader's table names the $(echo "$declared" | wc -l) functions of incl
 flags=(-std=c++17 -Wall -Wextra -Werror -pedantic -I"$root/include" -I"$here" -I"$patched" -I"$here/stubs")
 programs=()
 for src in "$here"/*.cpp; do programs+=("$(basename "$src" .cpp)"); done
+# The series' xla_cc_tests: each *_test.cc a patch adds, in XLA's gtest style, built with the file
+# it tests (its name without _test) against the stand-ins and Debian's GoogleTest, as
+# xla_flow-xla_test-<name>, so that the GPU machine runs them with the programs.
+xla_tests=()
+while IFS= read -r t; do xla_tests+=("$t"); done < <(cd "$patched" && find xla -name '*_test.cc' | sort)
+[ ${#xla_tests[@]} -gt 0 ] || { echo "no *_test.cc in the patch series"; exit 1; }
+# Per test, the other files of the series it links, and one build per target where the
+# targets differ: the profiler's correlation id is 64-bit on main, 32-bit on the release branch.
+xla_test_extra() { # TEST
+    case $1 in
+    */rocm_cmdbuf_correlation_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    esac
+}
+xla_test_variants() { # TEST: lines "SUFFIX FLAGS"
+    case $1 in
+    */rocm_cmdbuf_correlation_test.cc)
+        echo "-id64 -DXLA_FLOW_CORRELATION_ID=uint64_t"
+        echo "-id32 -DXLA_FLOW_CORRELATION_ID=uint32_t" ;;
+    *) echo "" ;;
+    esac
+}
+build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
+    local exe=$1 test=$2
+    shift 2
+    # shellcheck disable=SC2046 # the extra files and defines split into words
+    g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
+        $(xla_test_extra "$test") -lgmock -lgtest_main -lgtest "${link[@]}"
+}
 
 if [ -n "$build_only" ]; then
     # On the GPU machine the library sits next to the binaries.
+    link=(-L"$lib_dir" -Wl,-rpath,'$ORIGIN' -Wl,--as-needed -lrocm_cmdbuf -ldl -lpthread)
     for p in "${programs[@]}"; do
-        g++ "${flags[@]}" -O2 -o "$build_only/xla_flow-$p" "$here/$p.cpp" -L"$lib_dir" -Wl,-rpath,'$ORIGIN' \
-            -Wl,--as-needed -lrocm_cmdbuf -ldl -lpthread
+        g++ "${flags[@]}" -O2 -o "$build_only/xla_flow-$p" "$here/$p.cpp" "${link[@]}"
+    done
+    for t in "${xla_tests[@]}"; do
+        while read -r suffix variant; do
+            # shellcheck disable=SC2086 # a variant's flags split into words
+            build_xla_test "$build_only/xla_flow-xla_test-$(basename "$t" .cc)$suffix" "$t" $variant
+        done < <(xla_test_variants "$t")
     done
     exit 0
 fi
@@ -69,6 +107,20 @@ for p in "${programs[@]}"; do
         echo "== $exe (software GPU)"
         run "$out/$exe"
     done
+done
+for t in "${xla_tests[@]}"; do
+    while read -r suffix variant; do
+        name=xla_flow-xla_test-$(basename "$t" .cc)$suffix
+        # shellcheck disable=SC2086 # a variant's flags split into words
+        build_xla_test "$out/$name" "$t" $variant
+        # shellcheck disable=SC2086
+        build_xla_test "$out/$name-asan" "$t" $variant -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+        for exe in "$name" "$name-asan"; do
+            echo "== $exe ($t, software GPU)"
+            run "$out/$exe"
+        done
+    done < <(xla_test_variants "$t")
 done
 
 # flags.cpp without a run path: librocm_cmdbuf.so.0 is not on the loader's path, then the one
