@@ -5,8 +5,10 @@
 // architecture of AMDGPU_ARCHS with Debian's clang (clang-19 and lld-19, which ci/setup.sh
 // installs; RCB_AMDGPU_CLANG names another), and writes $OUT_DIR/amdgpu_kernels.rs for the tools
 // and tests to embed them (src/bin/rcb-bench/kernels.rs picks one by the device's architecture).
-// An architecture the compiler does not know, or a missing compiler or linker, is listed as not
-// built with the reason; an error in the source fails the build. Warnings do not (another clang
+// An architecture clang-19 does not know (gfx950) is built with ci/amdgpu-clang, a newer clang
+// that ci/setup.sh installs. An architecture no compiler could build, for want of the compiler,
+// the linker or the architecture, is listed as not built with each one's reason; an error in the
+// source fails the build. Warnings do not (another clang
 // than the one CI runs may warn where it did not): they are passed on as cargo warnings and
 // written to $OUT_DIR/amdgpu_kernel_warnings.rs, which tests/amdgpu_code_objects.rs checks is
 // empty, along with the objects themselves.
@@ -114,44 +116,51 @@ fn version_nodes(script: &str) -> Vec<(String, Vec<String>)> {
 
 /// The architectures users run: MI200 (gfx90a), MI300 (gfx942), MI350 (gfx950), RDNA3 (gfx1100).
 const AMDGPU_ARCHS: [&str; 4] = ["gfx90a", "gfx942", "gfx950", "gfx1100"];
+/// The compiler for the architectures the first one does not know (relative to the package root,
+/// where cargo runs build scripts).
+const NEWER_CLANG: &str = "ci/amdgpu-clang";
 
 fn amdgpu_kernels() {
     const SOURCE: &str = "tests/gpu/kernels.hip";
     println!("cargo:rerun-if-changed={SOURCE}");
     println!("cargo:rerun-if-env-changed=RCB_AMDGPU_CLANG");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    println!("cargo:rerun-if-changed={NEWER_CLANG}");
     let clang = std::env::var("RCB_AMDGPU_CLANG").unwrap_or_else(|_| "clang-19".to_string());
     let (mut built, mut not_built, mut warnings) = (String::new(), String::new(), String::new());
-    for arch in AMDGPU_ARCHS {
+    'arch: for arch in AMDGPU_ARCHS {
         let object = out.join(format!("kernels-{arch}.hsaco"));
-        let result = Command::new(&clang)
-            .args(["-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "-nogpulib", "-nogpuinc", "-O3", "-std=c++17"])
-            .args(["-Wall", "-Wextra", &format!("--offload-arch={arch}"), SOURCE, "-o"])
-            .arg(&object)
-            .output();
-        let reason = match result {
-            Err(e) => format!("{clang} cannot run ({e}): install clang-19 and lld-19 (ci/setup.sh)"),
-            Ok(o) if o.status.success() => {
-                built += &format!("    ({arch:?}, include_bytes!({:?})),\n", object.display().to_string());
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                if !stderr.trim().is_empty() {
-                    stderr.lines().for_each(|line| println!("cargo:warning={clang} ({arch}): {line}"));
-                    warnings += &format!("    ({arch:?}, {:?}),\n", stderr.trim());
+        let mut reasons = Vec::new();
+        for compiler in [clang.as_str(), NEWER_CLANG] {
+            let result = Command::new(compiler)
+                .args(["-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "-nogpulib", "-nogpuinc", "-O3", "-std=c++17"])
+                .args(["-Wall", "-Wextra", &format!("--offload-arch={arch}"), SOURCE, "-o"])
+                .arg(&object)
+                .output();
+            match result {
+                Err(e) => reasons.push(format!("{compiler} cannot run ({e}): ci/setup.sh installs it")),
+                Ok(o) if o.status.success() => {
+                    built += &format!("    ({arch:?}, include_bytes!({:?})),\n", object.display().to_string());
+                    let stderr = String::from_utf8_lossy(&o.stderr);
+                    if !stderr.trim().is_empty() {
+                        stderr.lines().for_each(|line| println!("cargo:warning={compiler} ({arch}): {line}"));
+                        warnings += &format!("    ({arch:?}, {:?}),\n", stderr.trim());
+                    }
+                    continue 'arch;
                 }
-                continue;
-            }
-            Ok(o) => {
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                // The source's own errors name it; the toolchain's (unknown architecture, no
-                // linker) do not.
-                if stderr.contains(SOURCE) {
-                    panic!("{clang} cannot compile {SOURCE} for {arch}:\n{stderr}");
+                Ok(o) => {
+                    let stderr = String::from_utf8_lossy(&o.stderr);
+                    // The source's own errors name it; the toolchain's (unknown architecture, no
+                    // linker) do not.
+                    if stderr.contains(SOURCE) {
+                        panic!("{compiler} cannot compile {SOURCE} for {arch}:\n{stderr}");
+                    }
+                    let first = stderr.lines().next().unwrap_or("failed").trim_start_matches(&format!("{compiler}: "));
+                    reasons.push(format!("{compiler}: {}", first.split(';').next().unwrap_or(first)));
                 }
-                let first = stderr.lines().next().unwrap_or("failed").trim_start_matches(&format!("{clang}: "));
-                format!("{clang}: {}", first.split(';').next().unwrap_or(first))
             }
-        };
-        not_built += &format!("    ({arch:?}, {reason:?}),\n");
+        }
+        not_built += &format!("    ({arch:?}, {:?}),\n", reasons.join("; "));
     }
     let code = format!(
         "/// The test kernels (tests/gpu/kernels.hip) as an AMD code object per architecture.\n\

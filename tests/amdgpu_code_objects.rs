@@ -211,7 +211,7 @@ fn unpack(b: &[u8], at: &mut usize) -> Value {
 #[test]
 fn each_code_object_is_an_amdgcn_elf_with_the_test_kernels_laid_out_as_the_tests_pack_them() {
     // An architecture not built is a skip by name, so that losing one (gfx90a, gfx942, gfx1100 with
-    // clang-19) changes the skip lists' count and fails CI; gfx950 needs a newer clang.
+    // clang-19, gfx950 with ci/amdgpu-clang) changes the skip lists' count and fails CI.
     for (arch, reason) in AMDGPU_NOT_BUILT {
         common::skip(&format!("the {arch} code object"), reason);
     }
