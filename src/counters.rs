@@ -250,6 +250,10 @@ impl Counts {
 /// counted at once: a thread that ends hands its tally, counts kept, to the next thread that
 /// claims one. Nothing here takes a lock, so a forked child can read and count whatever a parent
 /// thread was doing.
+///
+/// Aligned to 128 bytes (two cache lines: adjacent-line prefetchers fetch lines in pairs), so that
+/// no two threads' tallies share a line and one thread's counting never invalidates another's.
+#[repr(align(128))]
 struct Tally {
     /// Added to by the claiming thread only (whoever claims it next sees its last store: the
     /// claim is an acquire of the release that freed it); read by any thread.
@@ -257,6 +261,8 @@ struct Tally {
     claimed: AtomicBool,
     next: *const Tally,
 }
+
+const _: () = assert!(std::mem::align_of::<Tally>() == 128 && std::mem::size_of::<Tally>() % 128 == 0);
 
 // SAFETY: `next` is written before the tally is published and never again; the tally itself is
 // never freed, so the pointer stays valid for any thread.
