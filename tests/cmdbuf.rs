@@ -91,6 +91,40 @@ fn a_chain_runs_and_follows_moved_allocations() {
     chain_moves_in_place(&gpu, Cb::update_allocs);
 }
 
+/// Every finalize, a re-record's too, gives back the room recording kept: the address lookup's
+/// index (which the re-record rebuilt) and the spare capacity of the node records and sites.
+#[test]
+fn a_re_record_keeps_no_more_memory_than_the_first_record() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let buffers: Vec<u64> = (0..40).map(|_| gpu.upload(&[0.0; N])).collect();
+    let allocs: Vec<(u64, u64)> = buffers.iter().map(|&x| (x, BYTES)).collect();
+    let cb = Cb::primary();
+    cb.set_allocs(&allocs);
+    for (i, &x) in buffers.iter().enumerate() {
+        cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, i as u32, N as u64));
+    }
+    cb.finalize();
+    let first = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
+    for round in 1..=2 {
+        ok(unsafe { rcb_cmdbuf_begin_update(cb.0) });
+        // Re-recording starts with the table: every recorded address is looked up again.
+        cb.set_allocs(&allocs);
+        cb.finalize();
+        let again = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
+        let parts = |m: &rocm_cmdbuf::MemoryUse| (m.allocation_table, m.site_lists, m.node_records, m.node_lists, m.argument_copies);
+        assert_eq!(parts(&again), parts(&first), "after re-record {round}: {again:?}, first {first:?}");
+        assert!(again.total() <= first.total(), "after re-record {round}: {again:?}, first {first:?}");
+    }
+    let mut sites = 0;
+    ok(unsafe { rcb_cmdbuf_site_count(cb.0, &mut sites) });
+    assert_eq!(sites, buffers.len(), "each kernel's pointer found again");
+    cb.launch(&gpu);
+    for (i, &x) in buffers.iter().enumerate() {
+        assert_eq!(common::download_u32(gpu.rt, x, N), vec![i as u32; N]);
+    }
+}
+
 #[test]
 fn naming_only_the_moved_allocations_moves_them_like_a_whole_table() {
     let _g = common::serial();
