@@ -344,8 +344,21 @@ pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
         used = cb.memory();
         Ok(())
     })?;
+    used.other += FIXED_BYTES as u64;
+    used.heap_blocks += 1;
     Ok(used)
 }
+
+/// What each command buffer keeps besides what `CmdBuf::memory` counts: the shared object behind
+/// its handle (two reference counts, the lock, the command buffer's own struct), one bucket with
+/// its control byte in the registry and one in the set of live ids (the spare buckets of those
+/// two tables are shared by every handle and not counted).
+const FIXED_BYTES: usize = 2 * std::mem::size_of::<usize>()
+    + std::mem::size_of::<Mutex<Held>>()
+    + std::mem::size_of::<(usize, Arc<Mutex<Held>>)>()
+    + 1
+    + std::mem::size_of::<usize>()
+    + 1;
 
 /// Runs an address update on `cb` and writes its report to `*report` on success.
 fn update_reported(

@@ -577,7 +577,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     );
     memory.print();
     println!(
-        "\nCounted by the library from its own data structures (inline sizes and heap capacities; a hash map as its buckets), not by the allocator, which adds a header to each heap block. The library keeps one copy of each node's parameters, pushed to the template and the executable graph alike; what the runtime keeps is not counted."
+        "\nCounted by the library from its own data structures (inline sizes and heap capacities; a hash map as all its buckets and their control bytes; \"other\" holds each command buffer's fixed cost: its struct, reference counts and lock, and its entries in the handle registry), not by the allocator, which adds a header to each heap block. The library keeps one copy of each node's parameters, pushed to the template and the executable graph alike; what the runtime keeps is not counted."
     );
     Ok(())
 }
