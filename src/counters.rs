@@ -250,6 +250,10 @@ impl Counts {
 /// counted at once: a thread that ends hands its tally, counts kept, to the next thread that
 /// claims one. Nothing here takes a lock, so a forked child can read and count whatever a parent
 /// thread was doing.
+///
+/// Aligned to 128 bytes (two cache lines: adjacent-line prefetchers fetch lines in pairs), so that
+/// no two threads' tallies share a line and one thread's counting never invalidates another's.
+#[repr(align(128))]
 struct Tally {
     /// Added to by the claiming thread only (whoever claims it next sees its last store: the
     /// claim is an acquire of the release that freed it); read by any thread.
@@ -257,6 +261,8 @@ struct Tally {
     claimed: AtomicBool,
     next: *const Tally,
 }
+
+const _: () = assert!(std::mem::align_of::<Tally>() == 128 && std::mem::size_of::<Tally>() % 128 == 0);
 
 // SAFETY: `next` is written before the tally is published and never again; the tally itself is
 // never freed, so the pointer stays valid for any thread.
@@ -358,15 +364,22 @@ pub fn record_total(event: Event) {
 /// The process totals now (each thread's counts read on their own: a concurrent event may be
 /// seen in one field and not yet in another).
 pub fn totals() -> Counts {
+    // The bases first: a base is stored (release) after the sum it holds was read, so once this
+    // read acquires it, the sum read below reads every count no earlier than that sum did, and
+    // counts only grow. A sum read first could predate a reset that races this read, and fall
+    // below its base. The subtraction saturates all the same (two resets racing each other may
+    // leave the older sum as the base, never one above what a later read sees).
+    let base: [u64; FIELDS] = std::array::from_fn(|i| BASE[i].load(Ordering::Acquire));
     let raw = raw_totals();
-    // Counts only grow, so a read never falls below the base of an earlier reset.
-    Counts::from_fields(std::array::from_fn(|i| raw[i].wrapping_sub(BASE[i].load(Ordering::Relaxed))))
+    Counts::from_fields(std::array::from_fn(|i| raw[i].saturating_sub(base[i])))
 }
 
 /// Zeroes the process totals (events counted concurrently may survive the reset).
 pub fn reset_totals() {
-    for (base, now) in BASE.iter().zip(raw_totals()) {
-        base.store(now, Ordering::Relaxed);
+    let now = raw_totals();
+    for (base, now) in BASE.iter().zip(now) {
+        // Published after the sum was read: see `totals`.
+        base.store(now, Ordering::Release);
     }
 }
 
@@ -432,8 +445,12 @@ mod tests {
         assert_eq!((c.fallback(Fallback::ReinstantiateBlocked), c.fallbacks_total()), (2, 3));
     }
 
+    /// Serialises the tests that reset the totals, which would break each other's counts.
+    static RESETS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn the_totals_sum_every_thread_s_counts_those_of_ended_threads_too_and_a_reset_zeroes_them() {
+        let _serial = RESETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Other unit tests count concurrently: only growth by at least what this test added is
         // certain, and the fallback reason no other test records.
         let why = Fallback::CaptureModeLeftRelaxed;
@@ -450,6 +467,58 @@ mod tests {
         assert_eq!(totals().fallback(why), 0);
         record_total(Event::Fallback(why));
         assert_eq!(totals().fallback(why), 1);
+    }
+
+    #[test]
+    fn a_read_racing_resets_and_counting_never_exceeds_the_events_made_nor_goes_back_between_resets() {
+        use std::sync::atomic::AtomicUsize;
+        let _serial = RESETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The reason no other test records: every count of it is this test's.
+        let why = Fallback::CaptureModeLeftRelaxed;
+        const COUNTERS: u64 = 3;
+        const EACH: u64 = 200_000;
+        reset_totals();
+        // Odd while a reset is under way; a read between two equal even values saw no reset.
+        let epoch = AtomicU64::new(0);
+        let counting = AtomicUsize::new(COUNTERS as usize);
+        std::thread::scope(|s| {
+            for _ in 0..COUNTERS {
+                s.spawn(|| {
+                    (0..EACH).for_each(|_| record_total(Event::Fallback(why)));
+                    counting.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            s.spawn(|| {
+                while counting.load(Ordering::SeqCst) > 0 {
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                    reset_totals();
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                    std::thread::yield_now();
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let (mut reads, mut last) = (0u64, None);
+                    while counting.load(Ordering::SeqCst) > 0 {
+                        let before = epoch.load(Ordering::SeqCst);
+                        let n = totals().fallback(why);
+                        let after = epoch.load(Ordering::SeqCst);
+                        assert!(n <= COUNTERS * EACH, "read {n} after only {} events", COUNTERS * EACH);
+                        if before == after && before % 2 == 0 {
+                            if let Some((at, m)) = last.filter(|&(at, _)| at == before) {
+                                assert!(n >= m, "read {n} after {m} with no reset between (epoch {at})");
+                            }
+                            last = Some((before, n));
+                        } else {
+                            last = None;
+                        }
+                        reads += 1;
+                    }
+                    assert!(reads > 0);
+                });
+            }
+        });
+        reset_totals();
     }
 
     #[test]

@@ -91,6 +91,40 @@ fn a_chain_runs_and_follows_moved_allocations() {
     chain_moves_in_place(&gpu, Cb::update_allocs);
 }
 
+/// Every finalize, a re-record's too, gives back the room recording kept: the address lookup's
+/// index (which the re-record rebuilt) and the spare capacity of the node records and sites.
+#[test]
+fn a_re_record_keeps_no_more_memory_than_the_first_record() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let buffers: Vec<u64> = (0..40).map(|_| gpu.upload(&[0.0; N])).collect();
+    let allocs: Vec<(u64, u64)> = buffers.iter().map(|&x| (x, BYTES)).collect();
+    let cb = Cb::primary();
+    cb.set_allocs(&allocs);
+    for (i, &x) in buffers.iter().enumerate() {
+        cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, i as u32, N as u64));
+    }
+    cb.finalize();
+    let first = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
+    for round in 1..=2 {
+        ok(unsafe { rcb_cmdbuf_begin_update(cb.0) });
+        // Re-recording starts with the table: every recorded address is looked up again.
+        cb.set_allocs(&allocs);
+        cb.finalize();
+        let again = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
+        let parts = |m: &rocm_cmdbuf::MemoryUse| (m.allocation_table, m.site_lists, m.node_records, m.node_lists, m.argument_copies);
+        assert_eq!(parts(&again), parts(&first), "after re-record {round}: {again:?}, first {first:?}");
+        assert!(again.total() <= first.total(), "after re-record {round}: {again:?}, first {first:?}");
+    }
+    let mut sites = 0;
+    ok(unsafe { rcb_cmdbuf_site_count(cb.0, &mut sites) });
+    assert_eq!(sites, buffers.len(), "each kernel's pointer found again");
+    cb.launch(&gpu);
+    for (i, &x) in buffers.iter().enumerate() {
+        assert_eq!(common::download_u32(gpu.rt, x, N), vec![i as u32; N]);
+    }
+}
+
 #[test]
 fn naming_only_the_moved_allocations_moves_them_like_a_whole_table() {
     let _g = common::serial();
@@ -570,6 +604,43 @@ fn the_state_machine_refuses_misuse() {
     cb.finalize();
     cb.launch(&gpu);
     assert_eq!(common::download_u32(gpu.rt, x, 1), vec![2], "the update reached the exec");
+}
+
+/// A handle freed while a call on another thread still holds its command buffer is not live
+/// to the thread that freed it, though that thread called the buffer lately (the weak reference
+/// it keeps to it still upgrades while the other call holds the object).
+#[test]
+fn a_freed_handle_is_not_live_while_a_call_in_flight_still_holds_its_command_buffer() {
+    // hipsim's latencies are process-wide.
+    let _serial = common::serial();
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let cb = Cb::primary();
+    cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, 5, N as u64));
+    // This thread's last call on it: it is among the thread's recent command buffers.
+    cb.finalize();
+    let (raw, stream) = (cb.0 as usize, gpu.stream.0 as usize);
+    // Freed below, by hand.
+    std::mem::forget(cb);
+    sim.set_latency("hipGraphLaunch:300ms");
+    let before = sim.call_count("hipGraphLaunch");
+    let launching = std::thread::spawn(move || unsafe { rcb_cmdbuf_launch(raw as *mut rcb_cmdbuf, stream as *mut std::ffi::c_void) });
+    while sim.call_count("hipGraphLaunch") == before {
+        std::thread::yield_now();
+    }
+    // The launch is in flight, holding the command buffer; the free hands it to that call.
+    let freed = unsafe { rcb_cmdbuf_free(raw as *mut rcb_cmdbuf) };
+    let mut n = 0;
+    let after = unsafe { rcb_cmdbuf_node_count(raw as *mut rcb_cmdbuf, &mut n) };
+    let launched = launching.join().unwrap();
+    sim.set_latency("");
+    ok(freed);
+    assert_eq!(launched, RCB_OK);
+    assert_eq!((after, n), (RCB_STATUS_INVALID_HANDLE, 0), "{}", last_error());
+    assert!(last_error().contains("not live"), "{}", last_error());
+    gpu.sync();
+    assert_eq!(common::download_u32(gpu.rt, x, N), vec![5; N], "the launch in flight ran");
 }
 
 #[test]

@@ -482,6 +482,35 @@ fn a_flattened_kernel_node_keeps_its_launch_attributes() {
     assert_eq!((u32s(&gpu, x), u32s(&gpu, y)), (vec![7; N], vec![9; N]));
 }
 
+/// A kernel node whose arguments take more bytes than any launch can (32 764; only the software
+/// GPU makes one) is not flattened, since its pointer offsets would not fit a site: the child
+/// becomes one cloned child node, counted as `flattened_as_child`, that still runs whole.
+#[test]
+fn a_kernel_node_with_more_argument_bytes_than_a_launch_takes_is_cloned_not_flattened() {
+    // hipsim's quirks are process-wide.
+    let _serial = common::serial();
+    let Some(_sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
+    let rt = gpu.rt;
+    let wide = rt.direct().module_function(gpu.k.module, "rcb_test_wide_args_u64").unwrap();
+    let out = zeroed(&gpu);
+    // `out`, then 4096 words (the last 4096): 32 776 bytes.
+    let blob: Vec<u8> = std::iter::once(out).chain(1..=4096).flat_map(u64::to_ne_bytes).collect();
+    let g = rt.graph_create().unwrap();
+    rt.add_kernel_node(g, &[], &common::launch(wide, &blob)).unwrap();
+    let parent = Cb::primary();
+    parent.set_allocs(&[(out, BYTES)]);
+    let (_, report) = flatten(&parent, &[], null(), g).unwrap_or_else(|s| panic!("{s}: {}", last_error()));
+    assert_eq!((report.flattened, report.nodes, report.sites), (0, 1, 0), "{}", reason(&report));
+    assert!(reason(&report).contains("32776 bytes"), "{}", reason(&report));
+    assert_eq!(fallbacks(&parent)[RCB_FALLBACK_FLATTENED_AS_CHILD as usize], 1);
+    assert_eq!(node_count(&parent), 1);
+    parent.finalize();
+    rt.graph_destroy(g).unwrap();
+    parent.launch(&gpu);
+    assert_eq!(gpu.read_bytes(out, 8), 4096u64.to_ne_bytes(), "the clone got every argument byte");
+}
+
 /// The HIP versions whose 1-D memcpy nodes report their parameters (as they were created): 7.2,
 /// the last one read.
 const HIP_7_2: std::ops::Range<i32> = 70_200_000..70_300_000;

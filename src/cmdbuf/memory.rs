@@ -4,7 +4,8 @@
 //!
 //! The library keeps one copy of each node's parameters, which it pushes to the executable graph
 //! and to the template alike; what the runtime keeps for either graph is the runtime's and is not
-//! counted. A hash map is counted as its buckets (key, value and one control byte each).
+//! counted. A hash map is counted as its table: every bucket (key and value), not only the 7/8 of
+//! them its capacity reports, and the control bytes.
 
 use std::collections::HashMap;
 use std::mem::size_of;
@@ -27,7 +28,9 @@ pub struct MemoryUse {
     pub allocation_table: u64,
     /// Buffers an update reuses, sized at finalize for an update that moves everything.
     pub update_scratch: u64,
-    /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes.
+    /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,
+    /// and, added at the C boundary, the command buffer's fixed cost (its struct in the shared,
+    /// locked object behind the handle, and its entries in the handle registry).
     pub other: u64,
     /// Separate heap blocks behind all of these (the allocator adds its own header to each).
     pub heap_blocks: u64,
@@ -45,6 +48,10 @@ impl MemoryUse {
             + self.other
     }
 }
+
+/// The control bytes a `hashbrown` table has beyond one per bucket (a group, read at once by
+/// SSE2 on x86-64; 8 elsewhere, where this counts 8 bytes too many).
+pub const CONTROL_GROUP: usize = 16;
 
 /// Bytes and heap blocks, summed over the structures of one kind.
 #[derive(Clone, Copy, Debug, Default)]
@@ -69,10 +76,16 @@ impl Heap {
         Heap::of(v, v.capacity())
     }
 
-    /// A hash map's buckets (`hashbrown`: key, value and a control byte each, one block).
+    /// A hash map's table, one block, as `hashbrown` lays it out: a power-of-two count of
+    /// buckets, of which `capacity()` reports 7/8 (all but one below 8 buckets), each a key and
+    /// a value, then a control byte per bucket and [`CONTROL_GROUP`] more. An empty map has none.
     pub fn map<K, V>(m: &HashMap<K, V>) -> Heap {
-        let bytes = (m.capacity() * (size_of::<(K, V)>() + 1)) as u64;
-        Heap { bytes, blocks: u64::from(bytes > 0) }
+        let capacity = m.capacity();
+        if capacity == 0 {
+            return Heap::default();
+        }
+        let buckets = if capacity < 8 { capacity + 1 } else { capacity * 8 / 7 }.next_power_of_two();
+        Heap { bytes: (buckets * (size_of::<(K, V)>() + 1) + CONTROL_GROUP) as u64, blocks: 1 }
     }
 
     pub fn add(&mut self, other: Heap) {
@@ -87,5 +100,25 @@ impl std::iter::Sum for Heap {
             a.add(b);
             a
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_map_is_counted_as_a_power_of_two_of_buckets_with_their_control_bytes() {
+        assert_eq!(Heap::map(&HashMap::<u64, u64>::new()).bytes, 0);
+        for n in [1, 3, 5, 7, 8, 20, 100, 1000] {
+            let m: HashMap<u64, u64> = (0..n).map(|i| (i, i)).collect();
+            let heap = Heap::map(&m);
+            let bytes = heap.bytes as usize - CONTROL_GROUP;
+            assert_eq!(bytes % 17, 0, "{n} entries: {heap:?}");
+            let buckets = bytes / 17;
+            assert!(buckets.is_power_of_two() && buckets > n as usize, "{n} entries: {buckets} buckets");
+            let reported = if buckets < 8 { buckets - 1 } else { buckets / 8 * 7 };
+            assert_eq!(m.capacity(), reported, "{n} entries: {buckets} buckets");
+        }
     }
 }

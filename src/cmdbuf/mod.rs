@@ -683,14 +683,15 @@ impl CmdBuf {
                 self.counters.record(Event::Instantiation);
                 self.note_exec_classes();
             }
-            // Recording is over and updates add no node: the records and sites keep no room to
-            // grow, and the address lookup's index waits for the next re-record.
-            self.nodes.shrink_to_fit();
-            self.patches.shrink();
-            self.allocs.drop_index();
         } else {
             self.push_unpushed()?;
         }
+        // Recording is over (a first one or a re-record) and updates add no node: the records
+        // and sites keep no room to grow, and the address lookup's index, which a re-record
+        // rebuilt, waits for the next one. Nothing to give back costs a comparison each.
+        self.nodes.shrink_to_fit();
+        self.patches.shrink();
+        self.allocs.drop_index();
         self.patches.group();
         self.scratch.reserve(self.allocs.entries().len(), self.patches.len(), self.nodes.len());
         self.state = State::Finalized;

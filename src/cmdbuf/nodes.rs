@@ -101,8 +101,7 @@ impl Params {
     pub fn for_each_slot(&self, mut f: impl FnMut(Slot, u64, Option<(u32, u64)>)) {
         match self {
             Params::Kernel(k) => {
-                // Offsets lie in a blob of at most `MAX_BLOB_BYTES` (see `Slot`).
-                let slot = |at: u32| Slot::KernelArg(at as u16);
+                let slot = Slot::kernel_arg;
                 k.pointers.iter().for_each(|&at| f(slot(at), read_ptr(&k.blob, at), None));
                 k.named.iter().for_each(|n| f(slot(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
             }

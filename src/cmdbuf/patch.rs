@@ -11,6 +11,7 @@
 //! through one of them and also counted in [`Overlaps`], which an update asks whether every one
 //! of those allocations moved by the same delta before it writes anything.
 
+use super::args::MAX_BLOB_BYTES;
 use super::memory::Heap;
 use std::collections::HashMap;
 
@@ -23,6 +24,16 @@ pub enum Slot {
     MemcpyDst,
     MemcpySrc,
     MemsetDst,
+}
+
+impl Slot {
+    /// The slot of the 8-byte pointer at byte `at` of a kernel's blob. A blob never exceeds
+    /// `MAX_BLOB_BYTES` (packing refuses more; flattening makes a larger node a cloned child),
+    /// which fits a `u16` (checked below): the bound is the caller's to keep.
+    pub fn kernel_arg(at: u32) -> Slot {
+        debug_assert!(at as usize + 8 <= MAX_BLOB_BYTES, "a pointer at byte {at} lies past the {MAX_BLOB_BYTES} bytes of any blob");
+        Slot::KernelArg(at as u16)
+    }
 }
 
 /// A site as an update needs it: which node, where in it, and its offset in the allocation.
@@ -229,11 +240,26 @@ impl PatchTable {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Site>() == 16 && super::args::MAX_BLOB_BYTES <= u16::MAX as usize);
+const _: () = assert!(std::mem::size_of::<Site>() == 16 && MAX_BLOB_BYTES <= u16::MAX as usize);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_slot_holds_every_offset_a_blob_can_have() {
+        assert_eq!(Slot::kernel_arg(0), Slot::KernelArg(0));
+        let last = (MAX_BLOB_BYTES - 8) as u32;
+        assert_eq!(Slot::kernel_arg(last), Slot::KernelArg(last as u16));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "past the")]
+    fn a_kernel_slot_past_any_blob_is_caught_rather_than_truncated() {
+        // 65536 + 8 would wrap to offset 8 without the check.
+        Slot::kernel_arg(u32::from(u16::MAX) + 9);
+    }
 
     fn nodes_of(t: &mut PatchTable, alloc: u32) -> Vec<u32> {
         let mut v: Vec<u32> = t.of_allocation(alloc).iter().map(|s| s.node).collect();

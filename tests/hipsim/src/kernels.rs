@@ -1,5 +1,5 @@
-//! The built-in kernels (the first six exist in CUDA C for the NVIDIA tests; the seventh,
-//! `rcb_test_indirect_fill_u32`, only here) and the packing of launch arguments into a kernarg
+//! The built-in kernels (the first six exist in CUDA C for the NVIDIA tests; the last two,
+//! `rcb_test_indirect_fill_u32` and `rcb_test_wide_args_u64`, only here) and the packing of launch arguments into a kernarg
 //! buffer (natural alignment, no tail padding).
 
 use std::ffi::{CStr, c_void};
@@ -15,7 +15,7 @@ pub struct Kernel {
     body: fn(i32, &Args) -> HipResult,
 }
 
-pub static KERNELS: [Kernel; 7] = [
+pub static KERNELS: [Kernel; 8] = [
     Kernel { name: c"rcb_test_fill_u32", params: &[8, 4, 8], body: fill_u32 },
     Kernel { name: c"rcb_test_axpy_f32", params: &[8, 8, 4, 8], body: axpy_f32 },
     Kernel { name: c"rcb_test_add_f32", params: &[8, 8, 8, 8], body: add_f32 },
@@ -23,7 +23,12 @@ pub static KERNELS: [Kernel; 7] = [
     Kernel { name: c"rcb_test_sleep", params: &[8], body: sleep },
     Kernel { name: c"rcb_test_distance_u64", params: &[8, 8, 8], body: distance_u64 },
     Kernel { name: c"rcb_test_indirect_fill_u32", params: &[8, 4, 8], body: indirect_fill_u32 },
+    Kernel { name: c"rcb_test_wide_args_u64", params: &[8; 1 + WIDE_WORDS], body: wide_args_u64 },
 ];
+
+/// Words after the output pointer of `rcb_test_wide_args_u64`: 32 776 bytes of arguments in all,
+/// more than any real runtime takes (CUDA's and HIP's limit is 32 764).
+const WIDE_WORDS: usize = 4096;
 
 pub fn find(name: &str) -> Option<&'static Kernel> {
     KERNELS.iter().find(|k| k.name.to_bytes() == name.as_bytes())
@@ -205,6 +210,15 @@ fn distance_u64(dev: i32, a: &Args) -> HipResult {
     let mut m = memory::lock();
     m.check(dev, out, 8, true)?;
     m.write(dev, out, &end.wrapping_sub(begin).to_ne_bytes())
+}
+
+/// `rcb_test_wide_args_u64(u64* out, u64 words[4096])`: `*out` = the last word, so that a test
+/// sees the whole oversized argument buffer arrive.
+fn wide_args_u64(dev: i32, a: &Args) -> HipResult {
+    let out = a.u64(0);
+    let mut m = memory::lock();
+    m.check(dev, out, 8, true)?;
+    m.write(dev, out, &a.u64(WIDE_WORDS).to_ne_bytes())
 }
 
 /// `rcb_test_indirect_fill_u32(const u64* slot, u32 value, u64 n)`: fills `n` words at the
