@@ -5,12 +5,12 @@
 //! that stop growing.
 //!
 //! A command buffer keeps its own [`Counts`] (changed under its `&mut`) and adds every event to
-//! the process totals too, which are kept per thread and summed when read (relaxed: each is a
-//! count, no ordering between them is promised). Objects that are not command buffers (the trace cache) add to the totals
+//! the process totals too, which are atomics (relaxed: each is a count, no ordering between
+//! them is promised). Objects that are not command buffers (the trace cache) add to the totals
 //! only. Totals include what command buffers already freed did.
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why the library took a slower or coarser path than asked. The numbers are the C ABI's
 /// `RCB_FALLBACK_*` values and index [`Counts::fallbacks`]; they are never reused.
@@ -222,165 +222,91 @@ impl Counts {
     }
 }
 
-/// The fields of [`Counts`], in [`Counts::from_fields`] order.
-const FIELDS: usize = 9 + FALLBACK_SLOTS;
+/// The process totals: [`Counts`] as atomics, field for field.
+struct Totals {
+    captures: AtomicU64,
+    instantiations: AtomicU64,
+    reinstantiations: AtomicU64,
+    retirements: AtomicU64,
+    exec_pushes: AtomicU64,
+    exec_push_bytes: AtomicU64,
+    address_updates: AtomicU64,
+    relocations: AtomicU64,
+    trace_hits: AtomicU64,
+    fallbacks: [AtomicU64; FALLBACK_SLOTS],
+}
 
-impl Counts {
-    fn from_fields(f: [u64; FIELDS]) -> Counts {
-        Counts {
-            captures: f[0],
-            instantiations: f[1],
-            reinstantiations: f[2],
-            retirements: f[3],
-            exec_pushes: f[4],
-            exec_push_bytes: f[5],
-            address_updates: f[6],
-            relocations: f[7],
-            trace_hits: f[8],
-            fallbacks: std::array::from_fn(|i| f[9 + i]),
-        }
+static TOTALS: Totals = Totals {
+    captures: AtomicU64::new(0),
+    instantiations: AtomicU64::new(0),
+    reinstantiations: AtomicU64::new(0),
+    retirements: AtomicU64::new(0),
+    exec_pushes: AtomicU64::new(0),
+    exec_push_bytes: AtomicU64::new(0),
+    address_updates: AtomicU64::new(0),
+    relocations: AtomicU64::new(0),
+    trace_hits: AtomicU64::new(0),
+    fallbacks: [const { AtomicU64::new(0) }; FALLBACK_SLOTS],
+};
+
+impl Totals {
+    fn fields(&self) -> impl Iterator<Item = &AtomicU64> {
+        [
+            &self.captures,
+            &self.instantiations,
+            &self.reinstantiations,
+            &self.retirements,
+            &self.exec_pushes,
+            &self.exec_push_bytes,
+            &self.address_updates,
+            &self.relocations,
+            &self.trace_hits,
+        ]
+        .into_iter()
+        .chain(&self.fallbacks)
     }
-}
-
-/// The process totals are kept per thread and summed when read, so that counting an event is a
-/// plain load and store on the calling thread's own line, never a locked instruction that threads
-/// updating command buffers in parallel would contend for (an address update counted three).
-///
-/// Each thread that counts claims a [`Tally`] of a list that only grows, by the most threads that
-/// counted at once: a thread that ends hands its tally, counts kept, to the next thread that
-/// claims one. Nothing here takes a lock, so a forked child can read and count whatever a parent
-/// thread was doing.
-///
-/// Aligned to 128 bytes (two cache lines: adjacent-line prefetchers fetch lines in pairs), so that
-/// no two threads' tallies share a line and one thread's counting never invalidates another's.
-#[repr(align(128))]
-struct Tally {
-    /// Added to by the claiming thread only (whoever claims it next sees its last store: the
-    /// claim is an acquire of the release that freed it); read by any thread.
-    fields: [AtomicU64; FIELDS],
-    claimed: AtomicBool,
-    next: *const Tally,
-}
-
-const _: () = assert!(std::mem::align_of::<Tally>() == 128 && std::mem::size_of::<Tally>() % 128 == 0);
-
-// SAFETY: `next` is written before the tally is published and never again; the tally itself is
-// never freed, so the pointer stays valid for any thread.
-unsafe impl Sync for Tally {}
-
-/// The newest tally; each points to the one before it.
-static TALLIES: AtomicPtr<Tally> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Counts of threads that could not reach their own tally (while their thread-local storage is
-/// torn down), added to with locked instructions.
-static SHARED: [AtomicU64; FIELDS] = [const { AtomicU64::new(0) }; FIELDS];
-
-/// What the totals read at the last [`reset_totals`], taken off every later read.
-static BASE: [AtomicU64; FIELDS] = [const { AtomicU64::new(0) }; FIELDS];
-
-/// The calling thread's claim on a tally, given back when the thread ends.
-struct Claim(&'static Tally);
-
-impl Claim {
-    fn new() -> Claim {
-        let mut at = TALLIES.load(Ordering::Acquire);
-        // SAFETY: every tally in the list is leaked, so valid for the process.
-        while let Some(tally) = unsafe { at.as_ref() } {
-            if tally.claimed.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return Claim(tally);
-            }
-            at = tally.next.cast_mut();
-        }
-        let tally = Box::leak(Box::new(Tally {
-            fields: [const { AtomicU64::new(0) }; FIELDS],
-            claimed: AtomicBool::new(true),
-            next: std::ptr::null(),
-        }));
-        let mut head = TALLIES.load(Ordering::Relaxed);
-        loop {
-            tally.next = head;
-            match TALLIES.compare_exchange_weak(head, &raw mut *tally, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return Claim(tally),
-                Err(now) => head = now,
-            }
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.0.claimed.store(false, Ordering::Release);
-    }
-}
-
-thread_local! {
-    static CLAIM: Claim = Claim::new();
-}
-
-/// Adds `n` to field `i` of the process totals.
-fn bump(i: usize, n: u64) {
-    let own = CLAIM.try_with(|claim| {
-        // Only this thread writes the field: no read-modify-write needs to be atomic.
-        let field = &claim.0.fields[i];
-        field.store(field.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    });
-    if own.is_err() {
-        SHARED[i].fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// Every count since the process started: each tally, and the shared counts.
-fn raw_totals() -> [u64; FIELDS] {
-    let mut sum: [u64; FIELDS] = std::array::from_fn(|i| SHARED[i].load(Ordering::Relaxed));
-    let mut at = TALLIES.load(Ordering::Acquire);
-    // SAFETY: every tally in the list is leaked, so valid for the process.
-    while let Some(tally) = unsafe { at.as_ref() } {
-        for (s, f) in sum.iter_mut().zip(&tally.fields) {
-            *s = s.wrapping_add(f.load(Ordering::Relaxed));
-        }
-        at = tally.next.cast_mut();
-    }
-    sum
 }
 
 /// Adds `event` to the process totals only (for objects that are not command buffers).
 pub fn record_total(event: Event) {
+    let bump = |counter: &AtomicU64, n: u64| counter.fetch_add(n, Ordering::Relaxed);
     match event {
-        Event::Capture => bump(0, 1),
-        Event::Instantiation => bump(1, 1),
-        Event::Reinstantiation => bump(2, 1),
-        Event::Retirement => bump(3, 1),
+        Event::Capture => bump(&TOTALS.captures, 1),
+        Event::Instantiation => bump(&TOTALS.instantiations, 1),
+        Event::Reinstantiation => bump(&TOTALS.reinstantiations, 1),
+        Event::Retirement => bump(&TOTALS.retirements, 1),
         Event::ExecPushes { nodes, bytes } => {
-            bump(4, nodes);
-            bump(5, bytes)
+            bump(&TOTALS.exec_pushes, nodes);
+            bump(&TOTALS.exec_push_bytes, bytes)
         }
-        Event::AddressUpdate => bump(6, 1),
-        Event::Relocation => bump(7, 1),
-        Event::TraceHit => bump(8, 1),
-        Event::Fallback(why) => bump(9 + why as usize, 1),
+        Event::AddressUpdate => bump(&TOTALS.address_updates, 1),
+        Event::Relocation => bump(&TOTALS.relocations, 1),
+        Event::TraceHit => bump(&TOTALS.trace_hits, 1),
+        Event::Fallback(why) => bump(&TOTALS.fallbacks[why as usize], 1),
     };
 }
 
-/// The process totals now (each thread's counts read on their own: a concurrent event may be
-/// seen in one field and not yet in another).
+/// The process totals now (each field read on its own: a concurrent event may be seen in one
+/// field and not yet in another).
 pub fn totals() -> Counts {
-    // The bases first: a base is stored (release) after the sum it holds was read, so once this
-    // read acquires it, the sum read below reads every count no earlier than that sum did, and
-    // counts only grow. A sum read first could predate a reset that races this read, and fall
-    // below its base. The subtraction saturates all the same (two resets racing each other may
-    // leave the older sum as the base, never one above what a later read sees).
-    let base: [u64; FIELDS] = std::array::from_fn(|i| BASE[i].load(Ordering::Acquire));
-    let raw = raw_totals();
-    Counts::from_fields(std::array::from_fn(|i| raw[i].saturating_sub(base[i])))
+    let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    Counts {
+        captures: get(&TOTALS.captures),
+        instantiations: get(&TOTALS.instantiations),
+        reinstantiations: get(&TOTALS.reinstantiations),
+        retirements: get(&TOTALS.retirements),
+        exec_pushes: get(&TOTALS.exec_pushes),
+        exec_push_bytes: get(&TOTALS.exec_push_bytes),
+        address_updates: get(&TOTALS.address_updates),
+        relocations: get(&TOTALS.relocations),
+        trace_hits: get(&TOTALS.trace_hits),
+        fallbacks: std::array::from_fn(|i| get(&TOTALS.fallbacks[i])),
+    }
 }
 
 /// Zeroes the process totals (events counted concurrently may survive the reset).
 pub fn reset_totals() {
-    let now = raw_totals();
-    for (base, now) in BASE.iter().zip(now) {
-        // Published after the sum was read: see `totals`.
-        base.store(now, Ordering::Release);
-    }
+    TOTALS.fields().for_each(|counter| counter.store(0, Ordering::Relaxed));
 }
 
 /// The counts of one object, added to the process totals as they happen.
@@ -443,82 +369,6 @@ mod tests {
         };
         assert_eq!(c, want);
         assert_eq!((c.fallback(Fallback::ReinstantiateBlocked), c.fallbacks_total()), (2, 3));
-    }
-
-    /// Serialises the tests that reset the totals, which would break each other's counts.
-    static RESETS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    #[test]
-    fn the_totals_sum_every_thread_s_counts_those_of_ended_threads_too_and_a_reset_zeroes_them() {
-        let _serial = RESETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Other unit tests count concurrently: only growth by at least what this test added is
-        // certain, and the fallback reason no other test records.
-        let why = Fallback::CaptureModeLeftRelaxed;
-        let before = totals().fallback(why);
-        let threads: Vec<_> =
-            (0..4).map(|_| std::thread::spawn(move || (0..1000).for_each(|_| record_total(Event::Fallback(why))))).collect();
-        threads.into_iter().for_each(|t| t.join().unwrap());
-        record_total(Event::Fallback(why));
-        assert_eq!(totals().fallback(why) - before, 4001, "four ended threads and this one");
-        // A thread that starts now takes over an ended thread's tally: nothing is lost.
-        std::thread::spawn(move || record_total(Event::Fallback(why))).join().unwrap();
-        assert_eq!(totals().fallback(why) - before, 4002);
-        reset_totals();
-        assert_eq!(totals().fallback(why), 0);
-        record_total(Event::Fallback(why));
-        assert_eq!(totals().fallback(why), 1);
-    }
-
-    #[test]
-    fn a_read_racing_resets_and_counting_never_exceeds_the_events_made_nor_goes_back_between_resets() {
-        use std::sync::atomic::AtomicUsize;
-        let _serial = RESETS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // The reason no other test records: every count of it is this test's.
-        let why = Fallback::CaptureModeLeftRelaxed;
-        const COUNTERS: u64 = 3;
-        const EACH: u64 = 200_000;
-        reset_totals();
-        // Odd while a reset is under way; a read between two equal even values saw no reset.
-        let epoch = AtomicU64::new(0);
-        let counting = AtomicUsize::new(COUNTERS as usize);
-        std::thread::scope(|s| {
-            for _ in 0..COUNTERS {
-                s.spawn(|| {
-                    (0..EACH).for_each(|_| record_total(Event::Fallback(why)));
-                    counting.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-            s.spawn(|| {
-                while counting.load(Ordering::SeqCst) > 0 {
-                    epoch.fetch_add(1, Ordering::SeqCst);
-                    reset_totals();
-                    epoch.fetch_add(1, Ordering::SeqCst);
-                    std::thread::yield_now();
-                }
-            });
-            for _ in 0..2 {
-                s.spawn(|| {
-                    let (mut reads, mut last) = (0u64, None);
-                    while counting.load(Ordering::SeqCst) > 0 {
-                        let before = epoch.load(Ordering::SeqCst);
-                        let n = totals().fallback(why);
-                        let after = epoch.load(Ordering::SeqCst);
-                        assert!(n <= COUNTERS * EACH, "read {n} after only {} events", COUNTERS * EACH);
-                        if before == after && before % 2 == 0 {
-                            if let Some((at, m)) = last.filter(|&(at, _)| at == before) {
-                                assert!(n >= m, "read {n} after {m} with no reset between (epoch {at})");
-                            }
-                            last = Some((before, n));
-                        } else {
-                            last = None;
-                        }
-                        reads += 1;
-                    }
-                    assert!(reads > 0);
-                });
-            }
-        });
-        reset_totals();
     }
 
     #[test]

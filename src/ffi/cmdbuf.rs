@@ -12,15 +12,14 @@
 //! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
-use super::handle::{handle_type, not_live, unusable};
+use super::handle::handle_type;
 use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked};
 use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
-use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::Mutex;
 
 // The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
 include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
@@ -42,28 +41,7 @@ pub struct rcb_cmdbuf {
     _private: [u8; 0],
 }
 
-handle_type!(rcb_cmdbuf => Mutex<Held>);
-
-/// A command buffer as its handle holds it.
-pub(crate) struct Held {
-    cb: CmdBuf,
-    /// Set under the lock by `rcb_cmdbuf_free`. The registry forgets a freed handle, but the
-    /// object outlives the free while something else holds it (a call in flight on another
-    /// thread; in a forked child, a call the parent's threads had in flight), and a thread's
-    /// recent command buffers reach it without the registry: a call that finds the flag after
-    /// locking treats the handle as not live, as the registry would.
-    freed: bool,
-}
-
-/// Locks the command buffer of handle `id`: `InvalidHandle` once it was freed (before its being
-/// unusable after a panic, which no longer matters to a freed handle).
-fn lock_live(id: usize, object: &Mutex<Held>) -> Result<MutexGuard<'_, Held>> {
-    match object.lock() {
-        Ok(held) if !held.freed => Ok(held),
-        Err(poisoned) if !poisoned.get_ref().freed => Err(unusable::<rcb_cmdbuf>()),
-        _ => Err(not_live::<rcb_cmdbuf>(id)),
-    }
-}
+handle_type!(rcb_cmdbuf => Mutex<CmdBuf>);
 
 /// A node of a command buffer. The value encodes the owning command buffer: a node of another
 /// command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.
@@ -286,53 +264,8 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
 
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
 pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let (id, object) = recent(cb)?;
-    f(id, &mut lock_live(id, &object)?.cb)
-}
-
-/// Command buffers this thread called lately, by handle id (direct-mapped: ids are multiples of
-/// 16 handed out in turn, so the buffers one thread updates step after step fall in distinct
-/// entries).
-const RECENT: usize = 16;
-
-thread_local! {
-    /// Weak references: a freed command buffer is dropped as if the thread had never called it,
-    /// and its entry then fails to upgrade, which sends the call to the registry, where the
-    /// handle is no longer live; one that something else still holds upgrades, and is found
-    /// freed once locked (`Held::freed`).
-    static RECENTLY: RefCell<[(usize, Weak<Mutex<Held>>); RECENT]> = RefCell::new(std::array::from_fn(|_| (0, Weak::new())));
-}
-
-/// The command buffer behind `cb`, with its id: from this thread's recent ones when it is there
-/// (one reference count taken, where the registry's lookup also takes and releases its shard's
-/// lock and hashes the id), else from the registry.
-fn recent(cb: *const rcb_cmdbuf) -> Result<(usize, Arc<Mutex<Held>>)> {
-    let id = cb.addr();
-    let slot = (id >> 4) % RECENT;
-    let hit = RECENTLY.try_with(|recent| match &recent.borrow()[slot] {
-        (at, weak) if *at == id && id != 0 => weak.upgrade(),
-        _ => None,
-    });
-    if let Ok(Some(object)) = hit {
-        return Ok((id, object));
-    }
-    let live = live(cb, "cb")?;
-    let object = Arc::clone(live.shared());
-    // Not reachable while the thread's storage is torn down: the registry answers every call then.
-    let _ = RECENTLY.try_with(|recent| recent.borrow_mut()[slot] = (id, Arc::downgrade(&object)));
-    Ok((id, object))
-}
-
-/// Forgets `cb` among this thread's recent command buffers, so that its weak reference does not
-/// keep the freed object's memory until another command buffer takes the entry.
-fn forget_recent(cb: *const rcb_cmdbuf) {
-    let id = cb.addr();
-    let _ = RECENTLY.try_with(|recent| {
-        let entry = &mut recent.borrow_mut()[(id >> 4) % RECENT];
-        if entry.0 == id {
-            *entry = (0, Weak::new());
-        }
-    });
+    let cb = live(cb, "cb")?;
+    f(cb.id(), &mut *cb.lock()?)
 }
 
 /// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
@@ -354,8 +287,8 @@ pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
 /// its control byte in the registry and one in the set of live ids (the spare buckets of those
 /// two tables are shared by every handle and not counted).
 const FIXED_BYTES: usize = 2 * std::mem::size_of::<usize>()
-    + std::mem::size_of::<Mutex<Held>>()
-    + std::mem::size_of::<(usize, Arc<Mutex<Held>>)>()
+    + std::mem::size_of::<Mutex<CmdBuf>>()
+    + std::mem::size_of::<(usize, std::sync::Arc<Mutex<CmdBuf>>)>()
     + 1
     + std::mem::size_of::<usize>()
     + 1;
@@ -544,7 +477,7 @@ fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
 fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
     let out = arg_out(out, "out")?;
     // Node handles hold the id in their upper 32 bits, where every id fits (handle.rs).
-    let cb = register::<rcb_cmdbuf>(Mutex::new(Held { cb: CmdBuf::new(runtime::get()?, device, kind)?, freed: false }))?;
+    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?))?;
     // SAFETY: checked by arg_out.
     unsafe { write_out(out, cb) };
     Ok(())
@@ -636,19 +569,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
-    boundary(|| {
-        let taken = take(cb, |live| {
-            // Under the lock, so that no call is in flight on it once the flag is set; a
-            // poisoned one is freed all the same.
-            let object: &Mutex<Held> = live;
-            object.lock().unwrap_or_else(PoisonError::into_inner).freed = true;
-            Ok(())
-        })?;
-        forget_recent(cb);
-        match taken {
-            Some(held) => unlocked(held).cb.destroy().into_result("the command buffer"),
-            None => Ok(()),
-        }
+    boundary(|| match take(cb, |_| Ok(()))? {
+        Some(cb) => unlocked(cb).destroy().into_result("the command buffer"),
+        None => Ok(()),
     })
 }
 
@@ -829,9 +752,9 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
     let (first, second): (&Live<rcb_cmdbuf>, _) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
-    let mut first = lock_live(first.id(), first)?;
-    let mut second = lock_live(second.id(), second)?;
-    let (p, c) = if id < child_id { (&mut first.cb, &mut second.cb) } else { (&mut second.cb, &mut first.cb) };
+    let mut first = first.lock()?;
+    let mut second = second.lock()?;
+    let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }
 

@@ -157,19 +157,10 @@ impl<H: Handle> Deref for Live<H> {
 impl<H: Handle<Object = Mutex<T>>, T> Live<H> {
     /// Locks the object; one that panicked mid-call is reported rather than used half-changed.
     pub fn lock(&self) -> Result<MutexGuard<'_, T>> {
-        lock::<H, T>(&self.object)
+        self.object
+            .lock()
+            .map_err(|_| Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME)))
     }
-}
-
-/// Locks an object of handle type `H`, as [`Live::lock`] does, for a holder that found it
-/// elsewhere than in the registry.
-pub(crate) fn lock<H: Handle<Object = Mutex<T>>, T>(object: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    object.lock().map_err(|_| unusable::<H>())
-}
-
-/// What locking an object of handle type `H` that a call panicked while changing gives.
-pub(crate) fn unusable<H: Handle>() -> Error {
-    Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME))
 }
 
 /// Registers `object`; the new handle is the caller's, released by the type's `_free`. Fails
@@ -222,8 +213,7 @@ pub(crate) fn unlocked<T>(object: Mutex<T>) -> T {
     object.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What a handle that is not live gives.
-pub(crate) fn not_live<H: Handle>(id: usize) -> Error {
+fn not_live<H: Handle>(id: usize) -> Error {
     Error::new(ErrorKind::InvalidHandle, format!("{} handle {id:#x} is not live (already freed, never created, or another type)", H::NAME))
 }
 
