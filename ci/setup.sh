@@ -10,15 +10,15 @@
 #     XLA's collector in C++ (build.rs uses std::unordered_map when they are missing).
 #   - libgtest-dev and libgmock-dev: GoogleTest, for the patch series' xla_cc_tests that
 #     tests/xla_flow/run.sh compiles and runs against stand-ins of XLA's headers.
-#   - ziglang (PyPI, pinned): its clang 20 builds the code object of gfx950, which clang-19 does
-#     not know (ci/amdgpu-clang, linked with lld-19).
+#   - ziglang (PyPI, pinned by version and hash, in a virtual environment of its own): its clang 20
+#     builds the code object of gfx950, which clang-19 does not know (ci/amdgpu-clang; python3-venv
+#     for Debian's python3).
 #   - cbindgen at the pinned version that generated include/rocm_cmdbuf.h.
 #   - clippy, which checks the workspace lints of Cargo.toml (every unsafe block documented).
 set -euo pipefail
 CBINDGEN_VERSION=0.29.2
-ZIGLANG_VERSION=0.15.1
 
-bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev lld clang-19 lld-19 libabsl-dev pkg-config libgtest-dev libgmock-dev
+bash "$(dirname "$0")/apt-install.sh" libamdhip64-dev lld clang-19 lld-19 libabsl-dev pkg-config libgtest-dev libgmock-dev python3-venv
 for tool in gcc g++ nm readelf; do
     command -v "$tool" >/dev/null || { echo "ci/setup.sh: $tool is missing (install gcc, g++, binutils)"; exit 1; }
 done
@@ -29,7 +29,5 @@ fi
 if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
     cargo install --locked --quiet cbindgen --version "$CBINDGEN_VERSION"
 fi
-if [ "$(python3 -m ziglang version 2>/dev/null)" != "$ZIGLANG_VERSION" ]; then
-    python3 -m pip install --quiet "ziglang==$ZIGLANG_VERSION" ||
-        { echo "ci/setup.sh: pip could not install ziglang $ZIGLANG_VERSION (gfx950's code object needs its clang)"; exit 1; }
-fi
+bash "$(dirname "$0")/amdgpu-clang" --install ||
+    { echo "ci/setup.sh: could not install the clang that builds gfx950's code object (ci/amdgpu-clang)"; exit 1; }

@@ -34,6 +34,22 @@ fn mach(arch: &str) -> u32 {
     }
 }
 
+/// The target-feature bits of e_flags (`EF_AMDGPU_FEATURE_XNACK_V4` 0x300 and
+/// `EF_AMDGPU_FEATURE_SRAMECC_V4` 0xc00) each architecture's object must carry: "any" for both
+/// (0x100 | 0x400) where the architecture has the features, so that the object loads whichever
+/// way the device is set; "unsupported" (0) on gfx1100, which has neither.
+fn features(arch: &str) -> u32 {
+    match arch {
+        "gfx90a" | "gfx942" | "gfx950" => 0x500,
+        "gfx1100" => 0,
+        other => panic!("no target features known for {other}"),
+    }
+}
+
+/// `EI_ABIVERSION` of code object version 5, which ROCm 5.7 and later load and the compilers
+/// build.rs runs produce by default.
+const ELFABIVERSION_AMDGPU_HSA_V5: u8 = 3;
+
 /// The six kernels and their arguments as the tests pack them.
 fn kernels() -> Vec<(&'static str, Vec<Arg>)> {
     vec![
@@ -225,6 +241,8 @@ fn each_code_object_is_an_amdgcn_elf_with_the_test_kernels_laid_out_as_the_tests
         assert_eq!(elf[7], ELFOSABI_AMDGPU_HSA, "{arch}: OS ABI");
         assert_eq!(u16_at(elf, 18), EM_AMDGPU, "{arch}: e_machine");
         assert_eq!(u32_at(elf, 48) & EF_AMDGPU_MACH, mach(arch), "{arch}: EF_AMDGPU_MACH of e_flags {:#x}", u32_at(elf, 48));
+        assert_eq!(u32_at(elf, 48) & 0xf00, features(arch), "{arch}: xnack and sramecc settings of e_flags {:#x}", u32_at(elf, 48));
+        assert_eq!(elf[8], ELFABIVERSION_AMDGPU_HSA_V5, "{arch}: code object version (EI_ABIVERSION)");
 
         let symbols = symbols(elf);
         let note = metadata_note(elf).unwrap_or_else(|| panic!("{arch}: no NT_AMDGPU_METADATA note"));
