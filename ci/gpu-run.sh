@@ -7,7 +7,8 @@
 #                  committed PTX matches is reported, not checked);
 #   tests/<name>   every staged test binary with RCB_BACKEND=cuda and RCB_TEST_REQUIRE_GPU=1 (a
 #                  missing GPU fails the test instead of skipping it): exit 0 and an `ok` result;
-#   rcb-demo, xla_flow-<name> (the patched XLA's call sequences): exit 0, all checks passed;
+#   rcb-demo, xla_flow-<name> (the patched XLA's call sequences): exit 0, all checks passed
+#                  (the series' xla_cc_tests, xla_flow-xla_test-<name>: GoogleTest's passed line);
 #   rcb-doctor     exit 0 ("usable") through the cuda backend, with the update budget off and
 #                  nothing measured (the probe runs on HIP only);
 #   torch_flatten  tests/gpu/torch_flatten.py (PyTorch-captured graphs flattened and relocated);
@@ -146,8 +147,9 @@ for bin in "${bins[@]}"; do
     inner "$log"
 done
 
-# A program that must run, prints `all checks passed` and skips nothing for lack of a GPU.
-program() { # name path
+# A program that must run, prints `all checks passed` (with `checks`; GoogleTest's `[  PASSED  ]`
+# line with no failed test, with `gtest`) and skips nothing for lack of a GPU.
+program() { # name path [checks|gtest]
     local name=$1 exe=$2 rc log=$logs/$1.log
     if [ ! -x "$exe" ]; then
         fail "$name" "not staged ($exe)"
@@ -163,6 +165,8 @@ program() { # name path
         missing "$name" cuda "skipped for lack of a GPU"
     elif [ "${3:-}" = checks ] && ! grep -q 'all checks passed' "$log"; then
         fail "$name" "exit 0 without 'all checks passed'"
+    elif [ "${3:-}" = gtest ] && { ! grep -q '^\[  PASSED  \] [1-9]' "$log" || grep -q '^\[  FAILED  \]' "$log"; }; then
+        fail "$name" "exit 0 without GoogleTest's passed line, or with a failed test"
     else
         pass "$name"
     fi
@@ -189,7 +193,12 @@ fi
 flows=("$stage"/xla_flow-*)
 [ -e "${flows[0]}" ] || fail xla_flow "no xla_flow programs staged"
 for flow in "${flows[@]}"; do
-    [ -e "$flow" ] && program "$(basename "$flow")" "$flow" checks
+    # The series' xla_cc_tests are GoogleTest programs; the other replays print their own verdict.
+    case $flow in
+        */xla_flow-xla_test-*) kind=gtest ;;
+        *) kind=checks ;;
+    esac
+    [ -e "$flow" ] && program "$(basename "$flow")" "$flow" $kind
 done
 
 # python3 with a torch that can use CUDA (and torchvision, for ResNet-18): required unless allowed
