@@ -273,10 +273,10 @@ fn settlement(
     }
     match measure() {
         // No growth turns the budget off only where the fixed default is off too (a ROCm known
-        // to have the fix): the probe updates memset nodes, and that ROCm stages their
-        // arguments again as it does a kernel node's is read in clr's source, never seen on an
-        // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
-        // it where kernel nodes still leak would cost the process its memory.
+        // to have the fix): the probe updates memset nodes, which clr 6.2 and 6.3 never stage
+        // while their kernel-node updates leak (`leak_probe.rs`). Keeping the budget where it was
+        // not needed costs re-instantiations; dropping it where kernel nodes still leak would
+        // cost the process its memory.
         Ok((device, m)) if m.bytes_per_update == 0 => Settlement {
             basis: Basis::Measured(m),
             limit: default_limit(None, info),

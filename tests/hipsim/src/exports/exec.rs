@@ -91,7 +91,7 @@ hip_export! {
     fn hipGraphExecKernelNodeSetParams(e: usize, node: usize, p: *const KernelNodeParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_from`).
         let op = Op::Kernel(unsafe { kernel_from(p) }?);
-        modify(e, node, kernarg::slot(&op), is_kernel, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), is_kernel, |n| n.op = op)
     }
 
     fn hipGraphExecMemcpyNodeSetParams1D(
@@ -110,14 +110,14 @@ hip_export! {
             }
             _ => Err(INVALID_VALUE),
         };
-        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecMemsetNodeSetParams(e: usize, node: usize, p: *const MemsetParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `from_c`).
         let op = Op::Memset(unsafe { MemsetOp::from_c(p) }?);
         let check = |n: &ExecNode| if matches!(n.op, Op::Memset(_)) { Ok(()) } else { Err(INVALID_VALUE) };
-        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecChildGraphNodeSetParams(e: usize, node: usize, child: usize) {
