@@ -17,8 +17,9 @@
 //! allocates the pool and captures each node's packet and arguments at instantiation, and
 //! `GraphExec::UpdateAQLPacket`, which captures them again on update, run only where
 //! `Graph::GetRunList` found one parallel list, which it finds for a chain alone (it starts a
-//! list at each root and at each branch); a child graph's nodes are captured at instantiation
-//! only when that graph is a chain too. The nodes captured are those of
+//! list at each root and at each branch); a child graph's nodes are captured at instantiation,
+//! and again by a child-graph update, only when that graph is a chain too; `hipGraphExecUpdate`
+//! captures the graph's own nodes again, never a child graph's. The nodes captured are those of
 //! `GraphNode::GraphCaptureEnabled`: kernel nodes in 6.2 and 6.3 (`HIPSIM_VERSION` below 6.4);
 //! memset nodes and device-to-device memcpy nodes too in the development branch, which the quirk
 //! takes for 6.4 and later. Every other graph's nodes, and every other node, are dispatched at
@@ -87,9 +88,32 @@ pub fn node_update_bytes(op: &Op) -> u64 {
     staged_slot(op)
 }
 
-/// The slots of every node of `graph`, child graphs included: what an update of them takes.
-pub fn graph_bytes(graph: &ExecGraph) -> u64 {
-    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), graph_bytes)).sum()
+/// The slots `hipGraphExecUpdate` of an executable graph to `graph` takes: every node's, child
+/// graphs included; under the `clr_chain_staging` quirk only the captured nodes of the graph
+/// itself (clr's update captures no child graph's nodes again).
+pub fn graph_update_bytes(graph: &ExecGraph) -> u64 {
+    if knobs::get().clr_chain_staging() {
+        return graph.nodes.iter().filter(|n| n.child.is_none()).map(|n| staged_slot(&n.op)).sum();
+    }
+    all_slots(graph)
+}
+
+/// The slots `hipGraphExecChildGraphNodeSetParams` with `child` takes: every node's of the
+/// child, nested child graphs included; under the `clr_chain_staging` quirk only the child's own
+/// captured nodes, and only when it is a chain (clr captures the nodes of no other child graph).
+pub fn child_update_bytes(child: &ExecGraph) -> u64 {
+    if knobs::get().clr_chain_staging() {
+        if !child.is_chain() {
+            return 0;
+        }
+        return child.nodes.iter().filter(|n| n.child.is_none()).map(|n| staged_slot(&n.op)).sum();
+    }
+    all_slots(child)
+}
+
+/// The slots of every node of `graph`, child graphs included.
+fn all_slots(graph: &ExecGraph) -> u64 {
+    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), all_slots)).sum()
 }
 
 /// Whether an executable graph of `graph` stages its nodes' arguments: always, but under the

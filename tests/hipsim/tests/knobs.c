@@ -166,8 +166,9 @@ static void staged(hipGraph_t g, hipGraphNode_t node, void *dst, uint64_t at_ins
 /* clr_chain_staging: only a graph that is one chain stages anything, at instantiation and on
  * update, and only the nodes clr captures: kernel nodes (a fill: 32 + 256 bytes), and memset
  * nodes (64 + 256) only where `blit` says the version captures them (6.4 and later; not 6.2 and
- * 6.3); independent nodes, a fork and a join stage nothing; a chain's child graph stages at
- * instantiation only if it is a chain too. */
+ * 6.3); independent nodes, a fork and a join stage nothing; a chain's child graph stages, at
+ * instantiation and when the child-graph node is updated, only if it is a chain too, and
+ * hipGraphExecUpdate stages the graph's own nodes again, not a child graph's. */
 static void check_chain_staging(int blit) {
     const uint64_t kernel_slot = 32 + 256, memset_slot = blit ? 64 + 256 : 0;
     hipModule_t m = load_module();
@@ -201,12 +202,15 @@ static void check_chain_staging(int blit) {
     hipGraphExec_t e;
     CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
     EXPECT(UPDATE_BYTES(set_fill(e, k, fill, d, 5)) == kernel_slot);
+    hipGraphExecUpdateResult result;
+    hipGraphNode_t error_node;
+    EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == kernel_slot + memset_slot);
     CHECK(hipGraphExecDestroy(e));
     CHECK(hipGraphDestroy(g));
 
     /* A chain of a memset node and a child graph: of two independent memset nodes, which stages
      * nothing, or of a chain of a kernel node and a memset node, which stages like the graph
-     * itself. */
+     * itself; hipGraphExecUpdate stages the memset node alone. */
     hipGraph_t independent, chain;
     CHECK(hipGraphCreate(&independent, 0));
     memset_node(independent, NULL, 0, w + 1, 2);
@@ -221,6 +225,10 @@ static void check_chain_staging(int blit) {
         a = memset_node(g, NULL, 0, w, 1);
         CHECK(hipGraphAddChildGraphNode(&c, g, &a, 1, children[i]));
         staged(g, a, w, memset_slot + child_slots, memset_slot);
+        CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+        EXPECT(UPDATE_BYTES(hipGraphExecChildGraphNodeSetParams(e, c, children[i])) == child_slots);
+        EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == memset_slot);
+        CHECK(hipGraphExecDestroy(e));
         CHECK(hipGraphDestroy(g));
     }
     CHECK(hipGraphDestroy(independent));
@@ -231,6 +239,9 @@ static void check_chain_staging(int blit) {
     a = memset_node(g, NULL, 0, w, 1);
     memset_node(g, NULL, 0, w + 1, 2);
     staged(g, a, w, 2 * (64 + 256), 64 + 256);
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == 2 * (64 + 256));
+    CHECK(hipGraphExecDestroy(e));
     CHECK(hipGraphDestroy(g));
     EXPECT(hipsimSetQuirks("") == 0);
     CHECK(hipFree(d));

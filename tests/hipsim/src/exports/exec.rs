@@ -135,7 +135,7 @@ hip_export! {
             }
             None => Err(INVALID_VALUE),
         };
-        let bytes = kernarg::graph_bytes(&snap);
+        let bytes = kernarg::child_update_bytes(&snap);
         modify(e, node, bytes, check, |n| n.child.as_mut().expect("checked").take_params(&snap))
     }
 
@@ -153,7 +153,7 @@ hip_export! {
             unsafe { out_opt(err_node, node) };
             return Err(GRAPH_EXEC_UPDATE_FAILURE);
         }
-        if kernarg::update(e, kernarg::graph_bytes(&snap))? == kernarg::Update::Apply {
+        if kernarg::update(e, kernarg::graph_update_bytes(&snap))? == kernarg::Update::Apply {
             Arc::make_mut(ex).take_params(&snap);
         }
         // SAFETY: the C caller's out-pointer, checked for null above, is writable.
