@@ -78,6 +78,12 @@ impl Hip {
         let f: unsafe extern "C" fn() -> i32 = unsafe { *self.0.get(b"hipPeekAtLastError\0").unwrap() };
         unsafe { f() }
     }
+
+    /// The calling thread's last error, reset to success.
+    fn get_last_error(&self) -> i32 {
+        let f: unsafe extern "C" fn() -> i32 = unsafe { *self.0.get(b"hipGetLastError\0").unwrap() };
+        unsafe { f() }
+    }
 }
 
 /// `hipErrorInvalidDevice`.
@@ -265,32 +271,56 @@ fn a_failed_measurement_falls_back_to_the_fixed_default_and_is_logged() {
 }
 
 #[test]
-fn an_error_pending_before_the_measurement_is_never_cleared() {
+fn an_error_pending_keeps_the_probe_from_running_and_is_left_alone() {
     let Some(_sim) = common::hipsim_or_skip() else { return };
-    child("measured_with_an_error_pending", &[("HIPSIM_QUIRKS", CLR_LEAK)]);
-    child("measured_with_an_error_pending", &[("HIPSIM_QUIRKS", CLR_LEAK), ("HIPSIM_FAIL", "hipMemGetInfo:3")]);
+    // From 6.4 (7.2.4 by default) a failure stays the thread's last error until taken.
+    let out = child("measured_with_an_error_pending", &[("HIPSIM_QUIRKS", CLR_LEAK), ("RCB_LOG", "rocm_cmdbuf=warn")]);
+    assert!(
+        out.contains("update budget: not measuring") && out.contains("hipErrorInvalidDevice (101)"),
+        "the log says why nothing was measured:\n{out}"
+    );
+    // Before, every call's result replaces it, success included.
+    child("measured_with_an_error_pending", &[("HIPSIM_QUIRKS", CLR_LEAK), ("HIPSIM_VERSION", "60300000")]);
 }
 
 #[test]
-#[ignore = "run by an_error_pending_before_the_measurement_is_never_cleared"]
+#[ignore = "run by an_error_pending_keeps_the_probe_from_running_and_is_left_alone"]
 fn measured_with_an_error_pending() {
-    let Some(_sim) = common::hipsim_or_skip() else { return };
-    let Some(_gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let Some(gpu) = gpu() else { return };
     let hip = Hip::new();
-    // The caller's own failed call, unchecked: from ROCm 6.4 its error stays the thread's last
-    // until hipGetLastError takes it.
+    // The caller's own failed call, unchecked.
     assert_eq!(hip.set_device(99), INVALID_DEVICE);
     let cb = Cb::primary();
-    if std::env::var_os("HIPSIM_FAIL").is_some() {
-        // A failed call of the probe's replaced it, and nothing can put it back: the caller's
-        // check still fails, with the probe's code.
-        assert_eq!(runtime_info().update_budget_basis, RCB_UPDATE_BUDGET_DEFAULT);
-        assert_ne!(hip.peek_at_last_error(), 0, "the caller's check of its error still fails");
-    } else {
-        assert_eq!(runtime_info().update_budget_basis, RCB_UPDATE_BUDGET_MEASURED);
-        assert_eq!(hip.peek_at_last_error(), INVALID_DEVICE, "the caller's error is left as it was");
+    let info = runtime_info();
+    let probe_updates = sim.call_count("hipGraphExecMemsetNodeSetParams");
+    if gpu.rt.info().version < 60_400_000 {
+        // The command buffer's own first calls (its graph) replaced the error with success, as
+        // any HIP call does before 6.4: nothing was pending when the probe began, so it ran.
+        assert_eq!(info.update_budget_basis, RCB_UPDATE_BUDGET_MEASURED);
+        assert!(probe_updates > 0);
+        assert_eq!(hip.peek_at_last_error(), 0, "every call's result replaces the last error before 6.4");
+        return;
     }
+    // The probe did not run, so none of its calls could replace the caller's error: the fixed
+    // default.
+    assert_eq!(info.update_budget_basis, RCB_UPDATE_BUDGET_DEFAULT);
+    assert_eq!(
+        (info.update_growth_bytes, info.update_budget_bytes, info.update_node_charge),
+        (0, DEFAULT_BUDGET_BYTES, NODE_OVERHEAD_BYTES)
+    );
+    for call in ["hipGraphAddMemsetNode", "hipGraphExecMemsetNodeSetParams", "hipMemGetInfo"] {
+        assert_eq!(sim.call_count(call), 0, "{call}: the probe did not run");
+    }
+    assert_eq!(hip.peek_at_last_error(), INVALID_DEVICE, "the caller's error is left as it was");
+    // The library's calls that succeed (the command buffer's instantiation) leave it too.
+    let buffer = gpu.rt.malloc(0, 64).unwrap();
+    cb.set_allocs(&[(buffer, 64)]);
+    cb.kernel(&[], gpu.k.fill_u32, 16, &args::fill(buffer, 7, 16));
+    cb.finalize();
+    assert_eq!(hip.peek_at_last_error(), INVALID_DEVICE, "the caller's error is left as it was");
     drop(cb);
+    gpu.rt.free(buffer).unwrap();
 }
 
 #[test]
@@ -356,8 +386,11 @@ fn measured_during_a_capture() {
             nodes
         })
     };
-    // The model bites: an allocation during a global capture fails and invalidates it.
+    // The model bites: an allocation during a global capture fails and invalidates it. The
+    // failure is taken from the thread's last error, as a caller checking its calls does (one
+    // left pending would keep the probe from running).
     assert!(capture(&|| assert!(rt.malloc(0, 64).is_err(), "hipMalloc during a global capture")).is_err());
+    assert_ne!(Hip::new().get_last_error(), 0);
     // The first command buffer measures (and allocates) in relaxed mode: the capture survives.
     let cb = std::cell::RefCell::new(None);
     let nodes = capture(&|| *cb.borrow_mut() = Some(Cb::primary())).expect("the capture survives the measurement");

@@ -101,8 +101,9 @@ pub enum Basis {
     Measured(Measurement),
     /// The probe failed (why): the fixed default applies.
     Failed(String),
-    /// The probe was not run (why): the fixed default applies. Where the calling thread's
-    /// capture mode cannot be relaxed, and in a child forked while its parent was measuring.
+    /// The probe was not run (why): the fixed default applies. Where the calling thread has a
+    /// runtime error pending, where its capture mode cannot be relaxed, and in a child forked
+    /// while its parent was measuring.
     NotMeasured(String),
     /// Nothing was measured on this runtime (CUDA, whose fixed default is off): the fixed
     /// default applies.
@@ -222,9 +223,14 @@ pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement 
                 )));
             }
             // A failed call of the probe's leaves no error for the caller's next check of the
-            // thread's last error.
+            // thread's last error, and one the caller left pending keeps the probe from running.
             let mut measured = Err(Basis::Failed(String::from("the runtime did not run the probe")));
-            rt.keep_last_error(&mut || measured = probe(rt));
+            rt.keep_last_error(&mut || measured = probe(rt)).map_err(|e| {
+                Basis::NotMeasured(format!(
+                    "{}: a failed probe call would replace it on ROCm 6.4 and later, where nothing could put it back",
+                    e.message
+                ))
+            })?;
             measured
         };
         let s = settlement(rt.info(), configured, measure);

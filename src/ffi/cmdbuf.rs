@@ -494,11 +494,11 @@ fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
 /// device, with a probe graph of its own (at most 16 384 node updates and 512 readings of free
 /// memory; nothing launched), in relaxed capture mode, so that a capture in progress is left
 /// alone. Where the runtime cannot relax the thread's capture mode (no
-/// `hipThreadExchangeStreamCaptureMode`), nothing is measured and the fixed default applies. A
-/// probe call that fails leaves the thread's HIP last error (`hipGetLastError`,
-/// `hipPeekAtLastError`) as the probe found it: cleared when none was pending, while an error
-/// pending before is never cleared (on ROCm 6.4+ a failed probe call replaces it, so the
-/// caller's check still fails). Other threads' first command buffers wait meanwhile, so that
+/// `hipThreadExchangeStreamCaptureMode`), nothing is measured and the fixed default applies; so
+/// too where the calling thread has a HIP error pending (`hipPeekAtLastError` is not
+/// `hipSuccess`), so that no probe call can replace it. A probe call that fails leaves no error
+/// behind: the library takes it (`hipGetLastError`), so the caller's next check does not report
+/// it. Other threads' first command buffers wait meanwhile, so that
 /// every command buffer has the same budget; a child forked during the measurement takes the
 /// fixed default at once. `rcb_runtime_load` reports the outcome.
 ///
