@@ -498,9 +498,13 @@ fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
 /// too where the calling thread has a HIP error pending (`hipPeekAtLastError` is not
 /// `hipSuccess`), so that no probe call can replace it. A probe call that fails leaves no error
 /// behind: the library takes it (`hipGetLastError`), so the caller's next check does not report
-/// it. Other threads' first command buffers wait meanwhile, so that
-/// every command buffer has the same budget; a child forked during the measurement takes the
-/// fixed default at once. `rcb_runtime_load` reports the outcome.
+/// it. What lasts of a caller's own error depends on the ROCm version: from 6.4 only a failure
+/// sets the thread's last error, so the caller's stays, through this call, until
+/// `hipGetLastError` takes it; before 6.4 every HIP call sets it, success included, so this
+/// call's own HIP calls (the new graph's, before the probe looks) replace it with success, as
+/// any HIP call would, and the probe runs. Other threads' first command buffers wait meanwhile,
+/// so that every command buffer has the same budget; a child forked during the measurement
+/// takes the fixed default at once. `rcb_runtime_load` reports the outcome.
 ///
 /// Thread-safety: any thread.
 ///

@@ -71,9 +71,12 @@ pub trait Streams {
     /// Runs `work` where the calling thread has no runtime error pending (HIP's
     /// `hipPeekAtLastError`), then clears the thread's last error if `work` left one
     /// (`hipGetLastError`), so that the caller's next check of it does not report the library's
-    /// own failed calls. Where an error is pending, `work` is not run and `Err` names it: a failed
-    /// call of `work` would replace it on ROCm 6.4+, where only failures set it, and nothing could
-    /// put it back. A runtime without a last error (CUDA's driver API) just runs `work`.
+    /// own failed calls. Where an error is pending, `work` is not run and `Err` names it: on ROCm
+    /// 6.4+, where only failures set the last error, a failed call of `work` would replace it and
+    /// nothing could put it back. Before 6.4 every HIP call sets it, success included, so an error
+    /// survives no call at all: the caller's is pending here only if nothing called HIP since
+    /// (the library's own earlier calls replace it too), and one `work` left is replaced by the
+    /// next call anyway. A runtime without a last error (CUDA's driver API) just runs `work`.
     fn keep_last_error(&self, work: &mut dyn FnMut()) -> Result<()>;
 }
 
