@@ -306,8 +306,9 @@
 
 /**
  * The first command buffer measured what the HIP runtime's executable-graph updates take:
- * `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default of
- * 64 MiB, since the probe's memset nodes cannot show kernel-node growth).
+ * `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
+ * 64 MiB from ROCm 6.2, since the probe's memset nodes cannot show kernel-node growth; off
+ * before 6.2, whose updates take nothing).
  */
 #define RCB_UPDATE_BUDGET_MEASURED 1
 
@@ -318,9 +319,10 @@
 
 /**
  * Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
- * measured, and 64 MiB on HIP, where the measurement failed or was not made (a runtime that
- * cannot relax the thread's stream capture mode, a child forked while its parent measured; the
- * log says why at level warn).
+ * measured, and on HIP, where the measurement failed or was not made (an error pending on the
+ * calling thread, a runtime that cannot relax the thread's stream capture mode, a child forked
+ * while its parent measured; the log says why at level warn), 64 MiB from ROCm 6.2 and off
+ * before 6.2, whose updates take nothing.
  */
 #define RCB_UPDATE_BUDGET_DEFAULT 3
 
@@ -1893,8 +1895,9 @@ rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
 /**
  * Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
  * re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
- * HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
- * they are destroyed, and 0 on CUDA, whose driver does not).
+ * HIP runtime from ROCm 6.2, whose executable graphs keep the kernel-argument memory of every
+ * update until they are destroyed, and 0 before 6.2 and on CUDA, whose updates take none,
+ * unless the first command buffer measured growth).
  *
  * What is counted: each node parameter push to the executable graph (an address update's
  * touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument

@@ -69,6 +69,16 @@ pub const MAX_RETIRED: usize = 2;
 /// occasional lost event still leaves the budget working.
 pub const MAX_KEPT_EXECS: usize = 2;
 
+/// The first `hipRuntimeGetVersion` whose executable-graph updates take kernel-argument memory:
+/// ROCm 6.2, whose clr captures each node's packet and arguments at instantiation by default
+/// (`DEBUG_CLR_GRAPH_PACKET_CAPTURE`) and again, into fresh staging, on every update
+/// (`GraphExec::UpdateAQLPacket`). 5.6 and 5.7 capture nothing; 6.0 and 6.1 capture only at
+/// instantiation, off by default, and where `DEBUG_CLR_GRAPH_PACKET_CAPTURE=1` turns it on,
+/// into a pool of exactly the instantiation's arguments that no update takes from (they have no
+/// `UpdateAQLPacket`, and `allocKernArg` is called only from `CaptureAQLPackets`; clr tags
+/// `rocm-6.0.2` and `rocm-6.1.2`), so the variable changes nothing here.
+pub const FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK: i32 = 60_200_000;
+
 /// The first `hipRuntimeGetVersion` whose executable-graph updates reuse their kernel-argument
 /// slots. None is known: the fix (ROCm/rocm-systems pull request 11434) is not in a release as
 /// of 2026-09. When one ships, its version goes here and the default budget turns off for it.
@@ -76,12 +86,15 @@ pub const FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK: Option<i32> = None;
 
 /// Whether the runtime's executable-graph updates take memory that only destroying the
 /// executable gives back. CUDA's driver is not reported to (`rcb-bench budget` measures device
-/// memory over 100 000 updates on a GPU to check it); HIP does, up to
-/// [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
+/// memory over 100 000 updates on a GPU to check it); HIP does from
+/// [`FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK`] up to [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
 pub fn updates_leak(info: &RuntimeInfo) -> bool {
     match info.backend {
         Backend::Cuda => false,
-        Backend::Hip => FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK.is_none_or(|fixed| info.version < fixed),
+        Backend::Hip => {
+            info.version >= FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK
+                && FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK.is_none_or(|fixed| info.version < fixed)
+        }
     }
 }
 
@@ -450,12 +463,17 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_is_on_by_default_for_every_hip_release_and_off_for_cuda() {
+    fn the_budget_is_on_by_default_for_hip_from_6_2_and_off_for_cuda() {
         // No fixed ROCm release is known: the newest versions still leak.
         assert_eq!(FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK, None);
-        for version in [50_200_000, 60_241_134, 70_204_000, i32::MAX] {
+        for version in [60_200_000, 60_241_134, 60_342_134, 70_204_000, i32::MAX] {
             assert!(updates_leak(&info(Backend::Hip, version)), "{version}");
             assert_eq!(default_limit(None, &info(Backend::Hip, version)), DEFAULT_BUDGET_BYTES);
+        }
+        // Before 6.2 no update captures a packet again (5.7.1, 6.0.2, 6.1.2).
+        for version in [50_300_000, 50_731_921, 60_032_830, 60_132_830, 60_199_999] {
+            assert!(!updates_leak(&info(Backend::Hip, version)), "{version}");
+            assert_eq!(default_limit(None, &info(Backend::Hip, version)), 0);
         }
         assert!(!updates_leak(&info(Backend::Cuda, 12_080)));
         assert_eq!(default_limit(None, &info(Backend::Cuda, 12_080)), 0);

@@ -1303,8 +1303,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
 
 /// Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
 /// re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
-/// HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
-/// they are destroyed, and 0 on CUDA, whose driver does not).
+/// HIP runtime from ROCm 6.2, whose executable graphs keep the kernel-argument memory of every
+/// update until they are destroyed, and 0 before 6.2 and on CUDA, whose updates take none,
+/// unless the first command buffer measured growth).
 ///
 /// What is counted: each node parameter push to the executable graph (an address update's
 /// touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument
