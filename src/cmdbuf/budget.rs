@@ -190,7 +190,11 @@ crate::at_fork::forget_in_forked_child!(forget_in_child);
 /// In a forked child, a settlement the parent had made stands (its command buffers get the
 /// parent's budget); one the parent was making is dropped: the thread measuring does not exist
 /// in the child, so the cell would never be filled and the child's first command buffer would
-/// wait for it for ever.
+/// wait for it for ever. This only keeps the library's own wait from hanging: ROCm does not
+/// support HIP in a child forked from a parent that had initialised it (HIP's `hipInit`
+/// reference: inheriting its state across `fork` may lead to undefined behaviour), so on a real
+/// GPU such a child's command buffers, like any HIP call of it, remain unsupported; the software
+/// GPU's fork tests check the library's side alone.
 extern "C" fn forget_in_child() {
     // SAFETY: a non-null value is a leaked cell, never freed; `get` is an atomic load.
     if unsafe { SETTLEMENT.load(Ordering::Acquire).as_ref() }.is_some_and(|cell| cell.get().is_none()) {

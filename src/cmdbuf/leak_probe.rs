@@ -23,14 +23,16 @@
 //! no growth while kernel-node updates leak, and the budget keeps its fixed default
 //! (`budget.rs`). Both read in clr's source, neither seen on an AMD GPU. The probe is
 //! instantiated, then each round sets every node's value through the executable's memset
-//! setter, and free device memory is read after each round. Nothing is launched, so no stream is used, and the calls are made in
-//! relaxed capture mode, so that a capture in progress on any thread is left alone; where that
-//! mode cannot be set the probe is not run at all (its `hipMalloc` would fail and invalidate a
-//! global-mode capture in progress anywhere in the process). The graph and
-//! the executable are destroyed before [`measure`] returns; the 128-byte buffer is kept for the
-//! life of the process, because `hipFree` waits for all work on the device: freeing it would make
-//! the first command buffer (and every thread waiting for the budget to settle) wait for whatever
-//! the device is running, seconds of it.
+//! setter, and free device memory is read after each round. Nothing is launched, so no work
+//! goes to a stream of the caller's (clr itself still uses streams: an instantiation makes the
+//! executable's own, and captures packets through the device's null stream,
+//! `hip::getNullStream`), and the calls are made in relaxed capture mode, so that a capture in
+//! progress on any thread is left alone; where that mode cannot be set the probe is not run at
+//! all (its `hipMalloc` would fail and invalidate a global-mode capture in progress anywhere in
+//! the process). The graph and the executable are destroyed before [`measure`] returns; the
+//! 128-byte buffer is kept for the life of the process, because `hipFree` waits for all work on
+//! the device: freeing it would make the first command buffer (and every thread waiting for the
+//! budget to settle) wait for whatever the device is running, seconds of it.
 //!
 //! Free memory shows staging in the blocks the runtime allocates, not slot by slot: clr
 //! (`GraphExec::CaptureAQLPackets`, `GraphKernelArgManager::AllocKernArg`) gives an executable

@@ -504,7 +504,9 @@ fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
 /// call's own HIP calls (the new graph's, before the probe looks) replace it with success, as
 /// any HIP call would, and the probe runs. Other threads' first command buffers wait meanwhile,
 /// so that every command buffer has the same budget; a child forked during the measurement
-/// takes the fixed default at once. `rcb_runtime_load` reports the outcome.
+/// takes the fixed default at once instead of waiting for ever (HIP itself remains unsupported
+/// in a child forked from a parent that had initialised it). `rcb_runtime_load` reports the
+/// outcome.
 ///
 /// Thread-safety: any thread.
 ///
