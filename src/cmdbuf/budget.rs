@@ -69,6 +69,16 @@ pub const MAX_RETIRED: usize = 2;
 /// occasional lost event still leaves the budget working.
 pub const MAX_KEPT_EXECS: usize = 2;
 
+/// The first `hipRuntimeGetVersion` whose executable-graph updates take kernel-argument memory:
+/// ROCm 6.2, whose clr captures each node's packet and arguments at instantiation by default
+/// (`DEBUG_CLR_GRAPH_PACKET_CAPTURE`) and again, into fresh staging, on every update
+/// (`GraphExec::UpdateAQLPacket`). 5.6 and 5.7 capture nothing; 6.0 and 6.1 capture only at
+/// instantiation, off by default, and where `DEBUG_CLR_GRAPH_PACKET_CAPTURE=1` turns it on,
+/// into a pool of exactly the instantiation's arguments that no update takes from (they have no
+/// `UpdateAQLPacket`, and `allocKernArg` is called only from `CaptureAQLPackets`; clr tags
+/// `rocm-6.0.2` and `rocm-6.1.2`), so the variable changes nothing here.
+pub const FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK: i32 = 60_200_000;
+
 /// The first `hipRuntimeGetVersion` whose executable-graph updates reuse their kernel-argument
 /// slots. None is known: the fix (ROCm/rocm-systems pull request 11434) is not in a release as
 /// of 2026-09. When one ships, its version goes here and the default budget turns off for it.
@@ -76,12 +86,15 @@ pub const FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK: Option<i32> = None;
 
 /// Whether the runtime's executable-graph updates take memory that only destroying the
 /// executable gives back. CUDA's driver is not reported to (`rcb-bench budget` measures device
-/// memory over 100 000 updates on a GPU to check it); HIP does, up to
-/// [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
+/// memory over 100 000 updates on a GPU to check it); HIP does from
+/// [`FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK`] up to [`FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK`].
 pub fn updates_leak(info: &RuntimeInfo) -> bool {
     match info.backend {
         Backend::Cuda => false,
-        Backend::Hip => FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK.is_none_or(|fixed| info.version < fixed),
+        Backend::Hip => {
+            info.version >= FIRST_HIP_VERSION_WITH_ARGUMENT_LEAK
+                && FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK.is_none_or(|fixed| info.version < fixed)
+        }
     }
 }
 
@@ -101,8 +114,9 @@ pub enum Basis {
     Measured(Measurement),
     /// The probe failed (why): the fixed default applies.
     Failed(String),
-    /// The probe was not run (why): the fixed default applies. Where the calling thread's
-    /// capture mode cannot be relaxed, and in a child forked while its parent was measuring.
+    /// The probe was not run (why): the fixed default applies. Where the calling thread has a
+    /// runtime error pending, where its capture mode cannot be relaxed, and in a child forked
+    /// while its parent was measuring.
     NotMeasured(String),
     /// Nothing was measured on this runtime (CUDA, whose fixed default is off): the fixed
     /// default applies.
@@ -176,7 +190,11 @@ crate::at_fork::forget_in_forked_child!(forget_in_child);
 /// In a forked child, a settlement the parent had made stands (its command buffers get the
 /// parent's budget); one the parent was making is dropped: the thread measuring does not exist
 /// in the child, so the cell would never be filled and the child's first command buffer would
-/// wait for it for ever.
+/// wait for it for ever. This only keeps the library's own wait from hanging: ROCm does not
+/// support HIP in a child forked from a parent that had initialised it (HIP's `hipInit`
+/// reference: inheriting its state across `fork` may lead to undefined behaviour), so on a real
+/// GPU such a child's command buffers, like any HIP call of it, remain unsupported; the software
+/// GPU's fork tests check the library's side alone.
 extern "C" fn forget_in_child() {
     // SAFETY: a non-null value is a leaked cell, never freed; `get` is an atomic load.
     if unsafe { SETTLEMENT.load(Ordering::Acquire).as_ref() }.is_some_and(|cell| cell.get().is_none()) {
@@ -222,9 +240,14 @@ pub fn settle(rt: &dyn Runtime, configured: Option<u64>) -> &'static Settlement 
                 )));
             }
             // A failed call of the probe's leaves no error for the caller's next check of the
-            // thread's last error.
+            // thread's last error, and one the caller left pending keeps the probe from running.
             let mut measured = Err(Basis::Failed(String::from("the runtime did not run the probe")));
-            rt.keep_last_error(&mut || measured = probe(rt));
+            rt.keep_last_error(&mut || measured = probe(rt)).map_err(|e| {
+                Basis::NotMeasured(format!(
+                    "{}: a failed probe call would replace it on ROCm 6.4 and later, where nothing could put it back",
+                    e.message
+                ))
+            })?;
             measured
         };
         let s = settlement(rt.info(), configured, measure);
@@ -273,10 +296,10 @@ fn settlement(
     }
     match measure() {
         // No growth turns the budget off only where the fixed default is off too (a ROCm known
-        // to have the fix): the probe updates memset nodes, and that ROCm stages their
-        // arguments again as it does a kernel node's is read in clr's source, never seen on an
-        // AMD GPU. Keeping the budget where it was not needed costs re-instantiations; dropping
-        // it where kernel nodes still leak would cost the process its memory.
+        // to have the fix): the probe updates memset nodes, which clr 6.2 and 6.3 never stage
+        // while their kernel-node updates leak (`leak_probe.rs`). Keeping the budget where it was
+        // not needed costs re-instantiations; dropping it where kernel nodes still leak would
+        // cost the process its memory.
         Ok((device, m)) if m.bytes_per_update == 0 => Settlement {
             basis: Basis::Measured(m),
             limit: default_limit(None, info),
@@ -444,12 +467,17 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_is_on_by_default_for_every_hip_release_and_off_for_cuda() {
+    fn the_budget_is_on_by_default_for_hip_from_6_2_and_off_for_cuda() {
         // No fixed ROCm release is known: the newest versions still leak.
         assert_eq!(FIRST_HIP_VERSION_WITHOUT_ARGUMENT_LEAK, None);
-        for version in [50_200_000, 60_241_134, 70_204_000, i32::MAX] {
+        for version in [60_200_000, 60_241_134, 60_342_134, 70_204_000, i32::MAX] {
             assert!(updates_leak(&info(Backend::Hip, version)), "{version}");
             assert_eq!(default_limit(None, &info(Backend::Hip, version)), DEFAULT_BUDGET_BYTES);
+        }
+        // Before 6.2 no update captures a packet again (5.7.1, 6.0.2, 6.1.2).
+        for version in [50_300_000, 50_731_921, 60_032_830, 60_132_830, 60_199_999] {
+            assert!(!updates_leak(&info(Backend::Hip, version)), "{version}");
+            assert_eq!(default_limit(None, &info(Backend::Hip, version)), 0);
         }
         assert!(!updates_leak(&info(Backend::Cuda, 12_080)));
         assert_eq!(default_limit(None, &info(Backend::Cuda, 12_080)), 0);

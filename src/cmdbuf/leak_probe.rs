@@ -12,20 +12,27 @@
 //! starts another at every further root and branch; the nodes of any other graph are spread over
 //! up to four streams and dispatched at launch through each stream's own argument ring, so that
 //! updating them takes nothing, and independent nodes would measure no growth where a chain of
-//! kernel nodes leaks (the software GPU's `clr_chain_staging` quirk models it). A memset node is
-//! the only node a library without device code can make that ROCm runs as a kernel (clr's
-//! `GraphNode::GraphCaptureEnabled` covers memset nodes, so their setter captures the blit
-//! kernel's packet and arguments into the executable's staging again, as a kernel node's does;
-//! read in clr's source, not yet seen on an AMD GPU). It is instantiated, then each round sets
-//! every node's value through the executable's memset setter, and free device memory is read
-//! after each round. Nothing is launched, so no stream is used, and the calls are made in
-//! relaxed capture mode, so that a capture in progress on any thread is left alone; where that
-//! mode cannot be set the probe is not run at all (its `hipMalloc` would fail and invalidate a
-//! global-mode capture in progress anywhere in the process). The graph and
-//! the executable are destroyed before [`measure`] returns; the 128-byte buffer is kept for the
-//! life of the process, because `hipFree` waits for all work on the device: freeing it would make
-//! the first command buffer (and every thread waiting for the budget to settle) wait for whatever
-//! the device is running, seconds of it.
+//! kernel nodes leaks (the software GPU's `clr_chain_staging` quirk models it). Memset nodes,
+//! because a library without device code can make no kernel node (a kernel needs a code object
+//! built for the device's architecture, which the library does not carry), and a memset node is
+//! the only node it can make that ROCm runs as a kernel. clr stages a memset node's arguments only
+//! where `GraphNode::GraphCaptureEnabled` covers memset nodes, as in its development branch of
+//! late 2024 (presumably 6.4 and later), whose memset setter captures the blit kernel's packet
+//! and arguments into the executable's staging again, as a kernel node's does; in 6.2 and 6.3 it
+//! covers kernel nodes alone and the memset setter captures nothing, so there the probe measures
+//! no growth while kernel-node updates leak, and the budget keeps its fixed default
+//! (`budget.rs`). Both read in clr's source, neither seen on an AMD GPU. The probe is
+//! instantiated, then each round sets every node's value through the executable's memset
+//! setter, and free device memory is read after each round. Nothing is launched, so no work
+//! goes to a stream of the caller's (clr itself still uses streams: an instantiation makes the
+//! executable's own, and captures packets through the device's null stream,
+//! `hip::getNullStream`), and the calls are made in relaxed capture mode, so that a capture in
+//! progress on any thread is left alone; where that mode cannot be set the probe is not run at
+//! all (its `hipMalloc` would fail and invalidate a global-mode capture in progress anywhere in
+//! the process). The graph and the executable are destroyed before [`measure`] returns; the
+//! 128-byte buffer is kept for the life of the process, because `hipFree` waits for all work on
+//! the device: freeing it would make the first command buffer (and every thread waiting for the
+//! budget to settle) wait for whatever the device is running, seconds of it.
 //!
 //! Free memory shows staging in the blocks the runtime allocates, not slot by slot: clr
 //! (`GraphExec::CaptureAQLPackets`, `GraphKernelArgManager::AllocKernArg`) gives an executable

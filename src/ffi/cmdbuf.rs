@@ -494,13 +494,19 @@ fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
 /// device, with a probe graph of its own (at most 16 384 node updates and 512 readings of free
 /// memory; nothing launched), in relaxed capture mode, so that a capture in progress is left
 /// alone. Where the runtime cannot relax the thread's capture mode (no
-/// `hipThreadExchangeStreamCaptureMode`), nothing is measured and the fixed default applies. A
-/// probe call that fails leaves the thread's HIP last error (`hipGetLastError`,
-/// `hipPeekAtLastError`) as the probe found it: cleared when none was pending, while an error
-/// pending before is never cleared (on ROCm 6.4+ a failed probe call replaces it, so the
-/// caller's check still fails). Other threads' first command buffers wait meanwhile, so that
-/// every command buffer has the same budget; a child forked during the measurement takes the
-/// fixed default at once. `rcb_runtime_load` reports the outcome.
+/// `hipThreadExchangeStreamCaptureMode`), nothing is measured and the fixed default applies; so
+/// too where the calling thread has a HIP error pending (`hipPeekAtLastError` is not
+/// `hipSuccess`), so that no probe call can replace it. A probe call that fails leaves no error
+/// behind: the library takes it (`hipGetLastError`), so the caller's next check does not report
+/// it. What lasts of a caller's own error depends on the ROCm version: from 6.4 only a failure
+/// sets the thread's last error, so the caller's stays, through this call, until
+/// `hipGetLastError` takes it; before 6.4 every HIP call sets it, success included, so this
+/// call's own HIP calls (the new graph's, before the probe looks) replace it with success, as
+/// any HIP call would, and the probe runs. Other threads' first command buffers wait meanwhile,
+/// so that every command buffer has the same budget; a child forked during the measurement
+/// takes the fixed default at once instead of waiting for ever (HIP itself remains unsupported
+/// in a child forked from a parent that had initialised it). `rcb_runtime_load` reports the
+/// outcome.
 ///
 /// Thread-safety: any thread.
 ///
@@ -1299,8 +1305,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
 
 /// Sets the update budget of a primary command buffer's executable graph, in bytes (0: never
 /// re-instantiate), replacing its default (`RCB_EXEC_UPDATE_BUDGET` when set; else 64 MiB on a
-/// HIP runtime, whose executable graphs keep the kernel-argument memory of every update until
-/// they are destroyed, and 0 on CUDA, whose driver does not).
+/// HIP runtime from ROCm 6.2, whose executable graphs keep the kernel-argument memory of every
+/// update until they are destroyed, and 0 before 6.2 and on CUDA, whose updates take none,
+/// unless the first command buffer measured growth).
 ///
 /// What is counted: each node parameter push to the executable graph (an address update's
 /// touched nodes, `rcb_cmdbuf_update_*`, a child graph's nodes) is charged its kernel-argument

@@ -18,15 +18,17 @@ pub const RCB_BACKEND_CUDA: i32 = 2;
 /// update budget is not settled (the fields after it are 0).
 pub const RCB_UPDATE_BUDGET_UNSETTLED: i32 = 0;
 /// The first command buffer measured what the HIP runtime's executable-graph updates take:
-/// `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default of
-/// 64 MiB, since the probe's memset nodes cannot show kernel-node growth).
+/// `update_growth_bytes` per node update (0: nothing grew, and the budget is the fixed default:
+/// 64 MiB from ROCm 6.2, since the probe's memset nodes cannot show kernel-node growth; off
+/// before 6.2, whose updates take nothing).
 pub const RCB_UPDATE_BUDGET_MEASURED: i32 = 1;
 /// `RCB_EXEC_UPDATE_BUDGET` set the budget; nothing was measured.
 pub const RCB_UPDATE_BUDGET_CONFIGURED: i32 = 2;
 /// Nothing was measured and the budget is the fixed default: off on CUDA, where nothing is
-/// measured, and 64 MiB on HIP, where the measurement failed or was not made (a runtime that
-/// cannot relax the thread's stream capture mode, a child forked while its parent measured; the
-/// log says why at level warn).
+/// measured, and on HIP, where the measurement failed or was not made (an error pending on the
+/// calling thread, a runtime that cannot relax the thread's stream capture mode, a child forked
+/// while its parent measured; the log says why at level warn), 64 MiB from ROCm 6.2 and off
+/// before 6.2, whose updates take nothing.
 pub const RCB_UPDATE_BUDGET_DEFAULT: i32 = 3;
 
 /// Description of the loaded GPU runtime, filled by `rcb_runtime_load`.

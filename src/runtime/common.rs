@@ -44,21 +44,34 @@ pub fn only_relaxed(exchange: impl Fn(*mut c_int) -> c_int, call: impl FnOnce() 
     if set != 0 {
         return Err(set);
     }
-    let rc = call();
-    let own = mode;
-    let mut failed = 0;
-    for _ in 0..2 {
-        let mut back = own;
-        failed = exchange(&mut back);
-        if failed == 0 {
-            return Ok(rc);
+    // Given back when dropped: after `call`, and also where it panics (the panic is caught at the
+    // C boundary, and the thread goes on calling the runtime).
+    let _give_back = GiveBack { exchange: &exchange, own: mode };
+    Ok(call())
+}
+
+/// Gives the calling thread its capture mode `own` back through `exchange` when dropped.
+struct GiveBack<'a, F: Fn(*mut c_int) -> c_int> {
+    exchange: &'a F,
+    own: c_int,
+}
+
+impl<F: Fn(*mut c_int) -> c_int> Drop for GiveBack<'_, F> {
+    fn drop(&mut self) {
+        let mut failed = 0;
+        for _ in 0..2 {
+            let mut back = self.own;
+            failed = (self.exchange)(&mut back);
+            if failed == 0 {
+                return;
+            }
         }
+        log::warn!(
+            "giving the calling thread its stream capture mode ({}) back after the library's own calls failed twice (error {failed}): the thread stays in relaxed mode",
+            self.own
+        );
+        counters::record_total(Event::Fallback(Fallback::CaptureModeLeftRelaxed));
     }
-    log::warn!(
-        "giving the calling thread its stream capture mode ({own}) back after the library's own calls failed twice (error {failed}): the thread stays in relaxed mode"
-    );
-    counters::record_total(Event::Fallback(Fallback::CaptureModeLeftRelaxed));
-    Ok(rc)
 }
 
 /// The error codes told apart. Both runtimes number them alike (HIP copied CUDA's codes).
@@ -211,3 +224,37 @@ macro_rules! impl_runtime {
 }
 
 pub(crate) use impl_runtime;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A thread's capture mode and the runtime's exchange call on it.
+    fn exchange(mode: &Cell<c_int>) -> impl Fn(*mut c_int) -> c_int + '_ {
+        // SAFETY: the callers pass a pointer to a local.
+        move |p| unsafe {
+            *p = mode.replace(*p);
+            0
+        }
+    }
+
+    #[test]
+    fn the_mode_is_given_back_after_the_call_and_after_a_panic_in_it() {
+        let mode = Cell::new(CaptureMode::Global as c_int);
+        let seen = Cell::new(-1);
+        assert_eq!(
+            only_relaxed(exchange(&mode), || {
+                seen.set(mode.get());
+                7
+            }),
+            Ok(7)
+        );
+        assert_eq!((seen.get(), mode.get()), (CaptureMode::Relaxed as c_int, CaptureMode::Global as c_int));
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            only_relaxed(exchange(&mode), || panic!("a bug in the library's own calls"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(mode.get(), CaptureMode::Global as c_int, "the thread is not left relaxed");
+    }
+}

@@ -68,13 +68,16 @@ pub trait Streams {
     /// (a runtime without the call, or the call failed) `work` is not run: `Unsupported` or the
     /// call's error.
     fn relaxed_capture_mode(&self, work: &mut dyn FnMut()) -> Result<()>;
-    /// Runs `work`, then clears the calling thread's last runtime error if `work` left one where
-    /// none was pending before (HIP's `hipPeekAtLastError`, `hipGetLastError`), so that the
-    /// caller's next check of it does not report the library's own failed calls. An error pending
-    /// before is never cleared (a failed call of `work` has replaced it on ROCm 6.4+, where only
-    /// failures set it, and nothing can put it back: the caller's check still fails, with the
-    /// library's code). A runtime without a last error (CUDA's driver API) just runs `work`.
-    fn keep_last_error(&self, work: &mut dyn FnMut());
+    /// Runs `work` where the calling thread has no runtime error pending (HIP's
+    /// `hipPeekAtLastError`), then clears the thread's last error if `work` left one
+    /// (`hipGetLastError`), so that the caller's next check of it does not report the library's
+    /// own failed calls. Where an error is pending, `work` is not run and `Err` names it: on ROCm
+    /// 6.4+, where only failures set the last error, a failed call of `work` would replace it and
+    /// nothing could put it back. Before 6.4 every HIP call sets it, success included, so an error
+    /// survives no call at all: the caller's is pending here only if nothing called HIP since
+    /// (the library's own earlier calls replace it too), and one `work` left is replaced by the
+    /// next call anyway. A runtime without a last error (CUDA's driver API) just runs `work`.
+    fn keep_last_error(&self, work: &mut dyn FnMut()) -> Result<()>;
 }
 
 /// Graph templates and executable graphs.

@@ -61,6 +61,8 @@ run "last_error 7.2.4" last_error -- failures
 run "knobs env-fail" knobs HIPSIM_FAIL=hipMalloc:3,hipStreamCreate:2:801 -- env-fail
 run "knobs env-quirks" knobs HIPSIM_QUIRKS=clr138 -- env-quirks
 run "knobs env-kernarg" knobs HIPSIM_QUIRKS=kernarg_leak HIPSIM_KERNARG_POOL=1000 -- env-kernarg
+# clr 6.2 and 6.3 capture kernel nodes alone, so their memset nodes stage nothing.
+run "knobs chain-staging 6.3.0" knobs HIPSIM_VERSION=60300000 -- chain-staging-6.3
 run "knobs env-latency" knobs HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us -- env-latency
 run "knobs no-devices" knobs HIPSIM_DEVICES=0 -- no-devices
 run "knobs one-device" knobs HIPSIM_DEVICES=1 -- one-device

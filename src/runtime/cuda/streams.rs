@@ -151,8 +151,9 @@ impl Streams for CudaRuntime {
     }
 
     /// The driver API keeps no last error: its calls return theirs.
-    fn keep_last_error(&self, work: &mut dyn FnMut()) {
+    fn keep_last_error(&self, work: &mut dyn FnMut()) -> Result<()> {
         work();
+        Ok(())
     }
 }
 

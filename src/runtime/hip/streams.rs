@@ -1,7 +1,7 @@
 //! Streams and stream capture.
 
-use super::HipRuntime;
-use crate::error::{Error, Result};
+use super::{HipRuntime, SUCCESS};
+use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{CaptureMode, Event, Graph, Stream, Streams, common};
 use std::ffi::c_int;
 use std::ptr::null_mut;
@@ -143,13 +143,24 @@ impl Streams for HipRuntime {
         set.map(drop).or_else(|rc| self.check("hipThreadExchangeStreamCaptureMode", rc))
     }
 
-    fn keep_last_error(&self, work: &mut dyn FnMut()) {
-        let Some(table) = &self.last_error else { return work() };
+    fn keep_last_error(&self, work: &mut dyn FnMut()) -> Result<()> {
+        let Some(table) = &self.last_error else {
+            work();
+            return Ok(());
+        };
         // SAFETY: no arguments; reads the calling thread's state.
         let peek = || unsafe { (table.hipPeekAtLastError)() };
         let pending = peek();
+        if pending != SUCCESS {
+            // SAFETY: takes any code and returns a static string (or null, which `text` allows).
+            let name = unsafe { common::text((self.core.hipGetErrorName)(pending)) };
+            return Err(Error::new(
+                ErrorKind::Runtime,
+                format!("the calling thread has a HIP error pending, {name} ({pending}), which hipGetLastError has not taken yet"),
+            ));
+        }
         work();
-        if pending == 0 && peek() != 0 {
+        if peek() != SUCCESS {
             // SAFETY: as above; returns the library's own error, which it clears.
             unsafe { (table.hipGetLastError)() };
             // Once more, now successful: from 6.4 a peek also stores what it returns as the
@@ -157,6 +168,7 @@ impl Streams for HipRuntime {
             // library's error.
             peek();
         }
+        Ok(())
     }
 }
 

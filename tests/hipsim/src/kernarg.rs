@@ -12,15 +12,20 @@
 //! does not fit, another of the same size.
 //!
 //! With the `clr_chain_staging` quirk only an executable graph that is a single chain of nodes
-//! stages anything, as clr 6.2 to 6.3 and its development branch of late 2024 do (read in their
-//! source): `GraphExec::CaptureAQLPackets`, which allocates the pool and captures each node's
-//! packet and arguments at instantiation, and `GraphExec::UpdateAQLPacket`, which captures them
-//! again on update, run only where `Graph::GetRunList` found one parallel list, which it finds for
-//! a chain alone (it starts a list at each root and at each branch); a child graph's nodes are
-//! captured at instantiation only when that graph is a chain too. Every other graph's nodes are
-//! dispatched at launch, with arguments in the launching stream's own ring, which hipsim does not
-//! count. clr's later segment scheduling (a 2025 copy of rocm-systems' `projects/clr`) captures
-//! every segment instead: the quirk models the releases before it.
+//! stages anything, and only the nodes clr captures, as clr 6.2 and 6.3 and its development
+//! branch of late 2024 do (read in their source): `GraphExec::CaptureAQLPackets`, which
+//! allocates the pool and captures each node's packet and arguments at instantiation, and
+//! `GraphExec::UpdateAQLPacket`, which captures them again on update, run only where
+//! `Graph::GetRunList` found one parallel list, which it finds for a chain alone (it starts a
+//! list at each root and at each branch); a child graph's nodes are captured at instantiation,
+//! and again by a child-graph update, only when that graph is a chain too; `hipGraphExecUpdate`
+//! captures the graph's own nodes again, never a child graph's. The nodes captured are those of
+//! `GraphNode::GraphCaptureEnabled`: kernel nodes in 6.2 and 6.3 (`HIPSIM_VERSION` below 6.4);
+//! memset nodes and device-to-device memcpy nodes too in the development branch, which the quirk
+//! takes for 6.4 and later. Every other graph's nodes, and every other node, are dispatched at
+//! launch, with arguments in the launching stream's own ring, which hipsim does not count.
+//! clr's later segment scheduling (a 2025 copy of rocm-systems' `projects/clr`) captures every
+//! segment instead: the quirk models the releases before it.
 //!
 //! The slots come from a per-device pool of `HIPSIM_KERNARG_POOL` bytes (unlimited by default).
 //! When an update finds the pool exhausted, `kernarg_leak` fails it with `hipErrorOutOfMemory`
@@ -42,7 +47,7 @@ const BLIT_ARGUMENT_BYTES: u64 = 64;
 /// The slot a node's arguments take: explicit arguments rounded up to 16 bytes, plus the
 /// hidden ones (grid sizes, offsets, queue pointers: `HIPSIM_KERNARG_HIDDEN`); nodes that run no
 /// kernel take none.
-pub fn slot(op: &Op) -> u64 {
+fn slot(op: &Op) -> u64 {
     let hidden = knobs::get().kernarg_hidden;
     match op {
         Op::Kernel(k) => (k.args.len() as u64).div_ceil(16) * 16 + hidden,
@@ -51,9 +56,64 @@ pub fn slot(op: &Op) -> u64 {
     }
 }
 
-/// The slots of every node of `graph`, child graphs included: what an update of them takes.
-pub fn graph_bytes(graph: &ExecGraph) -> u64 {
-    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), graph_bytes)).sum()
+/// The slot `op` takes in an executable graph's staging: [`slot`], but under the
+/// `clr_chain_staging` quirk only for a node clr captures (the module's comment says which).
+fn staged_slot(op: &Op) -> u64 {
+    let knobs = knobs::get();
+    if !knobs.clr_chain_staging() {
+        return slot(op);
+    }
+    let captured = match op {
+        Op::Kernel(_) => true,
+        Op::Memset(_) => knobs.clr_captures_blit_nodes(),
+        // clr's 1-D copy node captures a copy between two device buffers (`hipCopyBuffer`), its
+        // 3-D one a copy of kind hipMemcpyDeviceToDevice.
+        Op::Memcpy { dst, src, .. } => {
+            knobs.clr_captures_blit_nodes() && {
+                let m = crate::memory::lock();
+                m.class_of(*dst).0 == "device" && m.class_of(*src).0 == "device"
+            }
+        }
+        Op::Memcpy3D(c) => knobs.clr_captures_blit_nodes() && c.kind == MEMCPY_DEVICE_TO_DEVICE,
+        _ => false,
+    };
+    if captured { slot(op) } else { 0 }
+}
+
+/// `hipMemcpyDeviceToDevice`.
+const MEMCPY_DEVICE_TO_DEVICE: i32 = 3;
+
+/// The slots an update of `op` takes (`hipGraphExec*NodeSetParams` of one node).
+pub fn node_update_bytes(op: &Op) -> u64 {
+    staged_slot(op)
+}
+
+/// The slots `hipGraphExecUpdate` of an executable graph to `graph` takes: every node's, child
+/// graphs included; under the `clr_chain_staging` quirk only the captured nodes of the graph
+/// itself (clr's update captures no child graph's nodes again).
+pub fn graph_update_bytes(graph: &ExecGraph) -> u64 {
+    if knobs::get().clr_chain_staging() {
+        return graph.nodes.iter().filter(|n| n.child.is_none()).map(|n| staged_slot(&n.op)).sum();
+    }
+    all_slots(graph)
+}
+
+/// The slots `hipGraphExecChildGraphNodeSetParams` with `child` takes: every node's of the
+/// child, nested child graphs included; under the `clr_chain_staging` quirk only the child's own
+/// captured nodes, and only when it is a chain (clr captures the nodes of no other child graph).
+pub fn child_update_bytes(child: &ExecGraph) -> u64 {
+    if knobs::get().clr_chain_staging() {
+        if !child.is_chain() {
+            return 0;
+        }
+        return child.nodes.iter().filter(|n| n.child.is_none()).map(|n| staged_slot(&n.op)).sum();
+    }
+    all_slots(child)
+}
+
+/// The slots of every node of `graph`, child graphs included.
+fn all_slots(graph: &ExecGraph) -> u64 {
+    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), all_slots)).sum()
 }
 
 /// Whether an executable graph of `graph` stages its nodes' arguments: always, but under the
@@ -62,13 +122,13 @@ pub fn stages(graph: &ExecGraph) -> bool {
     !knobs::get().clr_chain_staging() || graph.is_chain()
 }
 
-/// The slots an instantiation of `graph` takes: every node's where [`stages`] says so, a child
-/// graph's likewise.
+/// The slots an instantiation of `graph` takes: every staged node's where [`stages`] says so, a
+/// child graph's likewise.
 fn instantiation_bytes(graph: &ExecGraph) -> u64 {
     if !stages(graph) {
         return 0;
     }
-    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| slot(&n.op), instantiation_bytes)).sum()
+    graph.nodes.iter().map(|n| n.child.as_ref().map_or_else(|| staged_slot(&n.op), instantiation_bytes)).sum()
 }
 
 struct Pool {

@@ -43,7 +43,8 @@ pub const DEFAULT_VERSION: i32 = 70_253_211;
 const OLDEST_VERSION: i32 = 50_300_000;
 /// The first version whose 1-D memcpy nodes report their parameters (see `rocm_7_2_memcpy`).
 const ROCM_7_2: i32 = 70_200_000;
-/// The first version whose last error only a failure sets (see `sticky_last_error`).
+/// The first version whose last error only a failure sets (see `sticky_last_error`), and whose
+/// packet capture is taken to cover blit nodes (see `clr_captures_blit_nodes`).
 const ROCM_6_4: i32 = 60_400_000;
 
 pub struct Knobs {
@@ -286,10 +287,18 @@ impl Knobs {
     }
 
     /// `clr_chain_staging`: an executable graph stages kernel arguments (at instantiation and on
-    /// update) only when it is a single chain of nodes, as clr's packet capture does in the
-    /// releases read (see `kernarg::stages`).
+    /// update) only when it is a single chain of nodes, and only for the nodes clr captures, as
+    /// clr's packet capture does in the releases read (see `kernarg.rs`).
     pub fn clr_chain_staging(&self) -> bool {
         self.clr_chain_staging.load(Ordering::Relaxed)
+    }
+
+    /// Whether clr's packet capture covers memset and device-to-device memcpy nodes besides
+    /// kernel nodes (`GraphNode::GraphCaptureEnabled`): not in 6.2 and 6.3 (tag `rocm-6.2.2`,
+    /// branch `release/rocm-rel-6.3.0.1`), where it covers kernel nodes alone; in clr's
+    /// `amd-staging` branch of October 2024, taken for 6.4 and later (the 6.4 source was not read).
+    pub fn clr_captures_blit_nodes(&self) -> bool {
+        self.version >= ROCM_6_4
     }
 
     /// `memcpy_class`: hipGraphExecMemcpyNodeSetParams1D refuses (hipErrorInvalidValue) new

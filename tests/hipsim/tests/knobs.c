@@ -159,11 +159,20 @@ static void staged(hipGraph_t g, hipGraphNode_t node, void *dst, uint64_t at_ins
     EXPECT(hipsimLiveCount("kernarg") == before);
 }
 
-/* clr_chain_staging: only a graph that is one chain stages its memset nodes' arguments (64 + 256
- * bytes each), at instantiation and on update; independent nodes, a fork and a join stage
- * nothing; a chain's child graph stages at instantiation only if it is a chain too. */
-static void check_chain_staging(void) {
-    const uint64_t memset_slot = 64 + 256;
+/* The bytes an update of executable graph `e` takes: `update` run once. */
+#define UPDATE_BYTES(update) \
+    ({ uint64_t before_ = hipsimLiveCount("kernarg"); CHECK(update); hipsimLiveCount("kernarg") - before_; })
+
+/* clr_chain_staging: only a graph that is one chain stages anything, at instantiation and on
+ * update, and only the nodes clr captures: kernel nodes (a fill: 32 + 256 bytes), and memset
+ * nodes (64 + 256) only where `blit` says the version captures them (6.4 and later; not 6.2 and
+ * 6.3); independent nodes, a fork and a join stage nothing; a chain's child graph stages, at
+ * instantiation and when the child-graph node is updated, only if it is a chain too, and
+ * hipGraphExecUpdate stages the graph's own nodes again, not a child graph's. */
+static void check_chain_staging(int blit) {
+    const uint64_t kernel_slot = 32 + 256, memset_slot = blit ? 64 + 256 : 0;
+    hipModule_t m = load_module();
+    hipFunction_t fill = get_fn(m, "rcb_test_fill_u32");
     void *d;
     CHECK(hipMalloc(&d, 64));
     int *w = d;
@@ -185,26 +194,58 @@ static void check_chain_staging(void) {
     staged(g, a, w, 0, 0);
     CHECK(hipGraphDestroy(g));
 
-    /* A chain of a memset node and a child graph of two independent memset nodes. */
-    hipGraph_t child;
-    CHECK(hipGraphCreate(&child, 0));
-    memset_node(child, NULL, 0, w + 1, 2);
-    memset_node(child, NULL, 0, w + 2, 3);
+    /* A chain of a kernel node and a memset node: the kernel's slot on every version. */
     CHECK(hipGraphCreate(&g, 0));
-    a = memset_node(g, NULL, 0, w, 1);
-    CHECK(hipGraphAddChildGraphNode(&c, g, &a, 1, child));
-    staged(g, a, w, memset_slot, memset_slot);
+    hipGraphNode_t k = kernel_node(g, fill, 1, d);
+    a = memset_node(g, &k, 1, w + 1, 2);
+    staged(g, a, w, kernel_slot + memset_slot, memset_slot);
+    hipGraphExec_t e;
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    EXPECT(UPDATE_BYTES(set_fill(e, k, fill, d, 5)) == kernel_slot);
+    hipGraphExecUpdateResult result;
+    hipGraphNode_t error_node;
+    EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == kernel_slot + memset_slot);
+    CHECK(hipGraphExecDestroy(e));
     CHECK(hipGraphDestroy(g));
-    CHECK(hipGraphDestroy(child));
-    /* Without the quirk every graph stages. */
+
+    /* A chain of a memset node and a child graph: of two independent memset nodes, which stages
+     * nothing, or of a chain of a kernel node and a memset node, which stages like the graph
+     * itself; hipGraphExecUpdate stages the memset node alone. */
+    hipGraph_t independent, chain;
+    CHECK(hipGraphCreate(&independent, 0));
+    memset_node(independent, NULL, 0, w + 1, 2);
+    memset_node(independent, NULL, 0, w + 2, 3);
+    CHECK(hipGraphCreate(&chain, 0));
+    k = kernel_node(chain, fill, 1, d);
+    memset_node(chain, &k, 1, w + 2, 3);
+    hipGraph_t children[] = {independent, chain};
+    for (int i = 0; i < 2; i++) {
+        uint64_t child_slots = i ? kernel_slot + memset_slot : 0;
+        CHECK(hipGraphCreate(&g, 0));
+        a = memset_node(g, NULL, 0, w, 1);
+        CHECK(hipGraphAddChildGraphNode(&c, g, &a, 1, children[i]));
+        staged(g, a, w, memset_slot + child_slots, memset_slot);
+        CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+        EXPECT(UPDATE_BYTES(hipGraphExecChildGraphNodeSetParams(e, c, children[i])) == child_slots);
+        EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == memset_slot);
+        CHECK(hipGraphExecDestroy(e));
+        CHECK(hipGraphDestroy(g));
+    }
+    CHECK(hipGraphDestroy(independent));
+    CHECK(hipGraphDestroy(chain));
+    /* Without the quirk every graph stages every node, child graphs' included. */
     EXPECT(hipsimSetQuirks("kernarg_leak") == 0);
     CHECK(hipGraphCreate(&g, 0));
     a = memset_node(g, NULL, 0, w, 1);
     memset_node(g, NULL, 0, w + 1, 2);
-    staged(g, a, w, 2 * memset_slot, memset_slot);
+    staged(g, a, w, 2 * (64 + 256), 64 + 256);
+    CHECK(hipGraphInstantiate(&e, g, NULL, NULL, 0));
+    EXPECT(UPDATE_BYTES(hipGraphExecUpdate(e, g, &error_node, &result)) == 2 * (64 + 256));
+    CHECK(hipGraphExecDestroy(e));
     CHECK(hipGraphDestroy(g));
     EXPECT(hipsimSetQuirks("") == 0);
     CHECK(hipFree(d));
+    CHECK(hipModuleUnload(m));
 }
 
 static double time_get_device(void) {
@@ -287,7 +328,7 @@ static void api(void) {
     EXPECT(hipsimSetQuirks("") == 0);
     check_quirks(0);
     check_kernarg();
-    check_chain_staging();
+    check_chain_staging(1); /* 7.2.4, unless HIPSIM_VERSION says otherwise */
 
     /* Latency. */
     EXPECT(hipsimSetLatency("hipGetDevice:30ms") == 0);
@@ -333,6 +374,8 @@ int main(int argc, char **argv) {
         CHECK(set_fill(e, k, fill, d, 2));                /* 864 */
         EXPECT_ERR(set_fill(e, k, fill, d, 3), hipErrorOutOfMemory);
         EXPECT(hipsimLiveCount("kernarg") == 864);
+    } else if (!strcmp(mode, "chain-staging-6.3")) { /* HIPSIM_VERSION=60300000 */
+        check_chain_staging(0);
     } else if (!strcmp(mode, "env-latency")) { /* HIPSIM_LATENCY=hipStreamCreate:40ms,hipGetDevice:1500us */
         hipStream_t s;
         double t0 = now_ms();

@@ -91,7 +91,7 @@ hip_export! {
     fn hipGraphExecKernelNodeSetParams(e: usize, node: usize, p: *const KernelNodeParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `kernel_from`).
         let op = Op::Kernel(unsafe { kernel_from(p) }?);
-        modify(e, node, kernarg::slot(&op), is_kernel, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), is_kernel, |n| n.op = op)
     }
 
     fn hipGraphExecMemcpyNodeSetParams1D(
@@ -110,14 +110,14 @@ hip_export! {
             }
             _ => Err(INVALID_VALUE),
         };
-        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecMemsetNodeSetParams(e: usize, node: usize, p: *const MemsetParams) {
         // SAFETY: the C caller's pointers are valid as HIP requires (see `from_c`).
         let op = Op::Memset(unsafe { MemsetOp::from_c(p) }?);
         let check = |n: &ExecNode| if matches!(n.op, Op::Memset(_)) { Ok(()) } else { Err(INVALID_VALUE) };
-        modify(e, node, kernarg::slot(&op), check, |n| n.op = op)
+        modify(e, node, kernarg::node_update_bytes(&op), check, |n| n.op = op)
     }
 
     fn hipGraphExecChildGraphNodeSetParams(e: usize, node: usize, child: usize) {
@@ -135,7 +135,7 @@ hip_export! {
             }
             None => Err(INVALID_VALUE),
         };
-        let bytes = kernarg::graph_bytes(&snap);
+        let bytes = kernarg::child_update_bytes(&snap);
         modify(e, node, bytes, check, |n| n.child.as_mut().expect("checked").take_params(&snap))
     }
 
@@ -153,7 +153,7 @@ hip_export! {
             unsafe { out_opt(err_node, node) };
             return Err(GRAPH_EXEC_UPDATE_FAILURE);
         }
-        if kernarg::update(e, kernarg::graph_bytes(&snap))? == kernarg::Update::Apply {
+        if kernarg::update(e, kernarg::graph_update_bytes(&snap))? == kernarg::Update::Apply {
             Arc::make_mut(ex).take_params(&snap);
         }
         // SAFETY: the C caller's out-pointer, checked for null above, is writable.
