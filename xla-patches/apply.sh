@@ -10,6 +10,9 @@
 # per target (their xla.proto differs); the right one is chosen from the checkout's xla.proto.
 # 0008 (the VMM pool's results defined after their copy back) is applied only where
 # GpuExecutable keeps a buffer definition plan (main; not rocm-jaxlib-v0.11.1).
+# The patches are numbered [PATCH n/8] on both targets: 0003 to 0007 are one file for both,
+# so their numbers cannot differ per target; on rocm-jaxlib-v0.11.1 the series is 1/8 to 7/8,
+# with no 8/8, because 0008 is main-only.
 #
 # The whole series is first checked against the checkout's HEAD in a temporary index, so either
 # every patch applies or nothing is changed. A tree with uncommitted changes to tracked files is

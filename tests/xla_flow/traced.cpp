@@ -12,17 +12,25 @@
 //     when the library refuses, the RecordUpdate path (BeginUpdate, the new table, every command
 //     updated, Finalize).
 //
-// Two traced commands, a GEMM-like one (copy, axpy) and a collective-like one (copy, axpy, on
+// Two traced commands, a GEMM-like one (copy, axpy) and a cuDNN-like one (copy, axpy, on
 // other buffers), sit between two kernels. Each of 20 steps moves allocations, writes new inputs
 // and garbage outputs, then checks the outputs exactly. The software GPU makes each end of a
 // capture cost 250 ms (HIPSIM_LATENCY), and the flow asserts at most one capture per traced
 // command: from the library's process counters (rcb_counters_get), from the trace functions' own
-// call counts and, on the software GPU, from its count of hipStreamEndCapture. A collective whose key names an allocation no node holds is captured again
-// for every new address set, and its results still checked.
+// call counts and, on the software GPU, from its count of hipStreamEndCapture. A cuDNN graph
+// whose key names an allocation no node holds (a workspace it reads addresses from) is captured
+// again for every new address set, and its results still checked.
+//
+// Only XLA's own traced commands (GEMM, cuBLASLt, cuDNN, convolution: UsesPlatformTraceCache in
+// 0005) go through the trace cache. A custom call keeps XLA's TracedCommandBuffer, as a
+// collective kernel does: an FFI handler may keep buffer addresses in device memory, which a
+// relocation would leave stale. It is recorded as the collective below: traced again for new
+// addresses into a nested command buffer, one child node, never flattened, every move of what it
+// uses refused.
 //
 // Then a command buffer that holds a collective (se::CommandBuffer::HoldsCollectives: 0005 marks
 // the command buffers of a command sequence with a collective, and never flattens into them): the
-// collective is recorded as CollectiveThunk::Record does, with no trace cache (IsCollectiveCommand)
+// collective is recorded as CollectiveThunk::Record does, with no trace cache (not UsesPlatformTraceCache)
 // and traced on every record into a new nested command buffer (TraceCommandBufferFactory: Trace,
 // Finalize), which CreateClonedChildNode / UpdateClonedChildNode add or update as one child node
 // (AddChild / UpdateChild); the GEMM-like command goes through the trace cache into a child graph
@@ -110,8 +118,8 @@ void IssueGemm(const Buffers& b) {
   gpu->LaunchPacked(k.axpy, 1, 256, &a, sizeof a);
 }
 
-// Collective-like: a3 = a2; a3 += 0.5 * a2.
-void IssueCollective(const Buffers& b) {
+// cuDNN-like: a3 = a2; a3 += 0.5 * a2.
+void IssueCudnn(const Buffers& b) {
   CopyArgs c{b.addr[3], b.addr[2], kBytes};
   gpu->LaunchPacked(k.copy, 1, 256, &c, sizeof c);
   AxpyArgs a{b.addr[3], b.addr[2], 0.5f, 0, kN};
@@ -142,13 +150,13 @@ struct Options {
   // A kernel node added with kernelParams (sizes unknown to XLA): its references are unknown,
   // so every move is refused and each step goes through RecordUpdate.
   bool kernel_params_node;
-  // The collective's key holds an allocation none of its nodes names (as RCCL's work queue in
-  // device memory holds a collective's buffer addresses): the library must capture it again
+  // The cuDNN graph's key holds an allocation none of its nodes names (a table of buffer
+  // addresses in device memory): the library must capture it again
   // for new addresses rather than relocate it.
   bool hidden_allocation = false;
 };
 
-// The command buffer thunk over: add(a1 = a0 + a0) → gemm → collective → add(a4 = a3 + a0)
+// The command buffer thunk over: add(a1 = a0 + a0) → gemm → cudnn → add(a4 = a3 + a0)
 // [→ kernelParams add(a5 = a4 + a0)].
 class Flow {
  public:
@@ -179,7 +187,7 @@ class Flow {
   }
 
   int GemmTraces() const { return gemm_.traces; }
-  int CollectiveTraces() const { return coll_.traces; }
+  int CudnnTraces() const { return coll_.traces; }
 
  private:
   void Record(bool update) {
@@ -240,7 +248,7 @@ class Flow {
   rcb::CmdBuf cb_;
   rcb::TraceCache gemm_cache_, coll_cache_;
   Traced gemm_{"gemm", {0, 1, 2}, IssueGemm};
-  Traced coll_{"collective", {2, 3}, IssueCollective};
+  Traced coll_{"cudnn", {2, 3}, IssueCudnn};
   rcb_node k1_ = 0, t1_ = 0, t2_ = 0, k2_ = 0, k3_ = 0;
 };
 
@@ -286,7 +294,7 @@ void Run(const Options& o) {
   uint64_t counted = after.captures - before.captures;
   uint64_t relocations = after.relocations - before.relocations;
   uint64_t hits = after.trace_hits - before.trace_hits;
-  int traces = flow.GemmTraces() + flow.CollectiveTraces();
+  int traces = flow.GemmTraces() + flow.CudnnTraces();
   std::printf("%s: %d steps, %d moved in place, %d recorded again; %d trace(s); counters: %llu captures, "
               "%llu relocations, %llu hits",
               o.name, kSteps, in_place, kSteps - in_place, traces, static_cast<unsigned long long>(counted),
@@ -294,7 +302,7 @@ void Run(const Options& o) {
   if (!gpu->cuda()) std::printf(", %llu hipStreamEndCapture", static_cast<unsigned long long>(captures));
   std::printf("\n");
   if (gpu->cuda()) Skipped("the number of captures", "the software GPU's call counters");
-  // Allocation 3, which the collective uses, moves at every step.
+  // Allocation 3, which the cuDNN graph uses, moves at every step.
   int expected = o.hidden_allocation ? 1 + 1 + kSteps : 2;
   CHECK(flow.GemmTraces() == 1, "%s: the GEMM was traced %d times", o.name, flow.GemmTraces());
   CHECK(traces == expected, "%s: %d traces, expected %d", o.name, traces, expected);
@@ -583,7 +591,7 @@ int main() {
   Run({"traced commands as child graph nodes", false, false});
   Run({"flattened traced commands and a kernelParams kernel", true, true});
   gpu->SetLatency("");
-  Run({"a collective whose key holds an allocation no node names, as child graph nodes", false, false, true});
+  Run({"a cuDNN graph whose key holds an allocation no node names, as child graph nodes", false, false, true});
   RunHoldsCollectives();
   return Finish("xla_flow traced");
 }
