@@ -6,8 +6,8 @@
 # 0004 the move log (xla/stream_executor/rocm/rocm_cmdbuf_move_log.{h,cc}), from 0006 the profiler hook (xla/backends/profiler/gpu/rocm_cmdbuf_correlation.{h,cc}),
 # and the series' xla_cc_tests (every *_test.cc a patch adds) with the files they test and the
 # mock they use (0004: command_buffer_allocation_moves, rocm_cmdbuf_interface.h,
-# mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it; 0006:
-# rocm_cmdbuf_correlation).
+# mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it; 0005:
+# command_buffer_trace_cache; 0006: rocm_cmdbuf_correlation).
 #   tests/xla_flow/patched.sh DIR
 set -euo pipefail
 dir=$1
@@ -24,9 +24,10 @@ git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_move_log.*' \
     --include='xla/stream_executor/rocm/mock_rocm_cmdbuf_command_buffer.h' \
     --include='xla/backends/gpu/runtime/command_buffer_allocation_moves*' \
     "$patches/0004-rocm_cmdbuf-update-in-place.patch"
-# 0005 extends the interface and its mock.
+# 0005 extends the interface and its mock, and adds the trace cache's hooks and their test.
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_interface.h' \
     --include='xla/stream_executor/rocm/mock_rocm_cmdbuf_command_buffer.h' \
+    --include='xla/backends/gpu/runtime/command_buffer_trace_cache*' \
     "$patches/0005-rocm_cmdbuf-traced-commands-and-streams.patch"
 git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation*' \
     "$patches/0006-rocm_cmdbuf-profiler.patch"

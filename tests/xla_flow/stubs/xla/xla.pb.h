@@ -4,6 +4,8 @@
 #ifndef XLA_FLOW_STUB_XLA_PB_H_
 #define XLA_FLOW_STUB_XLA_PB_H_
 
+#include <cstdint>
+
 namespace xla {
 
 struct DebugOptions {
@@ -13,6 +15,7 @@ struct DebugOptions {
   bool rocm_cmdbuf_flatten_traced = false;
   bool rocm_cmdbuf_stream_cache = false;
   bool rocm_cmdbuf_profiler = false;
+  int64_t cmd_buffer_trace_cache_size = 16;
 
   bool xla_gpu_rocm_cmdbuf() const { return rocm_cmdbuf; }
   bool xla_gpu_rocm_cmdbuf_update_in_place() const { return rocm_cmdbuf_update_in_place; }
@@ -20,6 +23,7 @@ struct DebugOptions {
   bool xla_gpu_rocm_cmdbuf_flatten_traced() const { return rocm_cmdbuf_flatten_traced; }
   bool xla_gpu_rocm_cmdbuf_stream_cache() const { return rocm_cmdbuf_stream_cache; }
   bool xla_gpu_rocm_cmdbuf_profiler() const { return rocm_cmdbuf_profiler; }
+  int64_t xla_cmd_buffer_trace_cache_size() const { return cmd_buffer_trace_cache_size; }
 };
 
 }  // namespace xla

@@ -1,0 +1,52 @@
+// Stand-in for XLA's xla/backends/gpu/runtime/command.h: a command of a given thunk kind with the
+// buffers it uses, and the record parameters and actions.
+#ifndef XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_COMMAND_H_
+#define XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_COMMAND_H_
+
+#include <optional>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "xla/backends/gpu/runtime/command_state.h"
+#include "xla/backends/gpu/runtime/thunk.h"
+#include "xla/service/buffer_assignment.h"
+#include "xla/stream_executor/command_buffer.h"
+
+namespace xla::gpu {
+
+class BufferUse {
+ public:
+  explicit BufferUse(BufferAllocation::Slice slice) : slice_(slice) {}
+  const BufferAllocation::Slice& slice() const { return slice_; }
+
+ private:
+  BufferAllocation::Slice slice_;
+};
+
+class Command : public Thunk {
+ public:
+  using BufferUses = std::vector<BufferUse>;
+
+  explicit Command(Thunk::Kind kind = Thunk::kCommand) : Thunk(kind) {}
+
+  struct RecordParams {
+    CommandStateManager& state;
+    std::optional<std::vector<BufferAllocation::Index>> updated_allocs;
+    bool is_initialization = false;
+  };
+  struct RecordCreate {
+    absl::Span<const se::CommandBuffer::Command* const> dependencies;
+  };
+  struct RecordUpdate {
+    const se::CommandBuffer::Command* command;
+  };
+  using RecordAction = std::variant<RecordCreate, RecordUpdate>;
+
+  virtual BufferUses buffer_uses() const { return {}; }
+};
+
+}  // namespace xla::gpu
+
+#endif  // XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_COMMAND_H_
