@@ -44,7 +44,7 @@ class Command : public Thunk {
   };
   using RecordAction = std::variant<RecordCreate, RecordUpdate>;
 
-  virtual BufferUses buffer_uses() const { return {}; }
+  virtual BufferUses buffer_uses() const = 0;  // pure, as Thunk::buffer_uses is in XLA
 };
 
 }  // namespace xla::gpu
