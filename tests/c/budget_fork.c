@@ -25,17 +25,8 @@
 
 static int child(int measured);
 
-/* Forks; the child runs `child(measured)`, the parent checks its exit. */
-static void fork_and_check(int i, int measured) {
-    pid_t pid = fork();
-    if (pid == 0) _exit(child(measured));
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork %d failed", i);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "child %d: %s %d (2: no command buffer, 3: not the expected budget, 4: measured)", i,
-          WIFSIGNALED(status) ? "killed by signal" : "exit status",
-          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-}
+/* What a child's exit status other than 0 means. */
+static const char *const CODES = "2: no command buffer, 3: not the expected budget, 4: measured";
 
 static void *first_command_buffer(void *arg) {
     (void)arg;
@@ -84,7 +75,7 @@ int main(int argc, char **argv) {
         rcb_runtime_info info;
         CHECK(settled_as(&info) && info.update_budget_basis == RCB_UPDATE_BUDGET_UNSETTLED,
               "the parent settled its budget before fork %d: slow the probe down", i);
-        fork_and_check(i, 0);
+        fork_and_check(i, child, 0, CODES);
     }
     void *rc = NULL;
     pthread_join(thread, &rc);
@@ -93,7 +84,7 @@ int main(int argc, char **argv) {
     CHECK(settled_as(&info) && info.update_budget_basis == RCB_UPDATE_BUDGET_MEASURED,
           "the parent's budget is not measured (basis %d)", (int)info.update_budget_basis);
     /* Forked after the measurement: the child keeps the parent's budget and measures nothing. */
-    fork_and_check(3, 1);
+    fork_and_check(3, child, 1, CODES);
     if (failures == 0) printf("budget_fork: ok\n");
     return failures ? 1 : 0;
 }

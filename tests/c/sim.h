@@ -1,5 +1,5 @@
 /* What the programs that drive the software GPU share (cmdbuf_flow.c, contracts.c,
- * hpp_wrapper.cpp), on top of check.h: hipsim's test hooks, the test kernels and the stream,
+ * hpp_wrapper.cpp, the fork tests), on top of check.h: hipsim's test hooks, the test kernels and the stream,
  * device buffers filled and checked, the kernels' packed arguments, command-buffer nodes of
  * them, and the count of live hipsim objects that a program must give back. Needs Debian's HIP
  * headers (-D__HIP_PLATFORM_AMD__); the functions are static inline, so a program includes only
@@ -8,6 +8,8 @@
 #define RCB_TESTS_C_SIM_H
 
 #include <hip/hip_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -181,6 +183,18 @@ static inline void check_nothing_leaked(live_objects before) {
           "leaked: %llu allocations (%llu kept by the update budget's probe), %llu graphs, %llu executable graphs",
           (unsigned long long)(now.allocs - before.allocs), (unsigned long long)kept,
           (unsigned long long)(now.graphs - before.graphs), (unsigned long long)(now.execs - before.execs));
+}
+
+/* Fork `i` of a fork test: the child exits with `child(arg)`; the parent waits for it and checks
+ * that it exited with 0 (`codes` says what the child's other exit statuses mean). */
+static inline void fork_and_check(int i, int (*child)(int), int arg, const char *codes) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child(arg));
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork %d failed", i);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: %s %d (%s)", i,
+          WIFSIGNALED(status) ? "killed by signal" : "exit status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), codes);
 }
 
 #endif

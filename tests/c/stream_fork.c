@@ -47,7 +47,8 @@ static void *hammer(void *arg) {
 
 /* 2: acquire or release failed, 3: got a parent's stream, 4: not a live stream, 5: the parent's
  * idle streams are in the child's cache. */
-static int child(void) {
+static int child(int unused) {
+    (void)unused;
     alarm(10);
     int n = atomic_load(&seen_count);
     rcb_stream_stats stats;
@@ -87,14 +88,8 @@ int main(int argc, char **argv) {
     pthread_t thread;
     if (pthread_create(&thread, NULL, hammer, NULL) != 0) return 1;
     for (int i = 0; i < 40; i++) {
-        pid_t pid = fork();
-        if (pid == 0) _exit(child());
-        int status = 0;
-        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork %d failed", i);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "child %d: %s %d (2: a call failed, 3: got a parent's stream, 4: not live, 5: parent's streams cached)", i,
-              WIFSIGNALED(status) ? "killed by signal" : "exit status",
-              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        fork_and_check(i, child, 0,
+                       "2: a call failed, 3: got a parent's stream, 4: not live, 5: parent's streams cached");
         sched_yield();
     }
     atomic_store(&stop, 1);

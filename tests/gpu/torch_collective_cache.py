@@ -361,7 +361,8 @@ def pool_steps(name, rank, world, report, registered):
             if with_collective:
                 # The physical memory under each of the slot's addresses, every time it comes round.
                 for a in (x, out):
-                    if handles.setdefault(a, retained_handle(a)) != retained_handle(a):
+                    now = retained_handle(a)
+                    if handles.setdefault(a, now) != now:
                         remapped.append((i, a))
         for s in streams:
             s.synchronize()
