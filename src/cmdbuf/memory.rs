@@ -19,10 +19,11 @@ pub struct MemoryUse {
     pub argument_copies: u64,
     /// The node records, one inline record per node (a memcpy's or memset's parameters inline).
     pub node_records: u64,
-    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, its
-    /// site ids, the allocations it pins, its known references.
+    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, the
+    /// allocations it pins, its known references.
     pub node_lists: u64,
-    /// The patch table: sites by id, sites grouped by allocation, the ambiguous sites' sets.
+    /// The patch table: sites grouped by allocation, those added or removed since the last
+    /// grouping, the ambiguous sites' sets.
     pub site_lists: u64,
     /// The allocation table, its lookup index and the pin count of each allocation.
     pub allocation_table: u64,

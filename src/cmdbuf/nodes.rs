@@ -196,20 +196,26 @@ impl Params {
 pub struct NodeRecord {
     pub raw: Node,
     pub params: Params,
-    /// Ids of this node's patch sites.
-    pub sites: Vec<u32>,
     /// The last address update that touched this node (dedupes pushes without a set).
-    pub epoch: u64,
+    pub epoch: u32,
     /// The runtime holds older parameters than `params` (a push failed).
     pub unpushed: bool,
-    /// Allocations this node pins (its known references lie in them), distinct.
-    pub pins: Vec<u32>,
     /// The template node holds older parameters than the executable graph and cannot be brought
     /// up to date (a child node updated in place: the runtime has no template setter for it).
     pub template_lags: bool,
     /// The template node holds older parameters than `params`, which the next template refresh
     /// pushes (a primary's updates go to its executable graph only).
     pub template_dirty: bool,
+    /// What few nodes have, out of line (none for most kernel, memcpy and memset nodes).
+    rare: Option<Box<Rare>>,
+}
+
+/// The fields of a node record that only child nodes, nodes with known references and nodes
+/// that keep graphs use: kept out of line, so that the records an update walks are smaller.
+#[derive(Default)]
+pub struct Rare {
+    /// Allocations this node pins (its known references lie in them), distinct.
+    pub pins: Vec<u32>,
     /// A child node: the estimated staging bytes of pushing its graph (see `budget.rs`).
     pub child_bytes: u64,
     /// A child node updated in place while the update budget is on: a clone of the graph it was
@@ -225,8 +231,11 @@ impl NodeRecord {
     /// The heap this record holds: its argument blob (with the packed bytes' length) and its
     /// other lists (see `memory.rs`).
     pub fn heap(&self) -> (Heap, u64, Heap) {
-        let mut lists = Heap::vec(&self.sites);
-        lists.add(Heap::vec(&self.pins));
+        let mut lists = Heap::default();
+        if let Some(rare) = &self.rare {
+            lists.add(Heap { bytes: std::mem::size_of::<Rare>() as u64, blocks: 1 });
+            lists.add(Heap::vec(&rare.pins));
+        }
         let known = |refs: &Option<&References>| match refs {
             Some(References::Known(addresses)) => Heap::vec(addresses),
             _ => Heap::default(),
@@ -266,18 +275,42 @@ impl NodeRecord {
     }
 
     pub fn new(raw: Node, params: Params) -> Self {
-        Self {
-            raw,
-            params,
-            sites: Vec::new(),
-            epoch: 0,
-            unpushed: false,
-            pins: Vec::new(),
-            template_lags: false,
-            template_dirty: false,
-            child_bytes: 0,
-            child_clone: None,
-            graphs_since: 0,
+        Self { raw, params, epoch: 0, unpushed: false, template_lags: false, template_dirty: false, rare: None }
+    }
+
+    /// The out-of-line fields, made when first written.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Allocations this node pins (see [`Rare::pins`]).
+    pub fn pins(&self) -> &[u32] {
+        self.rare.as_ref().map_or(&[], |r| &r.pins)
+    }
+
+    pub fn clear_pins(&mut self) {
+        if let Some(rare) = &mut self.rare {
+            rare.pins.clear();
         }
+    }
+
+    /// See [`Rare::child_bytes`].
+    pub fn child_bytes(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |r| r.child_bytes)
+    }
+
+    /// See [`Rare::child_clone`].
+    pub fn child_clone(&self) -> Option<Graph> {
+        self.rare.as_ref().and_then(|r| r.child_clone)
+    }
+
+    /// Takes the child clone out of the record (see [`Rare::child_clone`]).
+    pub fn take_child_clone(&mut self) -> Option<Graph> {
+        self.rare.as_mut().and_then(|r| r.child_clone.take())
+    }
+
+    /// See [`Rare::graphs_since`].
+    pub fn graphs_since(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |r| r.graphs_since)
     }
 }

@@ -59,7 +59,7 @@ struct Write {
 #[derive(Default)]
 pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
-    epoch: u64,
+    epoch: u32,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
     writes: Vec<Write>,
@@ -73,11 +73,23 @@ impl Scratch {
     }
 
     /// Makes room for an update that moves all `allocations`, rewrites all `sites` and touches
-    /// all `nodes`.
+    /// all `nodes` (between updates the buffers' contents are not read).
     pub(super) fn reserve(&mut self, allocations: usize, sites: usize, nodes: usize) {
-        self.moved.reserve(allocations.saturating_sub(self.moved.len()));
-        self.writes.reserve(sites.saturating_sub(self.writes.len()));
-        self.touched.reserve(nodes.saturating_sub(self.touched.len()));
+        reserve_written(&mut self.moved, allocations, (0, 0));
+        reserve_written(&mut self.writes, sites, Write { node: 0, slot: Slot::MemsetDst, address: 0 });
+        reserve_written(&mut self.touched, nodes, 0);
+    }
+}
+
+/// Makes room in `v` for `n` elements in all, writing `fill` over the room when it is new: the
+/// first update after finalize would otherwise take the page faults of that fresh memory (one per
+/// 4 KiB, about a thousand at 100 000 nodes), which are finalize's to take.
+pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
+    if v.capacity() < n {
+        v.reserve_exact(n - v.len());
+        v.spare_capacity_mut().iter_mut().for_each(|e| {
+            e.write(fill);
+        });
     }
 }
 
@@ -187,7 +199,12 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
-        scratch.epoch += 1;
+        scratch.epoch = scratch.epoch.wrapping_add(1);
+        if scratch.epoch == 0 {
+            // Every 2^32 updates the stamps wrap: each record's goes back to untouched, once.
+            self.nodes.iter_mut().for_each(|r| r.epoch = 0);
+            scratch.epoch = 1;
+        }
         let epoch = scratch.epoch;
         scratch.touched.clear();
         let primary = self.exec.is_some();
