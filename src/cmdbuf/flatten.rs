@@ -384,7 +384,7 @@ impl Planner<'_> {
                             blob: blob.into(),
                             pointers,
                             named: Box::default(),
-                            opaque,
+                            opaque: opaque.map(Box::new),
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
                     }

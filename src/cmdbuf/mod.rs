@@ -1218,7 +1218,7 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         blob: packed.blob.into(),
         pointers,
         named,
-        opaque,
+        opaque: opaque.map(Box::new),
     }))
 }
 

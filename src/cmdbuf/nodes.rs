@@ -26,8 +26,9 @@ pub struct KernelRecord {
     /// their address.
     pub named: Box<[Named]>,
     /// `Some(References::Opaque(_))` for a kernel on `RCB_OPAQUE_KERNELS`: `pointers` and `named`
-    /// are empty and the node pins everything (see `opaque.rs`).
-    pub opaque: Option<References>,
+    /// are empty and the node pins everything (see `opaque.rs`). Boxed: few kernels are opaque,
+    /// and every kernel node's record would otherwise hold the room of one.
+    pub opaque: Option<Box<References>>,
 }
 
 impl KernelRecord {
@@ -91,7 +92,7 @@ impl Params {
             // and an event node synchronizes with work outside the graph that was issued with
             // the graph's addresses: while one is in the command buffer, nothing moves in place.
             Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
-            Params::Kernel(k) => k.opaque.as_ref(),
+            Params::Kernel(k) => k.opaque.as_deref(),
             Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }

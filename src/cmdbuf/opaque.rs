@@ -95,8 +95,10 @@ pub enum References {
 /// references, and the nodes of opaque kernels.
 #[derive(Default)]
 pub struct Pins {
-    /// `counts[a]`: opaque nodes whose known references lie inside allocation `a`.
+    /// `counts[a]`: opaque nodes whose known references lie inside allocation `a`; empty until
+    /// the first such node (most command buffers have none), then one per allocation.
     counts: Vec<u32>,
+    allocations: usize,
     unknown: u32,
     /// Each description of [`References::Opaque`] nodes and how many there are (few distinct).
     kernels: Vec<(Arc<str>, u32)>,
@@ -112,8 +114,8 @@ impl Pins {
 
     /// Forgets every pin and expects allocations `0..n`.
     pub fn reset(&mut self, n: usize) {
-        self.counts.clear();
-        self.counts.resize(n, 0);
+        self.counts = Vec::new();
+        self.allocations = n;
         self.unknown = 0;
         self.kernels.clear();
     }
@@ -122,7 +124,12 @@ impl Pins {
     /// in, or `None` when its references are unknown.
     pub fn add(&mut self, allocations: Option<&[u32]>) {
         match allocations {
-            Some(allocations) => allocations.iter().for_each(|&a| self.counts[a as usize] += 1),
+            Some(allocations) => {
+                if !allocations.is_empty() && self.counts.is_empty() {
+                    self.counts.resize(self.allocations, 0);
+                }
+                allocations.iter().for_each(|&a| self.counts[a as usize] += 1)
+            }
             None => self.unknown += 1,
         }
     }
@@ -183,7 +190,7 @@ impl Pins {
                 ),
             ));
         }
-        moved.iter().find(|&&(a, _)| self.counts[a as usize] > 0).map(|&(a, _)| {
+        moved.iter().find(|&&(a, _)| self.counts.get(a as usize).is_some_and(|&n| n > 0)).map(|&(a, _)| {
             (
                 Fallback::OpaqueReference,
                 format!(
