@@ -691,8 +691,6 @@ impl CmdBuf {
         self.nodes.shrink_to_fit();
         self.allocs.drop_index();
         self.patches.group();
-        let sites = self.patches.len();
-        self.scratch.reserve(self.allocs.entries().len(), sites, self.nodes.len());
         if self.exec.is_some() {
             // A primary's updates list each touched node's template here once (refreshed only when
             // the template is asked for), so room for all of them is made now, not by updates.
