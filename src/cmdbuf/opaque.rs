@@ -168,10 +168,16 @@ impl Pins {
     /// Why moving the allocations of `moved` (`(allocation, new base)`, indices in the table)
     /// must be refused, if it must, and how the refusal is counted. Nothing moved is never
     /// refused.
+    #[inline]
     pub fn refusal(&self, moved: &[(u32, u64)]) -> Option<(Fallback, String)> {
-        if moved.is_empty() {
+        // What most command buffers have: nothing pinned at all, whatever moved.
+        if moved.is_empty() || (self.kernels.is_empty() && self.unknown == 0 && self.counts.is_empty()) {
             return None;
         }
+        self.refusal_of(moved)
+    }
+
+    fn refusal_of(&self, moved: &[(u32, u64)]) -> Option<(Fallback, String)> {
         if let Some((what, n)) = self.kernels.first() {
             return Some((
                 Fallback::OpaqueKernel,

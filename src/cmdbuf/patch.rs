@@ -181,6 +181,14 @@ impl PatchTable {
     /// The sites pointing into allocation `alloc` (grouped first if recording changed them).
     pub fn of_allocation(&mut self, alloc: u32) -> &[Site] {
         self.group();
+        self.grouped_of(alloc)
+    }
+
+    /// The sites pointing into allocation `alloc` as last grouped: all of them when nothing was
+    /// added or removed since [`Self::group`] (an update, which runs on a finalized table).
+    #[inline]
+    pub fn grouped_of(&self, alloc: u32) -> &[Site] {
+        debug_assert!(self.pending.is_empty() && self.removed.is_empty(), "sites changed since the last grouping");
         &self.grouped[self.starts[alloc as usize] as usize..self.starts[alloc as usize + 1] as usize]
     }
 
@@ -225,10 +233,14 @@ impl PatchTable {
 
     /// Merges the sites added since the last grouping into the grouped array and drops the
     /// removed ones (a counting sort, O(sites)); the merge's buffers are given back.
+    #[inline]
     pub fn group(&mut self) {
-        if self.pending.is_empty() && self.removed.is_empty() {
-            return;
+        if !self.pending.is_empty() || !self.removed.is_empty() {
+            self.regroup();
         }
+    }
+
+    fn regroup(&mut self) {
         let removed = &self.removed;
         let dead = |node: u32| removed.get(node as usize / 64).is_some_and(|w| w & (1 << (node % 64)) != 0);
         let before = &self.removed_before;

@@ -139,10 +139,7 @@ impl CmdBuf {
     pub fn move_allocations(&mut self, moves: &[AllocationMove]) -> Result<UpdateReport> {
         self.state.allow(Op::UpdateAllocations)?;
         let old = self.allocs.entries();
-        let moved = &mut self.scratch.moved;
-        moved.clear();
-        moved.reserve(moves.len());
-        for (k, m) in moves.iter().enumerate() {
+        let check = |k: usize, m: &AllocationMove| {
             let Some(o) = usize::try_from(m.index).ok().and_then(|i| old.get(i)) else {
                 return Err(Error::invalid_argument(format!(
                     "moves[{k}].index {} is outside the table of {} allocation(s)",
@@ -152,13 +149,26 @@ impl CmdBuf {
             };
             let moved_to = Allocation { base: m.base, size: o.size };
             allocations::validate(std::slice::from_ref(&moved_to)).map_err(|e| e.context(format!("moves[{k}]")))?;
-            moved.push((m.index as u32, m.base));
+            Ok(o.base != m.base)
+        };
+        let moved = &mut self.scratch.moved;
+        moved.clear();
+        moved.reserve(moves.len());
+        // Moves in ascending order of index (how a caller that walks its table lists them) are
+        // distinct and sorted as they come: the entries that change are kept in one pass.
+        let ascending = moves.windows(2).all(|w| w[0].index < w[1].index);
+        for (k, m) in moves.iter().enumerate() {
+            if check(k, m)? || !ascending {
+                moved.push((m.index as u32, m.base));
+            }
         }
-        moved.sort_unstable_by_key(|&(alloc, _)| alloc);
-        if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
+        if !ascending {
+            moved.sort_unstable_by_key(|&(alloc, _)| alloc);
+            if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
+            }
+            moved.retain(|&(alloc, base)| old[alloc as usize].base != base);
         }
-        moved.retain(|&(alloc, base)| old[alloc as usize].base != base);
         Ok(self.apply_moves())
     }
 
@@ -215,11 +225,15 @@ impl CmdBuf {
             }
         }
         scratch.writes.clear();
-        let sites: usize = scratch.moved.iter().map(|&(alloc, _)| self.patches.of_allocation(alloc).len()).sum();
+        // Finalize grouped the sites, and nothing adds or removes one until the next update
+        // phase (this one costs a comparison).
+        self.patches.group();
+        let patches = &self.patches;
+        let sites: usize = scratch.moved.iter().map(|&(alloc, _)| patches.grouped_of(alloc).len()).sum();
         scratch.writes.reserve(sites);
         scratch.touched.reserve(sites.min(self.nodes.len()));
         for &(alloc, base) in &scratch.moved {
-            let sites = self.patches.of_allocation(alloc);
+            let sites = patches.grouped_of(alloc);
             scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, address: base + s.offset }));
             self.allocs.rebase(alloc as usize, base);
         }
