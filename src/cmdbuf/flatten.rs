@@ -504,6 +504,7 @@ impl CmdBuf {
             self.rt.node_destroy(self.nodes[last as usize].raw).map_err(|e| e.context(format!("destroying node {last}")))?;
             self.detach_pins(last);
             self.nodes.pop();
+            self.blob_bases.truncate(self.nodes.len());
             self.patches.remove_node(last);
         }
         Ok(())

@@ -109,6 +109,8 @@ pub struct CmdBuf {
     /// Allocations that nodes the library cannot patch may reference (see `opaque.rs`).
     pins: Pins,
     scratch: update::Scratch,
+    /// Where each node's argument blob starts, for the update's writing pass.
+    blob_bases: update::BlobBases,
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
     /// Nodes of a primary whose template lags behind the library's parameters, each once
@@ -173,6 +175,7 @@ impl CmdBuf {
             patches: PatchTable::default(),
             pins: Pins::default(),
             scratch: update::Scratch::default(),
+            blob_bases: update::BlobBases::default(),
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
             flattened: std::collections::HashMap::new(),
@@ -211,7 +214,8 @@ impl CmdBuf {
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
         table.add(self.pins.heap());
-        let scratch = self.scratch.heap();
+        let mut scratch = self.scratch.heap();
+        scratch.add(self.blob_bases.heap());
         let kept: Heap = self.kept.values().map(Heap::vec).sum();
         let other: Heap = [
             Heap::vec(&self.unpushed),
@@ -691,6 +695,7 @@ impl CmdBuf {
         self.nodes.shrink_to_fit();
         self.allocs.drop_index();
         self.patches.group();
+        self.scratch.stamp_nodes(self.nodes.len());
         if self.exec.is_some() {
             // A primary's updates list each touched node's template here once (refreshed only when
             // the template is asked for), so room for all of them is made now, not by updates.
@@ -981,6 +986,11 @@ impl CmdBuf {
     /// containing it (see `allocations.rs`), and pins them all.
     fn attach_sites(&mut self, node: NodeId) {
         let record = &mut self.nodes[node as usize];
+        let base = match &mut record.params {
+            Params::Kernel(k) => k.blob.base(),
+            _ => std::ptr::null_mut(),
+        };
+        self.blob_bases.set(node, base);
         let (allocs, patches) = (&mut self.allocs, &mut self.patches);
         record.params.for_each_slot(|slot, address, named| {
             let agrees = |(alloc, offset): (u32, u64)| {
