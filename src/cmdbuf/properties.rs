@@ -11,7 +11,6 @@
 use super::allocations::{Allocation, AllocationTable, Reach, validate};
 use super::args::{ArgKind, KernelArg, MAX_BLOB_BYTES, pack};
 use super::patch::{PatchTable, Site, Slot};
-use std::collections::HashMap;
 
 struct XorShift(u64);
 
