@@ -27,7 +27,8 @@ pub struct MemoryUse {
     pub site_lists: u64,
     /// The allocation table, its lookup index and the pin count of each allocation.
     pub allocation_table: u64,
-    /// Buffers an update reuses, sized at finalize for an update that moves everything.
+    /// What updates use: a stamp and a blob address per node (made at finalize and recording),
+    /// and the buffers an update reuses, grown to what the updates so far needed.
     pub update_scratch: u64,
     /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,
     /// and, added at the C boundary, the command buffer's fixed cost (its struct in the shared,

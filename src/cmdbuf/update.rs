@@ -57,8 +57,8 @@ struct Write {
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
 /// grow to what the updates need (an update makes room for all its writes at once), not to what
 /// an update of everything would: sized for the whole graph at finalize, they took 16 bytes a
-/// site, 16 an allocation and 4 a node (100 of the 404 bytes a node of `rcb-bench`'s chain kept) for
-/// updates that move a tenth of the table.
+/// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
+/// allocations each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
@@ -118,7 +118,7 @@ impl BlobBases {
 
 /// Makes room in `v` for `n` elements in all, writing `fill` over the room when it is new: the
 /// first update after finalize would otherwise take the page faults of that fresh memory (one per
-/// 4 KiB, about a thousand at 100 000 nodes), which are finalize's to take.
+/// 4 KiB: about a hundred for 100 000 nodes' stamps), which are finalize's to take.
 pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
     if v.capacity() < n {
         v.reserve_exact(n - v.len());
