@@ -236,6 +236,7 @@ impl CmdBuf {
             if matches!(entry.params, Params::Empty) || fixed(&entry.params) {
                 continue;
             }
+            let added_before = self.patches.added();
             match failed {
                 // After a failed push the rest are recorded unpushed too, so that every node
                 // holds the new source's parameters and nothing reads the old source again.
@@ -248,7 +249,7 @@ impl CmdBuf {
                     }
                 }
             }
-            sites += self.nodes[node as usize].sites.len() as u32;
+            sites += (self.patches.added() - added_before) as u32;
         }
         // The old source waits for the launches made so far; no later launch reads it: the
         // executable graph holds it only in nodes still unpushed, which refuse launches.
@@ -263,7 +264,7 @@ impl CmdBuf {
     }
 
     fn add_plan(&mut self, deps: &[NodeId], plan: Vec<Planned>, exits: Vec<usize>) -> Result<(NodeId, FlattenReport)> {
-        let sites_before = self.patches.len();
+        let sites_before = self.patches.added();
         let first = self.nodes.len() as NodeId;
         let mut data_edges = Vec::new();
         for (k, entry) in plan.into_iter().enumerate() {
@@ -281,7 +282,7 @@ impl CmdBuf {
             }
         };
         self.flattened.insert(group, first..first + count);
-        Ok((group, FlattenReport { fallback: None, nodes: count, sites: (self.patches.len() - sites_before) as u32 }))
+        Ok((group, FlattenReport { fallback: None, nodes: count, sites: (self.patches.added() - sites_before) as u32 }))
     }
 
     fn add_planned(&mut self, first: NodeId, entry: Planned, data_edges: &mut Vec<Edge>) -> Result<()> {
@@ -383,7 +384,7 @@ impl Planner<'_> {
                             blob: blob.into(),
                             pointers,
                             named: Box::default(),
-                            opaque,
+                            opaque: opaque.map(Box::new),
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
                     }
@@ -502,9 +503,9 @@ impl CmdBuf {
         while let Some(last) = (self.nodes.len() as NodeId).checked_sub(1).filter(|&n| n >= first) {
             self.rt.node_destroy(self.nodes[last as usize].raw).map_err(|e| e.context(format!("destroying node {last}")))?;
             self.detach_pins(last);
-            for site in self.nodes.pop().expect("checked above").sites {
-                self.patches.remove(site);
-            }
+            self.nodes.pop();
+            self.blob_bases.truncate(self.nodes.len());
+            self.patches.remove_node(last);
         }
         Ok(())
     }

@@ -19,14 +19,16 @@ pub struct MemoryUse {
     pub argument_copies: u64,
     /// The node records, one inline record per node (a memcpy's or memset's parameters inline).
     pub node_records: u64,
-    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, its
-    /// site ids, the allocations it pins, its known references.
+    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, the
+    /// allocations it pins, its known references.
     pub node_lists: u64,
-    /// The patch table: sites by id, sites grouped by allocation, the ambiguous sites' sets.
+    /// The patch table: sites grouped by allocation, those added or removed since the last
+    /// grouping, the ambiguous sites' sets.
     pub site_lists: u64,
     /// The allocation table, its lookup index and the pin count of each allocation.
     pub allocation_table: u64,
-    /// Buffers an update reuses, sized at finalize for an update that moves everything.
+    /// What updates use: a stamp and a blob address per node (made at finalize and recording),
+    /// and the buffers an update reuses, grown to what the updates so far needed.
     pub update_scratch: u64,
     /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,
     /// and, added at the C boundary, the command buffer's fixed cost (its struct in the shared,

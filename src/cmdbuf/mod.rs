@@ -109,6 +109,8 @@ pub struct CmdBuf {
     /// Allocations that nodes the library cannot patch may reference (see `opaque.rs`).
     pins: Pins,
     scratch: update::Scratch,
+    /// Where each node's argument blob starts, for the update's writing pass.
+    blob_bases: update::BlobBases,
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
     /// Nodes of a primary whose template lags behind the library's parameters, each once
@@ -173,6 +175,7 @@ impl CmdBuf {
             patches: PatchTable::default(),
             pins: Pins::default(),
             scratch: update::Scratch::default(),
+            blob_bases: update::BlobBases::default(),
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
             flattened: std::collections::HashMap::new(),
@@ -193,7 +196,7 @@ impl CmdBuf {
     }
 
     /// Number of recorded addresses that lie inside an allocation.
-    pub fn site_count(&self) -> usize {
+    pub fn site_count(&mut self) -> usize {
         self.patches.len()
     }
 
@@ -211,7 +214,8 @@ impl CmdBuf {
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
         table.add(self.pins.heap());
-        let scratch = self.scratch.heap();
+        let mut scratch = self.scratch.heap();
+        scratch.add(self.blob_bases.heap());
         let kept: Heap = self.kept.values().map(Heap::vec).sum();
         let other: Heap = [
             Heap::vec(&self.unpushed),
@@ -273,7 +277,7 @@ impl CmdBuf {
         if self.captured {
             return budget::listed_graph_bytes(self.rt, self.graph, self.budget.node_charge());
         }
-        self.nodes.iter().map(|r| budget::push_bytes(&r.params, self.budget.node_charge()) + r.child_bytes).sum()
+        self.nodes.iter().map(|r| budget::push_bytes(&r.params, self.budget.node_charge()) + r.child_bytes()).sum()
     }
 
     /// Replaces the allocation table. Every recorded address, and every address a cloned child
@@ -286,8 +290,7 @@ impl CmdBuf {
         self.patches.reset(allocs.len());
         self.pins.reset(allocs.len());
         for id in 0..self.nodes.len() {
-            self.nodes[id].sites.clear();
-            self.nodes[id].pins.clear();
+            self.nodes[id].clear_pins();
             self.attach_sites(id as NodeId);
         }
         Ok(())
@@ -358,7 +361,7 @@ impl CmdBuf {
     /// clones its child nodes updated in place hold (its template's own child nodes carry
     /// theirs): what a command buffer embedding this one keeps clones of.
     fn kept_graphs(&self) -> Vec<Graph> {
-        self.kept.values().flatten().copied().chain(self.nodes.iter().filter_map(|r| r.child_clone)).collect()
+        self.kept.values().flatten().copied().chain(self.nodes.iter().filter_map(|r| r.child_clone())).collect()
     }
 
     /// Clones of `graphs` (each carries its source's user objects), or none when one fails.
@@ -398,16 +401,16 @@ impl CmdBuf {
     /// generation after.
     fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>, clone: Option<Graph>) {
         let old = if graphs.is_empty() { self.kept.remove(&node) } else { self.kept.insert(node, graphs) };
-        let old_clone = clone.and_then(|c| self.nodes[node as usize].child_clone.replace(c));
+        let old_clone = clone.and_then(|c| self.nodes[node as usize].rare_mut().child_clone.replace(c));
         // Published no more before they may be destroyed.
         self.republish();
-        let since = self.nodes[node as usize].graphs_since;
+        let since = self.nodes[node as usize].graphs_since();
         for graph in old.into_iter().flatten().chain(old_clone) {
             self.launches.retire_graph(self.rt, graph, since, &mut self.counters);
         }
         // The launches made so far run the old ones.
         self.launches.close_open(self.rt);
-        self.nodes[node as usize].graphs_since = self.launches.now();
+        self.nodes[node as usize].rare_mut().graphs_since = self.launches.now();
     }
 
     /// Brings what is published with the template up to date after the kept graphs changed.
@@ -452,7 +455,7 @@ impl CmdBuf {
             }
         };
         let id = self.push_record(raw, Params::Child(refs));
-        self.nodes[id as usize].child_bytes = bytes;
+        self.nodes[id as usize].rare_mut().child_bytes = bytes;
         self.keep(id, keeps);
         Ok(id)
     }
@@ -606,7 +609,7 @@ impl CmdBuf {
         self.replace_kept(node, keeps, Some(clone));
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
-        record.child_bytes = bytes;
+        record.rare_mut().child_bytes = bytes;
         record.template_lags = true;
         self.attach_sites(node);
         Ok(())
@@ -690,10 +693,14 @@ impl CmdBuf {
         // and sites keep no room to grow, and the address lookup's index, which a re-record
         // rebuilt, waits for the next one. Nothing to give back costs a comparison each.
         self.nodes.shrink_to_fit();
-        self.patches.shrink();
         self.allocs.drop_index();
         self.patches.group();
-        self.scratch.reserve(self.allocs.entries().len(), self.patches.len(), self.nodes.len());
+        self.scratch.stamp_nodes(self.nodes.len());
+        if self.exec.is_some() {
+            // A primary's updates list each touched node's template here once (refreshed only when
+            // the template is asked for), so room for all of them is made now, not by updates.
+            update::reserve_written(&mut self.template_dirty, self.nodes.len(), 0);
+        }
         self.state = State::Finalized;
         Ok(())
     }
@@ -841,7 +848,7 @@ impl CmdBuf {
         let new = self.rt.instantiate(self.graph)?;
         let (mut nodes, mut bytes) = (0, 0);
         for record in &self.nodes {
-            if let Some(clone) = record.child_clone {
+            if let Some(clone) = record.child_clone() {
                 if let Err(e) = self.rt.exec_child_node_set(new, record.raw, clone) {
                     if let Err(e) = self.rt.exec_destroy(new) {
                         log::warn!("destroying a half-made executable graph: {e}; it is leaked");
@@ -849,7 +856,7 @@ impl CmdBuf {
                     return Err(e.context("giving the new executable graph a child node's clone"));
                 }
                 nodes += 1;
-                bytes += record.child_bytes;
+                bytes += record.child_bytes();
             }
         }
         self.exec = Some(new);
@@ -944,9 +951,7 @@ impl CmdBuf {
         let record = &mut self.nodes[node as usize];
         record.params = params;
         record.unpushed = false;
-        for site in record.sites.drain(..) {
-            self.patches.remove(site);
-        }
+        self.patches.remove_node(node);
         self.attach_sites(node);
     }
 
@@ -967,9 +972,7 @@ impl CmdBuf {
         self.detach_pins(node);
         let record = &mut self.nodes[node as usize];
         record.params = params;
-        for site in record.sites.drain(..) {
-            self.patches.remove(site);
-        }
+        self.patches.remove_node(node);
         if !std::mem::replace(&mut record.unpushed, true) {
             self.unpushed.push(node);
         }
@@ -983,13 +986,18 @@ impl CmdBuf {
     /// containing it (see `allocations.rs`), and pins them all.
     fn attach_sites(&mut self, node: NodeId) {
         let record = &mut self.nodes[node as usize];
+        let base = match &mut record.params {
+            Params::Kernel(k) => k.blob.base(),
+            _ => std::ptr::null_mut(),
+        };
+        self.blob_bases.set(node, base);
         let (allocs, patches) = (&mut self.allocs, &mut self.patches);
         record.params.for_each_slot(|slot, address, named| {
             let agrees = |(alloc, offset): (u32, u64)| {
                 allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size && a.base + offset == address)
             };
             match named.filter(|&n| agrees(n)) {
-                Some((alloc, offset)) => record.sites.push(patches.add(node, slot, alloc, offset, &[])),
+                Some((alloc, offset)) => patches.add(node, slot, alloc, offset, &[]),
                 None => {
                     // A kernel's pointer may be an end pointer; a copy's or memset's operand is
                     // an address it reads or writes (see `allocations.rs`).
@@ -998,7 +1006,7 @@ impl CmdBuf {
                         Slot::MemcpyDst | Slot::MemcpySrc | Slot::MemsetDst => Reach::Inside,
                     };
                     if let Some(c) = allocs.lookup(address, reach) {
-                        record.sites.push(patches.add(node, slot, c.allocation, c.offset, &c.others));
+                        patches.add(node, slot, c.allocation, c.offset, &c.others);
                     }
                 }
             }
@@ -1008,17 +1016,23 @@ impl CmdBuf {
             Some(References::Unknown) => self.pins.add(None),
             Some(References::Opaque(what)) => self.pins.add_opaque(what),
             Some(References::Known(addresses)) => {
+                let mut pins = Vec::new();
                 for &a in addresses {
                     // Which addresses were kernel arguments is not kept: each one pins the
                     // allocations ending at it too (a pin costs at most a refusal).
                     if let Some(c) = allocs.lookup(a, Reach::ThroughEnd) {
-                        record.pins.push(c.allocation);
-                        record.pins.extend_from_slice(&c.others);
+                        pins.push(c.allocation);
+                        pins.extend_from_slice(&c.others);
                     }
                 }
-                record.pins.sort_unstable();
-                record.pins.dedup();
-                self.pins.add(Some(&record.pins));
+                let pins = {
+                    let rare = record.rare_mut();
+                    rare.pins = pins;
+                    &mut rare.pins
+                };
+                pins.sort_unstable();
+                pins.dedup();
+                self.pins.add(Some(pins));
             }
         }
     }
@@ -1030,9 +1044,9 @@ impl CmdBuf {
             None => {}
             Some(References::Unknown) => self.pins.remove(None),
             Some(References::Opaque(what)) => self.pins.remove_opaque(what),
-            Some(References::Known(_)) => self.pins.remove(Some(&record.pins)),
+            Some(References::Known(_)) => self.pins.remove(Some(record.pins())),
         }
-        record.pins.clear();
+        record.clear_pins();
     }
 
     fn raw_deps(&self, deps: &[NodeId]) -> Result<Vec<Node>> {
@@ -1148,12 +1162,12 @@ impl CmdBuf {
             owned.push((Doomed::Exec(exec), self.exec_since));
         }
         for record in &mut self.nodes {
-            if let Some(clone) = record.child_clone.take() {
-                owned.push((Doomed::Graph(clone), record.graphs_since));
+            if let Some(clone) = record.take_child_clone() {
+                owned.push((Doomed::Graph(clone), record.graphs_since()));
             }
         }
         for (node, graphs) in std::mem::take(&mut self.kept) {
-            let since = self.nodes[node as usize].graphs_since;
+            let since = self.nodes[node as usize].graphs_since();
             owned.extend(graphs.into_iter().map(|g| (Doomed::Graph(g), since)));
         }
         // A null graph marks it as already destroyed: runtimes never hand out a null one.
@@ -1212,7 +1226,7 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         blob: packed.blob.into(),
         pointers,
         named,
-        opaque,
+        opaque: opaque.map(Box::new),
     }))
 }
 

@@ -8,6 +8,7 @@ use super::opaque::References;
 use super::patch::Slot;
 use crate::error::Result;
 use crate::runtime::{Event, Exec, Function, Graph, HostNode, KernelParams, MemOpNode, MemcpyParams, MemsetParams, Node, Runtime};
+use std::ptr::NonNull;
 
 /// A kernel node's launch shape and its packed arguments.
 #[derive(Clone, Debug)]
@@ -16,9 +17,9 @@ pub struct KernelRecord {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
-    /// Boxed slices, like the two lists after it: never resized once recorded, so no capacity
-    /// is kept beside the length.
-    pub blob: Box<[u8]>,
+    /// Never resized once recorded, so no capacity is kept beside the length (like the boxed
+    /// lists after it).
+    pub blob: Blob,
     /// Offsets in `blob` of the words that may hold device addresses: the pointer arguments, or
     /// every 8-byte-aligned word of a node flattened from a graph with no known layout.
     pub pointers: Box<[u32]>,
@@ -26,8 +27,78 @@ pub struct KernelRecord {
     /// their address.
     pub named: Box<[Named]>,
     /// `Some(References::Opaque(_))` for a kernel on `RCB_OPAQUE_KERNELS`: `pointers` and `named`
-    /// are empty and the node pins everything (see `opaque.rs`).
-    pub opaque: Option<References>,
+    /// are empty and the node pins everything (see `opaque.rs`). Boxed: few kernels are opaque,
+    /// and every kernel node's record would otherwise hold the room of one.
+    pub opaque: Option<Box<References>>,
+}
+
+/// A kernel node's packed arguments, in a heap block of their own that stays where it is for as
+/// long as the blob lives (moving the record moves only this handle). An address update stores
+/// a site's new address through [`Blob::base`], which the command buffer lists by node, without
+/// reading the node's record (see `update.rs`). It holds a raw pointer, not a `Box`, because a
+/// `Box` asserts that it alone reaches its contents, which such a store through another pointer
+/// would break.
+pub struct Blob {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Blob` owns its block as a `Box<[u8]>` would, and moves between threads with the
+// command buffer that holds it (one thread at a time uses it, through `&mut`).
+unsafe impl Send for Blob {}
+// SAFETY: shared access only reads the bytes, as for a `Box<[u8]>`.
+unsafe impl Sync for Blob {}
+
+impl Blob {
+    /// The address of byte 0, valid for `len` bytes until the blob is dropped.
+    pub fn base(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl From<Vec<u8>> for Blob {
+    fn from(bytes: Vec<u8>) -> Self {
+        let boxed = bytes.into_boxed_slice();
+        let len = boxed.len();
+        // `Box::into_raw` never gives null, even for an empty slice (a dangling, aligned address).
+        let ptr = NonNull::new(Box::into_raw(boxed).cast::<u8>()).expect("a box's address is never null");
+        Self { ptr, len }
+    }
+}
+
+impl Drop for Blob {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `Box<[u8]>` (`From<Vec<u8>>`),
+        // which is given back once, here.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
+    }
+}
+
+impl std::ops::Deref for Blob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` initialized bytes owned by this blob, borrowed as long as it is.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Blob {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for `deref`, borrowed mutably as long as the blob is.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Clone for Blob {
+    fn clone(&self) -> Self {
+        Blob::from(self.to_vec())
+    }
+}
+
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 impl KernelRecord {
@@ -91,7 +162,7 @@ impl Params {
             // and an event node synchronizes with work outside the graph that was issued with
             // the graph's addresses: while one is in the command buffer, nothing moves in place.
             Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
-            Params::Kernel(k) => k.opaque.as_ref(),
+            Params::Kernel(k) => k.opaque.as_deref(),
             Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
@@ -129,14 +200,6 @@ impl Params {
             (Params::Memcpy(c), Slot::MemcpySrc) => c.src = address,
             (Params::Memset(s), Slot::MemsetDst) => s.dst = address,
             (params, slot) => unreachable!("slot {slot:?} recorded for a {} node", params.kind_name()),
-        }
-    }
-
-    /// Asks for the cache line that [`Self::write`] to `slot` will store into.
-    #[inline]
-    pub fn prefetch_slot(&self, slot: Slot) {
-        if let (Params::Kernel(k), Slot::KernelArg(at)) = (self, slot) {
-            crate::prefetch::line(k.blob.as_ptr().wrapping_add(at as usize));
         }
     }
 
@@ -196,20 +259,24 @@ impl Params {
 pub struct NodeRecord {
     pub raw: Node,
     pub params: Params,
-    /// Ids of this node's patch sites.
-    pub sites: Vec<u32>,
-    /// The last address update that touched this node (dedupes pushes without a set).
-    pub epoch: u64,
     /// The runtime holds older parameters than `params` (a push failed).
     pub unpushed: bool,
-    /// Allocations this node pins (its known references lie in them), distinct.
-    pub pins: Vec<u32>,
     /// The template node holds older parameters than the executable graph and cannot be brought
     /// up to date (a child node updated in place: the runtime has no template setter for it).
     pub template_lags: bool,
     /// The template node holds older parameters than `params`, which the next template refresh
     /// pushes (a primary's updates go to its executable graph only).
     pub template_dirty: bool,
+    /// What few nodes have, out of line (none for most kernel, memcpy and memset nodes).
+    rare: Option<Box<Rare>>,
+}
+
+/// The fields of a node record that only child nodes, nodes with known references and nodes
+/// that keep graphs use: kept out of line, so that the records an update walks are smaller.
+#[derive(Default)]
+pub struct Rare {
+    /// Allocations this node pins (its known references lie in them), distinct.
+    pub pins: Vec<u32>,
     /// A child node: the estimated staging bytes of pushing its graph (see `budget.rs`).
     pub child_bytes: u64,
     /// A child node updated in place while the update budget is on: a clone of the graph it was
@@ -225,8 +292,11 @@ impl NodeRecord {
     /// The heap this record holds: its argument blob (with the packed bytes' length) and its
     /// other lists (see `memory.rs`).
     pub fn heap(&self) -> (Heap, u64, Heap) {
-        let mut lists = Heap::vec(&self.sites);
-        lists.add(Heap::vec(&self.pins));
+        let mut lists = Heap::default();
+        if let Some(rare) = &self.rare {
+            lists.add(Heap { bytes: std::mem::size_of::<Rare>() as u64, blocks: 1 });
+            lists.add(Heap::vec(&rare.pins));
+        }
         let known = |refs: &Option<&References>| match refs {
             Some(References::Known(addresses)) => Heap::vec(addresses),
             _ => Heap::default(),
@@ -236,7 +306,7 @@ impl NodeRecord {
             Params::Kernel(k) => {
                 lists.add(Heap::boxed(&k.pointers));
                 lists.add(Heap::boxed(&k.named));
-                (Heap::boxed(&k.blob), k.blob.len() as u64, lists)
+                (Heap::boxed(&k.blob[..]), k.blob.len() as u64, lists)
             }
             Params::MemOp(ops, _) => {
                 lists.add(Heap::vec(&ops.ops));
@@ -246,14 +316,13 @@ impl NodeRecord {
         }
     }
 
-    /// Asks for the cache lines of the fields an address update reads and writes (the
-    /// parameters and the bookkeeping after them), without reading the record.
+    /// Asks for the cache lines of the fields a push reads (the handle and the parameters),
+    /// without reading the record.
     #[inline]
     pub fn prefetch(&self) {
         let params = (&self.params as *const Params).cast::<u8>();
         crate::prefetch::line(params);
         crate::prefetch::line(params.wrapping_add(64));
-        crate::prefetch::line(&self.epoch);
     }
 
     /// Notes that this node's (number `id`) template lags behind its parameters, which went to
@@ -266,18 +335,42 @@ impl NodeRecord {
     }
 
     pub fn new(raw: Node, params: Params) -> Self {
-        Self {
-            raw,
-            params,
-            sites: Vec::new(),
-            epoch: 0,
-            unpushed: false,
-            pins: Vec::new(),
-            template_lags: false,
-            template_dirty: false,
-            child_bytes: 0,
-            child_clone: None,
-            graphs_since: 0,
+        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false, rare: None }
+    }
+
+    /// The out-of-line fields, made when first written.
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Allocations this node pins (see [`Rare::pins`]).
+    pub fn pins(&self) -> &[u32] {
+        self.rare.as_ref().map_or(&[], |r| &r.pins)
+    }
+
+    pub fn clear_pins(&mut self) {
+        if let Some(rare) = &mut self.rare {
+            rare.pins.clear();
         }
+    }
+
+    /// See [`Rare::child_bytes`].
+    pub fn child_bytes(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |r| r.child_bytes)
+    }
+
+    /// See [`Rare::child_clone`].
+    pub fn child_clone(&self) -> Option<Graph> {
+        self.rare.as_ref().and_then(|r| r.child_clone)
+    }
+
+    /// Takes the child clone out of the record (see [`Rare::child_clone`]).
+    pub fn take_child_clone(&mut self) -> Option<Graph> {
+        self.rare.as_mut().and_then(|r| r.child_clone.take())
+    }
+
+    /// See [`Rare::graphs_since`].
+    pub fn graphs_since(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |r| r.graphs_since)
     }
 }

@@ -95,8 +95,10 @@ pub enum References {
 /// references, and the nodes of opaque kernels.
 #[derive(Default)]
 pub struct Pins {
-    /// `counts[a]`: opaque nodes whose known references lie inside allocation `a`.
+    /// `counts[a]`: opaque nodes whose known references lie inside allocation `a`; empty until
+    /// the first such node (most command buffers have none), then one per allocation.
     counts: Vec<u32>,
+    allocations: usize,
     unknown: u32,
     /// Each description of [`References::Opaque`] nodes and how many there are (few distinct).
     kernels: Vec<(Arc<str>, u32)>,
@@ -112,8 +114,8 @@ impl Pins {
 
     /// Forgets every pin and expects allocations `0..n`.
     pub fn reset(&mut self, n: usize) {
-        self.counts.clear();
-        self.counts.resize(n, 0);
+        self.counts = Vec::new();
+        self.allocations = n;
         self.unknown = 0;
         self.kernels.clear();
     }
@@ -122,7 +124,12 @@ impl Pins {
     /// in, or `None` when its references are unknown.
     pub fn add(&mut self, allocations: Option<&[u32]>) {
         match allocations {
-            Some(allocations) => allocations.iter().for_each(|&a| self.counts[a as usize] += 1),
+            Some(allocations) => {
+                if !allocations.is_empty() && self.counts.is_empty() {
+                    self.counts.resize(self.allocations, 0);
+                }
+                allocations.iter().for_each(|&a| self.counts[a as usize] += 1)
+            }
             None => self.unknown += 1,
         }
     }
@@ -161,10 +168,16 @@ impl Pins {
     /// Why moving the allocations of `moved` (`(allocation, new base)`, indices in the table)
     /// must be refused, if it must, and how the refusal is counted. Nothing moved is never
     /// refused.
+    #[inline]
     pub fn refusal(&self, moved: &[(u32, u64)]) -> Option<(Fallback, String)> {
-        if moved.is_empty() {
+        // What most command buffers have: nothing pinned at all, whatever moved.
+        if moved.is_empty() || (self.kernels.is_empty() && self.unknown == 0 && self.counts.is_empty()) {
             return None;
         }
+        self.refusal_of(moved)
+    }
+
+    fn refusal_of(&self, moved: &[(u32, u64)]) -> Option<(Fallback, String)> {
         if let Some((what, n)) = self.kernels.first() {
             return Some((
                 Fallback::OpaqueKernel,
@@ -183,7 +196,7 @@ impl Pins {
                 ),
             ));
         }
-        moved.iter().find(|&&(a, _)| self.counts[a as usize] > 0).map(|&(a, _)| {
+        moved.iter().find(|&&(a, _)| self.counts.get(a as usize).is_some_and(|&n| n > 0)).map(|&(a, _)| {
             (
                 Fallback::OpaqueReference,
                 format!(

@@ -1,10 +1,12 @@
 //! Patch sites: every recorded address that lies inside an allocation.
 //!
-//! Sites live in a slab (ids stay valid until removed, removal is O(1)), and an update reads
-//! them grouped by allocation from one contiguous array: moving an allocation walks exactly its
-//! own sites, in memory order, instead of chasing one list and one slab entry per site (on
-//! graphs of 10 000 nodes those misses were most of an update's host cost). The grouped array
-//! is rebuilt, in O(sites), when the command buffer is finalized, so an update never pays for it.
+//! An update reads the sites grouped by allocation from one contiguous array: moving an
+//! allocation walks exactly its own sites, in memory order, instead of chasing one list and one
+//! entry per site (on graphs of 10 000 nodes those misses were most of an update's host cost).
+//! That array is the only copy of the sites: recording appends to a pending list, a re-record
+//! marks the node's sites removed, and the next grouping (at finalize, in O(sites)) merges both
+//! into a new grouped array, so an update never pays for it and no list by node or slab by id
+//! is kept for removals (they were two thirds of the sites' memory).
 //!
 //! A site whose address may have come from several allocations when it was recorded (it lay in
 //! several, or a kernel's pointer lay one past the end of one: see `allocations.rs`) is patched
@@ -44,11 +46,6 @@ pub struct Site {
     /// Offset of the address from the allocation's base.
     pub offset: u64,
 }
-
-/// The allocation of a removed slab entry.
-const REMOVED: u32 = u32::MAX;
-/// The overlap set of a site that may come from one allocation only.
-const ALONE: u32 = u32::MAX;
 
 /// The distinct sets of allocations that ambiguous sites may come from, each with its site
 /// count, and the sets each allocation belongs to, so that an update looks only at the sets of
@@ -114,67 +111,84 @@ impl Overlaps {
 
 #[derive(Default)]
 pub struct PatchTable {
-    /// `(allocation, site, overlap set)` by id; removed entries hold [`REMOVED`] and are reused.
-    slab: Vec<(u32, Site, u32)>,
-    free: Vec<u32>,
     overlaps: Overlaps,
     allocations: usize,
-    /// Live sites grouped by allocation; allocation `a` owns `grouped[starts[a]..starts[a + 1]]`.
+    /// Live sites grouped by allocation as of the last grouping; allocation `a` owns
+    /// `grouped[starts[a]..starts[a + 1]]`. The one copy of each site an update reads: no slab
+    /// by id is kept beside it (a node's sites are removed by node, see [`Self::remove_node`]).
     grouped: Vec<Site>,
     starts: Vec<u32>,
-    stale: bool,
+    /// Sites added since the last grouping, with their allocation.
+    pending: Vec<(u32, Site)>,
+    /// The nodes whose sites were removed since the last grouping, one bit each: their grouped
+    /// sites are dead.
+    removed: Vec<u64>,
+    /// For each of those nodes, how many pending sites there were at its last removal: its
+    /// pending sites before that count are dead, those after it were added since.
+    removed_before: HashMap<u32, u32>,
+    /// The overlap sets of each node's live ambiguous sites (few nodes have any).
+    ambiguous: HashMap<u32, Vec<u32>>,
+    /// Sites added since the table was made, for counting what one call added.
+    added: u64,
 }
 
 impl PatchTable {
     /// Forgets every site and expects allocations `0..n`.
     pub fn reset(&mut self, n: usize) {
-        self.slab.clear();
-        self.free.clear();
         self.overlaps = Overlaps::default();
         self.allocations = n;
-        self.stale = true;
+        self.grouped = Vec::new();
+        self.starts = vec![0; n + 1];
+        self.pending = Vec::new();
+        self.removed = Vec::new();
+        self.removed_before = HashMap::new();
+        self.ambiguous = HashMap::new();
     }
 
-    /// Adds a site patched through `alloc`; `others` are the other allocations its address may
-    /// come from (empty when it is unambiguous).
-    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64, others: &[u32]) -> u32 {
-        self.stale = true;
-        let set = match others {
-            [] => ALONE,
-            others => {
-                let mut set = Vec::with_capacity(others.len() + 1);
-                set.push(alloc);
-                set.extend_from_slice(others);
-                set.sort_unstable();
-                self.overlaps.add(set)
-            }
-        };
-        let entry = (alloc, Site { node, slot, offset }, set);
-        match self.free.pop() {
-            Some(id) => {
-                self.slab[id as usize] = entry;
-                id
-            }
-            None => {
-                self.slab.push(entry);
-                (self.slab.len() - 1) as u32
-            }
+    /// Adds a site of `node` patched through `alloc`; `others` are the other allocations its
+    /// address may come from (empty when it is unambiguous).
+    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64, others: &[u32]) {
+        if !others.is_empty() {
+            let mut set = Vec::with_capacity(others.len() + 1);
+            set.push(alloc);
+            set.extend_from_slice(others);
+            set.sort_unstable();
+            let id = self.overlaps.add(set);
+            self.ambiguous.entry(node).or_default().push(id);
         }
+        self.pending.push((alloc, Site { node, slot, offset }));
+        self.added += 1;
     }
 
-    pub fn remove(&mut self, id: u32) {
-        let set = std::mem::replace(&mut self.slab[id as usize].2, ALONE);
-        if set != ALONE {
+    /// Removes every site of `node` (those grouped and those added since).
+    pub fn remove_node(&mut self, node: u32) {
+        let (word, bit) = (node as usize / 64, node % 64);
+        if self.removed.len() <= word {
+            self.removed.resize(word + 1, 0);
+        }
+        self.removed[word] |= 1 << bit;
+        self.removed_before.insert(node, self.pending.len() as u32);
+        for set in self.ambiguous.remove(&node).into_iter().flatten() {
             self.overlaps.remove(set);
         }
-        self.slab[id as usize].0 = REMOVED;
-        self.free.push(id);
-        self.stale = true;
+    }
+
+    /// Sites added since the table was made (removals not subtracted).
+    pub fn added(&self) -> u64 {
+        self.added
     }
 
     /// The sites pointing into allocation `alloc` (grouped first if recording changed them).
     pub fn of_allocation(&mut self, alloc: u32) -> &[Site] {
         self.group();
+        self.grouped_of(alloc)
+    }
+
+    /// The sites pointing into allocation `alloc` as last grouped: all of them when nothing was
+    /// added or removed since [`Self::group`] (an update, which runs on a finalized table).
+    #[inline]
+    pub fn grouped_of(&self, alloc: u32) -> &[Site] {
+        debug_assert!(self.pending.is_empty() && self.removed.is_empty(), "sites changed since the last grouping");
         &self.grouped[self.starts[alloc as usize] as usize..self.starts[alloc as usize + 1] as usize]
     }
 
@@ -189,11 +203,15 @@ impl PatchTable {
         let sets: Heap = o.sets.iter().map(|(set, _)| Heap::vec(set)).sum();
         let keys: Heap = o.ids.keys().map(Heap::vec).sum();
         let members: Heap = o.of_allocation.values().map(Heap::vec).sum();
+        let ambiguous: Heap = self.ambiguous.values().map(Heap::vec).sum();
         [
-            Heap::vec(&self.slab),
-            Heap::vec(&self.free),
             Heap::vec(&self.grouped),
             Heap::vec(&self.starts),
+            Heap::vec(&self.pending),
+            Heap::vec(&self.removed),
+            Heap::map(&self.removed_before),
+            Heap::map(&self.ambiguous),
+            ambiguous,
             Heap::vec(&o.sets),
             sets,
             Heap::map(&o.ids),
@@ -205,38 +223,60 @@ impl PatchTable {
         .sum()
     }
 
-    /// Number of live sites.
-    pub fn len(&self) -> usize {
-        self.slab.len() - self.free.len()
-    }
-
-    /// Gives back the room the sites by id keep to grow, once recording is over.
-    pub fn shrink(&mut self) {
-        self.slab.shrink_to_fit();
-        self.free.shrink_to_fit();
-    }
-
-    /// Groups the live sites by allocation (a counting sort) if they changed since the last time.
-    pub fn group(&mut self) {
-        if !self.stale {
-            return;
+    /// Number of live sites (grouped first when some were removed since the last grouping).
+    pub fn len(&mut self) -> usize {
+        if !self.removed.is_empty() {
+            self.group();
         }
-        self.starts.clear();
-        self.starts.resize(self.allocations + 1, 0);
-        for &(alloc, _, _) in self.slab.iter().filter(|(alloc, _, _)| *alloc != REMOVED) {
-            self.starts[alloc as usize + 1] += 1;
+        self.grouped.len() + self.pending.len()
+    }
+
+    /// Merges the sites added since the last grouping into the grouped array and drops the
+    /// removed ones (a counting sort, O(sites)); the merge's buffers are given back.
+    #[inline]
+    pub fn group(&mut self) {
+        if !self.pending.is_empty() || !self.removed.is_empty() {
+            self.regroup();
+        }
+    }
+
+    fn regroup(&mut self) {
+        let removed = &self.removed;
+        let dead = |node: u32| removed.get(node as usize / 64).is_some_and(|w| w & (1 << (node % 64)) != 0);
+        let before = &self.removed_before;
+        let pending_live = |i: usize, node: u32| !dead(node) || before.get(&node).is_some_and(|&b| i >= b as usize);
+        let mut starts = vec![0u32; self.allocations + 1];
+        for a in 0..self.allocations {
+            let old = &self.grouped[self.starts[a] as usize..self.starts[a + 1] as usize];
+            starts[a + 1] = old.iter().filter(|s| !dead(s.node)).count() as u32;
+        }
+        for (i, &(alloc, site)) in self.pending.iter().enumerate() {
+            if pending_live(i, site.node) {
+                starts[alloc as usize + 1] += 1;
+            }
         }
         for a in 0..self.allocations {
-            self.starts[a + 1] += self.starts[a];
+            starts[a + 1] += starts[a];
         }
-        let mut next = self.starts.clone();
-        self.grouped.clear();
-        self.grouped.resize(self.len(), Site { node: 0, slot: Slot::MemsetDst, offset: 0 });
-        for &(alloc, site, _) in self.slab.iter().filter(|(alloc, _, _)| *alloc != REMOVED) {
-            self.grouped[next[alloc as usize] as usize] = site;
-            next[alloc as usize] += 1;
+        let mut next = starts.clone();
+        let mut grouped = vec![Site { node: 0, slot: Slot::MemsetDst, offset: 0 }; starts[self.allocations] as usize];
+        for a in 0..self.allocations {
+            for &site in self.grouped[self.starts[a] as usize..self.starts[a + 1] as usize].iter().filter(|s| !dead(s.node)) {
+                grouped[next[a] as usize] = site;
+                next[a] += 1;
+            }
         }
-        self.stale = false;
+        for (i, &(alloc, site)) in self.pending.iter().enumerate() {
+            if pending_live(i, site.node) {
+                grouped[next[alloc as usize] as usize] = site;
+                next[alloc as usize] += 1;
+            }
+        }
+        self.grouped = grouped;
+        self.starts = starts;
+        self.pending = Vec::new();
+        self.removed = Vec::new();
+        self.removed_before = HashMap::new();
     }
 }
 
@@ -268,26 +308,48 @@ mod tests {
     }
 
     #[test]
-    fn removal_and_reuse_keep_every_allocation_s_sites_right() {
+    fn removal_by_node_keeps_every_allocation_s_sites_right() {
         let mut t = PatchTable::default();
         t.reset(3);
-        let a = t.add(0, Slot::KernelArg(0), 0, 0, &[]);
+        t.add(0, Slot::KernelArg(0), 0, 0, &[]);
         t.add(1, Slot::MemcpyDst, 0, 8, &[]);
-        let c = t.add(2, Slot::MemsetDst, 0, 16, &[]);
+        t.add(2, Slot::MemsetDst, 0, 16, &[]);
         t.add(3, Slot::MemcpySrc, 2, 0, &[]);
         assert_eq!(nodes_of(&mut t, 0), vec![0, 1, 2]);
         assert!(t.of_allocation(1).is_empty());
-        t.remove(a);
-        t.remove(c);
+        // Removed from the grouped array, and a pending site of node 4 removed with it.
+        t.add(4, Slot::KernelArg(16), 1, 0, &[]);
+        t.remove_node(0);
+        t.remove_node(2);
+        t.remove_node(4);
+        assert_eq!(t.len(), 2);
         assert_eq!(nodes_of(&mut t, 0), vec![1]);
-        let e = t.add(4, Slot::KernelArg(8), 0, 24, &[]);
-        assert!(e == a || e == c, "freed ids are reused");
-        assert_eq!(nodes_of(&mut t, 0), vec![1, 4]);
-        assert_eq!(t.of_allocation(0).iter().find(|s| s.node == 4).map(|s| (s.slot, s.offset)), Some((Slot::KernelArg(8), 24)));
-        assert_eq!(t.of_allocation(2), &[Site { node: 3, slot: Slot::MemcpySrc, offset: 0 }]);
+        assert!(t.of_allocation(1).is_empty(), "node 4's site went with it before it was grouped");
+        // A node re-recorded: its old sites go, the ones added after the removal stay.
+        t.add(4, Slot::KernelArg(8), 0, 24, &[]);
+        t.remove_node(1);
+        t.add(1, Slot::MemcpyDst, 1, 4, &[]);
         assert_eq!(t.len(), 3);
+        assert_eq!(nodes_of(&mut t, 0), vec![4]);
+        assert_eq!(t.of_allocation(0)[0], Site { node: 4, slot: Slot::KernelArg(8), offset: 24 });
+        assert_eq!(t.of_allocation(1), &[Site { node: 1, slot: Slot::MemcpyDst, offset: 4 }]);
+        assert_eq!(t.of_allocation(2), &[Site { node: 3, slot: Slot::MemcpySrc, offset: 0 }]);
+        assert_eq!(t.added(), 7);
         t.reset(1);
         assert_eq!(t.len(), 0);
         assert!(t.of_allocation(0).is_empty());
+    }
+
+    #[test]
+    fn a_removed_node_s_ambiguous_sites_no_longer_refuse_a_move() {
+        let mut t = PatchTable::default();
+        t.reset(2);
+        let old = [super::super::allocations::Allocation { base: 0x1000, size: 0x100 }; 2];
+        t.add(0, Slot::KernelArg(0), 0, 0, &[1]);
+        t.group();
+        assert!(t.overlaps().refusal(&[(0, 0x9000)], &old).is_some(), "0 and 1 alias: moving 0 alone is refused");
+        t.remove_node(0);
+        assert!(t.overlaps().refusal(&[(0, 0x9000)], &old).is_none());
+        assert_eq!(t.len(), 0);
     }
 }

@@ -42,8 +42,8 @@ pub struct UpdateReport {
 /// Table entries compared at once by [`CmdBuf::update_allocations`] before it looks at each.
 const COMPARE_CHUNK: usize = 16;
 
-/// How many sites ahead the writing pass asks for a node record's cache lines: far enough for a
-/// miss to memory to arrive while the sites before it are written (a few nanoseconds each).
+/// How many sites ahead the writing pass asks for the cache line it will store into: far enough
+/// for a miss to memory to arrive while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
 
 /// One site's new address, as the writing pass takes it.
@@ -54,12 +54,18 @@ struct Write {
     address: u64,
 }
 
-/// Buffers reused by every update, so an update allocates nothing once they have grown; they
-/// are sized for the whole graph at finalize, so that not even the first update grows them.
+/// Buffers reused by every update, so an update allocates nothing once they have grown. They
+/// grow to what the updates need (an update makes room for all its writes at once), not to what
+/// an update of everything would: sized for the whole graph at finalize, they took 16 bytes a
+/// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
+/// allocations each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
     /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
-    epoch: u64,
+    epoch: u32,
+    /// The last update that touched each node (dedupes pushes without a set), by node: an array
+    /// of its own, so that the writing pass reads no node record.
+    stamps: Vec<u32>,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
     writes: Vec<Write>,
@@ -69,15 +75,56 @@ pub(super) struct Scratch {
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.stamps), Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
     }
 
-    /// Makes room for an update that moves all `allocations`, rewrites all `sites` and touches
-    /// all `nodes`.
-    pub(super) fn reserve(&mut self, allocations: usize, sites: usize, nodes: usize) {
-        self.moved.reserve(allocations.saturating_sub(self.moved.len()));
-        self.writes.reserve(sites.saturating_sub(self.writes.len()));
-        self.touched.reserve(nodes.saturating_sub(self.touched.len()));
+    /// Makes a stamp for each of `nodes` nodes (at finalize, so that no update does).
+    pub(super) fn stamp_nodes(&mut self, nodes: usize) {
+        reserve_written(&mut self.stamps, nodes, 0);
+        self.stamps.resize(nodes, 0);
+    }
+}
+
+/// Where each node's argument blob starts, by node (null for a node without one): the writing
+/// pass stores a site's new address through it and so reads no node record (on large graphs one
+/// cache miss per touched node). Kept in step with the records by `CmdBuf::attach_sites`, which
+/// every change of a node's parameters ends with, and by `CmdBuf::remove_nodes_from`.
+#[derive(Default)]
+pub(super) struct BlobBases(Vec<*mut u8>);
+
+// SAFETY: the addresses point into the blobs of the same command buffer's records, which move
+// between threads with it and are used by one thread at a time (through `&mut`).
+unsafe impl Send for BlobBases {}
+
+impl BlobBases {
+    /// Node `node`'s blob now starts at `base` (null: it has none).
+    pub(super) fn set(&mut self, node: NodeId, base: *mut u8) {
+        let i = node as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, std::ptr::null_mut());
+        }
+        self.0[i] = base;
+    }
+
+    /// Forgets the nodes from `nodes` on (removed).
+    pub(super) fn truncate(&mut self, nodes: usize) {
+        self.0.truncate(nodes);
+    }
+
+    pub(super) fn heap(&self) -> Heap {
+        Heap::vec(&self.0)
+    }
+}
+
+/// Makes room in `v` for `n` elements in all, writing `fill` over the room when it is new: the
+/// first update after finalize would otherwise take the page faults of that fresh memory (one per
+/// 4 KiB: about a hundred for 100 000 nodes' stamps), which are finalize's to take.
+pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
+    if v.capacity() < n {
+        v.reserve_exact(n - v.len());
+        v.spare_capacity_mut().iter_mut().for_each(|e| {
+            e.write(fill);
+        });
     }
 }
 
@@ -132,9 +179,7 @@ impl CmdBuf {
     pub fn move_allocations(&mut self, moves: &[AllocationMove]) -> Result<UpdateReport> {
         self.state.allow(Op::UpdateAllocations)?;
         let old = self.allocs.entries();
-        let moved = &mut self.scratch.moved;
-        moved.clear();
-        for (k, m) in moves.iter().enumerate() {
+        let check = |k: usize, m: &AllocationMove| {
             let Some(o) = usize::try_from(m.index).ok().and_then(|i| old.get(i)) else {
                 return Err(Error::invalid_argument(format!(
                     "moves[{k}].index {} is outside the table of {} allocation(s)",
@@ -144,13 +189,26 @@ impl CmdBuf {
             };
             let moved_to = Allocation { base: m.base, size: o.size };
             allocations::validate(std::slice::from_ref(&moved_to)).map_err(|e| e.context(format!("moves[{k}]")))?;
-            moved.push((m.index as u32, m.base));
+            Ok(o.base != m.base)
+        };
+        let moved = &mut self.scratch.moved;
+        moved.clear();
+        moved.reserve(moves.len());
+        // Moves in ascending order of index (how a caller that walks its table lists them) are
+        // distinct and sorted as they come: the entries that change are kept in one pass.
+        let ascending = moves.windows(2).all(|w| w[0].index < w[1].index);
+        for (k, m) in moves.iter().enumerate() {
+            if check(k, m)? || !ascending {
+                moved.push((m.index as u32, m.base));
+            }
         }
-        moved.sort_unstable_by_key(|&(alloc, _)| alloc);
-        if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
+        if !ascending {
+            moved.sort_unstable_by_key(|&(alloc, _)| alloc);
+            if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
+                return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
+            }
+            moved.retain(|&(alloc, base)| old[alloc as usize].base != base);
         }
-        moved.retain(|&(alloc, base)| old[alloc as usize].base != base);
         Ok(self.apply_moves())
     }
 
@@ -187,47 +245,71 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
-        scratch.epoch += 1;
+        // Finalize made a stamp for every node, and no node is added until the next finalize.
+        debug_assert_eq!(scratch.stamps.len(), self.nodes.len());
+        scratch.epoch = scratch.epoch.wrapping_add(1);
+        if scratch.epoch == 0 {
+            // Every 2^32 updates the stamps wrap: each goes back to untouched, once.
+            scratch.stamps.iter_mut().for_each(|s| *s = 0);
+            scratch.epoch = 1;
+        }
         let epoch = scratch.epoch;
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            let record = &mut self.nodes[node as usize];
-            if record.unpushed && record.epoch != epoch {
-                record.epoch = epoch;
+            if self.nodes[node as usize].unpushed && scratch.stamps[node as usize] != epoch {
+                scratch.stamps[node as usize] = epoch;
                 scratch.touched.push(node);
-                if primary {
-                    record.template_lags_behind(node, &mut self.template_dirty);
-                }
             }
         }
         scratch.writes.clear();
+        // Finalize grouped the sites, and nothing adds or removes one until the next update
+        // phase (this one costs a comparison).
+        self.patches.group();
+        let patches = &self.patches;
+        let sites: usize = scratch.moved.iter().map(|&(alloc, _)| patches.grouped_of(alloc).len()).sum();
+        scratch.writes.reserve(sites);
+        scratch.touched.reserve(sites.min(self.nodes.len()));
         for &(alloc, base) in &scratch.moved {
-            let sites = self.patches.of_allocation(alloc);
+            let sites = patches.grouped_of(alloc);
             scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, address: base + s.offset }));
             self.allocs.rebase(alloc as usize, base);
         }
         report.patched_sites = scratch.writes.len() as u64;
+        let bases = &self.blob_bases.0;
         for k in 0..scratch.writes.len() {
-            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD) {
-                self.nodes[ahead.node as usize].prefetch();
-            }
-            // The record asked for PATCH_AHEAD sites ago is in cache by now: read where the
-            // site's argument lies and ask for that line.
-            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD / 2) {
-                self.nodes[ahead.node as usize].params.prefetch_slot(ahead.slot);
+            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD)
+                && let Slot::KernelArg(at) = ahead.slot
+            {
+                crate::prefetch::line(bases[ahead.node as usize].wrapping_add(usize::from(at)));
             }
             let w = scratch.writes[k];
-            let record = &mut self.nodes[w.node as usize];
-            record.params.write(w.slot, w.address);
-            if record.epoch != epoch {
-                record.epoch = epoch;
-                scratch.touched.push(w.node);
-                // The parameters go to the executable graph only; a re-instantiation brings
-                // the template up to date first.
-                if primary {
-                    record.template_lags_behind(w.node, &mut self.template_dirty);
+            match w.slot {
+                Slot::KernelArg(at) => {
+                    let word = bases[w.node as usize].wrapping_add(usize::from(at));
+                    debug_assert!(
+                        matches!(&self.nodes[w.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
+                        "node {}'s blob is not where its sites say",
+                        w.node
+                    );
+                    // SAFETY: `bases` holds the start of the node's live blob (kept in step with
+                    // its record by `attach_sites`), and the site was recorded from that blob's
+                    // pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference
+                    // to the blob is live while `self` is borrowed mutably here.
+                    unsafe { word.cast::<u64>().write_unaligned(w.address) };
                 }
+                slot => self.nodes[w.node as usize].params.write(slot, w.address),
+            }
+            if scratch.stamps[w.node as usize] != epoch {
+                scratch.stamps[w.node as usize] = epoch;
+                scratch.touched.push(w.node);
+            }
+        }
+        // The parameters go to the executable graph only; a re-instantiation brings the
+        // template up to date first.
+        if primary {
+            for &node in &scratch.touched {
+                self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
             }
         }
 
