@@ -10,6 +10,20 @@
 //        builds alone) and exact, the library is never asked again, one error logged, one
 //        fallback counted; where the first create succeeds, eight threads asking at once create
 //        exactly one command buffer through it and all get the library;
+//   0003 CreateRocmCmdbufCommandBuffer after the decision: a later create the library fails is
+//        XLA's own command buffer for that one, counted; the kinds hold each other (XLA's nested
+//        command buffer in the library's primary as a raw child graph, the library's nested one
+//        in XLA's primary through its template graph, RocmCmdbufNestedGraph), recorded,
+//        updated and launched, exact;
+//   0003 AddNative / UpdateNode: nodes the library refuses (a kernel of 4097 arguments, 32 776
+//        bytes, past its limits; a memset, a copy and an empty node whose runtime call fails
+//        inside it) are built with the HIP graph API as RocmCommandBuffer builds them, each in a
+//        graph of its own held as a raw child graph, among the library's own nodes; recorded,
+//        updated and launched, every buffer equal to the same command buffer built and updated
+//        by the runtime alone, each counted as a node fallback, the first logged;
+//   0005 RecordAgainIfFailed: a library update that fails marks the command buffer and the thunk
+//        records the execution into a new one (exact); a first finalize that fails there and
+//        again in the retry is recorded into XLA's own command buffer (exact); each counted;
 //   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
 //        setter fails part-way) is refused, launches stay refused, and XLA's recording path
 //        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
