@@ -23,7 +23,9 @@
 //        by the runtime alone, each counted as a node fallback, the first logged;
 //   0005 RecordAgainIfFailed: a library update that fails marks the command buffer and the thunk
 //        records the execution into a new one (exact); a first finalize that fails there and
-//        again in the retry is recorded into XLA's own command buffer (exact); each counted;
+//        again in the retry is recorded into XLA's own command buffer (exact); a nested command
+//        buffer that cannot take a refused node even as a raw child graph fails its primary's
+//        record, which is recorded again into a new command buffer (exact); each counted;
 //   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
 //        setter fails part-way) is refused, launches stay refused, and XLA's recording path
 //        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
@@ -1241,10 +1243,57 @@ void RecordAgain(Gpu& gpu, void* copy) {
     hip.ExecDestroy(exec);
     hip.Destroy(g);
   }
-  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 3,
+  {
+    // A nested command buffer (a traced command's, a child's) whose refused node the library
+    // will not take even as a raw child graph: the nested command buffer returns the error,
+    // which fails the primary's record, and the thread's nested failure marks the primary; the
+    // thunk records the execution into a new command buffer, whose nested one takes the node.
+    std::vector<rcb_allocation> table = chain.Table();
+    uint64_t out = gpu.Malloc(8), zero = 0;
+    auto record = [&](rcb::CmdBuf& primary, rcb::CmdBuf& nested, const char* fault) -> rcb::Status {
+      OK(rcb::CmdBuf::Create(0, &primary));
+      OK(rcb::CmdBuf::CreateNested(0, &nested));
+      WideKernel k(out, 51);
+      rcb_node node = 0;
+      rcb::Status refused = nested.AddKernel({}, k.Launch(gpu.Function("rcb_test_wide_args_u64")), &node);
+      CHECK(refused.code() == RCB_STATUS_INVALID_ARGUMENT, "the wide kernel refused: %s", refused.ToString().c_str());
+      // AddNative: the node as XLA builds it, in a graph of its own.
+      void* graph = hip.Graph();
+      hip.AddKernel(graph, {}, HipGraphs::Kernel(gpu.Function("rcb_test_wide_args_u64"), 1, k.params));
+      if (fault != nullptr) CHECK(gpu.SetFaults(fault), "fault injection");
+      rcb::Status added = nested.AddChildGraph({}, graph, &node);
+      gpu.SetFaults("");
+      hip.Destroy(graph);
+      if (!added.ok()) return added;  // RecordAgainIfFailed of a nested command buffer
+      OK(nested.Finalize());
+      rcb_node child = 0;
+      OK(primary.AddChild({}, nested, &child));
+      CopyKernel copy_after(table[1].base, table[0].base);
+      rcb_node last = 0;
+      OK(primary.AddKernel({&child, 1}, copy_after.Launch(copy), &last));
+      return primary.Finalize();
+    };
+    rcb::CmdBuf primary, nested;
+    rcb::Status failed = record(primary, nested, "hipGraphAddChildGraphNode:1");
+    marked(failed, "adding a kernel node as a child graph node, after the library refused it");
+    rcb::CmdBuf fresh, fresh_nested;
+    OK(record(fresh, fresh_nested, nullptr));
+    gpu.Write(out, &zero, 8);
+    gpu.Write(table[0].base, Pattern(24).data(), kBytes);
+    OK(fresh.Launch(gpu.stream()));
+    gpu.Sync();
+    uint64_t wrote = 0;
+    gpu.Read(&wrote, out, 8);
+    CHECK_RESULT(wrote == 51 && Holds(gpu, table[1].base, 24),
+                 "a nested command buffer's failure: recorded again in a new command buffer (%llu)",
+                 static_cast<unsigned long long>(wrote));
+    gpu.Free(out);
+  }
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 4,
         "%lld record-again fallbacks counted",
         static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) - counted));
-  std::printf("record again: a failed update or finalize recorded into a new command buffer, then XLA's own, exact\n");
+  std::printf("record again: a failed update, finalize or nested command buffer recorded into a new command "
+              "buffer, then XLA's own, exact\n");
 }
 
 }  // namespace
