@@ -10,6 +10,22 @@
 //        builds alone) and exact, the library is never asked again, one error logged, one
 //        fallback counted; where the first create succeeds, eight threads asking at once create
 //        exactly one command buffer through it and all get the library;
+//   0003 CreateRocmCmdbufCommandBuffer after the decision: a later create the library fails is
+//        XLA's own command buffer for that one, counted; the kinds hold each other (XLA's nested
+//        command buffer in the library's primary as a raw child graph, the library's nested one
+//        in XLA's primary through its template graph, RocmCmdbufNestedGraph), recorded,
+//        updated and launched, exact;
+//   0003 AddNative / UpdateNode: nodes the library refuses (a kernel of 4097 arguments, 32 776
+//        bytes, past its limits; a memset, a copy and an empty node whose runtime call fails
+//        inside it) are built with the HIP graph API as RocmCommandBuffer builds them, each in a
+//        graph of its own held as a raw child graph, among the library's own nodes; recorded,
+//        updated and launched, every buffer equal to the same command buffer built and updated
+//        by the runtime alone, each counted as a node fallback, the first logged;
+//   0005 RecordAgainIfFailed: a library update that fails marks the command buffer and the thunk
+//        records the execution into a new one (exact); a first finalize that fails there and
+//        again in the retry is recorded into XLA's own command buffer (exact); a nested command
+//        buffer that cannot take a refused node even as a raw child graph fails its primary's
+//        record, which is recorded again into a new command buffer (exact); each counted;
 //   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
 //        setter fails part-way) is refused, launches stay refused, and XLA's recording path
 //        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
@@ -462,6 +478,16 @@ class Chain {
       }
     }
   }
+  // RecordUpdate of the three kernels up to the first the library fails, as the thunk's record
+  // stops at the first error.
+  rcb::Status TryUpdate(rcb::CmdBuf& cb) {
+    for (int i = 0; i < 3; ++i) {
+      CopyKernel k(addr_[i + 1], addr_[i]);
+      rcb::Status updated = cb.UpdateKernel(nodes_[i], k.Launch(copy_));
+      if (!updated.ok()) return updated;
+    }
+    return rcb::Status();
+  }
   // A BFC-like allocator moved every allocation.
   std::vector<rcb_allocation_move> MoveAll() {
     std::vector<rcb_allocation_move> moves;
@@ -741,6 +767,535 @@ void HoldsCollectives(Gpu& gpu, void* copy) {
   std::printf("holding a collective: the traced command a child graph node, updated, exact\n");
 }
 
+// The HIP graph API as XLA's own RocmCommandBuffer calls it (HIP only; ROCm 6 struct layouts).
+struct HipDim3 {
+  uint32_t x, y, z;
+};
+struct HipKernelNodeParams {
+  HipDim3 block_dim;
+  void** extra;
+  void* func;
+  HipDim3 grid_dim;
+  void** kernel_params;
+  uint32_t shared_mem_bytes;
+};
+struct HipMemsetParams {
+  void* dst;
+  uint32_t element_size;
+  size_t height, pitch;
+  uint32_t value;
+  size_t width;
+};
+
+class HipGraphs {
+ public:
+  explicit HipGraphs(Gpu& gpu)
+      : create_(gpu.Hip<int (*)(void**, unsigned)>("hipGraphCreate")),
+        destroy_(gpu.Hip<int (*)(void*)>("hipGraphDestroy")),
+        kernel_(gpu.Hip<int (*)(void**, void*, void* const*, size_t, const HipKernelNodeParams*)>(
+            "hipGraphAddKernelNode")),
+        memset_(gpu.Hip<int (*)(void**, void*, void* const*, size_t, const HipMemsetParams*)>(
+            "hipGraphAddMemsetNode")),
+        memcpy_(gpu.Hip<int (*)(void**, void*, void* const*, size_t, uint64_t, uint64_t, size_t, int)>(
+            "hipGraphAddMemcpyNode1D")),
+        empty_(gpu.Hip<int (*)(void**, void*, void* const*, size_t)>("hipGraphAddEmptyNode")),
+        child_(gpu.Hip<int (*)(void**, void*, void* const*, size_t, void*)>("hipGraphAddChildGraphNode")),
+        instantiate_(gpu.Hip<int (*)(void**, void*, void*, char*, size_t)>("hipGraphInstantiate")),
+        launch_(gpu.Hip<int (*)(void*, void*)>("hipGraphLaunch")),
+        exec_destroy_(gpu.Hip<int (*)(void*)>("hipGraphExecDestroy")),
+        exec_kernel_(gpu.Hip<int (*)(void*, void*, const HipKernelNodeParams*)>("hipGraphExecKernelNodeSetParams")),
+        exec_child_(gpu.Hip<int (*)(void*, void*, void*)>("hipGraphExecChildGraphNodeSetParams")) {}
+
+  void* Graph() {
+    void* g = nullptr;
+    CHECK(create_(&g, 0) == 0, "hipGraphCreate");
+    return g;
+  }
+  void Destroy(void* graph) { CHECK(destroy_(graph) == 0, "hipGraphDestroy"); }
+  // RocmCommandBuffer::CreateKernelNode: kernelParams from the packed arguments' addresses.
+  static HipKernelNodeParams Kernel(void* f, uint32_t block, std::vector<void*>& params) {
+    return HipKernelNodeParams{{block, 1, 1}, nullptr, f, {1, 1, 1}, params.data(), 0};
+  }
+  // RocmCommandBuffer::CreateMemsetNode of 32-bit elements.
+  static HipMemsetParams Memset(uint64_t dst, uint32_t value, size_t count) {
+    return HipMemsetParams{reinterpret_cast<void*>(dst), 4, 1, 0, value, count};
+  }
+  void* AddKernel(void* g, std::vector<void*> deps, const HipKernelNodeParams& p) {
+    void* n = nullptr;
+    CHECK(kernel_(&n, g, deps.data(), deps.size(), &p) == 0, "hipGraphAddKernelNode");
+    return n;
+  }
+  void* AddMemset(void* g, std::vector<void*> deps, const HipMemsetParams& p) {
+    void* n = nullptr;
+    CHECK(memset_(&n, g, deps.data(), deps.size(), &p) == 0, "hipGraphAddMemsetNode");
+    return n;
+  }
+  void* AddMemcpy(void* g, std::vector<void*> deps, uint64_t dst, uint64_t src, size_t bytes) {
+    void* n = nullptr;
+    CHECK(memcpy_(&n, g, deps.data(), deps.size(), dst, src, bytes, 3) == 0, "hipGraphAddMemcpyNode1D");
+    return n;
+  }
+  void* AddEmpty(void* g, std::vector<void*> deps) {
+    void* n = nullptr;
+    CHECK(empty_(&n, g, deps.data(), deps.size()) == 0, "hipGraphAddEmptyNode");
+    return n;
+  }
+  void* AddChild(void* g, std::vector<void*> deps, void* child) {
+    void* n = nullptr;
+    CHECK(child_(&n, g, deps.data(), deps.size(), child) == 0, "hipGraphAddChildGraphNode");
+    return n;
+  }
+  void* Instantiate(void* g) {
+    void* e = nullptr;
+    CHECK(instantiate_(&e, g, nullptr, nullptr, 0) == 0, "hipGraphInstantiate");
+    return e;
+  }
+  void Launch(Gpu& gpu, void* exec) {
+    CHECK(launch_(exec, gpu.stream()) == 0, "hipGraphLaunch");
+    gpu.Sync();
+  }
+  void ExecDestroy(void* exec) { CHECK(exec_destroy_(exec) == 0, "hipGraphExecDestroy"); }
+  void SetKernel(void* exec, void* node, const HipKernelNodeParams& p) {
+    CHECK(exec_kernel_(exec, node, &p) == 0, "hipGraphExecKernelNodeSetParams");
+  }
+  void SetChild(void* exec, void* node, void* child) {
+    CHECK(exec_child_(exec, node, child) == 0, "hipGraphExecChildGraphNodeSetParams");
+  }
+
+ private:
+  int (*create_)(void**, unsigned);
+  int (*destroy_)(void*);
+  int (*kernel_)(void**, void*, void* const*, size_t, const HipKernelNodeParams*);
+  int (*memset_)(void**, void*, void* const*, size_t, const HipMemsetParams*);
+  int (*memcpy_)(void**, void*, void* const*, size_t, uint64_t, uint64_t, size_t, int);
+  int (*empty_)(void**, void*, void* const*, size_t);
+  int (*child_)(void**, void*, void* const*, size_t, void*);
+  int (*instantiate_)(void**, void*, void*, char*, size_t);
+  int (*launch_)(void*, void*);
+  int (*exec_destroy_)(void*);
+  int (*exec_kernel_)(void*, void*, const HipKernelNodeParams*);
+  int (*exec_child_)(void*, void*, void*);
+};
+
+// rcb_test_wide_args_u64(out, w1 .. w4096): writes w4096 to *out. 32 776 bytes of arguments,
+// past the library's limits (4096 arguments, 32 764 bytes), which the software GPU takes.
+struct WideKernel {
+  static constexpr size_t kWords = 4096;
+  uint64_t out;
+  std::vector<uint64_t> words;
+  std::vector<void*> params;  // the packed arguments' addresses (kernelParams)
+  std::vector<rcb_kernel_arg> args;
+  WideKernel(uint64_t o, uint64_t last) : out(o), words(kWords) {
+    for (size_t i = 0; i < kWords; ++i) words[i] = i + 1;
+    words[kWords - 1] = last;
+    params.push_back(&out);
+    args.push_back({&out, 8, RCB_ARG_DEVICE_PTR});
+    for (uint64_t& w : words) {
+      params.push_back(&w);
+      args.push_back({&w, 8, RCB_ARG_VALUE});
+    }
+  }
+  WideKernel(const WideKernel&) = delete;
+  WideKernel& operator=(const WideKernel&) = delete;
+  rcb_kernel_launch Launch(void* f) const {
+    return rcb_kernel_launch{sizeof(rcb_kernel_launch), f, {1, 1, 1}, {1, 1, 1}, 0, args.data(), args.size()};
+  }
+};
+
+// RocmCmdbufCommandBuffer::AddNative and UpdateNode (0003), as the hook runs them after the
+// library refused a node operation: the node XLA's RocmCommandBuffer builds, in a graph of its
+// own, held by the library as a raw child graph; updated with a new such graph.
+class NativeNodes {
+ public:
+  explicit NativeNodes(HipGraphs& hip) : hip_(hip) {}
+  template <class AddNode>
+  rcb_node Add(rcb::CmdBuf& cb, std::vector<rcb_node> deps, const rcb::Status& refused, const char* what,
+               AddNode add) {
+    CHECK(!refused.ok(), "%s: the library took the node", what);
+    void* graph = hip_.Graph();
+    add(graph);
+    rcb_node node = 0;
+    OK(cb.AddChildGraph(deps, graph, &node));
+    hip_.Destroy(graph);
+    namespace se = created_first::stream_executor::gpu;
+    se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kNode,
+                           std::string(what) + ": " + refused.ToString() +
+                               "; the node is built as XLA's RocmCommandBuffer builds it, in a child graph of its own");
+    return node;
+  }
+  template <class AddNode>
+  void Update(rcb::CmdBuf& cb, rcb_node node, AddNode add) {
+    void* graph = hip_.Graph();
+    add(graph);
+    OK(cb.UpdateChildGraph(node, graph));
+    hip_.Destroy(graph);
+  }
+
+ private:
+  HipGraphs& hip_;
+};
+
+// A library command buffer whose node operations the library refuses (a kernel past its
+// argument limits; a memset, a copy and an empty node whose runtime call inside the library
+// fails), each built by the hook as XLA builds it, among nodes the library made; recorded,
+// launched, updated and launched again. Every buffer is compared with the same nodes built and
+// updated by the runtime alone, as XLA's own RocmCommandBuffer builds them.
+void RefusedNodes(Gpu& gpu, void* copy, void* wide) {
+  namespace se = created_first::stream_executor::gpu;
+  HipGraphs hip(gpu);
+  NativeNodes native(hip);
+  const int64_t counted = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kNode);
+  const int errors = ErrorLines();
+  // Two sets of buffers: {x, y, z, out} for the library's command buffer, the same for XLA's.
+  struct Buffers {
+    uint64_t x, y, z, out;
+  };
+  auto alloc = [&] {
+    Buffers b{gpu.Malloc(kBytes), gpu.Malloc(kBytes), gpu.Malloc(kBytes), gpu.Malloc(8)};
+    for (uint64_t p : {b.x, b.y, b.z}) gpu.Write(p, Pattern(0).data(), kBytes);
+    uint64_t zero = 0;
+    gpu.Write(b.out, &zero, 8);
+    return b;
+  };
+  Buffers lib = alloc(), xla = alloc();
+  auto same = [&](const char* when) {
+    const uint64_t lib_buffers[] = {lib.x, lib.y, lib.z}, xla_buffers[] = {xla.x, xla.y, xla.z};
+    for (int i = 0; i < 3; ++i) {
+      std::vector<uint32_t> a(kN), b(kN);
+      gpu.Read(a.data(), lib_buffers[i], kBytes);
+      gpu.Read(b.data(), xla_buffers[i], kBytes);
+      CHECK_RESULT(a == b, "%s: buffer %d differs from XLA's path", when, i);
+    }
+    uint64_t a = 0, b = 0;
+    gpu.Read(&a, lib.out, 8);
+    gpu.Read(&b, xla.out, 8);
+    CHECK_RESULT(a == b && a != 0, "%s: the wide kernel wrote %llu, XLA's path %llu", when,
+                 static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  };
+
+  // memset x (7) -> copy x to y -> wide kernel -> empty -> copy kernel y to z (the library's).
+  rcb::CmdBuf cb;
+  OK(rcb::CmdBuf::Create(0, &cb));
+  CHECK(gpu.SetFaults("hipGraphAddMemsetNode:1"), "fault injection");
+  rcb_node set = 0;
+  rcb::Status refused = cb.AddMemset({}, lib.x, 7, 4, kN, &set);
+  gpu.SetFaults("");
+  set = native.Add(cb, {}, refused, "adding a memset node",
+                   [&](void* g) { hip.AddMemset(g, {}, HipGraphs::Memset(lib.x, 7, kN)); });
+  CHECK(gpu.SetFaults("hipGraphAddMemcpyNode1D:1"), "fault injection");
+  rcb_node copied = 0;
+  refused = cb.AddMemcpyD2D({&set, 1}, lib.y, lib.x, kBytes, &copied);
+  gpu.SetFaults("");
+  copied = native.Add(cb, {set}, refused, "adding a memcpy node",
+                      [&](void* g) { hip.AddMemcpy(g, {}, lib.y, lib.x, kBytes); });
+  WideKernel lib_wide(lib.out, 41);
+  rcb_node wide_node = 0;
+  refused = cb.AddKernel({&copied, 1}, lib_wide.Launch(wide), &wide_node);
+  CHECK(refused.code() == RCB_STATUS_INVALID_ARGUMENT, "the wide kernel past the library's limits: %s",
+        refused.ToString().c_str());
+  wide_node = native.Add(cb, {copied}, refused, "adding a kernel node", [&](void* g) {
+    hip.AddKernel(g, {}, HipGraphs::Kernel(wide, 1, lib_wide.params));
+  });
+  CHECK(gpu.SetFaults("hipGraphAddEmptyNode:1"), "fault injection");
+  rcb_node join = 0;
+  refused = cb.AddEmpty({&wide_node, 1}, &join);
+  gpu.SetFaults("");
+  join = native.Add(cb, {wide_node}, refused, "adding an empty node", [&](void* g) { hip.AddEmpty(g, {}); });
+  CopyKernel lib_copy(lib.z, lib.y);
+  rcb_node last = 0;
+  OK(cb.AddKernel({&join, 1}, lib_copy.Launch(copy), &last));
+  OK(cb.Finalize());
+  OK(cb.Launch(gpu.stream()));
+  gpu.Sync();
+
+  // XLA's own path: the same nodes in one graph, by the runtime alone.
+  void* g = hip.Graph();
+  void* xset = hip.AddMemset(g, {}, HipGraphs::Memset(xla.x, 7, kN));
+  void* xcopied = hip.AddMemcpy(g, {xset}, xla.y, xla.x, kBytes);
+  WideKernel xla_wide(xla.out, 41);
+  void* xwide = hip.AddKernel(g, {xcopied}, HipGraphs::Kernel(wide, 1, xla_wide.params));
+  void* xjoin = hip.AddEmpty(g, {xwide});
+  CopyKernel xla_copy(xla.z, xla.y);
+  std::vector<void*> copy_params = {&xla_copy.dst, &xla_copy.src, &xla_copy.bytes};
+  void* xlast = hip.AddKernel(g, {xjoin}, HipGraphs::Kernel(copy, 256, copy_params));
+  void* exec = hip.Instantiate(g);
+  hip.Launch(gpu, exec);
+  same("first launch");
+
+  // The update: the memset and the wide kernel with new parameters (native: a new graph each),
+  // the library's own kernel updated by the library.
+  OK(cb.BeginUpdate());
+  native.Update(cb, set, [&](void* graph) { hip.AddMemset(graph, {}, HipGraphs::Memset(lib.x, 9, kN)); });
+  WideKernel lib_wide2(lib.out, 43);
+  native.Update(cb, wide_node, [&](void* graph) {
+    hip.AddKernel(graph, {}, HipGraphs::Kernel(wide, 1, lib_wide2.params));
+  });
+  CopyKernel lib_copy2(lib.x, lib.y);  // z is left as it was; x gets y after the update
+  OK(cb.UpdateKernel(last, lib_copy2.Launch(copy)));
+  OK(cb.Finalize());
+  OK(cb.Launch(gpu.stream()));
+  gpu.Sync();
+  // XLA's RocmCommandBuffer::UpdateMemsetNode, UpdateKernelNode: the executable graph's setters.
+  auto set_memset = gpu.Hip<int (*)(void*, void*, const HipMemsetParams*)>("hipGraphExecMemsetNodeSetParams");
+  HipMemsetParams memset9 = HipGraphs::Memset(xla.x, 9, kN);
+  CHECK(set_memset(exec, xset, &memset9) == 0, "hipGraphExecMemsetNodeSetParams");
+  WideKernel xla_wide2(xla.out, 43);
+  hip.SetKernel(exec, xwide, HipGraphs::Kernel(wide, 1, xla_wide2.params));
+  CopyKernel xla_copy2(xla.x, xla.y);
+  std::vector<void*> copy2_params = {&xla_copy2.dst, &xla_copy2.src, &xla_copy2.bytes};
+  hip.SetKernel(exec, xlast, HipGraphs::Kernel(copy, 256, copy2_params));
+  hip.Launch(gpu, exec);
+  same("after the update");
+  hip.ExecDestroy(exec);
+  hip.Destroy(g);
+
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kNode) == counted + 4, "%lld node fallbacks counted",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kNode) - counted));
+  const std::string error = LastError();
+  CHECK(ErrorLines() == errors + 1 && error.find("adding a memset node") != std::string::npos,
+        "one error, for the first node fallback: %s", error.c_str());
+  for (uint64_t p : {lib.x, lib.y, lib.z, lib.out, xla.x, xla.y, xla.z, xla.out}) gpu.Free(p);
+  std::printf("refused nodes: built as XLA builds them in child graphs of their own, updated, exact\n");
+}
+
+// A create the library fails after it made the process's first command buffer: that command
+// buffer is XLA's own, and the two kinds hold each other. A library parent takes XLA's nested
+// command buffer as a raw child graph (and updates it as one); XLA's parent takes the library's
+// nested command buffer through its template graph (RocmCmdbufNestedGraph), as it takes its own.
+void LaterCreateFails(Gpu& gpu, void* copy) {
+  namespace se = created_first::stream_executor::gpu;
+  HipGraphs hip(gpu);
+  const int64_t counted = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer);
+  uint64_t a = gpu.Malloc(kBytes), b = gpu.Malloc(kBytes), c = gpu.Malloc(kBytes);
+  auto create = [&](bool primary, rcb::CmdBuf* cb) {
+    // CreateRocmCmdbufCommandBuffer after the decision: the library's create, and on its
+    // failure XLA's own command buffer for this one (nullptr), counted.
+    rcb::Status created = primary ? rcb::CmdBuf::Create(0, cb) : rcb::CmdBuf::CreateNested(0, cb);
+    se::RocmCmdbufOwner owner = se::DecideRocmCmdbufOwner([] { return std::string("decided before"); });
+    CHECK(owner == se::RocmCmdbufOwner::kLibrary, "the process decided for the library");
+    if (created.ok()) return true;
+    se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kCreateCommandBuffer,
+                           "Failed to create command buffer: " + created.ToString() +
+                               "; this command buffer is recorded without rocm_cmdbuf");
+    return false;
+  };
+  // XLA's nested command buffer (its create failed) in the library's primary.
+  rcb::CmdBuf parent, lost;
+  CHECK(create(true, &parent), "the library makes the primary");
+  CHECK(gpu.SetFaults("hipGraphCreate:1"), "fault injection");
+  CHECK(!create(false, &lost), "the injected fault fails the nested create");
+  gpu.SetFaults("");
+  auto xla_nested = [&](uint64_t dst, uint64_t src, CopyKernel*& k, std::vector<void*>& params) {
+    void* g = hip.Graph();  // RocmCommandBuffer::Create, then CreateKernelNode
+    k = new CopyKernel(dst, src);
+    params = {&k->dst, &k->src, &k->bytes};
+    hip.AddKernel(g, {}, HipGraphs::Kernel(copy, 256, params));
+    return g;
+  };
+  CopyKernel* k1 = nullptr;
+  std::vector<void*> p1;
+  void* nested = xla_nested(b, a, k1, p1);
+  rcb_node child = 0;
+  OK(parent.AddChildGraph({}, nested, &child));  // CreateClonedChildNode: ChildGraph of XLA's
+  CopyKernel after(c, b);
+  rcb_node tail = 0;
+  OK(parent.AddKernel({&child, 1}, after.Launch(copy), &tail));
+  OK(parent.Finalize());
+  gpu.Write(a, Pattern(11).data(), kBytes);
+  OK(parent.Launch(gpu.stream()));
+  gpu.Sync();
+  CHECK_RESULT(Holds(gpu, c, 11), "XLA's nested command buffer in the library's primary");
+  // The next record: a new nested command buffer of XLA's (c to b this time) updates the child.
+  OK(parent.BeginUpdate());
+  CopyKernel* k2 = nullptr;
+  std::vector<void*> p2;
+  void* nested2 = xla_nested(b, c, k2, p2);
+  OK(parent.UpdateChildGraph(child, nested2));  // UpdateClonedChildNode: a raw child, updated so
+  CopyKernel back(a, b);
+  OK(parent.UpdateKernel(tail, back.Launch(copy)));
+  OK(parent.Finalize());
+  gpu.Write(c, Pattern(12).data(), kBytes);
+  OK(parent.Launch(gpu.stream()));
+  gpu.Sync();
+  CHECK_RESULT(Holds(gpu, a, 12), "the library's primary updated with XLA's next nested command buffer");
+  hip.Destroy(nested);
+  hip.Destroy(nested2);
+  delete k1;
+  delete k2;
+
+  // The library's nested command buffer in XLA's primary (its create failed).
+  rcb::CmdBuf primary;
+  CHECK(gpu.SetFaults("hipGraphCreate:1"), "fault injection");
+  CHECK(!create(true, &primary), "the injected fault fails the primary create");
+  gpu.SetFaults("");
+  rcb::CmdBuf lib_nested;
+  CHECK(create(false, &lib_nested), "the library makes the nested one");
+  CopyKernel k3(b, a);
+  rcb_node n3 = 0;
+  OK(lib_nested.AddKernel({}, k3.Launch(copy), &n3));
+  OK(lib_nested.Finalize());
+  void* template_graph = nullptr;
+  OK(lib_nested.Graph(&template_graph));  // NestedGraphForXla
+  void* g = hip.Graph();
+  void* xchild = hip.AddChild(g, {}, template_graph);  // RocmCommandBuffer::CreateClonedChildNode's hook
+  CopyKernel k4(c, b);
+  std::vector<void*> p4 = {&k4.dst, &k4.src, &k4.bytes};
+  void* xtail = hip.AddKernel(g, {xchild}, HipGraphs::Kernel(copy, 256, p4));
+  void* exec = hip.Instantiate(g);
+  gpu.Write(a, Pattern(13).data(), kBytes);
+  hip.Launch(gpu, exec);
+  CHECK_RESULT(Holds(gpu, c, 13), "the library's nested command buffer in XLA's primary");
+  // UpdateClonedChildNode's hook: a new nested command buffer of the library's (c to b).
+  rcb::CmdBuf lib_nested2;
+  CHECK(create(false, &lib_nested2), "the library makes the next nested one");
+  CopyKernel k5(b, c);
+  rcb_node n5 = 0;
+  OK(lib_nested2.AddKernel({}, k5.Launch(copy), &n5));
+  OK(lib_nested2.Finalize());
+  OK(lib_nested2.Graph(&template_graph));
+  hip.SetChild(exec, xchild, template_graph);
+  CopyKernel k6(a, b);
+  std::vector<void*> p6 = {&k6.dst, &k6.src, &k6.bytes};
+  hip.SetKernel(exec, xtail, HipGraphs::Kernel(copy, 256, p6));
+  gpu.Write(c, Pattern(14).data(), kBytes);
+  hip.Launch(gpu, exec);
+  CHECK_RESULT(Holds(gpu, a, 14), "XLA's primary updated with the library's next nested command buffer");
+  hip.ExecDestroy(exec);
+  hip.Destroy(g);
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer) == counted + 2,
+        "%lld create fallbacks counted",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kCreateCommandBuffer) - counted));
+  const std::string error = LastError();
+  CHECK(error.find("this command buffer is recorded without rocm_cmdbuf") != std::string::npos,
+        "the first later-create fallback is an error saying what happens: %s", error.c_str());
+  for (uint64_t p : {a, b, c}) gpu.Free(p);
+  std::printf("a later create fails: that command buffer XLA's own, holding and held by the library's, exact\n");
+}
+
+// A library failure while a primary command buffer is updated or first finalized
+// (RecordAgainIfFailed, 0005): the command buffer refuses launches and CommandBufferThunk
+// records the execution from scratch into a new one (RecordInNewCommandBuffer), the library's;
+// where the library fails that record too (its instantiation), once more into XLA's own.
+void RecordAgain(Gpu& gpu, void* copy) {
+  namespace se = created_first::stream_executor::gpu;
+  HipGraphs hip(gpu);
+  const int64_t counted = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain);
+  auto marked = [&](const rcb::Status& failed, const char* what) {
+    CHECK(!failed.ok(), "%s: the injected fault did not fail the library", what);
+    se::RocmCmdbufFellBack(se::RocmCmdbufFallback::kRecordAgain,
+                           std::string(what) + ": " + failed.ToString() +
+                               "; the command buffer is recorded again in a new one");
+  };
+  Chain chain(gpu, copy);
+  auto record = [&](rcb::CmdBuf& cb) {
+    OK(rcb::CmdBuf::Create(0, &cb));
+    OK(cb.SetAllocations(chain.Table()));
+    chain.Record(cb, false);
+    return cb.Finalize();
+  };
+  {
+    rcb::CmdBuf cb;
+    OK(record(cb));
+    CHECK_RESULT(chain.Run(cb, 21), "first execution");
+    // The next execution moves every allocation and records the update; the library fails
+    // the second kernel's update.
+    chain.MoveAll();
+    OK(cb.BeginUpdate());
+    OK(cb.SetAllocations(chain.Table()));
+    CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
+    rcb::Status updated = chain.TryUpdate(cb);
+    gpu.SetFaults("");
+    marked(updated, "Failed to set kernel node params");
+    // LaunchGraph refuses a marked command buffer; the thunk replaces it (the launch would
+    // have run the second kernel's old parameters).
+    rcb::CmdBuf fresh;
+    OK(record(fresh));
+    CHECK_RESULT(chain.Run(fresh, 22), "recorded again in a new command buffer after the failed update");
+  }
+  {
+    // The first finalize fails (the library's instantiation), and so does the retry's: the
+    // execution is recorded into XLA's own command buffer.
+    rcb::CmdBuf cb, retry;
+    CHECK(gpu.SetFaults("hipGraphInstantiate:1,hipGraphInstantiate:2"), "fault injection");
+    rcb::Status finalized = record(cb);
+    marked(finalized, "Failed to instantiate HIP graph");
+    rcb::Status again = record(retry);
+    gpu.SetFaults("");
+    marked(again, "Failed to instantiate HIP graph");
+    std::vector<rcb_allocation> table = chain.Table();
+    void* g = hip.Graph();
+    std::vector<std::unique_ptr<CopyKernel>> kernels;
+    std::vector<std::vector<void*>> params;
+    void* prev = nullptr;
+    for (int i = 0; i < 3; ++i) {
+      kernels.push_back(std::make_unique<CopyKernel>(table[i + 1].base, table[i].base));
+      params.push_back({&kernels[i]->dst, &kernels[i]->src, &kernels[i]->bytes});
+    }
+    for (int i = 0; i < 3; ++i) {
+      std::vector<void*> deps;
+      if (prev != nullptr) deps.push_back(prev);
+      prev = hip.AddKernel(g, deps, HipGraphs::Kernel(copy, 256, params[i]));
+    }
+    void* exec = hip.Instantiate(g);
+    gpu.Write(table[0].base, Pattern(23).data(), kBytes);
+    hip.Launch(gpu, exec);
+    CHECK_RESULT(Holds(gpu, table[3].base, 23), "recorded into XLA's own command buffer after two failed finalizes");
+    hip.ExecDestroy(exec);
+    hip.Destroy(g);
+  }
+  {
+    // A nested command buffer (a traced command's, a child's) whose refused node the library
+    // will not take even as a raw child graph: the nested command buffer returns the error,
+    // which fails the primary's record, and the thread's nested failure marks the primary; the
+    // thunk records the execution into a new command buffer, whose nested one takes the node.
+    std::vector<rcb_allocation> table = chain.Table();
+    uint64_t out = gpu.Malloc(8), zero = 0;
+    auto record = [&](rcb::CmdBuf& primary, rcb::CmdBuf& nested, const char* fault) -> rcb::Status {
+      OK(rcb::CmdBuf::Create(0, &primary));
+      OK(rcb::CmdBuf::CreateNested(0, &nested));
+      WideKernel k(out, 51);
+      rcb_node node = 0;
+      rcb::Status refused = nested.AddKernel({}, k.Launch(gpu.Function("rcb_test_wide_args_u64")), &node);
+      CHECK(refused.code() == RCB_STATUS_INVALID_ARGUMENT, "the wide kernel refused: %s", refused.ToString().c_str());
+      // AddNative: the node as XLA builds it, in a graph of its own.
+      void* graph = hip.Graph();
+      hip.AddKernel(graph, {}, HipGraphs::Kernel(gpu.Function("rcb_test_wide_args_u64"), 1, k.params));
+      if (fault != nullptr) CHECK(gpu.SetFaults(fault), "fault injection");
+      rcb::Status added = nested.AddChildGraph({}, graph, &node);
+      gpu.SetFaults("");
+      hip.Destroy(graph);
+      if (!added.ok()) return added;  // RecordAgainIfFailed of a nested command buffer
+      OK(nested.Finalize());
+      rcb_node child = 0;
+      OK(primary.AddChild({}, nested, &child));
+      CopyKernel copy_after(table[1].base, table[0].base);
+      rcb_node last = 0;
+      OK(primary.AddKernel({&child, 1}, copy_after.Launch(copy), &last));
+      return primary.Finalize();
+    };
+    rcb::CmdBuf primary, nested;
+    rcb::Status failed = record(primary, nested, "hipGraphAddChildGraphNode:1");
+    marked(failed, "adding a kernel node as a child graph node, after the library refused it");
+    rcb::CmdBuf fresh, fresh_nested;
+    OK(record(fresh, fresh_nested, nullptr));
+    gpu.Write(out, &zero, 8);
+    gpu.Write(table[0].base, Pattern(24).data(), kBytes);
+    OK(fresh.Launch(gpu.stream()));
+    gpu.Sync();
+    uint64_t wrote = 0;
+    gpu.Read(&wrote, out, 8);
+    CHECK_RESULT(wrote == 51 && Holds(gpu, table[1].base, 24),
+                 "a nested command buffer's failure: recorded again in a new command buffer (%llu)",
+                 static_cast<unsigned long long>(wrote));
+    gpu.Free(out);
+  }
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 4,
+        "%lld record-again fallbacks counted",
+        static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) - counted));
+  std::printf("record again: a failed update, finalize or nested command buffer recorded into a new command "
+              "buffer, then XLA's own, exact\n");
+}
+
 }  // namespace
 
 int main() {
@@ -758,6 +1313,9 @@ int main() {
   void* sleep = gpu.Function("rcb_test_sleep");
   void* stream = gpu.NewStream();
   CreateOnce(gpu, copy);
+  RefusedNodes(gpu, copy, gpu.Function("rcb_test_wide_args_u64"));
+  LaterCreateFails(gpu, copy);
+  RecordAgain(gpu, copy);
   FailedMove(gpu, copy);
   RefusedTable(gpu, copy);
   FailedFlattenedUpdate(gpu, copy, sleep, "hipGraphExecKernelNodeSetParams:2", "an exec setter fails part-way");

@@ -21,6 +21,11 @@
 //     scopes nest and are per thread. A module that sets the process-wide stream-cache or
 //     profiler flag otherwise than XLA_FLAGS gets one warning per flag (RocmCmdbufModuleOptions,
 //     called by GpuExecutable's constructor).
+//   * rocm_cmdbuf_options.cc's RocmCmdbufNestedGraph, which XLA's RocmCommandBuffer asks before
+//     it down-casts a nested command buffer: false for every command buffer until the library's
+//     first command buffer registers its answer (the path every process without the library
+//     takes), then the registered answer, the graph of a library nested command buffer and false
+//     for any other.
 //
 // Exits 0 when every check holds.
 #include <dlfcn.h>
@@ -37,6 +42,7 @@
 #include "check.h"
 #include "gpu.h"
 #include "rocm_cmdbuf.hpp"
+#include "xla/stream_executor/command_buffer.h"
 
 #define ROCM_CMDBUF_AVAILABLE 1
 #include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
@@ -51,8 +57,10 @@ using stream_executor::gpu::RocmCmdbufFallback;
 using stream_executor::gpu::RocmCmdbufFallbackCount;
 using stream_executor::gpu::kRocmCmdbufLibrary;
 using stream_executor::gpu::LoadRocmCmdbuf;
+using stream_executor::gpu::RocmCmdbufNestedGraph;
 using stream_executor::gpu::RocmCmdbufOptions;
 using stream_executor::gpu::ScopedRocmCmdbufOptions;
+using stream_executor::gpu::SetRocmCmdbufNestedGraph;
 using xla::gpu::RocmCmdbufModuleOptions;
 using xla::gpu::RocmCmdbufOptionsFrom;
 
@@ -187,6 +195,47 @@ void Options() {
         "a module's profiler flag: %s", xla_flow_log::lines.back().c_str());
 }
 
+// Stand-ins of the two kinds of nested command buffer RocmCommandBuffer may be given.
+class XlaNested : public stream_executor::CommandBuffer {
+ public:
+  State state() const override { return State::kFinalized; }
+};
+class LibraryNested : public stream_executor::CommandBuffer {
+ public:
+  explicit LibraryNested(void* graph) : graph_(graph) {}
+  State state() const override { return State::kFinalized; }
+  void* graph() const { return graph_; }
+
+ private:
+  void* graph_;
+};
+
+// NestedGraphForXla's shape: the graph of the library's nested command buffers only.
+bool AnswerForLibrary(const stream_executor::CommandBuffer& nested, void** graph) {
+  const auto* library = dynamic_cast<const LibraryNested*>(&nested);
+  if (library == nullptr) return false;
+  *graph = library->graph();
+  return true;
+}
+
+void NestedGraph() {
+  int template_graph = 0;
+  XlaNested xla;
+  LibraryNested library(&template_graph);
+  void* graph = &template_graph;
+  CHECK(!RocmCmdbufNestedGraph(xla, &graph) && !RocmCmdbufNestedGraph(library, &graph) &&
+            graph == &template_graph,
+        "before the library made a command buffer, every nested one is XLA's and nothing is written");
+  SetRocmCmdbufNestedGraph(&AnswerForLibrary);
+  graph = nullptr;
+  CHECK(RocmCmdbufNestedGraph(library, &graph) && graph == &template_graph,
+        "the library's nested command buffer answers with its graph");
+  graph = nullptr;
+  CHECK(!RocmCmdbufNestedGraph(xla, &graph) && graph == nullptr, "XLA's own nested command buffer is not the library's");
+  SetRocmCmdbufNestedGraph(nullptr);
+  std::printf("nested graph: XLA's command buffer asks the library's answer only once it is registered\n");
+}
+
 // The library through the loader: a command buffer that fills a buffer, launched and read back.
 void Usable(Gpu& gpu) {
   CHECK(!LibraryLoaded(), "%s is loaded before any flag asked for it: the program links it", kRocmCmdbufLibrary);
@@ -245,6 +294,7 @@ int main(int argc, char** argv) {
                  .c_str());
   } else {
     Options();
+    NestedGraph();
     Gpu gpu;
     Usable(gpu);
   }

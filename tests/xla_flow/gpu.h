@@ -242,6 +242,14 @@ class Gpu {
     Check(Sym<int (*)(void*)>("hipGraphDestroy")(graph), "hipGraphDestroy");
   }
 
+  // A HIP export, for a flow that builds graphs with the runtime alone, as XLA's own
+  // RocmCommandBuffer does (HIP only).
+  template <class F>
+  F Hip(const char* name) {
+    if (cuda_) Fail("Hip() is HIP only");
+    return Sym<F>(name);
+  }
+
   // The software GPU's test hooks (tests/hipsim/README.md); null on CUDA.
   uint64_t CallCount(const char* name) {
     return cuda_ ? 0 : Sym<uint64_t (*)(const char*)>("hipsimGetCallCount")(name);
