@@ -7,7 +7,8 @@
 # and the series' xla_cc_tests (every *_test.cc a patch adds) with the files they test and the
 # mock they use (0004: command_buffer_allocation_moves, rocm_cmdbuf_interface.h,
 # mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it; 0005:
-# command_buffer_trace_cache; 0006: rocm_cmdbuf_correlation).
+# command_buffer_trace_cache; 0006: rocm_cmdbuf_correlation; 0007: rocm_cmdbuf_vmm_pool, as 0008
+# leaves it).
 #   tests/xla_flow/patched.sh DIR
 set -euo pipefail
 dir=$1
@@ -31,3 +32,7 @@ git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_interface.h' \
     "$patches/0005-rocm_cmdbuf-traced-commands-and-streams.patch"
 git apply --include='xla/backends/profiler/gpu/rocm_cmdbuf_correlation*' \
     "$patches/0006-rocm_cmdbuf-profiler.patch"
+# 0007 adds the VMM pool with its test; 0008 (main only) its DeferDefinitions.
+git apply --include='xla/service/gpu/rocm_cmdbuf_vmm_pool*' "$patches/0007-rocm_cmdbuf-vmm-pool.patch"
+git apply --include='xla/service/gpu/rocm_cmdbuf_vmm_pool*' \
+    "$patches/0008-rocm_cmdbuf-vmm-pool-definitions.patch"

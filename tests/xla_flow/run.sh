@@ -51,6 +51,9 @@ xla_test_extra() { # TEST
     */rocm_cmdbuf_correlation_test.cc)
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_vmm_pool_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
     esac
 }
 xla_test_variants() { # TEST: lines "SUFFIX FLAGS"
