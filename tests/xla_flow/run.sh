@@ -51,6 +51,17 @@ xla_test_extra() { # TEST
     */rocm_cmdbuf_correlation_test.cc)
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_flags_test.cc) echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc" ;;
+    */rocm_cmdbuf_bridge_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_move_log_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_streams_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc" ;;
     */rocm_cmdbuf_vmm_pool_test.cc)
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;

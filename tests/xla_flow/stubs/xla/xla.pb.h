@@ -36,6 +36,11 @@ struct DebugOptions {
   int32_t xla_gpu_rocm_cmdbuf_vmm_pool_timeout_ms() const { return rocm_cmdbuf_vmm_pool_timeout_ms; }
   // The generated setters a test calls.
   void set_xla_gpu_rocm_cmdbuf(bool value) { rocm_cmdbuf = value; }
+  void set_xla_gpu_rocm_cmdbuf_update_in_place(bool value) { rocm_cmdbuf_update_in_place = value; }
+  void set_xla_gpu_rocm_cmdbuf_trace_cache(bool value) { rocm_cmdbuf_trace_cache = value; }
+  void set_xla_gpu_rocm_cmdbuf_flatten_traced(bool value) { rocm_cmdbuf_flatten_traced = value; }
+  void set_xla_gpu_rocm_cmdbuf_stream_cache(bool value) { rocm_cmdbuf_stream_cache = value; }
+  void set_xla_gpu_rocm_cmdbuf_profiler(bool value) { rocm_cmdbuf_profiler = value; }
   void set_xla_gpu_rocm_cmdbuf_vmm_pool_slots(int32_t value) { rocm_cmdbuf_vmm_pool_slots = value; }
   void set_xla_gpu_rocm_cmdbuf_vmm_pool_backing(const std::string& value) {
     rocm_cmdbuf_vmm_pool_backing = value;
