@@ -6,7 +6,8 @@
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
 # again where the library cannot be opened, where the file found lacks its functions and where
 # its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
-# built with the file each tests against the same stand-ins and GoogleTest, and run the same way.
+# built with the file each tests against the same stand-ins and GoogleTest, and run the same way;
+# gtest_skips.cc, linked into each, prints a SKIPPED line for every test that skips.
 # First checks that the loader's table has every function
 # of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
@@ -80,7 +81,7 @@ build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
     shift 2
     # shellcheck disable=SC2046 # the extra files and defines split into words
     g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
-        $(xla_test_extra "$test") -lgmock -lgtest_main -lgtest "${link[@]}"
+        $(xla_test_extra "$test") "$here/gtest_skips.cc" -lgmock -lgtest_main -lgtest "${link[@]}"
 }
 
 if [ -n "$build_only" ]; then
