@@ -9,10 +9,11 @@
 # (xla/backends/profiler/gpu/rocm_cmdbuf_correlation.{h,cc}), from 0007 the VMM pool
 # (xla/service/gpu/rocm_cmdbuf_vmm_pool.{h,cc}, as 0008 leaves it), and the series' xla_cc_tests
 # (every *_test.cc a patch adds) with the files they test and the mock they use (0003:
-# rocm_cmdbuf_bridge, rocm_cmdbuf_flags; 0004: command_buffer_allocation_moves,
-# rocm_cmdbuf_move_log, rocm_cmdbuf_interface.h, mock_rocm_cmdbuf_command_buffer.h, each as the
-# last patch that touches it leaves it; 0005: command_buffer_trace_cache, rocm_cmdbuf_streams;
-# 0006: rocm_cmdbuf_correlation; 0007: rocm_cmdbuf_vmm_pool).
+# rocm_cmdbuf_bridge, rocm_cmdbuf_fallback, rocm_cmdbuf_flags; 0004:
+# command_buffer_allocation_moves, rocm_cmdbuf_move_log, rocm_cmdbuf_interface.h,
+# mock_rocm_cmdbuf_command_buffer.h, each as the last patch that touches it leaves it; 0005:
+# command_buffer_trace_cache, rocm_cmdbuf_streams; 0006: rocm_cmdbuf_correlation; 0007:
+# rocm_cmdbuf_vmm_pool).
 #   tests/xla_flow/patched.sh DIR
 set -euo pipefail
 dir=$1
@@ -20,7 +21,7 @@ patches=$(cd "$(dirname "$0")/../../xla-patches" && pwd)
 mkdir -p "$dir"
 cd "$dir"
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_library.*' \
-    --include='xla/stream_executor/rocm/rocm_cmdbuf_fallback.*' \
+    --include='xla/stream_executor/rocm/rocm_cmdbuf_fallback*' \
     --include='xla/stream_executor/rocm/rocm_cmdbuf_options.*' \
     --include='xla/service/gpu/rocm_cmdbuf_flags*' \
     --include='xla/stream_executor/rocm/rocm_cmdbuf_bridge*' \
