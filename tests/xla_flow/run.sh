@@ -6,7 +6,8 @@
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
 # again where the library cannot be opened, where the file found lacks its functions and where
 # its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
-# built with the file each tests against the same stand-ins and GoogleTest, and run the same way.
+# built with the file each tests against the same stand-ins and GoogleTest, and run the same way;
+# gtest_skips.cc, linked into each, prints a SKIPPED line for every test that skips.
 # First checks that the loader's table has every function
 # of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
@@ -51,6 +52,20 @@ xla_test_extra() { # TEST
     */rocm_cmdbuf_correlation_test.cc)
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_flags_test.cc) echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc" ;;
+    */rocm_cmdbuf_bridge_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_move_log_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
+    */rocm_cmdbuf_streams_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc" ;;
+    */rocm_cmdbuf_vmm_pool_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
     esac
 }
 xla_test_variants() { # TEST: lines "SUFFIX FLAGS"
@@ -66,7 +81,7 @@ build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
     shift 2
     # shellcheck disable=SC2046 # the extra files and defines split into words
     g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
-        $(xla_test_extra "$test") -lgmock -lgtest_main -lgtest "${link[@]}"
+        $(xla_test_extra "$test") "$here/gtest_skips.cc" -lgmock -lgtest_main -lgtest "${link[@]}"
 }
 
 if [ -n "$build_only" ]; then

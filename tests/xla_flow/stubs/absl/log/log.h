@@ -2,6 +2,7 @@
 #ifndef XLA_FLOW_STUB_ABSL_LOG_LOG_H_
 #define XLA_FLOW_STUB_ABSL_LOG_LOG_H_
 
+#include <atomic>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -31,6 +32,11 @@ class Line {
 }  // namespace xla_flow_log
 
 #define LOG(severity) ::xla_flow_log::Line(#severity)
+// Only the first `n` times this line is reached.
+#define LOG_FIRST_N(severity, n)                                                          \
+  if (static std::atomic<int> xla_flow_log_count{0}; xla_flow_log_count++ >= (n)) { \
+  } else                                                                                \
+    LOG(severity)
 #define VLOG(level) ::xla_flow_log::Line("VLOG" #level)
 // Every verbose level is on: VLOG keeps its lines too.
 #define VLOG_IS_ON(level) true

@@ -9,7 +9,18 @@
 
 namespace absl {
 
-enum class StatusCode { kOk, kUnknown, kInvalidArgument, kNotFound, kInternal };
+enum class StatusCode {
+  kOk,
+  kUnknown,
+  kInvalidArgument,
+  kDeadlineExceeded,
+  kNotFound,
+  kResourceExhausted,
+  kFailedPrecondition,
+  kUnimplemented,
+  kInternal,
+  kUnavailable,
+};
 
 class Status {
  public:
@@ -41,6 +52,21 @@ inline Status NotFoundError(std::string_view message) {
 inline Status InternalError(std::string_view message) { return Status(StatusCode::kInternal, message); }
 inline Status InvalidArgumentError(std::string_view message) {
   return Status(StatusCode::kInvalidArgument, message);
+}
+inline Status DeadlineExceededError(std::string_view message) {
+  return Status(StatusCode::kDeadlineExceeded, message);
+}
+inline Status ResourceExhaustedError(std::string_view message) {
+  return Status(StatusCode::kResourceExhausted, message);
+}
+inline Status FailedPreconditionError(std::string_view message) {
+  return Status(StatusCode::kFailedPrecondition, message);
+}
+inline Status UnimplementedError(std::string_view message) {
+  return Status(StatusCode::kUnimplemented, message);
+}
+inline Status UnavailableError(std::string_view message) {
+  return Status(StatusCode::kUnavailable, message);
 }
 
 }  // namespace absl

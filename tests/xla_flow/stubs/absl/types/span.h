@@ -1,4 +1,5 @@
-// Test stand-in for absl::Span, read-only, over a std::vector or nothing (see ../../README.md).
+// Test stand-in for absl::Span over a std::vector or nothing, and absl::MakeSpan (see
+// ../../README.md).
 #ifndef XLA_FLOW_STUB_ABSL_TYPES_SPAN_H_
 #define XLA_FLOW_STUB_ABSL_TYPES_SPAN_H_
 
@@ -10,13 +11,14 @@ namespace absl {
 
 template <typename T>
 class Span {
-  static_assert(std::is_const<T>::value, "the stand-in only has read-only spans");
 
  public:
   Span() = default;
-  template <typename A>
+  template <typename A, typename U = T, typename = std::enable_if_t<std::is_const<U>::value>>
   Span(const std::vector<std::remove_const_t<T>, A>& v)  // NOLINT: implicit, as absl's
       : data_(v.data()), size_(v.size()) {}
+  template <typename A, typename U = T, typename = std::enable_if_t<!std::is_const<U>::value>>
+  explicit Span(std::vector<T, A>& v) : data_(v.data()), size_(v.size()) {}
   T* begin() const { return data_; }
   T* end() const { return data_ + size_; }
   T* data() const { return data_; }
@@ -28,6 +30,11 @@ class Span {
   T* data_ = nullptr;
   size_t size_ = 0;
 };
+
+template <typename T, typename A>
+Span<T> MakeSpan(std::vector<T, A>& v) {
+  return Span<T>(v);
+}
 
 }  // namespace absl
 

@@ -1,9 +1,13 @@
-// Test stand-in for se::KernelArgs and se::KernelArgsDeviceAddressArray (see ../../../README.md).
+// Test stand-in for se::KernelArgs, se::KernelArgsDeviceAddressArray and se::KernelArgsPackedArray
+// with its packed arguments (see ../../../README.md).
 #ifndef XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_KERNEL_ARGS_H_
 #define XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_KERNEL_ARGS_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -31,6 +35,75 @@ class KernelArgsDeviceAddressArray : public KernelArgs {
  private:
   std::vector<DeviceAddressBase> args_;
   size_t shared_memory_bytes_;
+};
+
+struct PackedArgBase {
+  virtual ~PackedArgBase() = default;
+  virtual void* argument_address() = 0;
+  virtual int64_t size() const = 0;
+};
+
+class PackableKernelArgs {
+ public:
+  virtual ~PackableKernelArgs() = default;
+  virtual absl::Span<const std::unique_ptr<PackedArgBase>> packed_args() const = 0;
+};
+
+class KernelArgsPackedArrayBase : public KernelArgs {
+ public:
+  Kind kind() const final { return Kind::kPackedArray; }
+  virtual absl::Span<const void* const> argument_addresses() const = 0;
+};
+
+namespace internal {
+
+template <typename Packed>
+struct PackedArg final : PackedArgBase {
+  static_assert(std::is_trivially_copyable_v<Packed>, "Packed type must be trivially copyable");
+  explicit PackedArg(Packed packed_arg) : packed_arg(std::move(packed_arg)) {}
+  void* argument_address() final { return &packed_arg; }
+  int64_t size() const final { return sizeof(Packed); }
+  Packed packed_arg;
+};
+
+}  // namespace internal
+
+// As XLA's: POD arguments packed by value, device addresses as their pointer, each kept in a
+// packed argument of its own whose address is the argument's.
+class KernelArgsPackedArray : public KernelArgsPackedArrayBase, public PackableKernelArgs {
+ public:
+  explicit KernelArgsPackedArray(size_t num_args) {
+    device_addr_args_.reserve(num_args);
+    argument_addresses_.reserve(num_args);
+  }
+  KernelArgsPackedArray(const KernelArgsPackedArray&) = delete;
+  KernelArgsPackedArray& operator=(const KernelArgsPackedArray&) = delete;
+
+  template <typename T>
+  void add_argument(const T& arg) {
+    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg<T>(arg));
+    argument_addresses_.push_back(emplaced->argument_address());
+  }
+  void add_argument(const DeviceAddressBase& arg) {
+    device_addr_args_.emplace_back(arg.opaque());
+    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg<const void*>(arg.opaque()));
+    argument_addresses_.push_back(emplaced->argument_address());
+  }
+  void add_shared_bytes(size_t number_of_bytes) { shared_memory_bytes_ += number_of_bytes; }
+
+  absl::Span<void*> device_addr_args() { return absl::MakeSpan(device_addr_args_); }
+  size_t number_of_arguments() const override {
+    return argument_addresses_.size() + (shared_memory_bytes_ > 0);
+  }
+  uint64_t number_of_shared_bytes() const override { return shared_memory_bytes_; }
+  absl::Span<const void* const> argument_addresses() const final { return argument_addresses_; }
+  absl::Span<const std::unique_ptr<PackedArgBase>> packed_args() const final { return packed_args_; }
+
+ private:
+  std::vector<std::unique_ptr<PackedArgBase>> packed_args_;
+  std::vector<const void*> argument_addresses_;
+  std::vector<void*> device_addr_args_;
+  size_t shared_memory_bytes_ = 0;
 };
 
 }  // namespace stream_executor

@@ -1,10 +1,37 @@
-// Test stand-in for se::Stream, which the series' interfaces pass by pointer only (see
-// ../../../README.md).
+// Test stand-in for se::Stream: the operations the series' files and tests use, as XLA declares
+// them (see ../../../README.md); ../platform_manager.h's software GPU platform implements them.
 #ifndef XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_STREAM_H_
 #define XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_STREAM_H_
 
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "xla/stream_executor/device_address.h"
+
 namespace stream_executor {
-class Stream;
+
+class StreamExecutor;
+
+class Stream {
+ public:
+  struct PlatformSpecificHandle {
+    void* stream = nullptr;
+  };
+
+  virtual ~Stream() = default;
+  virtual PlatformSpecificHandle platform_specific_handle() const = 0;
+  virtual absl::Status Memcpy(void* host_dst, const DeviceAddressBase& gpu_src, uint64_t size) = 0;
+  virtual absl::Status Memcpy(DeviceAddressBase* gpu_dst, const void* host_src, uint64_t size) = 0;
+  virtual absl::Status Memcpy(DeviceAddressBase* gpu_dst, const DeviceAddressBase& gpu_src,
+                              uint64_t size) = 0;
+  absl::Status MemcpyD2D(DeviceAddressBase* gpu_dst, const DeviceAddressBase& gpu_src,
+                         uint64_t size) {
+    return Memcpy(gpu_dst, gpu_src, size);
+  }
+  virtual absl::Status BlockHostUntilDone() = 0;
+  virtual StreamExecutor* parent() const = 0;
+};
+
 }  // namespace stream_executor
 
 #endif  // XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_STREAM_H_

@@ -16,18 +16,20 @@ class BufferAllocations {
  public:
   BufferAllocations(absl::Span<se::DeviceAddressBase const> buffers, int device_ordinal,
                     se::DeviceAddressAllocator* memory_allocator)
-      : buffers_(buffers.begin(), buffers.end()), device_ordinal_(device_ordinal) {
-    (void)memory_allocator;
-  }
+      : buffers_(buffers.begin(), buffers.end()),
+        device_ordinal_(device_ordinal),
+        memory_allocator_(memory_allocator) {}
   se::DeviceAddressBase GetDeviceAddress(BufferAllocation::Index buffer_index) const {
     return buffers_[buffer_index];
   }
   int device_ordinal() const { return device_ordinal_; }
+  se::DeviceAddressAllocator* memory_allocator() const { return memory_allocator_; }
   size_t size() const { return buffers_.size(); }
 
  private:
   std::vector<se::DeviceAddressBase> buffers_;
   int device_ordinal_;
+  se::DeviceAddressAllocator* memory_allocator_;
 };
 
 }  // namespace xla::gpu

@@ -3,6 +3,7 @@
 #ifndef XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_COMMAND_H_
 #define XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_COMMAND_H_
 
+#include <memory>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -12,6 +13,7 @@
 #include "xla/backends/gpu/runtime/command_state.h"
 #include "xla/backends/gpu/runtime/thunk.h"
 #include "xla/service/buffer_assignment.h"
+#include "xla/shape.h"
 #include "xla/stream_executor/command_buffer.h"
 
 namespace xla::gpu {
@@ -19,6 +21,8 @@ namespace xla::gpu {
 class BufferUse {
  public:
   explicit BufferUse(BufferAllocation::Slice slice) : slice_(slice) {}
+  static BufferUse Read(BufferAllocation::Slice slice, Shape) { return BufferUse(slice); }
+  static BufferUse Write(BufferAllocation::Slice slice, Shape) { return BufferUse(slice); }
   const BufferAllocation::Slice& slice() const { return slice_; }
 
  private:
@@ -45,6 +49,19 @@ class Command : public Thunk {
   using RecordAction = std::variant<RecordCreate, RecordUpdate>;
 
   virtual BufferUses buffer_uses() const = 0;  // pure, as Thunk::buffer_uses is in XLA
+};
+
+// The commands of a command buffer thunk, owned or borrowed.
+class CommandSequence : public std::vector<Command*> {
+ public:
+  void Append(std::unique_ptr<Command> command) {
+    this->push_back(command.get());
+    owned_.push_back(std::move(command));
+  }
+  void Append(Command* command) { this->push_back(command); }
+
+ private:
+  std::vector<std::unique_ptr<Command>> owned_;
 };
 
 }  // namespace xla::gpu
