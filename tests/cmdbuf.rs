@@ -1456,3 +1456,86 @@ impl Drop for OtherContext {
         }
     }
 }
+
+/// 300 random steps of single-node re-records (the same node at times twice in one update phase,
+/// so that its sites are removed by node twice before the grouping), a whole table given again
+/// while re-recording, and moves (the whole table, or lists in ascending or descending order):
+/// after each, every node reads its current source at its current place, so the sites kept
+/// once and the blob addresses by node stay in step with the records.
+#[test]
+fn random_rerecords_and_moves_keep_every_node_reading_its_current_source() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let mut r = common::rng::XorShift(0x1234_5678);
+    const X: usize = 5;
+    const K: usize = 6;
+    let mut xs: Vec<u64> = (0..X).map(|i| gpu.upload(&iota(1000.0 * i as f32))).collect();
+    let mut os: Vec<u64> = (0..K).map(|_| gpu.upload(&[0.0; N])).collect();
+    let table = |xs: &[u64], os: &[u64]| -> Vec<(u64, u64)> { xs.iter().chain(os.iter()).map(|&p| (p, BYTES)).collect() };
+    let cb = Cb::primary();
+    cb.set_allocs(&table(&xs, &os));
+    let mut src: Vec<usize> = (0..K).map(|k| k % X).collect();
+    let mut nodes = Vec::new();
+    for k in 0..K {
+        let n = if k % 3 == 2 {
+            cb.memcpy(&[], os[k], xs[src[k]], BYTES)
+        } else {
+            cb.kernel(&[], gpu.k.copy_u8, BYTES, &args::copy(os[k], xs[src[k]], BYTES))
+        };
+        nodes.push(n);
+    }
+    cb.finalize();
+    for step in 0..300 {
+        match r.below(4) {
+            0 => {
+                cb.begin_update();
+                if r.below(5) == 0 {
+                    cb.set_allocs(&table(&xs, &os));
+                }
+                for _ in 0..1 + r.below(4) {
+                    let k = r.below(K);
+                    src[k] = r.below(X);
+                    if k % 3 == 2 {
+                        ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, nodes[k], os[k], xs[src[k]], BYTES) });
+                    } else {
+                        cb.update_kernel(nodes[k], gpu.k.copy_u8, BYTES, &args::copy(os[k], xs[src[k]], BYTES));
+                    }
+                }
+                cb.finalize();
+            }
+            _ => {
+                let mut moves = Vec::new();
+                for j in 0..X + K {
+                    if r.below(3) == 0 {
+                        let old = if j < X { xs[j] } else { os[j - X] };
+                        let new = gpu.moved_copy(old, BYTES as usize);
+                        gpu.write(old, &[-7.0; N]);
+                        if j < X {
+                            xs[j] = new
+                        } else {
+                            os[j - X] = new
+                        }
+                        moves.push((j as u64, new));
+                    }
+                }
+                let rep = match r.below(3) {
+                    0 => cb.update_allocs(&table(&xs, &os)),
+                    1 => cb.move_allocs(&moves),
+                    _ => {
+                        moves.reverse();
+                        cb.move_allocs(&moves)
+                    }
+                };
+                assert_eq!(rep.needs_rerecord, 0, "step {step}");
+            }
+        }
+        for &o in &os {
+            gpu.write(o, &[0.0; N]);
+        }
+        cb.launch(&gpu);
+        for k in 0..K {
+            assert_eq!(gpu.read(os[k], N), gpu.read(xs[src[k]], N), "step {step} node {k} src {}", src[k]);
+        }
+    }
+    assert_eq!(cb.sites(), 2 * K, "one source and one destination site per kernel node, none left of a re-record");
+}

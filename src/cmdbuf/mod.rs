@@ -693,6 +693,7 @@ impl CmdBuf {
         // and sites keep no room to grow, and the address lookup's index, which a re-record
         // rebuilt, waits for the next one. Nothing to give back costs a comparison each.
         self.nodes.shrink_to_fit();
+        self.blob_bases.shrink();
         self.allocs.drop_index();
         self.patches.group();
         self.scratch.stamp_nodes(self.nodes.len());

@@ -304,6 +304,9 @@ impl NodeRecord {
         lists.add(known(&self.params.references()));
         match &self.params {
             Params::Kernel(k) => {
+                if k.opaque.is_some() {
+                    lists.add(Heap { bytes: std::mem::size_of::<References>() as u64, blocks: 1 });
+                }
                 lists.add(Heap::boxed(&k.pointers));
                 lists.add(Heap::boxed(&k.named));
                 (Heap::boxed(&k.blob[..]), k.blob.len() as u64, lists)

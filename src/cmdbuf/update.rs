@@ -111,6 +111,12 @@ impl BlobBases {
         self.0.truncate(nodes);
     }
 
+    /// Gives back the room `set` made to grow (at finalize, as the records do): doubling would
+    /// otherwise keep up to 8 bytes a node.
+    pub(super) fn shrink(&mut self) {
+        self.0.shrink_to_fit();
+    }
+
     pub(super) fn heap(&self) -> Heap {
         Heap::vec(&self.0)
     }
