@@ -37,9 +37,11 @@
 //        another shape) leaves the command buffer refusing launches, and CommandBufferThunk
 //        (RecordAgainAfterFailedUpdate, RecordInNewCommandBuffer) drops it and its commands'
 //        state and records this execution from scratch into a new one: exact, the launch made
-//        before the drop exact, and nothing of the old one left behind; a command buffer that
-//        holds a collective never flattens (its traced command a child graph node, updated as
-//        XLA updates its own), so this never happens to one;
+//        before the drop exact, and nothing of the old one left behind; a command buffer whose
+//        commands hold a collective is XLA's own from the start (CommandBufferThunk creates it
+//        with rocm_cmdbuf off for the thread: the library is never asked, no fallback counted;
+//        recorded and updated with the HIP graph API alone, exact), so none of this happens to
+//        one;
 //   0005 rocm_stream.cc: a failed rcb::StreamAcquire makes XLA create the stream itself
 //        (hipStreamCreateWithPriority); giving that stream back to the cache is
 //        RCB_STATUS_INVALID_HANDLE with the stream untouched, so XLA destroys it (no double
@@ -78,6 +80,9 @@
 #include "xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
 // The loader's own accounting (a library that cannot be used is a "load" fallback).
 #include "xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+// The thread's options, which CommandBufferThunk turns off to create XLA's own command buffer
+// for commands holding a collective.
+#include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
 
 #undef XLA_STREAM_EXECUTOR_ROCM_ROCM_CMDBUF_FALLBACK_H_
 
@@ -589,16 +594,15 @@ int32_t TraceCopies(void* user_data, void* stream) {
   return 0;
 }
 
-// One command buffer of the thunk: in → a, the traced command (a → b → c) flattened (or, in a
-// command buffer that holds a collective, `flatten` false: a child graph node), c → out;
+// One command buffer of the thunk: in → a, the traced command (a → b → c) flattened, c → out;
 // allocations {in, a, b, c, out, hidden}. The traced command's key also holds `hidden`, which
 // none of its nodes names (as a collective's work queue holds its buffers): new addresses
 // capture it again instead of relocating it. --xla_gpu_rocm_cmdbuf_update_in_place is off, so
 // every move is recorded again.
 class Flattened {
  public:
-  Flattened(Gpu& gpu, void* copy, std::vector<uint64_t>& addr, TracedCopies& traced, bool flatten = true)
-      : gpu_(gpu), copy_(copy), addr_(addr), traced_(traced), flatten_(flatten) {
+  Flattened(Gpu& gpu, void* copy, std::vector<uint64_t>& addr, TracedCopies& traced)
+      : gpu_(gpu), copy_(copy), addr_(addr), traced_(traced) {
     OK(rcb::TraceCache::Create(16, &cache_));  // a new command buffer has new trace caches
     OK(rcb::CmdBuf::Create(0, &cb_));
     OK(cb_.SetAllocations(Table()));
@@ -636,18 +640,13 @@ class Flattened {
     rcb_flatten_report report{};
     if (update) {
       if (fault_ != nullptr) CHECK(gpu_.SetFaults(fault_), "fault injection");
-      rcb::Status updated = flatten_ ? cb_.UpdateFlattenedChild(group_, nullptr, graph, &report)
-                                     : cb_.UpdateChildGraph(group_, graph);
+      rcb::Status updated = cb_.UpdateFlattenedChild(group_, nullptr, graph, &report);
       gpu_.SetFaults("");
       if (!updated.ok()) return updated;
       OK(cb_.UpdateKernel(last_, last.Launch(copy_)));
     } else {
-      if (flatten_) {
-        OK(cb_.AddFlattenedChild({&first_, 1}, nullptr, graph, &group_, &report));
-        CHECK(report.flattened == 1, "not flattened: %s", report.reason);
-      } else {
-        OK(cb_.AddChildGraph({&first_, 1}, graph, &group_));
-      }
+      OK(cb_.AddFlattenedChild({&first_, 1}, nullptr, graph, &group_, &report));
+      CHECK(report.flattened == 1, "not flattened: %s", report.reason);
       OK(cb_.AddKernel({&group_, 1}, last.Launch(copy_), &last_));
     }
     return rcb::Status();
@@ -661,7 +660,6 @@ class Flattened {
   void* copy_;
   std::vector<uint64_t>& addr_;
   TracedCopies& traced_;
-  const bool flatten_;
   rcb::TraceCache cache_;
   rcb::CmdBuf cb_;
   rcb_node first_ = 0, group_ = 0, last_ = 0;
@@ -732,39 +730,6 @@ void FailedFlattenedUpdate(Gpu& gpu, void* copy, void* sleep, const char* fault,
   for (uint64_t p : addr) gpu.Free(p);
   for (uint64_t p : retired) gpu.Free(p);
   std::printf("failed flattened update (%s): recorded again in a new command buffer, exact\n", what);
-}
-
-// A command buffer whose commands include a collective (se::CommandBuffer::HoldsCollectives)
-// never flattens: its traced command is a child graph node, updated as XLA updates its own
-// (hipGraphExecChildGraphNodeSetParams, which, like XLA's own path, takes a graph of the same
-// shape), and never left to be recorded again on one rank alone.
-void HoldsCollectives(Gpu& gpu, void* copy) {
-  std::vector<uint64_t> addr(6);
-  for (uint64_t& p : addr) p = gpu.Malloc(kBytes);
-  std::vector<uint64_t> retired;
-  TracedCopies traced{&gpu, copy, &addr};
-  auto run = [&](rcb::CmdBuf& cb, uint32_t seed) {
-    gpu.Write(addr[0], Pattern(seed).data(), kBytes);
-    for (size_t i = 1; i < addr.size(); ++i) gpu.Write(addr[i], Pattern(0).data(), kBytes);
-    OK(cb.Launch(gpu.stream()));
-    gpu.Sync();
-    return Holds(gpu, addr[4], seed);
-  };
-  {
-    Flattened held(gpu, copy, addr, traced, /*flatten=*/false);
-    CHECK_RESULT(run(held.cb(), 1), "holding a collective: first execution");
-    for (uint32_t step = 2; step <= 3; ++step) {
-      for (uint64_t& p : addr) {
-        retired.push_back(p);
-        p = gpu.Malloc(kBytes);
-      }
-      OK(held.Update());  // captured again: its key holds `hidden`
-      CHECK_RESULT(run(held.cb(), step), "holding a collective: step %u updated in place", step);
-    }
-  }
-  for (uint64_t p : addr) gpu.Free(p);
-  for (uint64_t p : retired) gpu.Free(p);
-  std::printf("holding a collective: the traced command a child graph node, updated, exact\n");
 }
 
 // The HIP graph API as XLA's own RocmCommandBuffer calls it (HIP only; ROCm 6 struct layouts).
@@ -1294,6 +1259,95 @@ void RecordAgain(Gpu& gpu, void* copy) {
         static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) - counted));
   std::printf("record again: a failed update, finalize or nested command buffer recorded into a new command "
               "buffer, then XLA's own, exact\n");
+}
+
+// A command buffer whose commands hold a collective (CommandsHoldCollectives, 0005) is XLA's own
+// from the start: CommandBufferThunk creates it with rocm_cmdbuf off for the thread
+// (ScopedXlaOwnIfCollectives), so RocmExecutor::CreateCommandBuffer's hook (RocmCmdbufRequested,
+// which reads CurrentRocmCmdbufOptions().command_buffers) never asks the library, and records it
+// the same way (ScopedXlaOwnRecord), so its nested command buffers are XLA's own too: no failure
+// of the library can reach it, and it is never recorded again on one rank alone. XLA's
+// RocmCommandBuffer records it with the HIP graph API alone: in → a, the traced command
+// (a → b → c, traced again for every new address set, as XLA's TracedCommandBuffer does) a child
+// graph node, c → out; every move updated in the executable graph (kernel and child graph node
+// setters), each step exact, no fallback counted.
+void HoldsCollectives(Gpu& gpu, void* copy) {
+  namespace se = stream_executor::gpu;
+  se::RocmCmdbufOptions module;
+  module.command_buffers = module.update_in_place = module.trace_cache = module.flatten_traced = true;
+  se::ScopedRocmCmdbufOptions for_the_module(module);
+  std::vector<long long> counted;
+  for (se::RocmCmdbufFallback kind : {se::RocmCmdbufFallback::kCreateCommandBuffer, se::RocmCmdbufFallback::kNode,
+                                      se::RocmCmdbufFallback::kTraceCache, se::RocmCmdbufFallback::kRecordAgain}) {
+    counted.push_back(se::RocmCmdbufFallbackCount(kind));
+  }
+  const uint64_t graphs = gpu.LiveCount("graph"), execs = gpu.LiveCount("exec");
+  {
+    const se::RocmCmdbufOptions off{};
+    se::ScopedRocmCmdbufOptions xla_own(off);
+    CHECK(!se::CurrentRocmCmdbufOptions().command_buffers,
+          "holding a collective: the library asked to create its command buffer");
+    HipGraphs hip(gpu);
+    std::vector<uint64_t> addr(5);
+    for (uint64_t& p : addr) p = gpu.Malloc(kBytes);
+    std::vector<uint64_t> retired;
+    uint64_t bytes = kBytes;
+    // RocmCommandBuffer's kernel node: kernelParams pointing at the packed arguments.
+    auto copy_params = [&](uint64_t& dst, uint64_t& src) {
+      return std::vector<void*>{&dst, &src, &bytes};
+    };
+    // The traced command, as its trace captures it: a → b → c.
+    auto traced = [&]() {
+      void* g = hip.Graph();
+      std::vector<void*> ab = copy_params(addr[2], addr[1]), bc = copy_params(addr[3], addr[2]);
+      void* first = hip.AddKernel(g, {}, HipGraphs::Kernel(copy, 256, ab));
+      hip.AddKernel(g, {first}, HipGraphs::Kernel(copy, 256, bc));
+      return g;
+    };
+    void* graph = hip.Graph();
+    std::vector<void*> in_a = copy_params(addr[1], addr[0]), c_out = copy_params(addr[4], addr[3]);
+    void* first = hip.AddKernel(graph, {}, HipGraphs::Kernel(copy, 256, in_a));
+    void* child_graph = traced();
+    void* child = hip.AddChild(graph, {first}, child_graph);
+    hip.Destroy(child_graph);
+    void* last = hip.AddKernel(graph, {child}, HipGraphs::Kernel(copy, 256, c_out));
+    void* exec = hip.Instantiate(graph);
+    auto run = [&](uint32_t seed) {
+      gpu.Write(addr[0], Pattern(seed).data(), kBytes);
+      for (size_t i = 1; i < addr.size(); ++i) gpu.Write(addr[i], Pattern(0).data(), kBytes);
+      hip.Launch(gpu, exec);
+      return Holds(gpu, addr[4], seed);
+    };
+    CHECK_RESULT(run(1), "holding a collective: first execution");
+    for (uint32_t step = 2; step <= 4; ++step) {
+      for (uint64_t& p : addr) {
+        retired.push_back(p);
+        p = gpu.Malloc(kBytes);
+      }
+      in_a = copy_params(addr[1], addr[0]);
+      c_out = copy_params(addr[4], addr[3]);
+      hip.SetKernel(exec, first, HipGraphs::Kernel(copy, 256, in_a));
+      void* again = traced();
+      hip.SetChild(exec, child, again);
+      hip.Destroy(again);
+      hip.SetKernel(exec, last, HipGraphs::Kernel(copy, 256, c_out));
+      CHECK_RESULT(run(step), "holding a collective: step %u, every allocation moved", step);
+    }
+    hip.ExecDestroy(exec);
+    hip.Destroy(graph);
+    for (uint64_t p : addr) gpu.Free(p);
+    for (uint64_t p : retired) gpu.Free(p);
+  }
+  CHECK(se::CurrentRocmCmdbufOptions().command_buffers, "the module's options are not restored");
+  size_t i = 0;
+  for (se::RocmCmdbufFallback kind : {se::RocmCmdbufFallback::kCreateCommandBuffer, se::RocmCmdbufFallback::kNode,
+                                      se::RocmCmdbufFallback::kTraceCache, se::RocmCmdbufFallback::kRecordAgain}) {
+    CHECK(se::RocmCmdbufFallbackCount(kind) == counted[i++], "holding a collective: a fallback counted");
+  }
+  CHECK(gpu.LiveCount("graph") == graphs && gpu.LiveCount("exec") == execs,
+        "holding a collective: graphs or executable graphs left behind");
+  std::printf("holding a collective: XLA's own command buffer (the library not asked), every move updated, "
+              "exact\n");
 }
 
 }  // namespace

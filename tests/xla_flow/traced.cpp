@@ -24,22 +24,25 @@
 // Only XLA's own traced commands (GEMM, cuBLASLt, cuDNN, convolution: UsesPlatformTraceCache in
 // 0005) go through the trace cache. A custom call keeps XLA's TracedCommandBuffer, as a
 // collective kernel does: an FFI handler may keep buffer addresses in device memory, which a
-// relocation would leave stale. It is recorded as the collective below: traced again for new
+// relocation would leave stale. It is recorded as the forked trace below: traced again for new
 // addresses into a nested command buffer, one child node, never flattened, every move of what it
 // uses refused.
 //
-// Then a command buffer that holds a collective (se::CommandBuffer::HoldsCollectives: 0005 marks
-// the command buffers of a command sequence with a collective, and never flattens into them): the
-// collective is recorded as CollectiveThunk::Record does, with no trace cache (not UsesPlatformTraceCache)
-// and traced on every record into a new nested command buffer (TraceCommandBufferFactory: Trace,
-// Finalize), which CreateClonedChildNode / UpdateClonedChildNode add or update as one child node
-// (AddChild / UpdateChild); the GEMM-like command goes through the trace cache into a child graph
-// node. The collective's trace forks onto a stream of its own and joins back as NCCL does (event
-// record and wait, an event wait node and an event record node on its serial event), so its graph
-// holds event nodes and the edges the fork and join make. Every step is exact (including those
-// that move the collective's buffers), the library refuses every move (the child node's graph
-// came from a capture), nothing is flattened or re-instantiated, and each record traces the
-// collective again and updates its child node in the executable graph.
+// A command buffer whose commands hold a collective is XLA's own from the start (0005:
+// CommandBufferThunk creates it with rocm_cmdbuf off for the thread), so the library records
+// none: fallbacks.cpp replays it with the HIP graph API alone. What the library still records is
+// a traced command that XLA's TracedCommandBuffer traces (a custom call, whose FFI handler may
+// issue RCCL calls of its own, which CommandsHoldCollectives cannot see), in a module without
+// --xla_gpu_rocm_cmdbuf_flatten_traced: traced (here on every record) into a new nested command
+// buffer (TraceCommandBufferFactory: Trace, Finalize), which CreateClonedChildNode /
+// UpdateClonedChildNode add or update as one child node (AddChild / UpdateChild); the GEMM-like
+// command goes through the trace cache into a child graph node. The custom call's trace forks
+// onto a stream of its own and joins back as NCCL does (event record and wait, an event wait node
+// and an event record node on NCCL's serial event), so its graph holds event nodes and the edges
+// the fork and join make. Every step is exact (including those that move the traced command's
+// buffers), the library refuses every move (the child node's graph came from a capture), nothing
+// is flattened or re-instantiated, and each record traces the command again and updates its child
+// node in the executable graph.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -314,7 +317,7 @@ void Run(const Options& o) {
   CHECK(in_place == (expect_in_place ? kSteps : 0), "%s: %d of %d steps in place", o.name, in_place, kSteps);
 }
 
-// The collective of a command buffer that holds one: a3 = a2 on the user's stream, then, as NCCL
+// The forked trace (a custom call issuing RCCL): a3 = a2 on the user's stream, then, as NCCL
 // issues a collective into a capture (ncclStrongStreamAcquire / Release, v2.28.9 strongstream.cc),
 // its own stream brought into the capture with no dependencies, an event wait node on its serial
 // event (what cudaStreamWaitEvent(..., cudaEventWaitExternal) adds), a wait for the user's stream,
@@ -374,11 +377,11 @@ bool IsForkedCollective(void* graph) {
          gpu->Dependencies(copy).empty();
 }
 
-// The command buffer thunk over add(a1 = a0 + a0) → gemm → collective → add(a4 = a3 + a0), its
-// command buffer marked HoldsCollectives: no traced command is flattened into it.
-class HoldsCollectivesFlow {
+// The command buffer thunk over add(a1 = a0 + a0) → gemm → forked trace → add(a4 = a3 + a0), in
+// a module without --xla_gpu_rocm_cmdbuf_flatten_traced: no traced command is flattened into it.
+class ForkedTraceFlow {
  public:
-  explicit HoldsCollectivesFlow(Buffers& b) : b_(b) {
+  explicit ForkedTraceFlow(Buffers& b) : b_(b) {
     OK(rcb::TraceCache::Create(kTraceCacheSize, &gemm_cache_));
     gemm_.buffers = &b_;
     coll_.side = gpu->NewStream();
@@ -429,7 +432,7 @@ class HoldsCollectivesFlow {
       OK(cb_.AddKernel({}, Launch(k.add, add1, 4), &k1_));
     }
     // The GEMM: PlatformTraceCache::GetOrTrace, then CreateClonedChildNode / UpdateClonedChildNode,
-    // which never flatten into a command buffer that HoldsCollectives.
+    // which never flatten without --xla_gpu_rocm_cmdbuf_flatten_traced.
     std::vector<rcb_allocation> key;
     for (int i : gemm_.uses) key.push_back({b_.addr[i], kBytes});
     void* graph = nullptr;
@@ -440,9 +443,9 @@ class HoldsCollectivesFlow {
     } else {
       OK(cb_.AddChildGraph({&k1_, 1}, graph, &gemm_node_));
     }
-    // The collective: CollectiveThunk::Record traces it again on every record into a new nested
-    // command buffer (TraceCommandBufferFactory::Create: Trace, which is CaptureBegin, the trace
-    // and CaptureEnd; then Finalize) and drops that command buffer once it is recorded.
+    // The forked trace: TracedCommandBuffer traces it (here on every record, as for addresses it
+    // has not kept) into a new nested command buffer (TraceCommandBufferFactory::Create: Trace,
+    // which is CaptureBegin, the trace and CaptureEnd; then Finalize), dropped once recorded.
     {
       rcb::CmdBuf nested;
       OK(rcb::CmdBuf::CreateNested(0, &nested));
@@ -478,13 +481,13 @@ rcb_counters CmdBufCounters(rcb::CmdBuf& cb) {
   return c;
 }
 
-void RunHoldsCollectives() {
-  const char* name = "a command buffer holding a collective whose graph holds event nodes";
+void RunForkedTrace() {
+  const char* name = "a traced command whose graph holds event nodes, as a child node";
   Buffers b;
   std::mt19937 rng(11);
   uint64_t captures_before = gpu->CallCount("hipStreamEndCapture");
   uint64_t child_sets_before = gpu->CallCount("hipGraphExecChildGraphNodeSetParams");
-  HoldsCollectivesFlow flow(b);
+  ForkedTraceFlow flow(b);
   // The template: add, the GEMM's child node, the collective's child node, add; the collective's
   // child graph is its capture, event nodes and edges included.
   void* graph = nullptr;
@@ -532,7 +535,7 @@ void RunHoldsCollectives() {
     CHECK(moves.empty() || (report.needs_rerecord == 1 && report.patched_sites == 0),
           "%s: step %d: a move in place (%llu sites patched)", name, step,
           static_cast<unsigned long long>(report.patched_sites));
-    CHECK(flow.CollectiveTraces() == traces + (moves.empty() ? 0 : 1), "%s: step %d: %d traces of the collective",
+    CHECK(flow.CollectiveTraces() == traces + (moves.empty() ? 0 : 1), "%s: step %d: %d traces of the forked trace",
           name, step, flow.CollectiveTraces() - traces);
     // Nothing flattened into it: its nodes are still the four recorded, and its sites the two
     // adds' pointers.
@@ -544,7 +547,7 @@ void RunHoldsCollectives() {
   rcb_counters c = CmdBufCounters(flow.cb());
   uint64_t child_sets = gpu->CallCount("hipGraphExecChildGraphNodeSetParams") - child_sets_before;
   uint64_t captures = gpu->CallCount("hipStreamEndCapture") - captures_before;
-  std::printf("%s: %d steps exact, %d with moves, each refused and recorded again; the collective traced %d "
+  std::printf("%s: %d steps exact, %d with moves, each refused and recorded again; the forked trace traced %d "
               "times, the GEMM %d; %llu instantiation(s), %llu refusal(s) for references",
               name, kSteps, moving, flow.CollectiveTraces(), flow.GemmTraces(),
               static_cast<unsigned long long>(c.instantiations),
@@ -554,7 +557,7 @@ void RunHoldsCollectives() {
                 static_cast<unsigned long long>(captures));
   }
   std::printf("\n");
-  CHECK(flow.CollectiveTraces() == 1 + moving && flow.GemmTraces() == 1, "%s: %d collective traces, %d GEMM traces",
+  CHECK(flow.CollectiveTraces() == 1 + moving && flow.GemmTraces() == 1, "%s: %d forked traces, %d GEMM traces",
         name, flow.CollectiveTraces(), flow.GemmTraces());
   // Updated in place in the executable graph: one instantiation, no address update.
   CHECK(c.instantiations == 1 && c.reinstantiations == 0 && c.address_updates == 0,
@@ -565,7 +568,7 @@ void RunHoldsCollectives() {
         "%s: %llu moves refused for references, %d steps moved", name,
         static_cast<unsigned long long>(c.fallbacks[RCB_FALLBACK_OPAQUE_REFERENCE]), moving);
   if (gpu->cuda()) {
-    Skipped("the child-graph sets and captures of a command buffer holding a collective",
+    Skipped("the child-graph sets and captures of a traced command whose graph holds event nodes",
             "the software GPU's call counters");
   } else {
     // Each record gives both child nodes their new graph in the executable graph; every trace is
@@ -592,6 +595,6 @@ int main() {
   Run({"flattened traced commands and a kernelParams kernel", true, true});
   gpu->SetLatency("");
   Run({"a cuDNN graph whose key holds an allocation no node names, as child graph nodes", false, false, true});
-  RunHoldsCollectives();
+  RunForkedTrace();
   return Finish("xla_flow traced");
 }

@@ -21,6 +21,14 @@ class DeviceAddressBase {
   uint64_t size_;
 };
 
+// As XLA's: a typed device address, which KernelArgsPackedArray packs as its `ElemT*`.
+template <typename ElemT>
+class DeviceAddress final : public DeviceAddressBase {
+ public:
+  explicit DeviceAddress(ElemT* opaque = nullptr, uint64_t size = 0) : DeviceAddressBase(opaque, size) {}
+  ElemT* base() const { return static_cast<ElemT*>(opaque()); }
+};
+
 class DeviceAddressAllocator;
 
 }  // namespace stream_executor

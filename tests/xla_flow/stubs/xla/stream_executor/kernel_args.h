@@ -55,6 +55,41 @@ class KernelArgsPackedArrayBase : public KernelArgs {
   virtual absl::Span<const void* const> argument_addresses() const = 0;
 };
 
+// As XLA's: how add_argument(const T&) packs an argument. A POD by value; a typed device address
+// (DeviceAddress<T>) as its T*, not recorded as a device address.
+template <typename T>
+struct KernelArgPacking {
+  using Type = T;
+  static Type Pack(const T& arg) { return arg; }
+};
+
+template <typename T>
+struct KernelArgPacking<DeviceAddress<T>> {
+  using Type = T*;
+  static T* Pack(const DeviceAddress<T> addr) { return addr.base(); }
+};
+
+template <>
+struct KernelArgPacking<const DeviceAddressBase*> {
+  using Type = void*;
+  static void* Pack(const DeviceAddressBase* addr) { return addr->opaque(); }
+};
+
+// As XLA's: a hidden POD's bytes, passed by value.
+class PackedKernelArg {
+ public:
+  // XLA's takes an absl::FunctionRef<void(absl::Span<char>)>; the same callers compile here.
+  template <typename Initializer>
+  PackedKernelArg(size_t size_bytes, Initializer initialize) : storage_(size_bytes) {
+    initialize(absl::MakeSpan(storage_));
+  }
+  void* data() { return storage_.data(); }
+  size_t size_bytes() const { return storage_.size(); }
+
+ private:
+  std::vector<char> storage_;
+};
+
 namespace internal {
 
 template <typename Packed>
@@ -66,10 +101,22 @@ struct PackedArg final : PackedArgBase {
   Packed packed_arg;
 };
 
+template <>
+struct PackedArg<PackedKernelArg> : PackedArgBase {
+  explicit PackedArg(PackedKernelArg packed_arg) : packed_arg(std::move(packed_arg)) {}
+  void* argument_address() final { return packed_arg.data(); }
+  int64_t size() const final { return static_cast<int64_t>(packed_arg.size_bytes()); }
+  PackedKernelArg packed_arg;
+};
+
+template <typename T>
+PackedArg(T) -> PackedArg<T>;
+
 }  // namespace internal
 
-// As XLA's: POD arguments packed by value, device addresses as their pointer, each kept in a
-// packed argument of its own whose address is the argument's.
+// As XLA's: POD arguments packed by value (KernelArgPacking), device addresses as their pointer
+// (internal::PackedArg<void*>, recorded in device_addr_args()), a PackedKernelArg as its bytes,
+// each kept in a packed argument of its own whose address is the argument's.
 class KernelArgsPackedArray : public KernelArgsPackedArrayBase, public PackableKernelArgs {
  public:
   explicit KernelArgsPackedArray(size_t num_args) {
@@ -79,14 +126,19 @@ class KernelArgsPackedArray : public KernelArgsPackedArrayBase, public PackableK
   KernelArgsPackedArray(const KernelArgsPackedArray&) = delete;
   KernelArgsPackedArray& operator=(const KernelArgsPackedArray&) = delete;
 
+  void add_argument(PackedKernelArg arg) {
+    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg(std::move(arg)));
+    argument_addresses_.push_back(emplaced->argument_address());
+  }
   template <typename T>
   void add_argument(const T& arg) {
-    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg<T>(arg));
+    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg(KernelArgPacking<T>::Pack(arg)));
     argument_addresses_.push_back(emplaced->argument_address());
   }
   void add_argument(const DeviceAddressBase& arg) {
     device_addr_args_.emplace_back(arg.opaque());
-    auto& emplaced = packed_args_.emplace_back(new internal::PackedArg<const void*>(arg.opaque()));
+    auto& emplaced = packed_args_.emplace_back(
+        new internal::PackedArg(KernelArgPacking<const DeviceAddressBase*>::Pack(&arg)));
     argument_addresses_.push_back(emplaced->argument_address());
   }
   void add_shared_bytes(size_t number_of_bytes) { shared_memory_bytes_ += number_of_bytes; }
