@@ -24,8 +24,11 @@
 //   0005 RecordAgainIfFailed: a library update that fails marks the command buffer and the thunk
 //        records the execution into a new one (exact); a first finalize that fails there and
 //        again in the retry is recorded into XLA's own command buffer (exact); a nested command
-//        buffer that cannot take a refused node even as a raw child graph fails its primary's
-//        record, which is recorded again into a new command buffer (exact); each counted;
+//        buffer that cannot take a refused node even as a raw child graph, or whose capture
+//        (Trace) the library cannot begin or end, fails its primary's record, which is recorded
+//        again into a new command buffer (exact); a launch the library fails is that
+//        execution's error and the next execution is recorded into a new one (exact); each
+//        counted;
 //   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
 //        setter fails part-way) is refused, launches stay refused, and XLA's recording path
 //        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
@@ -1141,7 +1144,8 @@ void LaterCreateFails(Gpu& gpu, void* copy) {
 // (RecordAgainIfFailed, 0005): the command buffer refuses launches and CommandBufferThunk
 // records the execution from scratch into a new one (RecordInNewCommandBuffer), the library's;
 // where the library fails that record too (its instantiation), once more into XLA's own.
-void RecordAgain(Gpu& gpu, void* copy) {
+// `stream`: the stream a traced command is captured on.
+void RecordAgain(Gpu& gpu, void* copy, void* stream) {
   namespace se = created_first::stream_executor::gpu;
   HipGraphs hip(gpu);
   const int64_t counted = se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain);
@@ -1254,11 +1258,71 @@ void RecordAgain(Gpu& gpu, void* copy) {
                  static_cast<unsigned long long>(wrote));
     gpu.Free(out);
   }
-  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 4,
+  {
+    // A traced command (XLA's CommandBuffer::Trace into a nested command buffer) whose capture
+    // the library cannot begin, or end: the nested command buffer returns the error, which fails
+    // the record of the primary around it and marks that primary (the thread's record,
+    // ScopedRocmCmdbufRecord); the execution is recorded into a new command buffer, whose traced
+    // command captures in → a → b.
+    std::vector<rcb_allocation> table = chain.Table();
+    auto record = [&](rcb::CmdBuf& primary, rcb::CmdBuf& nested, const char* fault) -> rcb::Status {
+      OK(rcb::CmdBuf::Create(0, &primary));
+      OK(rcb::CmdBuf::CreateNested(0, &nested));
+      if (fault != nullptr) CHECK(gpu.SetFaults(fault), "fault injection");
+      rcb::Status traced = nested.CaptureBegin(stream);
+      if (traced.ok()) {
+        CopyArgs ia{table[1].base, table[0].base, kBytes}, ab{table[2].base, table[1].base, kBytes};
+        gpu.LaunchPacked(copy, 1, 256, &ia, sizeof ia, stream);
+        gpu.LaunchPacked(copy, 1, 256, &ab, sizeof ab, stream);
+        traced = nested.CaptureEnd();
+      }
+      gpu.SetFaults("");
+      if (!traced.ok()) return traced;  // RecordAgainIfFailed of the nested command buffer
+      OK(nested.Finalize());
+      rcb_node child = 0, last = 0;
+      OK(primary.AddChild({}, nested, &child));
+      CopyKernel to_out(table[3].base, table[2].base);
+      OK(primary.AddKernel({&child, 1}, to_out.Launch(copy), &last));
+      return primary.Finalize();
+    };
+    const struct {
+      const char* fault;
+      const char* what;
+    } capture_faults[] = {{"hipStreamBeginCapture:1", "Failed to begin stream capture"},
+                          {"hipStreamEndCapture:1", "Failed to end stream capture"}};
+    for (const auto& failure : capture_faults) {
+      {
+        // Freed with the failed record, as XLA frees the nested command buffer whose Trace
+        // failed: a capture whose end failed is ended by the free.
+        rcb::CmdBuf primary, nested;
+        marked(record(primary, nested, failure.fault), failure.what);
+      }
+      rcb::CmdBuf fresh, fresh_nested;
+      OK(record(fresh, fresh_nested, nullptr));
+      CHECK_RESULT(chain.Run(fresh, 26), "a traced command whose capture failed (%s): recorded again in a new "
+                   "command buffer", failure.fault);
+    }
+  }
+  {
+    // A launch the library fails (rcb_cmdbuf_launch: the runtime's graph launch fails): that
+    // execution's error, as XLA's failed hipGraphLaunch is, and the command buffer marked; the
+    // next execution records its commands from scratch into a new one.
+    rcb::CmdBuf cb;
+    OK(record(cb));
+    CHECK(gpu.SetFaults("hipGraphLaunch:1"), "fault injection");
+    rcb::Status launched = cb.Launch(gpu.stream());
+    gpu.SetFaults("");
+    marked(launched, "Failed to launch HIP graph");
+    rcb::CmdBuf fresh;
+    OK(record(fresh));
+    CHECK_RESULT(chain.Run(fresh, 25), "recorded again at the next execution after a failed launch");
+  }
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 7,
         "%lld record-again fallbacks counted",
         static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) - counted));
-  std::printf("record again: a failed update, finalize or nested command buffer recorded into a new command "
-              "buffer, then XLA's own, exact\n");
+  std::printf("record again: a failed update, finalize, nested command buffer (a refused node, a capture's "
+              "begin or end) recorded into a new command buffer, then XLA's own, and a failed launch at the next "
+              "execution, exact\n");
 }
 
 // A command buffer whose commands hold a collective (CommandsHoldCollectives, 0005) is XLA's own
@@ -1369,7 +1433,7 @@ int main() {
   CreateOnce(gpu, copy);
   RefusedNodes(gpu, copy, gpu.Function("rcb_test_wide_args_u64"));
   LaterCreateFails(gpu, copy);
-  RecordAgain(gpu, copy);
+  RecordAgain(gpu, copy, stream);
   FailedMove(gpu, copy);
   RefusedTable(gpu, copy);
   FailedFlattenedUpdate(gpu, copy, sleep, "hipGraphExecKernelNodeSetParams:2", "an exec setter fails part-way");
