@@ -7,7 +7,9 @@
 # again where the library cannot be opened, where the file found lacks its functions and where
 # its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
 # built with the file each tests against the same stand-ins and GoogleTest, and run the same way;
-# gtest_skips.cc, linked into each, prints a SKIPPED line for every test that skips.
+# gtest_skips.cc, linked into each, prints a SKIPPED line for every test that skips. Each runs
+# shuffled (--gtest_shuffle, as XLA runs its tests), also built without ROCM_CMDBUF_AVAILABLE as
+# XLA's default build compiles it, and fails when it ran no case unless its BUILD target allows it.
 # First checks that the loader's table has every function
 # of include/rocm_cmdbuf.h. With
 # --build-only OUT_DIR it only builds the plain binaries, as OUT_DIR/xla_flow-<name> (ci/gpu.sh
@@ -79,9 +81,12 @@ xla_test_variants() { # TEST: lines "SUFFIX FLAGS"
 build_xla_test() { # OUT_FILE TEST EXTRA_FLAGS...
     local exe=$1 test=$2
     shift 2
-    # shellcheck disable=SC2046 # the extra files and defines split into words
+    local extra
+    extra=$(xla_test_extra "$test")
+    [ -z "${NO_ROCM_CMDBUF:-}" ] || extra=${extra//-DROCM_CMDBUF_AVAILABLE=1/}
+    # shellcheck disable=SC2086 # the extra files and defines split into words
     g++ "${flags[@]}" -O1 "$@" -o "$exe" "$patched/$test" "$patched/${test%_test.cc}.cc" \
-        $(xla_test_extra "$test") "$here/gtest_skips.cc" -lgmock -lgtest_main -lgtest "${link[@]}"
+        $extra "$here/gtest_skips.cc" -lgmock -lgtest_main -lgtest "${link[@]}"
 }
 
 if [ -n "$build_only" ]; then
@@ -123,6 +128,25 @@ for p in "${programs[@]}"; do
         run "$out/$exe"
     done
 done
+# Whether the test's BUILD target in the series says fail_if_no_test_linked = False: XLA's
+# xla_cc_test otherwise passes --gtest_fail_if_no_test_linked, which Debian's GoogleTest (1.12)
+# lacks, so run_xla_test counts the cases that ran instead.
+may_link_no_test() { # TEST
+    sed -n "/^+    name = \"$(basename "$1" .cc)\",\$/,/^+)\$/p" "$root"/xla-patches/*.patch |
+        grep -q '^+    fail_if_no_test_linked = False,'
+}
+run_xla_test() { # EXE TEST: shuffled, as XLA's test runner does
+    local log cases
+    log=$(mktemp)
+    run "$1" --gtest_shuffle | tee "$log"
+    cases=$(sed -n 's/^\[==========\] \([0-9]*\) tests\? from .* ran\..*/\1/p' "$log")
+    rm -f "$log"
+    [ -n "$cases" ] || { echo "$1: no GoogleTest summary"; return 1; }
+    if [ "$cases" -eq 0 ] && ! may_link_no_test "$2"; then
+        echo "$1 ran no test, which XLA's --gtest_fail_if_no_test_linked fails"
+        return 1
+    fi
+}
 for t in "${xla_tests[@]}"; do
     while read -r suffix variant; do
         name=xla_flow-xla_test-$(basename "$t" .cc)$suffix
@@ -131,9 +155,17 @@ for t in "${xla_tests[@]}"; do
         # shellcheck disable=SC2086
         build_xla_test "$out/$name-asan" "$t" $variant -fsanitize=address,undefined -fno-omit-frame-pointer \
             -fno-sanitize-recover=undefined
-        for exe in "$name" "$name-asan"; do
+        builds=("$name" "$name-asan")
+        # As XLA builds it by default (ROCM_CMDBUF_PATH unset): without ROCM_CMDBUF_AVAILABLE,
+        # so that the cases for a build without the library compile and run. Plain only.
+        if xla_test_extra "$t" | grep -q ROCM_CMDBUF_AVAILABLE; then
+            # shellcheck disable=SC2086
+            NO_ROCM_CMDBUF=1 build_xla_test "$out/$name-no-library" "$t" $variant
+            builds+=("$name-no-library")
+        fi
+        for exe in "${builds[@]}"; do
             echo "== $exe ($t, software GPU)"
-            run "$out/$exe"
+            run_xla_test "$out/$exe" "$t"
         done
     done < <(xla_test_variants "$t")
 done

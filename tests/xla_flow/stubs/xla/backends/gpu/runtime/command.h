@@ -12,22 +12,12 @@
 #include "absl/types/span.h"
 #include "xla/backends/gpu/runtime/command_state.h"
 #include "xla/backends/gpu/runtime/thunk.h"
+#include "xla/runtime/buffer_use.h"
 #include "xla/service/buffer_assignment.h"
 #include "xla/shape.h"
 #include "xla/stream_executor/command_buffer.h"
 
 namespace xla::gpu {
-
-class BufferUse {
- public:
-  explicit BufferUse(BufferAllocation::Slice slice) : slice_(slice) {}
-  static BufferUse Read(BufferAllocation::Slice slice, Shape) { return BufferUse(slice); }
-  static BufferUse Write(BufferAllocation::Slice slice, Shape) { return BufferUse(slice); }
-  const BufferAllocation::Slice& slice() const { return slice_; }
-
- private:
-  BufferAllocation::Slice slice_;
-};
 
 class Command : public Thunk {
  public:
