@@ -38,7 +38,5 @@ class Line {
   } else                                                                                \
     LOG(severity)
 #define VLOG(level) ::xla_flow_log::Line("VLOG" #level)
-// Every verbose level is on: VLOG keeps its lines too.
-#define VLOG_IS_ON(level) true
 
 #endif  // XLA_FLOW_STUB_ABSL_LOG_LOG_H_
