@@ -21,12 +21,17 @@ class DeviceAddressBase {
   uint64_t size_;
 };
 
-// As XLA's: a typed device address, which KernelArgsPackedArray packs as its `ElemT*`.
+// As XLA's: a typed device address, which KernelArgsPackedArray packs as its `ElemT*`. As in
+// XLA, the constructor from an address and a byte size is protected: MakeFromByteSize names it.
 template <typename ElemT>
 class DeviceAddress final : public DeviceAddressBase {
  public:
-  explicit DeviceAddress(ElemT* opaque = nullptr, uint64_t size = 0) : DeviceAddressBase(opaque, size) {}
+  DeviceAddress() : DeviceAddressBase(nullptr, 0) {}
+  static DeviceAddress<ElemT> MakeFromByteSize(void* opaque, uint64_t bytes) { return DeviceAddress<ElemT>(opaque, bytes); }
   ElemT* base() const { return static_cast<ElemT*>(opaque()); }
+
+ protected:
+  DeviceAddress(void* opaque, uint64_t size) : DeviceAddressBase(opaque, size) {}
 };
 
 class DeviceAddressAllocator;

@@ -59,6 +59,7 @@ class KernelArgsPackedArrayBase : public KernelArgs {
 // (DeviceAddress<T>) as its T*, not recorded as a device address.
 template <typename T>
 struct KernelArgPacking {
+  static_assert(!std::is_pointer_v<T>, "cannot pass raw pointer to the device");
   using Type = T;
   static Type Pack(const T& arg) { return arg; }
 };

@@ -18,7 +18,12 @@ namespace xla::gpu {
 class Thunk {
  public:
   enum Kind {
+    kAllGather,
+    kAllReduce,
+    kAllToAll,
+    kCollectiveBroadcast,
     kCollectiveKernel,
+    kCollectivePermute,
     kCommand,
     kCommandBuffer,
     kConvolution,
@@ -26,7 +31,12 @@ class Thunk {
     kCuDnn,
     kCustomCall,
     kGemm,
+    kGroup,
     kKernel,
+    kRaggedAllToAll,
+    kRecv,
+    kReduceScatter,
+    kSend,
   };
 
   struct ExecuteParams {
@@ -42,7 +52,24 @@ class Thunk {
   Thunk(Kind kind, ThunkInfo) : kind_(kind) {}
   virtual ~Thunk() = default;
   Kind kind() const { return kind_; }
-  virtual bool IsCollective() const { return false; }
+  // Not virtual in XLA: a switch on the kind (thunk.cc), so a test command cannot override it.
+  bool IsCollective() const {
+    switch (kind_) {
+      case kAllGather:
+      case kAllReduce:
+      case kAllToAll:
+      case kCollectiveBroadcast:
+      case kCollectivePermute:
+      case kGroup:
+      case kRaggedAllToAll:
+      case kRecv:
+      case kReduceScatter:
+      case kSend:
+        return true;
+      default:
+        return false;
+    }
+  }
 
   virtual absl::Status WalkNested(ConstWalker pre_order, ConstWalker post_order) const {
     absl::Status status = pre_order(this);
