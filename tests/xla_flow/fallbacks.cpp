@@ -27,8 +27,10 @@
 //        buffer that cannot take a refused node even as a raw child graph, or whose capture
 //        (Trace) the library cannot begin or end, fails its primary's record, which is recorded
 //        again into a new command buffer (exact); a launch the library fails is that
-//        execution's error and the next execution is recorded into a new one (exact); each
-//        counted;
+//        execution's error and the next execution is recorded into a new one (exact); a launch
+//        the library refuses before enqueueing anything (nodes a failed move left unsent;
+//        LaunchEnqueuedNothing) runs nothing, and the execution is recorded into a new one and
+//        launched in its place (SubmitOrRecordAgain, exact); each counted;
 //   0004 RocmCmdbufCommandBuffer::MoveAllocations: a move the library leaves half done (an exec
 //        setter fails part-way) is refused, launches stay refused, and XLA's recording path
 //        (SetAllocations, BeginUpdate, every command updated, Finalize) gives exact results;
@@ -86,6 +88,9 @@
 // The thread's options, which CommandBufferThunk turns off to create XLA's own command buffer
 // for commands holding a collective.
 #include "xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
+// Whether a failed launch enqueued nothing (LaunchEnqueuedNothing, 0005), which
+// CommandBufferThunk::SubmitOrRecordAgain asks before it records and launches again.
+#include "xla/stream_executor/rocm/rocm_cmdbuf_bridge.cc"
 
 #undef XLA_STREAM_EXECUTOR_ROCM_ROCM_CMDBUF_FALLBACK_H_
 
@@ -506,13 +511,19 @@ class Chain {
     }
     return moves;
   }
-  // Fresh input, garbage elsewhere; launches `cb` and checks that the output is the input.
-  bool Run(rcb::CmdBuf& cb, uint32_t seed) {
+  // Fresh input, garbage elsewhere.
+  void Fill(uint32_t seed) {
     gpu_.Write(addr_[0], Pattern(seed).data(), kBytes);
     for (size_t i = 1; i < addr_.size(); ++i) gpu_.Write(addr_[i], Pattern(0).data(), kBytes);
+  }
+  // Whether the output holds the input of `seed` (once the stream is synchronized).
+  bool Holds(uint32_t seed) const { return ::Holds(gpu_, addr_[3], seed); }
+  // Fill, then launches `cb` and checks that the output is the input.
+  bool Run(rcb::CmdBuf& cb, uint32_t seed) {
+    Fill(seed);
     OK(cb.Launch(gpu_.stream()));
     gpu_.Sync();
-    return Holds(gpu_, addr_[3], seed);
+    return Holds(seed);
   }
 
  private:
@@ -1304,25 +1315,57 @@ void RecordAgain(Gpu& gpu, void* copy, void* stream) {
     }
   }
   {
-    // A launch the library fails (rcb_cmdbuf_launch: the runtime's graph launch fails): that
-    // execution's error, as XLA's failed hipGraphLaunch is, and the command buffer marked; the
-    // next execution records its commands from scratch into a new one.
+    // A launch the library fails (rcb_cmdbuf_launch: the runtime's graph launch fails, which
+    // may have queued part of its work, so LaunchEnqueuedNothing is false): that execution's
+    // error, as XLA's failed hipGraphLaunch is, and the command buffer marked; the next
+    // execution records its commands from scratch into a new one.
     rcb::CmdBuf cb;
     OK(record(cb));
     CHECK(gpu.SetFaults("hipGraphLaunch:1"), "fault injection");
     rcb::Status launched = cb.Launch(gpu.stream());
     gpu.SetFaults("");
     marked(launched, "Failed to launch HIP graph");
+    CHECK_CONTRACT(!stream_executor::gpu::rocm_cmdbuf::LaunchEnqueuedNothing(launched),
+                   "a failed graph launch (%s) taken as enqueueing nothing", launched.ToString().c_str());
     rcb::CmdBuf fresh;
     OK(record(fresh));
     CHECK_RESULT(chain.Run(fresh, 25), "recorded again at the next execution after a failed launch");
   }
-  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 7,
+  {
+    // A launch the library refuses before enqueueing anything (rcb_cmdbuf_launch on nodes that
+    // a move failing part-way left unsent: RCB_STATUS_INVALID_STATE, LaunchEnqueuedNothing):
+    // nothing of the execution ran, so CommandBufferThunk::SubmitOrRecordAgain records it from
+    // scratch into a new command buffer and launches that one in the same execution.
+    rcb::CmdBuf cb;
+    OK(record(cb));
+    CHECK_RESULT(chain.Run(cb, 27), "first execution");
+    std::vector<rcb_allocation_move> moves = chain.MoveAll();
+    CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
+    rcb_update_report report{};
+    rcb::Status moved = cb.MoveAllocations(moves, &report);
+    gpu.SetFaults("");
+    CHECK(!moved.ok() || report.needs_rerecord == 1, "the injected fault left the move in place: %s",
+          moved.ToString().c_str());
+    chain.Fill(28);
+    rcb::Status launched = cb.Launch(gpu.stream());
+    marked(launched, "Failed to launch HIP graph");
+    CHECK_CONTRACT(stream_executor::gpu::rocm_cmdbuf::LaunchEnqueuedNothing(launched),
+                   "a launch refused before the runtime (%s) not taken as enqueueing nothing",
+                   launched.ToString().c_str());
+    gpu.Sync();
+    CHECK_CONTRACT(chain.Holds(0), "the refused launch ran");
+    rcb::CmdBuf fresh;
+    OK(record(fresh));
+    OK(fresh.Launch(gpu.stream()));
+    gpu.Sync();
+    CHECK_RESULT(chain.Holds(28), "a refused launch: recorded again and launched in the same execution");
+  }
+  CHECK(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) == counted + 8,
         "%lld record-again fallbacks counted",
         static_cast<long long>(se::RocmCmdbufFallbackCount(se::RocmCmdbufFallback::kRecordAgain) - counted));
   std::printf("record again: a failed update, finalize, nested command buffer (a refused node, a capture's "
-              "begin or end) recorded into a new command buffer, then XLA's own, and a failed launch at the next "
-              "execution, exact\n");
+              "begin or end) recorded into a new command buffer, then XLA's own, a failed launch at the next "
+              "execution, and a launch refused before anything was enqueued in the same execution, exact\n");
 }
 
 // A command buffer whose commands hold a collective (CommandsHoldCollectives, 0005) is XLA's own

@@ -33,10 +33,11 @@ git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_move_log*' \
     --include='xla/stream_executor/rocm/mock_rocm_cmdbuf_command_buffer.h' \
     --include='xla/backends/gpu/runtime/command_buffer_allocation_moves*' \
     "$patches/0004-rocm_cmdbuf-update-in-place.patch"
-# 0005 extends the interface and its mock, and adds the trace cache's hooks and the stream hooks,
-# each with its test.
+# 0005 extends the interface and its mock and the bridge (LaunchEnqueuedNothing, with a case of its
+# test), and adds the trace cache's hooks and the stream hooks, each with its test.
 git apply --include='xla/stream_executor/rocm/rocm_cmdbuf_interface.h' \
     --include='xla/stream_executor/rocm/mock_rocm_cmdbuf_command_buffer.h' \
+    --include='xla/stream_executor/rocm/rocm_cmdbuf_bridge*' \
     --include='xla/backends/gpu/runtime/command_buffer_trace_cache*' \
     --include='xla/stream_executor/rocm/rocm_cmdbuf_streams*' \
     "$patches/0005-rocm_cmdbuf-traced-commands-and-streams.patch"

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +57,21 @@ class SoftwareGpuStream : public Stream {
   absl::Status BlockHostUntilDone() override {
     return Hip::Check(hip_.Sym<int (*)(void*)>("hipStreamSynchronize")(stream_),
                       "hipStreamSynchronize");
+  }
+  // hipLaunchHostFunc, the callback's status dropped (XLA's ROCm stream logs it).
+  absl::Status DoHostCallbackWithStatus(
+      absl::AnyInvocable<absl::Status() &&> callback) override {
+    using Callback = absl::AnyInvocable<absl::Status() &&>;
+    auto* held = new Callback(std::move(callback));
+    void (*run)(void*) = [](void* data) {
+      Callback* callback = static_cast<Callback*>(data);
+      (void)std::move(*callback)();
+      delete callback;
+    };
+    int error = hip_.Sym<int (*)(void*, void (*)(void*), void*)>("hipLaunchHostFunc")(
+        stream_, run, held);
+    if (error != 0) delete held;
+    return Hip::Check(error, "hipLaunchHostFunc");
   }
   StreamExecutor* parent() const override { return parent_; }
 

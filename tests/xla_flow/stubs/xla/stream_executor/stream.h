@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include <utility>
+
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "xla/stream_executor/device_address.h"
 
@@ -29,6 +32,15 @@ class Stream {
     return Memcpy(gpu_dst, gpu_src, size);
   }
   virtual absl::Status BlockHostUntilDone() = 0;
+  // As XLA's: the callback runs on the host once the work enqueued before it has finished.
+  absl::Status DoHostCallback(absl::AnyInvocable<void() &&> callback) {
+    return DoHostCallbackWithStatus([cb = std::move(callback)]() mutable {
+      std::move(cb)();
+      return absl::OkStatus();
+    });
+  }
+  virtual absl::Status DoHostCallbackWithStatus(
+      absl::AnyInvocable<absl::Status() &&> callback) = 0;
   virtual StreamExecutor* parent() const = 0;
 };
 

@@ -1,6 +1,6 @@
 // Stand-in for XLA's xla/backends/gpu/runtime/thunk.h: a thunk's kind (the kinds the trace cache's
 // hooks name) and whether it is a collective, the two execution parameters those hooks read, its
-// ThunkInfo, and a ThunkSequence walked as the VMM pool walks it (a thunk nests none here).
+// ThunkInfo, Walk, and a ThunkSequence walked as the VMM pool walks it (a thunk nests none here).
 #ifndef XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_THUNK_H_
 #define XLA_FLOW_STUB_XLA_BACKENDS_GPU_RUNTIME_THUNK_H_
 
@@ -30,6 +30,7 @@ class Thunk {
     kCublasLtMatmul,
     kCuDnn,
     kCustomCall,
+    kDynamicSliceFusion,
     kGemm,
     kGroup,
     kKernel,
@@ -69,6 +70,17 @@ class Thunk {
       default:
         return false;
     }
+  }
+
+  // Calls `callback` on this thunk and every thunk nested in it (none here), as XLA's Walk does
+  // with a callback returning void; a command hides Thunk::Walk behind its own, as in XLA.
+  template <typename F>
+  void Walk(F&& callback) {
+    callback(this);
+  }
+  template <typename F>
+  void Walk(F&& callback) const {
+    callback(this);
   }
 
   virtual absl::Status WalkNested(ConstWalker pre_order, ConstWalker post_order) const {
