@@ -998,7 +998,7 @@ impl CmdBuf {
                 allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size && a.base + offset == address)
             };
             match named.filter(|&n| agrees(n)) {
-                Some((alloc, offset)) => patches.add(node, slot, alloc, offset, &[]),
+                Some((alloc, _)) => patches.add(node, slot, alloc, &[]),
                 None => {
                     // A kernel's pointer may be an end pointer; a copy's or memset's operand is
                     // an address it reads or writes (see `allocations.rs`).
@@ -1007,7 +1007,7 @@ impl CmdBuf {
                         Slot::MemcpyDst | Slot::MemcpySrc | Slot::MemsetDst => Reach::Inside,
                     };
                     if let Some(c) = allocs.lookup(address, reach) {
-                        patches.add(node, slot, c.allocation, c.offset, &c.others);
+                        patches.add(node, slot, c.allocation, &c.others);
                     }
                 }
             }

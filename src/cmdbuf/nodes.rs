@@ -191,6 +191,18 @@ impl Params {
         }
     }
 
+    /// The address `slot` holds; the slot came from [`Self::for_each_slot`] of this node.
+    #[inline]
+    pub fn read(&self, slot: Slot) -> u64 {
+        match (self, slot) {
+            (Params::Kernel(k), Slot::KernelArg(at)) => read_ptr(&k.blob, u32::from(at)),
+            (Params::Memcpy(c), Slot::MemcpyDst) => c.dst,
+            (Params::Memcpy(c), Slot::MemcpySrc) => c.src,
+            (Params::Memset(s), Slot::MemsetDst) => s.dst,
+            (params, slot) => unreachable!("slot {slot:?} recorded for a {} node", params.kind_name()),
+        }
+    }
+
     /// Stores `address` in `slot`; the slot came from [`Self::for_each_slot`] of this node.
     #[inline]
     pub fn write(&mut self, slot: Slot, address: u64) {

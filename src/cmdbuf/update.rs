@@ -46,12 +46,13 @@ const COMPARE_CHUNK: usize = 16;
 /// for a miss to memory to arrive while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
 
-/// One site's new address, as the writing pass takes it.
+/// One site's move, as the writing pass takes it: what to add to the address its slot holds
+/// (the new base minus the old, wrapping; see `patch::Site`).
 #[derive(Clone, Copy)]
 struct Write {
     node: NodeId,
     slot: Slot,
-    address: u64,
+    delta: u64,
 }
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
@@ -61,11 +62,7 @@ struct Write {
 /// allocations each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
-    /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
-    epoch: u32,
-    /// The last update that touched each node (dedupes pushes without a set), by node: an array
-    /// of its own, so that the writing pass reads no node record.
-    stamps: Vec<u32>,
+    stamps: Stamps,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
     writes: Vec<Write>,
@@ -75,13 +72,45 @@ pub(super) struct Scratch {
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [Heap::vec(&self.stamps), Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.stamps.by_node), Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
     }
 
     /// Makes a stamp for each of `nodes` nodes (at finalize, so that no update does).
     pub(super) fn stamp_nodes(&mut self, nodes: usize) {
-        reserve_written(&mut self.stamps, nodes, 0);
-        self.stamps.resize(nodes, 0);
+        reserve_written(&mut self.stamps.by_node, nodes, 0);
+        self.stamps.by_node.resize(nodes, 0);
+    }
+}
+
+/// Which nodes the update under way has touched already (so that each is pushed once, without
+/// a set): the number of the last update that touched each node, in an array of its own, so
+/// that the writing pass reads no node record. Four bytes a node; the numbers wrap.
+#[derive(Default)]
+struct Stamps {
+    /// The update under way; starts at 1, so that a fresh node (0) is untouched.
+    epoch: u32,
+    by_node: Vec<u32>,
+}
+
+impl Stamps {
+    /// Starts an update: no node is touched yet.
+    fn next_update(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            // Every 2^32 updates the numbers wrap: a node last touched 2^32 updates ago would
+            // hold this one's, so every node goes back to untouched, once.
+            self.by_node.iter_mut().for_each(|s| *s = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Whether this update touches `node` for the first time (and notes that it has).
+    #[inline]
+    fn first_touch(&mut self, node: NodeId) -> bool {
+        let stamp = &mut self.by_node[node as usize];
+        let first = *stamp != self.epoch;
+        *stamp = self.epoch;
+        first
     }
 }
 
@@ -252,19 +281,12 @@ impl CmdBuf {
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
         // Finalize made a stamp for every node, and no node is added until the next finalize.
-        debug_assert_eq!(scratch.stamps.len(), self.nodes.len());
-        scratch.epoch = scratch.epoch.wrapping_add(1);
-        if scratch.epoch == 0 {
-            // Every 2^32 updates the stamps wrap: each goes back to untouched, once.
-            scratch.stamps.iter_mut().for_each(|s| *s = 0);
-            scratch.epoch = 1;
-        }
-        let epoch = scratch.epoch;
+        debug_assert_eq!(scratch.stamps.by_node.len(), self.nodes.len());
+        scratch.stamps.next_update();
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            if self.nodes[node as usize].unpushed && scratch.stamps[node as usize] != epoch {
-                scratch.stamps[node as usize] = epoch;
+            if self.nodes[node as usize].unpushed && scratch.stamps.first_touch(node) {
                 scratch.touched.push(node);
             }
         }
@@ -278,7 +300,13 @@ impl CmdBuf {
         scratch.touched.reserve(sites.min(self.nodes.len()));
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
-            scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, address: base + s.offset }));
+            let old = self.allocs.entries()[alloc as usize];
+            debug_assert!(
+                sites.iter().all(|s| self.nodes[s.node as usize].params.read(s.slot).wrapping_sub(old.base) <= old.size),
+                "a site of allocation {alloc} holds an address outside it"
+            );
+            let delta = base.wrapping_sub(old.base);
+            scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, delta }));
             self.allocs.rebase(alloc as usize, base);
         }
         report.patched_sites = scratch.writes.len() as u64;
@@ -302,12 +330,17 @@ impl CmdBuf {
                     // its record by `attach_sites`), and the site was recorded from that blob's
                     // pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference
                     // to the blob is live while `self` is borrowed mutably here.
-                    unsafe { word.cast::<u64>().write_unaligned(w.address) };
+                    unsafe {
+                        let word = word.cast::<u64>();
+                        word.write_unaligned(word.read_unaligned().wrapping_add(w.delta));
+                    }
                 }
-                slot => self.nodes[w.node as usize].params.write(slot, w.address),
+                slot => {
+                    let params = &mut self.nodes[w.node as usize].params;
+                    params.write(slot, params.read(slot).wrapping_add(w.delta));
+                }
             }
-            if scratch.stamps[w.node as usize] != epoch {
-                scratch.stamps[w.node as usize] = epoch;
+            if scratch.stamps.first_touch(w.node) {
                 scratch.touched.push(w.node);
             }
         }
@@ -422,5 +455,31 @@ impl CmdBuf {
             ));
         }
         self.pins.refusal(&self.scratch.moved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_node_is_touched_once_per_update_across_the_stamps_wrap() {
+        let mut stamps = Stamps::default();
+        stamps.by_node.resize(3, 0);
+        stamps.next_update();
+        assert!(stamps.first_touch(0), "node 0 in update 1");
+        assert!(!stamps.first_touch(0), "node 0 again in update 1");
+        // Jump to the last update before the numbers wrap; node 0 still holds update 1's number.
+        stamps.epoch = u32::MAX - 1;
+        stamps.next_update();
+        assert_eq!(stamps.epoch, u32::MAX);
+        assert!(stamps.first_touch(1) && !stamps.first_touch(1));
+        // The update after it is numbered 1 again: node 0, last touched by the first update
+        // numbered 1, and node 1 are both untouched in it.
+        stamps.next_update();
+        assert_eq!(stamps.epoch, 1);
+        assert!(stamps.first_touch(0), "node 0 counted as touched by an update 2^32 earlier");
+        assert!(stamps.first_touch(1) && stamps.first_touch(2));
+        assert!(!stamps.first_touch(0) && !stamps.first_touch(1) && !stamps.first_touch(2));
     }
 }
