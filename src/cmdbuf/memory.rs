@@ -71,10 +71,6 @@ impl Heap {
         Heap { bytes, blocks: u64::from(bytes > 0) }
     }
 
-    pub fn boxed<T>(v: &[T]) -> Heap {
-        Heap::of(v, v.len())
-    }
-
     pub fn vec<T>(v: &Vec<T>) -> Heap {
         Heap::of(v, v.capacity())
     }

@@ -55,7 +55,7 @@ use crate::runtime::{
 use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
-use nodes::{KernelRecord, NodeRecord, Params};
+use nodes::{Blob, KernelRecord, NodeRecord, Params};
 use opaque::{Pins, References};
 use patch::{PatchTable, Slot};
 use state::{Op, State};
@@ -1218,16 +1218,16 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         }
         Ok(a.base + offset)
     })?;
-    let (pointers, named) = if opaque.is_some() { (Box::default(), Box::default()) } else { (packed.pointers.into(), packed.named.into()) };
+    let blob = match opaque {
+        Some(refs) => Blob::new(&packed.blob, &[], &[], Some(Box::new(refs))),
+        None => Blob::new(&packed.blob, &packed.pointers, &packed.named, None),
+    };
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
         block: launch.block,
         shared_mem_bytes: launch.shared_mem_bytes,
-        blob: packed.blob.into(),
-        pointers,
-        named,
-        opaque: opaque.map(Box::new),
+        blob,
     }))
 }
 
