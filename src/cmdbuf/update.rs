@@ -46,17 +46,8 @@ const COMPARE_CHUNK: usize = 16;
 /// for a miss to memory to arrive while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
 
-/// One site's move, as the writing pass takes it: what to add to the address its slot holds
-/// (the new base minus the old, wrapping; see `patch::Site`).
-#[derive(Clone, Copy)]
-struct Write {
-    node: NodeId,
-    slot: Slot,
-    delta: u64,
-}
-
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
-/// grow to what the updates need (an update makes room for all its writes at once), not to what
+/// grow to what the updates need (an update makes room for all its touched nodes at once), not to what
 /// an update of everything would: sized for the whole graph at finalize, they took 16 bytes a
 /// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
 /// allocations each) for updates that move a tenth of the table.
@@ -65,14 +56,13 @@ pub(super) struct Scratch {
     stamps: Stamps,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
-    writes: Vec<Write>,
     touched: Vec<NodeId>,
 }
 
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [Heap::vec(&self.stamps.by_node), Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.stamps.by_node), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
     }
 
     /// Makes a stamp for each of `nodes` nodes (at finalize, so that no update does).
@@ -251,10 +241,11 @@ impl CmdBuf {
     /// unless a node the library cannot patch may reference one of them (then nothing changes).
     ///
     /// On large graphs the cost is the cache misses on the node records and argument blobs the
-    /// sites point into, one or two per touched node, scattered over the graph. The sites are
-    /// first listed in one sequential pass, so the writing pass knows its next nodes and asks for
-    /// their lines [`PATCH_AHEAD`] sites ahead; the pushing pass asks for the next node's while
-    /// the runtime takes the current one.
+    /// sites point into, one or two per touched node, scattered over the graph. The writing pass
+    /// walks the moved allocations' sites (each allocation's contiguous) and asks for the line of
+    /// the site [`PATCH_AHEAD`] after the current one, read by a second walk over the same sites
+    /// (no list of the writes is made: it took 16 bytes per moved site, allocated by the first
+    /// update); the pushing pass asks for the next node's while the runtime takes the current one.
     fn apply_moves(&mut self) -> UpdateReport {
         if let Some((why, reason)) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
@@ -290,14 +281,17 @@ impl CmdBuf {
                 scratch.touched.push(node);
             }
         }
-        scratch.writes.clear();
         // Finalize grouped the sites, and nothing adds or removes one until the next update
         // phase (this one costs a comparison).
         self.patches.group();
         let patches = &self.patches;
-        let sites: usize = scratch.moved.iter().map(|&(alloc, _)| patches.grouped_of(alloc).len()).sum();
-        scratch.writes.reserve(sites);
+        let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
+        let sites: usize = scratch.moved.iter().map(sites_of).map(<[_]>::len).sum();
         scratch.touched.reserve(sites.min(self.nodes.len()));
+        report.patched_sites = sites as u64;
+        let bases = &self.blob_bases.0;
+        // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
+        let mut ahead = scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD);
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
             let old = self.allocs.entries()[alloc as usize];
@@ -306,43 +300,39 @@ impl CmdBuf {
                 "a site of allocation {alloc} holds an address outside it"
             );
             let delta = base.wrapping_sub(old.base);
-            scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, delta }));
-            self.allocs.rebase(alloc as usize, base);
-        }
-        report.patched_sites = scratch.writes.len() as u64;
-        let bases = &self.blob_bases.0;
-        for k in 0..scratch.writes.len() {
-            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD)
-                && let Slot::KernelArg(at) = ahead.slot
-            {
-                crate::prefetch::line(bases[ahead.node as usize].wrapping_add(usize::from(at)));
-            }
-            let w = scratch.writes[k];
-            match w.slot {
-                Slot::KernelArg(at) => {
-                    let word = bases[w.node as usize].wrapping_add(usize::from(at));
-                    debug_assert!(
-                        matches!(&self.nodes[w.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
-                        "node {}'s blob is not where its sites say",
-                        w.node
-                    );
-                    // SAFETY: `bases` holds the start of the node's live blob (kept in step with
-                    // its record by `attach_sites`), and the site was recorded from that blob's
-                    // pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference
-                    // to the blob is live while `self` is borrowed mutably here.
-                    unsafe {
-                        let word = word.cast::<u64>();
-                        word.write_unaligned(word.read_unaligned().wrapping_add(w.delta));
+            for s in sites {
+                if let Some(next) = ahead.next()
+                    && let Slot::KernelArg(at) = next.slot
+                {
+                    crate::prefetch::line(bases[next.node as usize].wrapping_add(usize::from(at)));
+                }
+                match s.slot {
+                    Slot::KernelArg(at) => {
+                        let word = bases[s.node as usize].wrapping_add(usize::from(at));
+                        debug_assert!(
+                            matches!(&self.nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
+                            "node {}'s blob is not where its sites say",
+                            s.node
+                        );
+                        // SAFETY: `bases` holds the start of the node's live blob (kept in step
+                        // with its record by `attach_sites`), and the site was recorded from that
+                        // blob's pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no
+                        // reference to the blob is live while `self` is borrowed mutably here.
+                        unsafe {
+                            let word = word.cast::<u64>();
+                            word.write_unaligned(word.read_unaligned().wrapping_add(delta));
+                        }
+                    }
+                    slot => {
+                        let params = &mut self.nodes[s.node as usize].params;
+                        params.write(slot, params.read(slot).wrapping_add(delta));
                     }
                 }
-                slot => {
-                    let params = &mut self.nodes[w.node as usize].params;
-                    params.write(slot, params.read(slot).wrapping_add(w.delta));
+                if scratch.stamps.first_touch(s.node) {
+                    scratch.touched.push(s.node);
                 }
             }
-            if scratch.stamps.first_touch(w.node) {
-                scratch.touched.push(w.node);
-            }
+            self.allocs.rebase(alloc as usize, base);
         }
         // The parameters go to the executable graph only; a re-instantiation brings the
         // template up to date first.
