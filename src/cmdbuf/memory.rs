@@ -28,7 +28,7 @@ pub struct MemoryUse {
     pub site_lists: u64,
     /// The allocation table, its lookup index and the pin count of each allocation.
     pub allocation_table: u64,
-    /// What updates use: a stamp and a blob address per node (made at finalize and recording),
+    /// What updates use: a mark bit and a blob address per node (made at finalize and recording),
     /// and the buffers an update reuses, grown to what the updates so far needed.
     pub update_scratch: u64,
     /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,

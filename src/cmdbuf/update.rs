@@ -53,7 +53,7 @@ const PATCH_AHEAD: usize = 16;
 /// allocations each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
-    stamps: Stamps,
+    marks: Marks,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
     touched: Vec<NodeId>,
@@ -62,45 +62,48 @@ pub(super) struct Scratch {
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [Heap::vec(&self.stamps.by_node), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.marks.bits), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
     }
 
-    /// Makes a stamp for each of `nodes` nodes (at finalize, so that no update does).
-    pub(super) fn stamp_nodes(&mut self, nodes: usize) {
-        reserve_written(&mut self.stamps.by_node, nodes, 0);
-        self.stamps.by_node.resize(nodes, 0);
+    /// Makes a mark for each of `nodes` nodes (at finalize, so that no update does).
+    pub(super) fn mark_nodes(&mut self, nodes: usize) {
+        self.marks.cover(nodes);
     }
 }
 
 /// Which nodes the update under way has touched already (so that each is pushed once, without
-/// a set): the number of the last update that touched each node, in an array of its own, so
-/// that the writing pass reads no node record. Four bytes a node; the numbers wrap.
+/// a set): one bit a node, in an array of its own, so that the writing pass reads no node
+/// record. Every bit is clear between updates: the update clears those it set (its touched
+/// list) before it pushes anything, so no exit leaves one behind. A number of the last update
+/// per node took 32 times the room and wrapped every 2^32 updates.
 #[derive(Default)]
-struct Stamps {
-    /// The update under way; starts at 1, so that a fresh node (0) is untouched.
-    epoch: u32,
-    by_node: Vec<u32>,
+struct Marks {
+    bits: Vec<u64>,
 }
 
-impl Stamps {
-    /// Starts an update: no node is touched yet.
-    fn next_update(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            // Every 2^32 updates the numbers wrap: a node last touched 2^32 updates ago would
-            // hold this one's, so every node goes back to untouched, once.
-            self.by_node.iter_mut().for_each(|s| *s = 0);
-            self.epoch = 1;
-        }
+impl Marks {
+    /// Room for `nodes` nodes, all clear.
+    fn cover(&mut self, nodes: usize) {
+        let words = nodes.div_ceil(64);
+        reserve_written(&mut self.bits, words, 0);
+        self.bits.resize(words, 0);
     }
 
     /// Whether this update touches `node` for the first time (and notes that it has).
     #[inline]
     fn first_touch(&mut self, node: NodeId) -> bool {
-        let stamp = &mut self.by_node[node as usize];
-        let first = *stamp != self.epoch;
-        *stamp = self.epoch;
+        let (word, bit) = (node as usize / 64, 1u64 << (node % 64));
+        let first = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
         first
+    }
+
+    /// Clears the marks of `touched`, every node marked since the last clear.
+    fn clear(&mut self, touched: &[NodeId]) {
+        for &node in touched {
+            self.bits[node as usize / 64] &= !(1u64 << (node % 64));
+        }
+        debug_assert!(self.bits.iter().all(|&w| w == 0), "a node was marked but not listed as touched");
     }
 }
 
@@ -143,7 +146,7 @@ impl BlobBases {
 
 /// Makes room in `v` for `n` elements in all, writing `fill` over the room when it is new: the
 /// first update after finalize would otherwise take the page faults of that fresh memory (one per
-/// 4 KiB: about a hundred for 100 000 nodes' stamps), which are finalize's to take.
+/// 4 KiB), which are finalize's to take.
 pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
     if v.capacity() < n {
         v.reserve_exact(n - v.len());
@@ -271,13 +274,12 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
-        // Finalize made a stamp for every node, and no node is added until the next finalize.
-        debug_assert_eq!(scratch.stamps.by_node.len(), self.nodes.len());
-        scratch.stamps.next_update();
+        // Finalize made a mark for every node, and no node is added until the next finalize.
+        debug_assert_eq!(scratch.marks.bits.len(), self.nodes.len().div_ceil(64));
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            if self.nodes[node as usize].unpushed && scratch.stamps.first_touch(node) {
+            if self.nodes[node as usize].unpushed && scratch.marks.first_touch(node) {
                 scratch.touched.push(node);
             }
         }
@@ -328,12 +330,13 @@ impl CmdBuf {
                         params.write(slot, params.read(slot).wrapping_add(delta));
                     }
                 }
-                if scratch.stamps.first_touch(s.node) {
+                if scratch.marks.first_touch(s.node) {
                     scratch.touched.push(s.node);
                 }
             }
             self.allocs.rebase(alloc as usize, base);
         }
+        scratch.marks.clear(&scratch.touched);
         // The parameters go to the executable graph only; a re-instantiation brings the
         // template up to date first.
         if primary {
@@ -453,23 +456,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_node_is_touched_once_per_update_across_the_stamps_wrap() {
-        let mut stamps = Stamps::default();
-        stamps.by_node.resize(3, 0);
-        stamps.next_update();
-        assert!(stamps.first_touch(0), "node 0 in update 1");
-        assert!(!stamps.first_touch(0), "node 0 again in update 1");
-        // Jump to the last update before the numbers wrap; node 0 still holds update 1's number.
-        stamps.epoch = u32::MAX - 1;
-        stamps.next_update();
-        assert_eq!(stamps.epoch, u32::MAX);
-        assert!(stamps.first_touch(1) && !stamps.first_touch(1));
-        // The update after it is numbered 1 again: node 0, last touched by the first update
-        // numbered 1, and node 1 are both untouched in it.
-        stamps.next_update();
-        assert_eq!(stamps.epoch, 1);
-        assert!(stamps.first_touch(0), "node 0 counted as touched by an update 2^32 earlier");
-        assert!(stamps.first_touch(1) && stamps.first_touch(2));
-        assert!(!stamps.first_touch(0) && !stamps.first_touch(1) && !stamps.first_touch(2));
+    fn each_node_is_touched_once_per_update_and_every_mark_is_clear_after_it() {
+        let mut marks = Marks::default();
+        marks.cover(130);
+        assert_eq!(marks.bits.len(), 3);
+        for update in [vec![0, 63, 64, 129, 63, 0, 129], vec![129, 1, 1, 64], vec![]] {
+            let mut touched = Vec::new();
+            for &node in &update {
+                if marks.first_touch(node) {
+                    touched.push(node);
+                }
+            }
+            let mut distinct = update.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            touched.sort_unstable();
+            assert_eq!(touched, distinct, "each node once in update {update:?}");
+            marks.clear(&touched);
+            assert!(marks.bits.iter().all(|&w| w == 0), "marks left after update {update:?}");
+        }
+        // Growing keeps the marks clear (a re-record added nodes).
+        marks.cover(200);
+        assert_eq!(marks.bits, vec![0; 4]);
+        assert!(marks.first_touch(199) && !marks.first_touch(199));
     }
 }
