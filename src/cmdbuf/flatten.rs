@@ -501,6 +501,7 @@ impl CmdBuf {
             self.rt.node_destroy(self.nodes[last as usize].raw).map_err(|e| e.context(format!("destroying node {last}")))?;
             self.detach_pins(last);
             self.nodes.pop();
+            self.rare.remove(last);
             self.blob_bases.truncate(self.nodes.len());
             self.patches.remove_node(last);
         }

@@ -106,7 +106,7 @@ impl CmdBuf {
     /// lags behind it with no clone to replay, or as many replaced executable graphs as are kept
     /// still wait for their launches (the host never waits for them).
     pub(super) fn reinstantiation_blocked(&mut self) -> Option<String> {
-        if let Some(node) = self.nodes.iter().position(|r| r.template_lags && r.child_clone().is_none()) {
+        if let Some(node) = (0..self.nodes.len()).find(|&n| self.nodes[n].template_lags && self.rare.child_clone(n as NodeId).is_none()) {
             let kind = self.nodes[node].params.kind_name();
             return Some(format!("the template of {kind} node {node} lags behind the executable graph"));
         }

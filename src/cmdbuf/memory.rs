@@ -19,9 +19,10 @@ pub struct MemoryUse {
     pub argument_copies: u64,
     /// The node records, one inline record per node (a memcpy's or memset's parameters inline).
     pub node_records: u64,
-    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, the
-    /// out-of-line record of its rare fields and the allocations it pins, its known references
-    /// (an opaque kernel's boxed references too).
+    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments (after
+    /// its arguments in their block), the side table of the rare fields of the nodes that have
+    /// any and the allocations each pins, its known references (an opaque kernel's boxed
+    /// references too).
     pub node_lists: u64,
     /// The patch table: sites grouped by allocation, those added or removed since the last
     /// grouping, the ambiguous sites' sets.

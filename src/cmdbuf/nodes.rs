@@ -2,6 +2,7 @@
 //! what gets patched and pushed. Parameters are never read back from the runtime (ROCm/clr#138:
 //! the arrays it hands out are its own and dangle).
 
+use super::NodeId;
 use super::args::{MAX_BLOB_BYTES, Named, read_ptr, write_ptr};
 use super::memory::Heap;
 use super::opaque::References;
@@ -397,18 +398,17 @@ pub struct NodeRecord {
     /// The template node holds older parameters than `params`, which the next template refresh
     /// pushes (a primary's updates go to its executable graph only).
     pub template_dirty: bool,
-    /// What few nodes have, out of line (none for most kernel, memcpy and memset nodes).
-    rare: Option<Box<Rare>>,
 }
 
 // The record an update walks: the handle, the parameters (a kernel's launch shape and its
-// blob's 16-byte handle, the largest), the flags and the rare fields' box. Rust keeps the
-// parameters' variant in a niche of the kernel's, which no larger variant may take away.
+// blob's 16-byte handle, the largest) and the flags. Rust keeps the parameters' variant in a
+// niche of the kernel's, which no larger variant may take away.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<NodeRecord>() == 80 && std::mem::size_of::<Params>() == 56);
+const _: () = assert!(std::mem::size_of::<NodeRecord>() == 72 && std::mem::size_of::<Params>() == 56);
 
 /// The fields of a node record that only child nodes, nodes with known references and nodes
-/// that keep graphs use: kept out of line, so that the records an update walks are smaller.
+/// that keep graphs use: kept in a side table by node ([`RareFields`]), so that the records an
+/// update walks are smaller (a box in each record took 8 bytes a node).
 #[derive(Default)]
 pub struct Rare {
     /// Allocations this node pins (its known references lie in them), distinct.
@@ -424,15 +424,78 @@ pub struct Rare {
     pub graphs_since: u64,
 }
 
+/// The [`Rare`] fields of the nodes that have any, in ascending order of node: found by a
+/// binary search, and added where a node first needs them (at the end, for a node just
+/// recorded).
+#[derive(Default)]
+pub struct RareFields(Vec<(NodeId, Rare)>);
+
+impl RareFields {
+    fn get(&self, node: NodeId) -> Option<&Rare> {
+        self.0.binary_search_by_key(&node, |(n, _)| *n).ok().map(|k| &self.0[k].1)
+    }
+
+    /// Node `node`'s fields, made when first written.
+    pub fn get_mut(&mut self, node: NodeId) -> &mut Rare {
+        let k = match self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            Ok(k) => k,
+            Err(k) => {
+                self.0.insert(k, (node, Rare::default()));
+                k
+            }
+        };
+        &mut self.0[k].1
+    }
+
+    /// Forgets a node removed from the command buffer.
+    pub fn remove(&mut self, node: NodeId) {
+        if let Ok(k) = self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            self.0.remove(k);
+        }
+    }
+
+    /// The nodes that have rare fields, with them, in ascending order of node.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &Rare)> {
+        self.0.iter().map(|(n, r)| (*n, r))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut Rare)> {
+        self.0.iter_mut().map(|(n, r)| (*n, r))
+    }
+
+    /// Allocations `node` pins (see [`Rare::pins`]).
+    pub fn pins(&self, node: NodeId) -> &[u32] {
+        self.get(node).map_or(&[], |r| &r.pins)
+    }
+
+    pub fn clear_pins(&mut self, node: NodeId) {
+        if let Ok(k) = self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            self.0[k].1.pins.clear();
+        }
+    }
+
+    /// See [`Rare::child_clone`].
+    pub fn child_clone(&self, node: NodeId) -> Option<Graph> {
+        self.get(node).and_then(|r| r.child_clone)
+    }
+
+    /// See [`Rare::graphs_since`].
+    pub fn graphs_since(&self, node: NodeId) -> u64 {
+        self.get(node).map_or(0, |r| r.graphs_since)
+    }
+
+    /// The heap the table holds, with the pin lists (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        let pins: Heap = self.0.iter().map(|(_, r)| Heap::vec(&r.pins)).sum();
+        [Heap::vec(&self.0), pins].into_iter().sum()
+    }
+}
+
 impl NodeRecord {
     /// The heap this record holds: its argument blob (with the packed bytes' length) and its
     /// other lists (see `memory.rs`).
     pub fn heap(&self) -> (Heap, u64, Heap) {
         let mut lists = Heap::default();
-        if let Some(rare) = &self.rare {
-            lists.add(Heap { bytes: std::mem::size_of::<Rare>() as u64, blocks: 1 });
-            lists.add(Heap::vec(&rare.pins));
-        }
         let known = |refs: &Option<&References>| match refs {
             Some(References::Known(addresses)) => Heap::vec(addresses),
             _ => Heap::default(),
@@ -477,43 +540,7 @@ impl NodeRecord {
     }
 
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false, rare: None }
-    }
-
-    /// The out-of-line fields, made when first written.
-    pub fn rare_mut(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Box::default)
-    }
-
-    /// Allocations this node pins (see [`Rare::pins`]).
-    pub fn pins(&self) -> &[u32] {
-        self.rare.as_ref().map_or(&[], |r| &r.pins)
-    }
-
-    pub fn clear_pins(&mut self) {
-        if let Some(rare) = &mut self.rare {
-            rare.pins.clear();
-        }
-    }
-
-    /// See [`Rare::child_bytes`].
-    pub fn child_bytes(&self) -> u64 {
-        self.rare.as_ref().map_or(0, |r| r.child_bytes)
-    }
-
-    /// See [`Rare::child_clone`].
-    pub fn child_clone(&self) -> Option<Graph> {
-        self.rare.as_ref().and_then(|r| r.child_clone)
-    }
-
-    /// Takes the child clone out of the record (see [`Rare::child_clone`]).
-    pub fn take_child_clone(&mut self) -> Option<Graph> {
-        self.rare.as_mut().and_then(|r| r.child_clone.take())
-    }
-
-    /// See [`Rare::graphs_since`].
-    pub fn graphs_since(&self) -> u64 {
-        self.rare.as_ref().map_or(0, |r| r.graphs_since)
+        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false }
     }
 }
 
@@ -564,6 +591,27 @@ mod tests {
                 assert!(blob.block_bytes() >= len + lists && blob.block_bytes() < len + lists + 16, "{} bytes", blob.block_bytes());
             }
         }
+    }
+
+    #[test]
+    fn rare_fields_stay_in_node_order_whatever_order_they_are_made_in() {
+        let mut rare = RareFields::default();
+        for node in [5, 2, 9, 2, 0] {
+            rare.get_mut(node).child_bytes += u64::from(node) + 1;
+        }
+        rare.get_mut(9).pins = vec![4, 1];
+        rare.get_mut(5).graphs_since = 7;
+        let order: Vec<(NodeId, u64)> = rare.iter().map(|(n, r)| (n, r.child_bytes)).collect();
+        assert_eq!(order, vec![(0, 1), (2, 6), (5, 6), (9, 10)]);
+        assert_eq!((rare.pins(9), rare.pins(3)), (&[4, 1][..], &[][..]));
+        assert_eq!((rare.graphs_since(5), rare.graphs_since(4)), (7, 0));
+        rare.clear_pins(9);
+        rare.clear_pins(3);
+        assert!(rare.pins(9).is_empty());
+        rare.remove(2);
+        rare.remove(3);
+        assert_eq!(rare.iter().map(|(n, _)| n).collect::<Vec<_>>(), vec![0, 5, 9]);
+        assert_eq!(rare.child_clone(9), None);
     }
 
     #[test]
