@@ -62,9 +62,14 @@ impl Blob {
     /// an opaque kernel's references. `args` must not exceed `args::MAX_BLOB_BYTES`, and every
     /// offset must leave 8 bytes in it (packing and flattening check both).
     pub fn new(args: &[u8], pointers: &[u32], named: &[Named], opaque: Option<Box<References>>) -> Self {
-        assert!(args.len() <= MAX_BLOB_BYTES, "a blob of {} bytes", args.len());
-        // Offsets and names are 8-byte words of the arguments, so their counts fit too.
-        let (len, count, names) = (args.len() as u16, pointers.len() as u16, named.len() as u16);
+        // The block is sized from these counts: one that did not fit its field would make the
+        // copies below overrun it. Packing and flattening keep them far below (offsets and names
+        // are 8-byte words of the arguments), so this never fails.
+        let fits = |n: usize| u16::try_from(n).ok();
+        let (Some(len), Some(count), Some(names)) = (fits(args.len()), fits(pointers.len()), fits(named.len())) else {
+            panic!("a blob of {} bytes, {} pointers and {} named arguments", args.len(), pointers.len(), named.len());
+        };
+        debug_assert!(args.len() <= MAX_BLOB_BYTES, "a blob of {} bytes", args.len());
         debug_assert!(pointers.iter().chain(named.iter().map(|n| &n.at)).all(|&at| at as usize + 8 <= args.len()));
         let mut blob = Self { ptr: NonNull::<Named>::dangling().cast(), len, pointers: count, named: names, opaque: opaque.is_some() };
         let layout = blob.layout();
