@@ -553,14 +553,11 @@ mod tests {
     #[test]
     fn push_estimates_add_arguments_to_the_per_node_overhead() {
         let kernel = Params::Kernel(super::super::nodes::KernelRecord {
-            opaque: None,
             function: crate::runtime::Function(std::ptr::null_mut()),
             grid: [1; 3],
             block: [1; 3],
             shared_mem_bytes: 0,
-            blob: vec![0; 40].into(),
-            pointers: Box::default(),
-            named: Box::default(),
+            blob: super::super::nodes::Blob::new(&[0; 40], &[], &[], None),
         });
         assert_eq!(push_bytes(&kernel, NODE_OVERHEAD_BYTES), 40 + NODE_OVERHEAD_BYTES);
         assert_eq!(push_bytes(&kernel, 320), 360);

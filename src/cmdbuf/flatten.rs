@@ -43,7 +43,7 @@
 //! it have finished. A fallback child node holds a clone of its own.
 
 use super::args;
-use super::nodes::{KernelRecord, Params};
+use super::nodes::{Blob, KernelRecord, Params};
 use super::opaque::{self, KernelList, References};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
@@ -375,16 +375,13 @@ impl Planner<'_> {
                         // A collective's kernel reads addresses the library cannot see: none of
                         // its words is a site, and the node pins everything (`opaque.rs`).
                         let opaque = opaque::classify(self.rt, self.opaque_kernels, k.function, true);
-                        let pointers = if opaque.is_some() { Box::default() } else { args::aligned_words(0, blob.len()).collect() };
+                        let pointers: Vec<u32> = if opaque.is_some() { Vec::new() } else { args::aligned_words(0, blob.len()).collect() };
                         let record = KernelRecord {
                             function: k.function,
                             grid: k.grid,
                             block: k.block,
                             shared_mem_bytes: k.shared_mem_bytes,
-                            blob: blob.into(),
-                            pointers,
-                            named: Box::default(),
-                            opaque: opaque.map(Box::new),
+                            blob: Blob::new(&blob, &pointers, &[], opaque.map(Box::new)),
                         };
                         return Ok(Ok(vec![self.push(Params::Kernel(record), deps, Some(node))]));
                     }
@@ -438,7 +435,7 @@ impl Planner<'_> {
                     // copy-engine collectives wait on a window their peers write, then copy into
                     // buffers the peers also write): every allocation is pinned, not only the
                     // words the operations name.
-                    Ok(_) => Params::MemOp(ops, References::Unknown),
+                    Ok(_) => Params::MemOp(Box::new(ops), References::Unknown),
                     Err(op) => return refuse(format!("a memory-operation node holds operation {op}, which neither runtime documents")),
                 },
                 Err(e) => return refuse(format!("reading a memory-operation node: {e}")),
@@ -504,6 +501,7 @@ impl CmdBuf {
             self.rt.node_destroy(self.nodes[last as usize].raw).map_err(|e| e.context(format!("destroying node {last}")))?;
             self.detach_pins(last);
             self.nodes.pop();
+            self.rare.remove(last);
             self.blob_bases.truncate(self.nodes.len());
             self.patches.remove_node(last);
         }

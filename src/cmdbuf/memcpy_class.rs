@@ -76,6 +76,8 @@ impl CmdBuf {
             return None;
         }
         for &(alloc, base) in &self.scratch.moved {
+            // Called before the update rebases anything: the table still holds the old base.
+            let delta = base.wrapping_sub(self.allocs.entries()[alloc as usize].base);
             for site in self.patches.of_allocation(alloc) {
                 let side = match site.slot {
                     Slot::MemcpyDst => 0,
@@ -83,7 +85,8 @@ impl CmdBuf {
                     _ => continue,
                 };
                 let Some(held) = self.exec_classes.get(&site.node) else { continue };
-                let Some(now) = self.rt.memory_class(base + site.offset) else { continue };
+                let moved_to = self.nodes[site.node as usize].params.read(site.slot).wrapping_add(delta);
+                let Some(now) = self.rt.memory_class(moved_to) else { continue };
                 if now != held[side] {
                     let operand = ["destination", "source"][side];
                     return Some(format!(
@@ -103,7 +106,7 @@ impl CmdBuf {
     /// lags behind it with no clone to replay, or as many replaced executable graphs as are kept
     /// still wait for their launches (the host never waits for them).
     pub(super) fn reinstantiation_blocked(&mut self) -> Option<String> {
-        if let Some(node) = self.nodes.iter().position(|r| r.template_lags && r.child_clone().is_none()) {
+        if let Some(node) = (0..self.nodes.len()).find(|&n| self.nodes[n].template_lags && self.rare.child_clone(n as NodeId).is_none()) {
             let kind = self.nodes[node].params.kind_name();
             return Some(format!("the template of {kind} node {node} lags behind the executable graph"));
         }

@@ -19,16 +19,17 @@ pub struct MemoryUse {
     pub argument_copies: u64,
     /// The node records, one inline record per node (a memcpy's or memset's parameters inline).
     pub node_records: u64,
-    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments, the
-    /// out-of-line record of its rare fields and the allocations it pins, its known references
-    /// (an opaque kernel's boxed references too).
+    /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments (after
+    /// its arguments in their block), the side table of the rare fields of the nodes that have
+    /// any and the allocations each pins, its known references (an opaque kernel's boxed
+    /// references too).
     pub node_lists: u64,
     /// The patch table: sites grouped by allocation, those added or removed since the last
     /// grouping, the ambiguous sites' sets.
     pub site_lists: u64,
     /// The allocation table, its lookup index and the pin count of each allocation.
     pub allocation_table: u64,
-    /// What updates use: a stamp and a blob address per node (made at finalize and recording),
+    /// What updates use: a mark bit and a blob address per node (made at finalize and recording),
     /// and the buffers an update reuses, grown to what the updates so far needed.
     pub update_scratch: u64,
     /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,
@@ -69,10 +70,6 @@ impl Heap {
         debug_assert!(v.len() <= capacity);
         let bytes = (capacity * size_of::<T>()) as u64;
         Heap { bytes, blocks: u64::from(bytes > 0) }
-    }
-
-    pub fn boxed<T>(v: &[T]) -> Heap {
-        Heap::of(v, v.len())
     }
 
     pub fn vec<T>(v: &Vec<T>) -> Heap {

@@ -55,7 +55,7 @@ use crate::runtime::{
 use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
-use nodes::{KernelRecord, NodeRecord, Params};
+use nodes::{Blob, KernelRecord, NodeRecord, Params, RareFields};
 use opaque::{Pins, References};
 use patch::{PatchTable, Slot};
 use state::{Op, State};
@@ -104,6 +104,8 @@ pub struct CmdBuf {
     /// The graph came from stream capture: its nodes are the runtime's, not in `nodes`.
     captured: bool,
     nodes: Vec<NodeRecord>,
+    /// The fields few nodes have, by node (see `nodes::Rare`).
+    rare: RareFields,
     allocs: AllocationTable,
     patches: PatchTable,
     /// Allocations that nodes the library cannot patch may reference (see `opaque.rs`).
@@ -171,6 +173,7 @@ impl CmdBuf {
             exec_since: 0,
             captured: false,
             nodes: Vec::new(),
+            rare: RareFields::default(),
             allocs: AllocationTable::default(),
             patches: PatchTable::default(),
             pins: Pins::default(),
@@ -210,6 +213,7 @@ impl CmdBuf {
             argument_bytes += len;
             lists.add(own);
         }
+        lists.add(self.rare.heap());
         let records = Heap::vec(&self.nodes);
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
@@ -277,7 +281,8 @@ impl CmdBuf {
         if self.captured {
             return budget::listed_graph_bytes(self.rt, self.graph, self.budget.node_charge());
         }
-        self.nodes.iter().map(|r| budget::push_bytes(&r.params, self.budget.node_charge()) + r.child_bytes()).sum()
+        let nodes: u64 = self.nodes.iter().map(|r| budget::push_bytes(&r.params, self.budget.node_charge())).sum();
+        nodes + self.rare.iter().map(|(_, r)| r.child_bytes).sum::<u64>()
     }
 
     /// Replaces the allocation table. Every recorded address, and every address a cloned child
@@ -290,7 +295,7 @@ impl CmdBuf {
         self.patches.reset(allocs.len());
         self.pins.reset(allocs.len());
         for id in 0..self.nodes.len() {
-            self.nodes[id].clear_pins();
+            self.rare.clear_pins(id as NodeId);
             self.attach_sites(id as NodeId);
         }
         Ok(())
@@ -361,7 +366,7 @@ impl CmdBuf {
     /// clones its child nodes updated in place hold (its template's own child nodes carry
     /// theirs): what a command buffer embedding this one keeps clones of.
     fn kept_graphs(&self) -> Vec<Graph> {
-        self.kept.values().flatten().copied().chain(self.nodes.iter().filter_map(|r| r.child_clone())).collect()
+        self.kept.values().flatten().copied().chain(self.rare.iter().filter_map(|(_, r)| r.child_clone)).collect()
     }
 
     /// Clones of `graphs` (each carries its source's user objects), or none when one fails.
@@ -401,16 +406,16 @@ impl CmdBuf {
     /// generation after.
     fn replace_kept(&mut self, node: NodeId, graphs: Vec<Graph>, clone: Option<Graph>) {
         let old = if graphs.is_empty() { self.kept.remove(&node) } else { self.kept.insert(node, graphs) };
-        let old_clone = clone.and_then(|c| self.nodes[node as usize].rare_mut().child_clone.replace(c));
+        let old_clone = clone.and_then(|c| self.rare.get_mut(node).child_clone.replace(c));
         // Published no more before they may be destroyed.
         self.republish();
-        let since = self.nodes[node as usize].graphs_since();
+        let since = self.rare.graphs_since(node);
         for graph in old.into_iter().flatten().chain(old_clone) {
             self.launches.retire_graph(self.rt, graph, since, &mut self.counters);
         }
         // The launches made so far run the old ones.
         self.launches.close_open(self.rt);
-        self.nodes[node as usize].rare_mut().graphs_since = self.launches.now();
+        self.rare.get_mut(node).graphs_since = self.launches.now();
     }
 
     /// Brings what is published with the template up to date after the kept graphs changed.
@@ -455,7 +460,7 @@ impl CmdBuf {
             }
         };
         let id = self.push_record(raw, Params::Child(refs));
-        self.nodes[id as usize].rare_mut().child_bytes = bytes;
+        self.rare.get_mut(id).child_bytes = bytes;
         self.keep(id, keeps);
         Ok(id)
     }
@@ -609,8 +614,8 @@ impl CmdBuf {
         self.replace_kept(node, keeps, Some(clone));
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
-        record.rare_mut().child_bytes = bytes;
         record.template_lags = true;
+        self.rare.get_mut(node).child_bytes = bytes;
         self.attach_sites(node);
         Ok(())
     }
@@ -696,7 +701,7 @@ impl CmdBuf {
         self.blob_bases.shrink();
         self.allocs.drop_index();
         self.patches.group();
-        self.scratch.stamp_nodes(self.nodes.len());
+        self.scratch.mark_nodes(self.nodes.len());
         if self.exec.is_some() {
             // A primary's updates list each touched node's template here once (refreshed only when
             // the template is asked for), so room for all of them is made now, not by updates.
@@ -848,16 +853,16 @@ impl CmdBuf {
         self.refresh_template()?;
         let new = self.rt.instantiate(self.graph)?;
         let (mut nodes, mut bytes) = (0, 0);
-        for record in &self.nodes {
-            if let Some(clone) = record.child_clone() {
-                if let Err(e) = self.rt.exec_child_node_set(new, record.raw, clone) {
+        for (node, rare) in self.rare.iter() {
+            if let Some(clone) = rare.child_clone {
+                if let Err(e) = self.rt.exec_child_node_set(new, self.nodes[node as usize].raw, clone) {
                     if let Err(e) = self.rt.exec_destroy(new) {
                         log::warn!("destroying a half-made executable graph: {e}; it is leaked");
                     }
                     return Err(e.context("giving the new executable graph a child node's clone"));
                 }
                 nodes += 1;
-                bytes += record.child_bytes();
+                bytes += rare.child_bytes;
             }
         }
         self.exec = Some(new);
@@ -998,7 +1003,7 @@ impl CmdBuf {
                 allocs.entries().get(alloc as usize).is_some_and(|a| offset <= a.size && a.base + offset == address)
             };
             match named.filter(|&n| agrees(n)) {
-                Some((alloc, offset)) => patches.add(node, slot, alloc, offset, &[]),
+                Some((alloc, _)) => patches.add(node, slot, alloc, &[]),
                 None => {
                     // A kernel's pointer may be an end pointer; a copy's or memset's operand is
                     // an address it reads or writes (see `allocations.rs`).
@@ -1007,7 +1012,7 @@ impl CmdBuf {
                         Slot::MemcpyDst | Slot::MemcpySrc | Slot::MemsetDst => Reach::Inside,
                     };
                     if let Some(c) = allocs.lookup(address, reach) {
-                        patches.add(node, slot, c.allocation, c.offset, &c.others);
+                        patches.add(node, slot, c.allocation, &c.others);
                     }
                 }
             }
@@ -1027,7 +1032,7 @@ impl CmdBuf {
                     }
                 }
                 let pins = {
-                    let rare = record.rare_mut();
+                    let rare = self.rare.get_mut(node);
                     rare.pins = pins;
                     &mut rare.pins
                 };
@@ -1045,9 +1050,9 @@ impl CmdBuf {
             None => {}
             Some(References::Unknown) => self.pins.remove(None),
             Some(References::Opaque(what)) => self.pins.remove_opaque(what),
-            Some(References::Known(_)) => self.pins.remove(Some(record.pins())),
+            Some(References::Known(_)) => self.pins.remove(Some(self.rare.pins(node))),
         }
-        record.clear_pins();
+        self.rare.clear_pins(node);
     }
 
     fn raw_deps(&self, deps: &[NodeId]) -> Result<Vec<Node>> {
@@ -1162,13 +1167,13 @@ impl CmdBuf {
         if let Some(exec) = self.exec.take() {
             owned.push((Doomed::Exec(exec), self.exec_since));
         }
-        for record in &mut self.nodes {
-            if let Some(clone) = record.take_child_clone() {
-                owned.push((Doomed::Graph(clone), record.graphs_since()));
+        for (_, rare) in self.rare.iter_mut() {
+            if let Some(clone) = rare.child_clone.take() {
+                owned.push((Doomed::Graph(clone), rare.graphs_since));
             }
         }
         for (node, graphs) in std::mem::take(&mut self.kept) {
-            let since = self.nodes[node as usize].graphs_since();
+            let since = self.rare.graphs_since(node);
             owned.extend(graphs.into_iter().map(|g| (Doomed::Graph(g), since)));
         }
         // A null graph marks it as already destroyed: runtimes never hand out a null one.
@@ -1218,16 +1223,16 @@ fn kernel_params(launch: &KernelLaunch<'_>, table: &[Allocation], opaque: Option
         }
         Ok(a.base + offset)
     })?;
-    let (pointers, named) = if opaque.is_some() { (Box::default(), Box::default()) } else { (packed.pointers.into(), packed.named.into()) };
+    let blob = match opaque {
+        Some(refs) => Blob::new(&packed.blob, &[], &[], Some(Box::new(refs))),
+        None => Blob::new(&packed.blob, &packed.pointers, &packed.named, None),
+    };
     Ok(Params::Kernel(KernelRecord {
         function: launch.function,
         grid: launch.grid,
         block: launch.block,
         shared_mem_bytes: launch.shared_mem_bytes,
-        blob: packed.blob.into(),
-        pointers,
-        named,
-        opaque: opaque.map(Box::new),
+        blob,
     }))
 }
 

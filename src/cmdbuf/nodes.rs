@@ -2,7 +2,8 @@
 //! what gets patched and pushed. Parameters are never read back from the runtime (ROCm/clr#138:
 //! the arrays it hands out are its own and dangle).
 
-use super::args::{Named, read_ptr, write_ptr};
+use super::NodeId;
+use super::args::{MAX_BLOB_BYTES, Named, read_ptr, write_ptr};
 use super::memory::Heap;
 use super::opaque::References;
 use super::patch::Slot;
@@ -17,30 +18,37 @@ pub struct KernelRecord {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: u32,
-    /// Never resized once recorded, so no capacity is kept beside the length (like the boxed
-    /// lists after it).
+    /// The packed arguments, with the offsets of the words that may hold device addresses, the
+    /// arguments the caller named by allocation and an opaque kernel's references (see [`Blob`]).
     pub blob: Blob,
-    /// Offsets in `blob` of the words that may hold device addresses: the pointer arguments, or
-    /// every 8-byte-aligned word of a node flattened from a graph with no known layout.
-    pub pointers: Box<[u32]>,
-    /// The pointer arguments the caller named by allocation: sites of that allocation whatever
-    /// their address.
-    pub named: Box<[Named]>,
-    /// `Some(References::Opaque(_))` for a kernel on `RCB_OPAQUE_KERNELS`: `pointers` and `named`
-    /// are empty and the node pins everything (see `opaque.rs`). Boxed: few kernels are opaque,
-    /// and every kernel node's record would otherwise hold the room of one.
-    pub opaque: Option<Box<References>>,
 }
 
-/// A kernel node's packed arguments, in a heap block of their own that stays where it is for as
-/// long as the blob lives (moving the record moves only this handle). An address update stores
-/// a site's new address through [`Blob::base`], which the command buffer lists by node, without
-/// reading the node's record (see `update.rs`). It holds a raw pointer, not a `Box`, because a
-/// `Box` asserts that it alone reaches its contents, which such a store through another pointer
-/// would break.
+/// A kernel node's packed arguments and, after them in the same heap block, the lists that say
+/// where its addresses are: the offsets of the words that may hold device addresses (the
+/// pointer arguments, or every 8-byte-aligned word of a node flattened from a graph with no
+/// known layout), as `u16`, the pointer arguments the caller named by allocation (sites of
+/// that allocation whatever their address), and for a kernel on `RCB_OPAQUE_KERNELS` its boxed
+/// `References::Opaque` (its lists are then empty, and the node pins everything: see
+/// `opaque.rs`). Only recording and a new allocation table read what follows the arguments;
+/// an update reads the arguments. One block and a 16-byte handle, where three boxed slices and
+/// an optional box took 56 bytes and up to four blocks; never resized once recorded.
+///
+/// The block stays where it is for as long as the blob lives (moving the record moves only
+/// this handle). An address update stores a site's new address through [`Blob::base`], which
+/// the command buffer lists by node, without reading the node's record (see `update.rs`). It
+/// holds a raw pointer, not a `Box`, because a `Box` asserts that it alone reaches its
+/// contents, which such a store through another pointer would break.
 pub struct Blob {
+    /// The block, aligned for [`Named`]; dangling (and so aligned) when the block is empty.
     ptr: NonNull<u8>,
-    len: usize,
+    /// Argument bytes (at most `args::MAX_BLOB_BYTES`).
+    len: u16,
+    /// Pointer offsets after them (at most one per 8 argument bytes).
+    pointers: u16,
+    /// Named arguments after those (at most one per 8 argument bytes).
+    named: u16,
+    /// A `Box<References>` (as a raw pointer) after those: an opaque kernel's.
+    opaque: bool,
 }
 
 // SAFETY: a `Blob` owns its block as a `Box<[u8]>` would, and moves between threads with the
@@ -50,54 +58,162 @@ unsafe impl Send for Blob {}
 unsafe impl Sync for Blob {}
 
 impl Blob {
-    /// The address of byte 0, valid for `len` bytes until the blob is dropped.
+    /// A blob of `args` whose possible addresses are at `pointers` (ascending) and `named`, with
+    /// an opaque kernel's references. `args` must not exceed `args::MAX_BLOB_BYTES`, and every
+    /// offset must leave 8 bytes in it (packing and flattening check both).
+    pub fn new(args: &[u8], pointers: &[u32], named: &[Named], opaque: Option<Box<References>>) -> Self {
+        // The block is sized from these counts: one that did not fit its field would make the
+        // copies below overrun it. Packing and flattening keep them far below (offsets and names
+        // are 8-byte words of the arguments), so this never fails.
+        let fits = |n: usize| u16::try_from(n).ok();
+        let (Some(len), Some(count), Some(names)) = (fits(args.len()), fits(pointers.len()), fits(named.len())) else {
+            panic!("a blob of {} bytes, {} pointers and {} named arguments", args.len(), pointers.len(), named.len());
+        };
+        debug_assert!(args.len() <= MAX_BLOB_BYTES, "a blob of {} bytes", args.len());
+        debug_assert!(pointers.iter().chain(named.iter().map(|n| &n.at)).all(|&at| at as usize + 8 <= args.len()));
+        let mut blob = Self { ptr: NonNull::<Named>::dangling().cast(), len, pointers: count, named: names, opaque: opaque.is_some() };
+        let layout = blob.layout();
+        if layout.size() == 0 {
+            return blob;
+        }
+        // SAFETY: the layout is not zero-sized.
+        let Some(ptr) = NonNull::new(unsafe { std::alloc::alloc(layout) }) else {
+            // Drops nothing: the blob's drop would free its dangling block.
+            std::mem::forget(blob);
+            std::alloc::handle_alloc_error(layout)
+        };
+        blob.ptr = ptr;
+        let (offsets_at, named_at, opaque_at) = blob.list_offsets();
+        // SAFETY: each range lies inside the block just allocated (see `list_offsets`), aligned
+        // for what is stored there (`u16` at an even offset, `Named` at a multiple of 8 of a
+        // block aligned for it), and nothing else refers to the block yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(args.as_ptr(), ptr.as_ptr(), args.len());
+            let offsets = ptr.as_ptr().add(offsets_at).cast::<u16>();
+            for (k, &at) in pointers.iter().enumerate() {
+                offsets.add(k).write(at as u16);
+            }
+            std::ptr::copy_nonoverlapping(named.as_ptr(), ptr.as_ptr().add(named_at).cast::<Named>(), named.len());
+            if let Some(refs) = opaque {
+                ptr.as_ptr().add(opaque_at).cast::<*mut References>().write(Box::into_raw(refs));
+            }
+        }
+        blob
+    }
+
+    /// Where the offsets, the named arguments and the opaque references start in the block.
+    fn list_offsets(&self) -> (usize, usize, usize) {
+        let offsets = usize::from(self.len).next_multiple_of(std::mem::align_of::<u16>());
+        let named = (offsets + 2 * usize::from(self.pointers)).next_multiple_of(std::mem::align_of::<Named>());
+        let opaque = named + std::mem::size_of::<Named>() * usize::from(self.named);
+        (offsets, named, opaque)
+    }
+
+    fn layout(&self) -> std::alloc::Layout {
+        let (offsets, _, opaque) = self.list_offsets();
+        // Padding is kept only where something aligned follows it.
+        let size = if self.opaque {
+            opaque + std::mem::size_of::<*mut References>()
+        } else if self.named > 0 {
+            opaque
+        } else {
+            offsets + 2 * usize::from(self.pointers)
+        };
+        std::alloc::Layout::from_size_align(size, std::mem::align_of::<Named>()).expect("a block of at most a few hundred KiB")
+    }
+
+    /// The heap block's size: the arguments and the lists after them.
+    pub fn block_bytes(&self) -> usize {
+        self.layout().size()
+    }
+
+    /// The address of byte 0 of the arguments, valid for `len` bytes until the blob is dropped.
     pub fn base(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
-}
 
-impl From<Vec<u8>> for Blob {
-    fn from(bytes: Vec<u8>) -> Self {
-        let boxed = bytes.into_boxed_slice();
-        let len = boxed.len();
-        // `Box::into_raw` never gives null, even for an empty slice (a dangling, aligned address).
-        let ptr = NonNull::new(Box::into_raw(boxed).cast::<u8>()).expect("a box's address is never null");
-        Self { ptr, len }
+    /// The offsets of the words that may hold device addresses, ascending.
+    pub fn pointers(&self) -> impl Iterator<Item = u32> + '_ {
+        let list: &[u16] = if self.pointers == 0 {
+            &[]
+        } else {
+            let (offsets, _, _) = self.list_offsets();
+            // SAFETY: `pointers` `u16`s written by `new` at that even offset of the block, which
+            // lives as long as `self`.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offsets).cast::<u16>().cast_const(), usize::from(self.pointers)) }
+        };
+        list.iter().map(|&at| u32::from(at))
+    }
+
+    /// The arguments the caller named by allocation, in their order.
+    pub fn named(&self) -> &[Named] {
+        if self.named == 0 {
+            return &[];
+        }
+        let (_, named, _) = self.list_offsets();
+        // SAFETY: `named` entries written by `new` at that offset, aligned for them, in a block
+        // that lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(named).cast::<Named>().cast_const(), usize::from(self.named)) }
+    }
+
+    /// An opaque kernel's references (see `opaque.rs`).
+    pub fn opaque(&self) -> Option<&References> {
+        self.opaque.then(|| {
+            let (_, _, at) = self.list_offsets();
+            // SAFETY: `new` wrote a pointer from `Box::into_raw` there, aligned, which stays
+            // valid until `drop` gives it back.
+            unsafe { &*self.ptr.as_ptr().add(at).cast::<*mut References>().read() }
+        })
     }
 }
 
 impl Drop for Blob {
     fn drop(&mut self) {
-        // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `Box<[u8]>` (`From<Vec<u8>>`),
-        // which is given back once, here.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) });
+        let layout = self.layout();
+        if self.opaque {
+            let (_, _, at) = self.list_offsets();
+            // SAFETY: a pointer from `Box::into_raw` that `new` wrote there, given back once.
+            drop(unsafe { Box::from_raw(self.ptr.as_ptr().add(at).cast::<*mut References>().read()) });
+        }
+        if layout.size() > 0 {
+            // SAFETY: allocated by `new` with this layout (its fields never change), freed once.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
     }
 }
 
 impl std::ops::Deref for Blob {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: `len` initialized bytes owned by this blob, borrowed as long as it is.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: `len` initialized bytes at the start of the block, borrowed as long as the blob
+        // is (dangling and empty when the block is).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), usize::from(self.len)) }
     }
 }
 
 impl std::ops::DerefMut for Blob {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as for `deref`, borrowed mutably as long as the blob is.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), usize::from(self.len)) }
     }
 }
 
 impl Clone for Blob {
     fn clone(&self) -> Self {
-        Blob::from(self.to_vec())
+        let pointers: Vec<u32> = self.pointers().collect();
+        Blob::new(self, &pointers, self.named(), self.opaque().cloned().map(Box::new))
     }
 }
 
 impl std::fmt::Debug for Blob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        let pointers: Vec<u32> = self.pointers().collect();
+        f.debug_struct("Blob")
+            .field("args", &&self[..])
+            .field("pointers", &pointers)
+            .field("named", &self.named())
+            .field("opaque", &self.opaque())
+            .finish()
     }
 }
 
@@ -105,9 +221,15 @@ impl KernelRecord {
     /// The record for a command buffer with another allocation table (a parent it is flattened
     /// into): the named pointers become plain ones, matched by address there.
     pub fn for_another_table(&self) -> Self {
-        let mut pointers: Vec<u32> = self.pointers.iter().copied().chain(self.named.iter().map(|n| n.at)).collect();
+        let mut pointers: Vec<u32> = self.blob.pointers().chain(self.blob.named().iter().map(|n| n.at)).collect();
         pointers.sort_unstable();
-        Self { pointers: pointers.into(), named: Box::default(), ..self.clone() }
+        Self {
+            function: self.function,
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+            blob: Blob::new(&self.blob, &pointers, &[], self.blob.opaque().cloned().map(Box::new)),
+        }
     }
 }
 
@@ -132,7 +254,9 @@ pub enum Params {
     EventRecord(Event),
     EventWait(Event),
     Host(HostNode),
-    MemOp(MemOpNode, References),
+    /// (Its operations boxed: few nodes are memory operations, and every record would otherwise
+    /// hold their room.)
+    MemOp(Box<MemOpNode>, References),
 }
 
 /// The references of every node whose arguments the library never saw.
@@ -162,7 +286,7 @@ impl Params {
             // and an event node synchronizes with work outside the graph that was issued with
             // the graph's addresses: while one is in the command buffer, nothing moves in place.
             Params::EventRecord(_) | Params::EventWait(_) | Params::Host(_) => Some(&UNKNOWN),
-            Params::Kernel(k) => k.opaque.as_deref(),
+            Params::Kernel(k) => k.blob.opaque(),
             Params::Memcpy(_) | Params::Memset(_) | Params::Empty => None,
         }
     }
@@ -173,8 +297,8 @@ impl Params {
         match self {
             Params::Kernel(k) => {
                 let slot = Slot::kernel_arg;
-                k.pointers.iter().for_each(|&at| f(slot(at), read_ptr(&k.blob, at), None));
-                k.named.iter().for_each(|n| f(slot(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
+                k.blob.pointers().for_each(|at| f(slot(at), read_ptr(&k.blob, at), None));
+                k.blob.named().iter().for_each(|n| f(slot(n.at), read_ptr(&k.blob, n.at), Some((n.allocation, n.offset))));
             }
             Params::Memcpy(c) => {
                 f(Slot::MemcpyDst, c.dst, None);
@@ -188,6 +312,18 @@ impl Params {
             | Params::EventWait(_)
             | Params::Host(_)
             | Params::MemOp(..) => {}
+        }
+    }
+
+    /// The address `slot` holds; the slot came from [`Self::for_each_slot`] of this node.
+    #[inline]
+    pub fn read(&self, slot: Slot) -> u64 {
+        match (self, slot) {
+            (Params::Kernel(k), Slot::KernelArg(at)) => read_ptr(&k.blob, u32::from(at)),
+            (Params::Memcpy(c), Slot::MemcpyDst) => c.dst,
+            (Params::Memcpy(c), Slot::MemcpySrc) => c.src,
+            (Params::Memset(s), Slot::MemsetDst) => s.dst,
+            (params, slot) => unreachable!("slot {slot:?} recorded for a {} node", params.kind_name()),
         }
     }
 
@@ -267,12 +403,17 @@ pub struct NodeRecord {
     /// The template node holds older parameters than `params`, which the next template refresh
     /// pushes (a primary's updates go to its executable graph only).
     pub template_dirty: bool,
-    /// What few nodes have, out of line (none for most kernel, memcpy and memset nodes).
-    rare: Option<Box<Rare>>,
 }
 
+// The record an update walks: the handle, the parameters (a kernel's launch shape and its
+// blob's 16-byte handle, the largest) and the flags. Rust keeps the parameters' variant in a
+// niche of the kernel's, which no larger variant may take away.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<NodeRecord>() == 72 && std::mem::size_of::<Params>() == 56);
+
 /// The fields of a node record that only child nodes, nodes with known references and nodes
-/// that keep graphs use: kept out of line, so that the records an update walks are smaller.
+/// that keep graphs use: kept in a side table by node ([`RareFields`]), so that the records an
+/// update walks are smaller (a box in each record took 8 bytes a node).
 #[derive(Default)]
 pub struct Rare {
     /// Allocations this node pins (its known references lie in them), distinct.
@@ -288,15 +429,78 @@ pub struct Rare {
     pub graphs_since: u64,
 }
 
+/// The [`Rare`] fields of the nodes that have any, in ascending order of node: found by a
+/// binary search, and added where a node first needs them (at the end, for a node just
+/// recorded).
+#[derive(Default)]
+pub struct RareFields(Vec<(NodeId, Rare)>);
+
+impl RareFields {
+    fn get(&self, node: NodeId) -> Option<&Rare> {
+        self.0.binary_search_by_key(&node, |(n, _)| *n).ok().map(|k| &self.0[k].1)
+    }
+
+    /// Node `node`'s fields, made when first written.
+    pub fn get_mut(&mut self, node: NodeId) -> &mut Rare {
+        let k = match self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            Ok(k) => k,
+            Err(k) => {
+                self.0.insert(k, (node, Rare::default()));
+                k
+            }
+        };
+        &mut self.0[k].1
+    }
+
+    /// Forgets a node removed from the command buffer.
+    pub fn remove(&mut self, node: NodeId) {
+        if let Ok(k) = self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            self.0.remove(k);
+        }
+    }
+
+    /// The nodes that have rare fields, with them, in ascending order of node.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &Rare)> {
+        self.0.iter().map(|(n, r)| (*n, r))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut Rare)> {
+        self.0.iter_mut().map(|(n, r)| (*n, r))
+    }
+
+    /// Allocations `node` pins (see [`Rare::pins`]).
+    pub fn pins(&self, node: NodeId) -> &[u32] {
+        self.get(node).map_or(&[], |r| &r.pins)
+    }
+
+    pub fn clear_pins(&mut self, node: NodeId) {
+        if let Ok(k) = self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            self.0[k].1.pins.clear();
+        }
+    }
+
+    /// See [`Rare::child_clone`].
+    pub fn child_clone(&self, node: NodeId) -> Option<Graph> {
+        self.get(node).and_then(|r| r.child_clone)
+    }
+
+    /// See [`Rare::graphs_since`].
+    pub fn graphs_since(&self, node: NodeId) -> u64 {
+        self.get(node).map_or(0, |r| r.graphs_since)
+    }
+
+    /// The heap the table holds, with the pin lists (see `memory.rs`).
+    pub fn heap(&self) -> Heap {
+        let pins: Heap = self.0.iter().map(|(_, r)| Heap::vec(&r.pins)).sum();
+        [Heap::vec(&self.0), pins].into_iter().sum()
+    }
+}
+
 impl NodeRecord {
     /// The heap this record holds: its argument blob (with the packed bytes' length) and its
     /// other lists (see `memory.rs`).
     pub fn heap(&self) -> (Heap, u64, Heap) {
         let mut lists = Heap::default();
-        if let Some(rare) = &self.rare {
-            lists.add(Heap { bytes: std::mem::size_of::<Rare>() as u64, blocks: 1 });
-            lists.add(Heap::vec(&rare.pins));
-        }
         let known = |refs: &Option<&References>| match refs {
             Some(References::Known(addresses)) => Heap::vec(addresses),
             _ => Heap::default(),
@@ -304,14 +508,17 @@ impl NodeRecord {
         lists.add(known(&self.params.references()));
         match &self.params {
             Params::Kernel(k) => {
-                if k.opaque.is_some() {
+                if k.blob.opaque().is_some() {
                     lists.add(Heap { bytes: std::mem::size_of::<References>() as u64, blocks: 1 });
                 }
-                lists.add(Heap::boxed(&k.pointers));
-                lists.add(Heap::boxed(&k.named));
-                (Heap::boxed(&k.blob[..]), k.blob.len() as u64, lists)
+                // One block: the arguments are counted as their copy, the lists after them
+                // (and the padding before each) as the node's lists.
+                let (block, args) = (k.blob.block_bytes() as u64, k.blob.len() as u64);
+                lists.add(Heap { bytes: block - args, blocks: 0 });
+                (Heap { bytes: args, blocks: u64::from(block > 0) }, args, lists)
             }
             Params::MemOp(ops, _) => {
+                lists.add(Heap { bytes: std::mem::size_of::<MemOpNode>() as u64, blocks: 1 });
                 lists.add(Heap::vec(&ops.ops));
                 (Heap::default(), 0, lists)
             }
@@ -338,42 +545,93 @@ impl NodeRecord {
     }
 
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false, rare: None }
+        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(at: u32, allocation: u32, offset: u64) -> Named {
+        Named { at, allocation, offset }
     }
 
-    /// The out-of-line fields, made when first written.
-    pub fn rare_mut(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Box::default)
-    }
-
-    /// Allocations this node pins (see [`Rare::pins`]).
-    pub fn pins(&self) -> &[u32] {
-        self.rare.as_ref().map_or(&[], |r| &r.pins)
-    }
-
-    pub fn clear_pins(&mut self) {
-        if let Some(rare) = &mut self.rare {
-            rare.pins.clear();
+    #[test]
+    fn a_blob_keeps_its_arguments_and_lists_in_one_block_through_clones_and_writes() {
+        let args: Vec<u8> = (0..43).collect();
+        let refs = References::Opaque("the kernel `k`".into());
+        for (pointers, names, opaque) in [
+            (vec![], vec![], None),
+            (vec![0, 24], vec![], None),
+            (vec![8], vec![named(16, 2, 0x40), named(32, 0, 0)], None),
+            (vec![], vec![named(0, 7, u64::MAX)], None),
+            (vec![], vec![], Some(refs.clone())),
+            (vec![0, 8, 16], vec![named(24, 1, 8)], Some(refs.clone())),
+        ] {
+            for len in [0, 35, 40, 43] {
+                let keep = |at: &u32| *at as usize + 8 <= len;
+                let pointers: Vec<u32> = pointers.iter().copied().filter(keep).collect();
+                let names: Vec<Named> = names.iter().copied().filter(|n| keep(&n.at)).collect();
+                let mut blob = Blob::new(&args[..len], &pointers, &names, opaque.clone().map(Box::new));
+                let copy = blob.clone();
+                if len >= 8 {
+                    write_ptr(&mut blob, 0, 0xdead_beef_0000_0001);
+                    assert_eq!(read_ptr(&blob, 0), 0xdead_beef_0000_0001);
+                    // SAFETY: `base` is byte 0 of the blob's 8 or more argument bytes.
+                    assert_eq!(unsafe { blob.base().cast::<u64>().read_unaligned() }, 0xdead_beef_0000_0001);
+                }
+                for b in [&blob, &copy].into_iter() {
+                    assert_eq!(b.len(), len);
+                    assert_eq!(b[8.min(len)..], args[8.min(len)..len], "the arguments after the written word");
+                    assert_eq!(b.pointers().collect::<Vec<_>>(), pointers);
+                    assert_eq!(b.named(), &names[..]);
+                    assert_eq!(b.opaque().is_some(), opaque.is_some());
+                    if let Some(refs) = b.opaque() {
+                        assert!(matches!(refs, References::Opaque(what) if &**what == "the kernel `k`"));
+                    }
+                }
+                assert_eq!(&copy[..], &args[..len], "a clone is a copy, not the same block");
+                let lists = 2 * pointers.len() + 16 * names.len() + 8 * usize::from(opaque.is_some());
+                assert!(blob.block_bytes() >= len + lists && blob.block_bytes() < len + lists + 16, "{} bytes", blob.block_bytes());
+            }
         }
     }
 
-    /// See [`Rare::child_bytes`].
-    pub fn child_bytes(&self) -> u64 {
-        self.rare.as_ref().map_or(0, |r| r.child_bytes)
+    #[test]
+    fn rare_fields_stay_in_node_order_whatever_order_they_are_made_in() {
+        let mut rare = RareFields::default();
+        for node in [5, 2, 9, 2, 0] {
+            rare.get_mut(node).child_bytes += u64::from(node) + 1;
+        }
+        rare.get_mut(9).pins = vec![4, 1];
+        rare.get_mut(5).graphs_since = 7;
+        let order: Vec<(NodeId, u64)> = rare.iter().map(|(n, r)| (n, r.child_bytes)).collect();
+        assert_eq!(order, vec![(0, 1), (2, 6), (5, 6), (9, 10)]);
+        assert_eq!((rare.pins(9), rare.pins(3)), (&[4, 1][..], &[][..]));
+        assert_eq!((rare.graphs_since(5), rare.graphs_since(4)), (7, 0));
+        rare.clear_pins(9);
+        rare.clear_pins(3);
+        assert!(rare.pins(9).is_empty());
+        rare.remove(2);
+        rare.remove(3);
+        assert_eq!(rare.iter().map(|(n, _)| n).collect::<Vec<_>>(), vec![0, 5, 9]);
+        assert_eq!(rare.child_clone(9), None);
     }
 
-    /// See [`Rare::child_clone`].
-    pub fn child_clone(&self) -> Option<Graph> {
-        self.rare.as_ref().and_then(|r| r.child_clone)
-    }
-
-    /// Takes the child clone out of the record (see [`Rare::child_clone`]).
-    pub fn take_child_clone(&mut self) -> Option<Graph> {
-        self.rare.as_mut().and_then(|r| r.child_clone.take())
-    }
-
-    /// See [`Rare::graphs_since`].
-    pub fn graphs_since(&self) -> u64 {
-        self.rare.as_ref().map_or(0, |r| r.graphs_since)
+    #[test]
+    fn a_record_for_another_table_turns_named_arguments_into_pointers() {
+        let args = [0u8; 40];
+        let k = KernelRecord {
+            function: Function(std::ptr::null_mut()),
+            grid: [2, 1, 1],
+            block: [64, 1, 1],
+            shared_mem_bytes: 16,
+            blob: Blob::new(&args, &[8, 32], &[named(16, 1, 0), named(0, 0, 8)], None),
+        };
+        let other = k.for_another_table();
+        assert_eq!(other.blob.pointers().collect::<Vec<_>>(), vec![0, 8, 16, 32]);
+        assert!(other.blob.named().is_empty());
+        assert_eq!((other.grid, other.block, other.shared_mem_bytes), (k.grid, k.block, k.shared_mem_bytes));
     }
 }

@@ -17,7 +17,7 @@ use super::args::MAX_BLOB_BYTES;
 use super::memory::Heap;
 use std::collections::HashMap;
 
-/// Where in a node's parameters an address lives: four bytes, so that a site is 16 (a kernel's
+/// Where in a node's parameters an address lives: four bytes, so that a site is 8 (a kernel's
 /// blob never exceeds `args::MAX_BLOB_BYTES`, so its offsets fit in 16 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
@@ -38,13 +38,14 @@ impl Slot {
     }
 }
 
-/// A site as an update needs it: which node, where in it, and its offset in the allocation.
+/// A site as an update needs it: which node and where in it. Its offset in the allocation is
+/// not kept: the slot itself holds the allocation's base plus that offset (recording made it so,
+/// and every move of the allocation adds its delta to each of its sites), so an update adds the
+/// move's delta to what the slot holds, in the cache line it writes anyway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Site {
     pub node: u32,
     pub slot: Slot,
-    /// Offset of the address from the allocation's base.
-    pub offset: u64,
 }
 
 /// The distinct sets of allocations that ambiguous sites may come from, each with its site
@@ -145,9 +146,9 @@ impl PatchTable {
         self.ambiguous = HashMap::new();
     }
 
-    /// Adds a site of `node` patched through `alloc`; `others` are the other allocations its
-    /// address may come from (empty when it is unambiguous).
-    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, offset: u64, others: &[u32]) {
+    /// Adds a site of `node` patched through `alloc` (the slot holds an address of it); `others`
+    /// are the other allocations its address may come from (empty when it is unambiguous).
+    pub fn add(&mut self, node: u32, slot: Slot, alloc: u32, others: &[u32]) {
         if !others.is_empty() {
             let mut set = Vec::with_capacity(others.len() + 1);
             set.push(alloc);
@@ -156,7 +157,7 @@ impl PatchTable {
             let id = self.overlaps.add(set);
             self.ambiguous.entry(node).or_default().push(id);
         }
-        self.pending.push((alloc, Site { node, slot, offset }));
+        self.pending.push((alloc, Site { node, slot }));
         self.added += 1;
     }
 
@@ -259,7 +260,7 @@ impl PatchTable {
             starts[a + 1] += starts[a];
         }
         let mut next = starts.clone();
-        let mut grouped = vec![Site { node: 0, slot: Slot::MemsetDst, offset: 0 }; starts[self.allocations] as usize];
+        let mut grouped = vec![Site { node: 0, slot: Slot::MemsetDst }; starts[self.allocations] as usize];
         for a in 0..self.allocations {
             for &site in self.grouped[self.starts[a] as usize..self.starts[a + 1] as usize].iter().filter(|s| !dead(s.node)) {
                 grouped[next[a] as usize] = site;
@@ -280,7 +281,7 @@ impl PatchTable {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Site>() == 16 && MAX_BLOB_BYTES <= u16::MAX as usize);
+const _: () = assert!(std::mem::size_of::<Site>() == 8 && MAX_BLOB_BYTES <= u16::MAX as usize);
 
 #[cfg(test)]
 mod tests {
@@ -311,14 +312,14 @@ mod tests {
     fn removal_by_node_keeps_every_allocation_s_sites_right() {
         let mut t = PatchTable::default();
         t.reset(3);
-        t.add(0, Slot::KernelArg(0), 0, 0, &[]);
-        t.add(1, Slot::MemcpyDst, 0, 8, &[]);
-        t.add(2, Slot::MemsetDst, 0, 16, &[]);
-        t.add(3, Slot::MemcpySrc, 2, 0, &[]);
+        t.add(0, Slot::KernelArg(0), 0, &[]);
+        t.add(1, Slot::MemcpyDst, 0, &[]);
+        t.add(2, Slot::MemsetDst, 0, &[]);
+        t.add(3, Slot::MemcpySrc, 2, &[]);
         assert_eq!(nodes_of(&mut t, 0), vec![0, 1, 2]);
         assert!(t.of_allocation(1).is_empty());
         // Removed from the grouped array, and a pending site of node 4 removed with it.
-        t.add(4, Slot::KernelArg(16), 1, 0, &[]);
+        t.add(4, Slot::KernelArg(16), 1, &[]);
         t.remove_node(0);
         t.remove_node(2);
         t.remove_node(4);
@@ -326,14 +327,14 @@ mod tests {
         assert_eq!(nodes_of(&mut t, 0), vec![1]);
         assert!(t.of_allocation(1).is_empty(), "node 4's site went with it before it was grouped");
         // A node re-recorded: its old sites go, the ones added after the removal stay.
-        t.add(4, Slot::KernelArg(8), 0, 24, &[]);
+        t.add(4, Slot::KernelArg(8), 0, &[]);
         t.remove_node(1);
-        t.add(1, Slot::MemcpyDst, 1, 4, &[]);
+        t.add(1, Slot::MemcpyDst, 1, &[]);
         assert_eq!(t.len(), 3);
         assert_eq!(nodes_of(&mut t, 0), vec![4]);
-        assert_eq!(t.of_allocation(0)[0], Site { node: 4, slot: Slot::KernelArg(8), offset: 24 });
-        assert_eq!(t.of_allocation(1), &[Site { node: 1, slot: Slot::MemcpyDst, offset: 4 }]);
-        assert_eq!(t.of_allocation(2), &[Site { node: 3, slot: Slot::MemcpySrc, offset: 0 }]);
+        assert_eq!(t.of_allocation(0)[0], Site { node: 4, slot: Slot::KernelArg(8) });
+        assert_eq!(t.of_allocation(1), &[Site { node: 1, slot: Slot::MemcpyDst }]);
+        assert_eq!(t.of_allocation(2), &[Site { node: 3, slot: Slot::MemcpySrc }]);
         assert_eq!(t.added(), 7);
         t.reset(1);
         assert_eq!(t.len(), 0);
@@ -345,7 +346,7 @@ mod tests {
         let mut t = PatchTable::default();
         t.reset(2);
         let old = [super::super::allocations::Allocation { base: 0x1000, size: 0x100 }; 2];
-        t.add(0, Slot::KernelArg(0), 0, 0, &[1]);
+        t.add(0, Slot::KernelArg(0), 0, &[1]);
         t.group();
         assert!(t.overlaps().refusal(&[(0, 0x9000)], &old).is_some(), "0 and 1 alias: moving 0 alone is refused");
         t.remove_node(0);

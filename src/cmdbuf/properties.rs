@@ -139,13 +139,13 @@ fn patch_table_agrees_with_the_model() {
                 _ => {
                     let offset = 8 * r.below(64) as u16;
                     let slot = r.pick(&[Slot::KernelArg(offset), Slot::MemcpyDst, Slot::MemcpySrc, Slot::MemsetDst]);
-                    let site = Site { node: r.below(32) as u32, slot, offset: r.below(0x1000) };
+                    let site = Site { node: r.below(32) as u32, slot };
                     let alloc = r.below(u64::from(allocations)) as u32;
                     let mut others: Vec<u32> = (0..allocations).filter(|&a| a != alloc && r.below(5) == 0).collect();
                     if r.below(2) == 0 {
                         others.clear();
                     }
-                    t.add(site.node, site.slot, alloc, site.offset, &others);
+                    t.add(site.node, site.slot, alloc, &others);
                     let mut set = others.clone();
                     set.push(alloc);
                     model.push((alloc, site, set));
@@ -156,7 +156,7 @@ fn patch_table_agrees_with_the_model() {
                 for a in 0..allocations {
                     let mut got: Vec<Site> = t.of_allocation(a).to_vec();
                     let mut want: Vec<Site> = model.iter().filter(|(m, _, _)| *m == a).map(|&(_, s, _)| s).collect();
-                    let key = |s: &Site| (s.node, format!("{:?}", s.slot), s.offset);
+                    let key = |s: &Site| (s.node, format!("{:?}", s.slot));
                     got.sort_by_key(key);
                     want.sort_by_key(key);
                     assert_eq!(got, want, "sites of allocation {a}");

@@ -46,42 +46,64 @@ const COMPARE_CHUNK: usize = 16;
 /// for a miss to memory to arrive while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
 
-/// One site's new address, as the writing pass takes it.
-#[derive(Clone, Copy)]
-struct Write {
-    node: NodeId,
-    slot: Slot,
-    address: u64,
-}
-
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
-/// grow to what the updates need (an update makes room for all its writes at once), not to what
+/// grow to what the updates need (an update makes room for all its touched nodes at once), not to what
 /// an update of everything would: sized for the whole graph at finalize, they took 16 bytes a
 /// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
 /// allocations each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
-    /// Stamped on each node an update touches; starts at 1 so a fresh node (0) is untouched.
-    epoch: u32,
-    /// The last update that touched each node (dedupes pushes without a set), by node: an array
-    /// of its own, so that the writing pass reads no node record.
-    stamps: Vec<u32>,
+    marks: Marks,
     /// `(allocation, new base)` of the allocations that moved.
     pub(super) moved: Vec<(u32, u64)>,
-    writes: Vec<Write>,
     touched: Vec<NodeId>,
 }
 
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [Heap::vec(&self.stamps), Heap::vec(&self.moved), Heap::vec(&self.writes), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.marks.bits), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
     }
 
-    /// Makes a stamp for each of `nodes` nodes (at finalize, so that no update does).
-    pub(super) fn stamp_nodes(&mut self, nodes: usize) {
-        reserve_written(&mut self.stamps, nodes, 0);
-        self.stamps.resize(nodes, 0);
+    /// Makes a mark for each of `nodes` nodes (at finalize, so that no update does).
+    pub(super) fn mark_nodes(&mut self, nodes: usize) {
+        self.marks.cover(nodes);
+    }
+}
+
+/// Which nodes the update under way has touched already (so that each is pushed once, without
+/// a set): one bit a node, in an array of its own, so that the writing pass reads no node
+/// record. Every bit is clear between updates: the update clears those it set (its touched
+/// list) before it pushes anything, so no exit leaves one behind. A number of the last update
+/// per node took 32 times the room and wrapped every 2^32 updates.
+#[derive(Default)]
+struct Marks {
+    bits: Vec<u64>,
+}
+
+impl Marks {
+    /// Room for `nodes` nodes, all clear.
+    fn cover(&mut self, nodes: usize) {
+        let words = nodes.div_ceil(64);
+        reserve_written(&mut self.bits, words, 0);
+        self.bits.resize(words, 0);
+    }
+
+    /// Whether this update touches `node` for the first time (and notes that it has).
+    #[inline]
+    fn first_touch(&mut self, node: NodeId) -> bool {
+        let (word, bit) = (node as usize / 64, 1u64 << (node % 64));
+        let first = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        first
+    }
+
+    /// Clears the marks of `touched`, every node marked since the last clear.
+    fn clear(&mut self, touched: &[NodeId]) {
+        for &node in touched {
+            self.bits[node as usize / 64] &= !(1u64 << (node % 64));
+        }
+        debug_assert!(self.bits.iter().all(|&w| w == 0), "a node was marked but not listed as touched");
     }
 }
 
@@ -124,7 +146,7 @@ impl BlobBases {
 
 /// Makes room in `v` for `n` elements in all, writing `fill` over the room when it is new: the
 /// first update after finalize would otherwise take the page faults of that fresh memory (one per
-/// 4 KiB: about a hundred for 100 000 nodes' stamps), which are finalize's to take.
+/// 4 KiB), which are finalize's to take.
 pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
     if v.capacity() < n {
         v.reserve_exact(n - v.len());
@@ -222,10 +244,11 @@ impl CmdBuf {
     /// unless a node the library cannot patch may reference one of them (then nothing changes).
     ///
     /// On large graphs the cost is the cache misses on the node records and argument blobs the
-    /// sites point into, one or two per touched node, scattered over the graph. The sites are
-    /// first listed in one sequential pass, so the writing pass knows its next nodes and asks for
-    /// their lines [`PATCH_AHEAD`] sites ahead; the pushing pass asks for the next node's while
-    /// the runtime takes the current one.
+    /// sites point into, one or two per touched node, scattered over the graph. The writing pass
+    /// walks the moved allocations' sites (each allocation's contiguous) and asks for the line of
+    /// the site [`PATCH_AHEAD`] after the current one, read by a second walk over the same sites
+    /// (no list of the writes is made: it took 16 bytes per moved site, allocated by the first
+    /// update); the pushing pass asks for the next node's while the runtime takes the current one.
     fn apply_moves(&mut self) -> UpdateReport {
         if let Some((why, reason)) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
@@ -251,66 +274,69 @@ impl CmdBuf {
         }
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
-        // Finalize made a stamp for every node, and no node is added until the next finalize.
-        debug_assert_eq!(scratch.stamps.len(), self.nodes.len());
-        scratch.epoch = scratch.epoch.wrapping_add(1);
-        if scratch.epoch == 0 {
-            // Every 2^32 updates the stamps wrap: each goes back to untouched, once.
-            scratch.stamps.iter_mut().for_each(|s| *s = 0);
-            scratch.epoch = 1;
-        }
-        let epoch = scratch.epoch;
+        // Finalize made a mark for every node, and no node is added until the next finalize.
+        debug_assert_eq!(scratch.marks.bits.len(), self.nodes.len().div_ceil(64));
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            if self.nodes[node as usize].unpushed && scratch.stamps[node as usize] != epoch {
-                scratch.stamps[node as usize] = epoch;
+            if self.nodes[node as usize].unpushed && scratch.marks.first_touch(node) {
                 scratch.touched.push(node);
             }
         }
-        scratch.writes.clear();
         // Finalize grouped the sites, and nothing adds or removes one until the next update
         // phase (this one costs a comparison).
         self.patches.group();
         let patches = &self.patches;
-        let sites: usize = scratch.moved.iter().map(|&(alloc, _)| patches.grouped_of(alloc).len()).sum();
-        scratch.writes.reserve(sites);
+        let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
+        let sites: usize = scratch.moved.iter().map(sites_of).map(<[_]>::len).sum();
         scratch.touched.reserve(sites.min(self.nodes.len()));
+        report.patched_sites = sites as u64;
+        let bases = &self.blob_bases.0;
+        // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
+        let mut ahead = scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD);
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
-            scratch.writes.extend(sites.iter().map(|s| Write { node: s.node, slot: s.slot, address: base + s.offset }));
+            let old = self.allocs.entries()[alloc as usize];
+            debug_assert!(
+                sites.iter().all(|s| self.nodes[s.node as usize].params.read(s.slot).wrapping_sub(old.base) <= old.size),
+                "a site of allocation {alloc} holds an address outside it"
+            );
+            let delta = base.wrapping_sub(old.base);
+            for s in sites {
+                if let Some(next) = ahead.next()
+                    && let Slot::KernelArg(at) = next.slot
+                {
+                    crate::prefetch::line(bases[next.node as usize].wrapping_add(usize::from(at)));
+                }
+                match s.slot {
+                    Slot::KernelArg(at) => {
+                        let word = bases[s.node as usize].wrapping_add(usize::from(at));
+                        debug_assert!(
+                            matches!(&self.nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
+                            "node {}'s blob is not where its sites say",
+                            s.node
+                        );
+                        // SAFETY: `bases` holds the start of the node's live blob (kept in step
+                        // with its record by `attach_sites`), and the site was recorded from that
+                        // blob's pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no
+                        // reference to the blob is live while `self` is borrowed mutably here.
+                        unsafe {
+                            let word = word.cast::<u64>();
+                            word.write_unaligned(word.read_unaligned().wrapping_add(delta));
+                        }
+                    }
+                    slot => {
+                        let params = &mut self.nodes[s.node as usize].params;
+                        params.write(slot, params.read(slot).wrapping_add(delta));
+                    }
+                }
+                if scratch.marks.first_touch(s.node) {
+                    scratch.touched.push(s.node);
+                }
+            }
             self.allocs.rebase(alloc as usize, base);
         }
-        report.patched_sites = scratch.writes.len() as u64;
-        let bases = &self.blob_bases.0;
-        for k in 0..scratch.writes.len() {
-            if let Some(ahead) = scratch.writes.get(k + PATCH_AHEAD)
-                && let Slot::KernelArg(at) = ahead.slot
-            {
-                crate::prefetch::line(bases[ahead.node as usize].wrapping_add(usize::from(at)));
-            }
-            let w = scratch.writes[k];
-            match w.slot {
-                Slot::KernelArg(at) => {
-                    let word = bases[w.node as usize].wrapping_add(usize::from(at));
-                    debug_assert!(
-                        matches!(&self.nodes[w.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
-                        "node {}'s blob is not where its sites say",
-                        w.node
-                    );
-                    // SAFETY: `bases` holds the start of the node's live blob (kept in step with
-                    // its record by `attach_sites`), and the site was recorded from that blob's
-                    // pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference
-                    // to the blob is live while `self` is borrowed mutably here.
-                    unsafe { word.cast::<u64>().write_unaligned(w.address) };
-                }
-                slot => self.nodes[w.node as usize].params.write(slot, w.address),
-            }
-            if scratch.stamps[w.node as usize] != epoch {
-                scratch.stamps[w.node as usize] = epoch;
-                scratch.touched.push(w.node);
-            }
-        }
+        scratch.marks.clear(&scratch.touched);
         // The parameters go to the executable graph only; a re-instantiation brings the
         // template up to date first.
         if primary {
@@ -422,5 +448,36 @@ impl CmdBuf {
             ));
         }
         self.pins.refusal(&self.scratch.moved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_node_is_touched_once_per_update_and_every_mark_is_clear_after_it() {
+        let mut marks = Marks::default();
+        marks.cover(130);
+        assert_eq!(marks.bits.len(), 3);
+        for update in [vec![0, 63, 64, 129, 63, 0, 129], vec![129, 1, 1, 64], vec![]] {
+            let mut touched = Vec::new();
+            for &node in &update {
+                if marks.first_touch(node) {
+                    touched.push(node);
+                }
+            }
+            let mut distinct = update.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            touched.sort_unstable();
+            assert_eq!(touched, distinct, "each node once in update {update:?}");
+            marks.clear(&touched);
+            assert!(marks.bits.iter().all(|&w| w == 0), "marks left after update {update:?}");
+        }
+        // Growing keeps the marks clear (a re-record added nodes).
+        marks.cover(200);
+        assert_eq!(marks.bits, vec![0; 4]);
+        assert!(marks.first_touch(199) && !marks.first_touch(199));
     }
 }
