@@ -1539,3 +1539,205 @@ fn random_rerecords_and_moves_keep_every_node_reading_its_current_source() {
     }
     assert_eq!(cb.sites(), 2 * K, "one source and one destination site per kernel node, none left of a re-record");
 }
+
+/// How a node of `random_moves_by_any_delta_keep_every_address_exact` names its address.
+#[derive(Clone, Copy, Debug)]
+enum DeltaKind {
+    Ptr,
+    Named,
+    Scan,
+    Memcpy,
+}
+
+/// A node of that test: its kind, allocation and offset.
+#[derive(Clone, Copy, Debug)]
+struct DeltaSite {
+    kind: DeltaKind,
+    a: usize,
+    off: u64,
+}
+
+/// A value argument's bytes.
+fn word(v: u64) -> Vec<u8> {
+    v.to_ne_bytes().to_vec()
+}
+
+/// Random re-records and moves (through the whole table and through the moves, ascending and
+/// descending; down by a few words, onto another allocation's base, anywhere), with pushes
+/// failing on the software GPU, over nodes whose pointers are plain, named or scanned at any
+/// offset up to the end of an aliased or end-to-end allocation and memcpys from inside one: after
+/// every step each node's kernel writes the address it holds, which must be its allocation's
+/// current base plus its offset. An update adds the move's delta to the address a slot holds, so
+/// a site applied twice or kept stale would show here as a wrong address.
+#[test]
+fn random_moves_by_any_delta_keep_every_address_exact() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    const POOL_WORDS: usize = 4096; // 32 KiB
+    const M: usize = 6; // allocations
+    const K: usize = 14; // nodes
+    let sim = common::hipsim("pushes failing by fault injection");
+    let seed: u64 = std::env::var("RCB_PROPERTY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
+    let steps: usize = std::env::var("RCB_PROPERTY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let mut r = common::rng::XorShift(seed);
+    let pool = gpu.upload(&vec![0.0f32; POOL_WORDS * 2]);
+    let pattern: Vec<u8> = (0..POOL_WORDS as u64).flat_map(|i| (pool + 8 * i).to_ne_bytes()).collect();
+    gpu.rt.direct().copy_to_device(pool, &pattern).expect("pattern");
+    // outs: one word per node, outside every allocation.
+    let outs = gpu.upload(&vec![0.0f32; 4 * K]);
+    let out = |k: usize| outs + 8 * k as u64;
+
+    let rand_alloc = |r: &mut common::rng::XorShift| -> (u64, u64) {
+        let base = pool + 8 * r.below(2000) as u64;
+        let size = 8 * (1 + r.below(200)) as u64;
+        (base, size)
+    };
+    let mut table: Vec<(u64, u64)> = (0..M).map(|_| rand_alloc(&mut r)).collect();
+    // some aliasing / end-to-end
+    table[1] = table[0];
+    table[3] = (table[2].0 + table[2].1, table[3].1);
+
+    let pick = |r: &mut common::rng::XorShift, table: &[(u64, u64)], memcpy: bool| -> DeltaSite {
+        let a = r.below(M);
+        let size = table[a].1;
+        if memcpy {
+            return DeltaSite { kind: DeltaKind::Memcpy, a, off: 8 * r.below((size / 8) as usize) as u64 };
+        }
+        let kind = [DeltaKind::Ptr, DeltaKind::Named, DeltaKind::Scan][r.below(3)];
+        DeltaSite { kind, a, off: 8 * r.below((size / 8 + 1) as usize) as u64 }
+    };
+
+    let kernel_args = |k: usize, p: DeltaSite, table: &[(u64, u64)]| -> Vec<(Vec<u8>, u32)> {
+        let addr = table[p.a].0 + p.off;
+        let end = match p.kind {
+            DeltaKind::Ptr => (word(addr), RCB_ARG_DEVICE_PTR),
+            DeltaKind::Scan => (word(addr), RCB_ARG_SCAN),
+            DeltaKind::Named => ([word(p.a as u64), word(p.off)].concat(), RCB_ARG_ALLOCATION),
+            DeltaKind::Memcpy => unreachable!(),
+        };
+        vec![(word(out(k)), RCB_ARG_VALUE), (word(0), RCB_ARG_VALUE), end]
+    };
+
+    let cb = Cb::primary();
+    cb.set_allocs(&table);
+    let mut ps: Vec<DeltaSite> = Vec::new();
+    let mut nodes = Vec::new();
+    for k in 0..K {
+        let p = pick(&mut r, &table, k % 4 == 3);
+        let n = match p.kind {
+            DeltaKind::Memcpy => cb.memcpy(&[], out(k), table[p.a].0 + p.off, 8),
+            _ => {
+                let a = kernel_args(k, p, &table);
+                let v: Vec<(&[u8], u32)> = a.iter().map(|(b, k)| (b.as_slice(), *k)).collect();
+                cb.raw_kernel(&[], gpu.k.distance_u64, 1, &v)
+            }
+        };
+        ps.push(p);
+        nodes.push(n);
+    }
+    cb.finalize();
+
+    let check = |cb: &Cb, table: &[(u64, u64)], ps: &[DeltaSite], what: &str| {
+        gpu.rt.direct().copy_to_device(outs, &vec![0u8; 16 * K]).expect("zero");
+        cb.launch(&gpu);
+        let got = gpu.read_bytes(outs, 8 * K);
+        for (k, p) in ps.iter().enumerate() {
+            let v = u64::from_ne_bytes(got[8 * k..8 * k + 8].try_into().unwrap());
+            let want = table[p.a].0 + p.off;
+            assert_eq!(v, want, "{what}: node {k} {p:?} table {table:x?}");
+        }
+    };
+    check(&cb, &table, &ps, "initial");
+
+    let (mut accepted, mut refused, mut failed) = (0, 0, 0);
+    for step in 0..steps {
+        let what = format!("seed {seed} step {step}");
+        match r.below(6) {
+            0 => {
+                // Re-record a few nodes (and maybe the whole table).
+                cb.begin_update();
+                if r.one_in(3) {
+                    cb.set_allocs(&table);
+                }
+                for _ in 0..1 + r.below(3) {
+                    let k = r.below(K);
+                    let p = pick(&mut r, &table, k % 4 == 3);
+                    match p.kind {
+                        DeltaKind::Memcpy => ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, nodes[k], out(k), table[p.a].0 + p.off, 8) }),
+                        _ => {
+                            let a = kernel_args(k, p, &table);
+                            let v: Vec<(&[u8], u32)> = a.iter().map(|(b, k)| (b.as_slice(), *k)).collect();
+                            cb.update_raw_kernel(nodes[k], gpu.k.distance_u64, 1, &v);
+                        }
+                    }
+                    ps[k] = p;
+                }
+                cb.finalize();
+            }
+            _ => {
+                let mut new = table.clone();
+                let mut moves = Vec::new();
+                for j in 0..M {
+                    if r.one_in(2) {
+                        let base = match r.below(4) {
+                            0 => new[(j + 1) % M].0,                                              // alias another
+                            1 => table[j].0.wrapping_sub(8 * (1 + r.below(40)) as u64).max(pool), // small negative
+                            _ => pool + 8 * r.below(2000) as u64,
+                        };
+                        new[j].0 = base;
+                        moves.push((j as u64, base));
+                    }
+                }
+                let inject = sim.as_ref().filter(|_| r.one_in(5));
+                if let Some(sim) = inject {
+                    sim.set_faults(&format!("hipGraphExecKernelNodeSetParams:{}", 1 + r.below(4)));
+                }
+                let rep = match r.below(3) {
+                    0 => cb.update_allocs(&new),
+                    1 => cb.move_allocs(&moves),
+                    _ => {
+                        moves.reverse();
+                        cb.move_allocs(&moves)
+                    }
+                };
+                if let Some(sim) = inject {
+                    sim.set_faults("");
+                }
+                if rep.needs_rerecord == 0 {
+                    accepted += 1;
+                    table = new;
+                } else if rep.moved_allocations == 0 {
+                    // refused: nothing changed
+                    refused += 1;
+                    check(&cb, &table, &ps, &format!("{what} after a refusal"));
+                    // The contract's re-record.
+                    table = new;
+                    cb.begin_update();
+                    cb.set_allocs(&table);
+                    for k in 0..K {
+                        let p = ps[k];
+                        match p.kind {
+                            DeltaKind::Memcpy => {
+                                ok(unsafe { rcb_cmdbuf_update_memcpy_d2d(cb.0, nodes[k], out(k), table[p.a].0 + p.off, 8) })
+                            }
+                            _ => {
+                                let a = kernel_args(k, p, &table);
+                                let v: Vec<(&[u8], u32)> = a.iter().map(|(b, k)| (b.as_slice(), *k)).collect();
+                                cb.update_raw_kernel(nodes[k], gpu.k.distance_u64, 1, &v);
+                            }
+                        }
+                    }
+                    cb.finalize();
+                } else {
+                    // A push failed: shadow and table are the new ones; the next update pushes the rest.
+                    failed += 1;
+                    table = new;
+                    let rep = cb.move_allocs(&[]);
+                    assert_eq!(rep.needs_rerecord, 0, "{what}");
+                }
+            }
+        }
+        check(&cb, &table, &ps, &what);
+    }
+    eprintln!("accepted {accepted} refused {refused} failed pushes {failed}");
+}

@@ -158,7 +158,8 @@ pub(super) fn reserve_written<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
 
 impl CmdBuf {
     /// Compares `new` with the recorded table and moves what moved: each site of a moved
-    /// allocation gets the new base plus its old offset, then each touched node is pushed once
+    /// allocation gets the move's delta added to the address its slot holds (the old base plus
+    /// its offset, by construction), then each touched node is pushed once
     /// (to the executable graph of a primary buffer, to the template of a nested one).
     ///
     /// A different count or a changed size reports `needs_rerecord` and changes nothing, and so
@@ -297,10 +298,6 @@ impl CmdBuf {
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
             let old = self.allocs.entries()[alloc as usize];
-            debug_assert!(
-                sites.iter().all(|s| self.nodes[s.node as usize].params.read(s.slot).wrapping_sub(old.base) <= old.size),
-                "a site of allocation {alloc} holds an address outside it"
-            );
             let delta = base.wrapping_sub(old.base);
             for s in sites {
                 if let Some(next) = ahead.next()
@@ -320,14 +317,20 @@ impl CmdBuf {
                         // with its record by `attach_sites`), and the site was recorded from that
                         // blob's pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no
                         // reference to the blob is live while `self` is borrowed mutably here.
-                        unsafe {
-                            let word = word.cast::<u64>();
-                            word.write_unaligned(word.read_unaligned().wrapping_add(delta));
+                        let held = unsafe { word.cast::<u64>().read_unaligned() };
+                        if held.wrapping_sub(old.base) > old.size {
+                            site_outside_allocation(s.node, alloc);
                         }
+                        // SAFETY: as for the read above.
+                        unsafe { word.cast::<u64>().write_unaligned(held.wrapping_add(delta)) };
                     }
                     slot => {
                         let params = &mut self.nodes[s.node as usize].params;
-                        params.write(slot, params.read(slot).wrapping_add(delta));
+                        let held = params.read(slot);
+                        if held.wrapping_sub(old.base) > old.size {
+                            site_outside_allocation(s.node, alloc);
+                        }
+                        params.write(slot, held.wrapping_add(delta));
                     }
                 }
                 if scratch.marks.first_touch(s.node) {
@@ -449,6 +452,15 @@ impl CmdBuf {
         }
         self.pins.refusal(&self.scratch.moved)
     }
+}
+
+/// A site whose slot does not hold an address inside its allocation breaks the rule the delta
+/// relies on (a slot holds the old base plus its offset): the written address would be wrong, so
+/// a debug build stops and a release build says so, naming the node.
+#[cold]
+fn site_outside_allocation(node: u32, alloc: u32) {
+    debug_assert!(false, "node {node}'s site of allocation {alloc} holds an address outside it");
+    log::error!("node {node}'s site of allocation {alloc} holds an address outside it: its update is wrong (a bug of rocm_cmdbuf)");
 }
 
 #[cfg(test)]
