@@ -1,8 +1,8 @@
 // Test stand-in for se::CommandBuffer: its mode and state, the child command operations that the
-// trace cache's RecordNestedCommand calls, and the operations through which
-// rocm_cmdbuf_command_buffer_test records (empty, memset, memcpy and child commands, traces,
-// finalize, update, submit), declared as XLA declares them at both targets (see
-// ../../../README.md). Kernel launches and control flow are not declared: no test records them.
+// trace cache's RecordNestedCommand calls, the operations through which
+// rocm_cmdbuf_command_buffer_test records (empty, memset, memcpy and child commands, finalize,
+// update, submit) and the private Trace that file overrides, declared as XLA declares them at
+// both targets (see ../../../README.md). Kernel launches and control flow are not declared: no test records them.
 // A test's own command buffer (flags.cpp's) overrides only state().
 #ifndef XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_COMMAND_BUFFER_H_
 #define XLA_FLOW_STUB_XLA_STREAM_EXECUTOR_COMMAND_BUFFER_H_
@@ -88,11 +88,6 @@ class CommandBuffer {
     (void)num_elements;
     return NotModelled();
   }
-  virtual absl::Status Trace(Stream* stream, absl::AnyInvocable<absl::Status(Stream*)> function) {
-    (void)stream;
-    (void)function;
-    return NotModelled();
-  }
   virtual absl::Status SetPriority(StreamPriority priority) {
     (void)priority;
     return NotModelled();
@@ -108,6 +103,14 @@ class CommandBuffer {
   virtual std::string ToString() const { return "a stand-in command buffer"; }
 
  private:
+  // Private, as in XLA: a command buffer is traced through these two only.
+  friend class CommandBufferTest;
+  friend class TraceCommandBufferFactory;
+  virtual absl::Status Trace(Stream* stream, absl::AnyInvocable<absl::Status(Stream*)> function) {
+    (void)stream;
+    (void)function;
+    return NotModelled();
+  }
   static absl::Status NotModelled() {
     return absl::InternalError("this operation of se::CommandBuffer is not modelled");
   }
