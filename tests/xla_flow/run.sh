@@ -5,7 +5,8 @@
 # the patch series' loader (patched.sh extracts it with the series' other compiled files) do not
 # link the library (--as-needed drops it) and open it as the patched XLA does; flags.cpp runs
 # again where the library cannot be opened, where the file found lacks its functions and where
-# its version has another interface. The series' xla_cc_tests (every *_test.cc a patch adds) are
+# its version has another interface, and so does the case of 0003's rocm_cmdbuf_library_test that
+# starts before the first load. The series' xla_cc_tests (every *_test.cc a patch adds) are
 # built with the file each tests against the same stand-ins and GoogleTest, and run the same way;
 # gtest_skips.cc, linked into each, prints a SKIPPED line for every test that skips. Each runs
 # shuffled (--gtest_shuffle, as XLA runs its tests), also built without ROCM_CMDBUF_AVAILABLE as
@@ -55,6 +56,14 @@ xla_test_extra() { # TEST
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
     */rocm_cmdbuf_flags_test.cc) echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc" ;;
+    */rocm_cmdbuf_command_buffer_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_options.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_bridge.cc"
+        echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_move_log.cc" ;;
+    */rocm_cmdbuf_library_test.cc)
+        echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
     */rocm_cmdbuf_bridge_test.cc)
         echo "-DROCM_CMDBUF_AVAILABLE=1 $patched/xla/stream_executor/rocm/rocm_cmdbuf_library.cc"
         echo "$patched/xla/stream_executor/rocm/rocm_cmdbuf_fallback.cc" ;;
@@ -197,3 +206,23 @@ LD_LIBRARY_PATH="$out/version" "$out/xla_flow-flags-no-path" version
 echo "== flags newer-minor (a librocm_cmdbuf.so.0 of the next minor, taken, without the header's functions)"
 stand_in newer-minor "$(version MAJOR).$(($(version MINOR) + 1)).0"
 LD_LIBRARY_PATH="$out/newer-minor" "$out/xla_flow-flags-no-path" partial
+
+# The loader's xla_cc_test without a run path, in the same places: its case that starts where
+# LoadRocmCmdbuf was never called checks that every call is refused before the first load and,
+# where the library cannot be used, after it too, with one kLoad fallback.
+link=(-Wl,--as-needed -ldl -lpthread)
+build_xla_test "$out/xla_flow-xla_test-rocm_cmdbuf_library_test-no-path" \
+    xla/stream_executor/rocm/rocm_cmdbuf_library_test.cc
+first_load=(--gtest_filter='*.NothingIsCalledBeforeTheFirstLoad')
+for where in missing partial version newer-minor; do
+    echo "== rocm_cmdbuf_library_test $where"
+    case $where in
+    missing)
+        if "$ldconfig" -p 2>/dev/null | grep -q 'librocm_cmdbuf\.so\.0 '; then
+            echo "SKIPPED xla_flow-xla_test-rocm_cmdbuf_library_test-missing: librocm_cmdbuf.so.0 is in the loader's cache"
+        else
+            env -u LD_LIBRARY_PATH "$out/xla_flow-xla_test-rocm_cmdbuf_library_test-no-path" "${first_load[@]}"
+        fi ;;
+    *) LD_LIBRARY_PATH="$out/$where" "$out/xla_flow-xla_test-rocm_cmdbuf_library_test-no-path" "${first_load[@]}" ;;
+    esac
+done

@@ -1,5 +1,7 @@
-// Stand-in for Abseil's absl/functional/any_invocable.h: absl::AnyInvocable for the rvalue-called
-// signatures se::Stream's host callbacks take, holding a callable that may be move-only.
+// Stand-in for Abseil's absl/functional/any_invocable.h: absl::AnyInvocable for the signatures
+// the series and its stand-ins use: called as an rvalue (se::Stream's host callbacks), holding a
+// callable that may be move-only, and called as an lvalue (se::CommandBuffer::Trace's function),
+// here a std::function (the callables the tests pass are copyable; see ../../README.md).
 #ifndef XLA_FLOW_STUB_ABSL_FUNCTIONAL_ANY_INVOCABLE_H_
 #define XLA_FLOW_STUB_ABSL_FUNCTIONAL_ANY_INVOCABLE_H_
 
@@ -11,6 +13,12 @@ namespace absl {
 
 template <typename Signature>
 class AnyInvocable;
+
+template <typename R, typename... Args>
+class AnyInvocable<R(Args...)> : public std::function<R(Args...)> {
+ public:
+  using std::function<R(Args...)>::function;
+};
 
 template <typename R, typename... Args>
 class AnyInvocable<R(Args...) &&> {

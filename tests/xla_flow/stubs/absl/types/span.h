@@ -4,6 +4,7 @@
 #define XLA_FLOW_STUB_ABSL_TYPES_SPAN_H_
 
 #include <cstddef>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +18,14 @@ class Span {
   template <typename A, typename U = T, typename = std::enable_if_t<std::is_const<U>::value>>
   Span(const std::vector<std::remove_const_t<T>, A>& v)  // NOLINT: implicit, as absl's
       : data_(v.data()), size_(v.size()) {}
+  // Over a braced list, for the call it is an argument of, as absl's (which also keeps GCC's
+  // warning that the list dies with that call quiet).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+  template <typename U = T, typename = std::enable_if_t<std::is_const<U>::value>>
+  Span(std::initializer_list<std::remove_const_t<T>> v)  // NOLINT: implicit, as absl's
+      : data_(v.begin()), size_(v.size()) {}
+#pragma GCC diagnostic pop
   template <typename A, typename U = T, typename = std::enable_if_t<!std::is_const<U>::value>>
   explicit Span(std::vector<T, A>& v) : data_(v.data()), size_(v.size()) {}
   T* begin() const { return data_; }

@@ -16,6 +16,18 @@ class BitPattern : public std::variant<uint8_t, uint16_t, uint32_t> {
     return std::visit([](auto value) { return sizeof(value); },
                       static_cast<const std::variant<uint8_t, uint16_t, uint32_t>&>(*this));
   }
+  // The pattern repeated over 32 bits, as XLA's RocmCommandBuffer sets a memset node's value.
+  uint32_t GetPatternBroadcastedToUint32() const {
+    return std::visit(
+        [](auto value) {
+          uint32_t broadcast = 0;
+          for (size_t i = 0; i < sizeof(uint32_t) / sizeof(value); ++i) {
+            broadcast |= static_cast<uint32_t>(value) << (8 * sizeof(value) * i);
+          }
+          return broadcast;
+        },
+        static_cast<const std::variant<uint8_t, uint16_t, uint32_t>&>(*this));
+  }
 };
 
 }  // namespace stream_executor

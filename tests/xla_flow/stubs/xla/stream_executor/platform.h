@@ -11,6 +11,8 @@ namespace stream_executor {
 
 class StreamExecutor;
 
+enum class StreamPriority { Default = 0, Lowest, Highest };
+
 struct PlatformIdInfo {};
 using PlatformId = const PlatformIdInfo*;
 
