@@ -534,6 +534,18 @@ class Chain {
   rcb_node nodes_[3] = {};
 };
 
+// Moves every allocation of `chain` in `cb` with the second exec setter failing, after the first
+// node was patched: the move is left half done (an error, or needs_rerecord).
+void MoveHalfWay(Gpu& gpu, Chain& chain, rcb::CmdBuf& cb) {
+  std::vector<rcb_allocation_move> moves = chain.MoveAll();
+  CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
+  rcb_update_report report{};
+  rcb::Status moved = cb.MoveAllocations(moves, &report);
+  gpu.SetFaults("");
+  CHECK(!moved.ok() || report.needs_rerecord == 1, "the injected fault left the move in place: %s",
+        moved.ToString().c_str());
+}
+
 void FailedMove(Gpu& gpu, void* copy) {
   Chain chain(gpu, copy);
   rcb::CmdBuf cb;
@@ -543,13 +555,7 @@ void FailedMove(Gpu& gpu, void* copy) {
   OK(cb.Finalize());
   CHECK_RESULT(chain.Run(cb, 1), "first execution");
   // MoveCommandBufferAllocations: the second exec setter fails, after the first node was patched.
-  std::vector<rcb_allocation_move> moves = chain.MoveAll();
-  CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
-  rcb_update_report report{};
-  rcb::Status moved = cb.MoveAllocations(moves, &report);
-  gpu.SetFaults("");
-  CHECK(!moved.ok() || report.needs_rerecord == 1, "the injected fault left the move in place: %s",
-        moved.ToString().c_str());
+  MoveHalfWay(gpu, chain, cb);
   CHECK_CONTRACT(!cb.Launch(gpu.stream()).ok(), "a launch of half-moved nodes allowed");
   // MoveAllocations returned false: SetAllocations on the finalized buffer (pending), then the
   // recording: BeginUpdate and the pending table (CheckCanBeUpdated), every command, Finalize.
@@ -559,7 +565,8 @@ void FailedMove(Gpu& gpu, void* copy) {
   OK(cb.Finalize());
   CHECK_RESULT(chain.Run(cb, 2), "after the failed move, recorded again");
   // The next move is in place again.
-  moves = chain.MoveAll();
+  std::vector<rcb_allocation_move> moves = chain.MoveAll();
+  rcb_update_report report{};
   OK(cb.MoveAllocations(moves, &report));
   CHECK(report.needs_rerecord == 0 && report.moved_allocations == 4, "the next move in place");
   CHECK_RESULT(chain.Run(cb, 3), "moved in place after the fallback");
@@ -1339,13 +1346,7 @@ void RecordAgain(Gpu& gpu, void* copy, void* stream) {
     rcb::CmdBuf cb;
     OK(record(cb));
     CHECK_RESULT(chain.Run(cb, 27), "first execution");
-    std::vector<rcb_allocation_move> moves = chain.MoveAll();
-    CHECK(gpu.SetFaults("hipGraphExecKernelNodeSetParams:2"), "fault injection");
-    rcb_update_report report{};
-    rcb::Status moved = cb.MoveAllocations(moves, &report);
-    gpu.SetFaults("");
-    CHECK(!moved.ok() || report.needs_rerecord == 1, "the injected fault left the move in place: %s",
-          moved.ToString().c_str());
+    MoveHalfWay(gpu, chain, cb);
     chain.Fill(28);
     rcb::Status launched = cb.Launch(gpu.stream());
     marked(launched, "Failed to launch HIP graph");
