@@ -1753,6 +1753,7 @@ static void cleanup(void) {
         hipGraph_t g = NULL;
         if (hipStreamEndCapture(gpu.stream, &g) == hipSuccess && g != NULL) hipGraphDestroy(g);
     }
+    if (capturing(gpu.stream)) die("the harness's stream is still capturing after its capture ended");
     if (capturing(gpu.side)) die("the second stream is still capturing after its capture ended");
     for (int i = 0; i < NTC; i++) {
         if (st.tc[i] != NULL) free_trace_cache(st.tc[i]);
