@@ -1741,3 +1741,58 @@ fn random_moves_by_any_delta_keep_every_address_exact() {
     }
     eprintln!("accepted {accepted} refused {refused} failed pushes {failed}");
 }
+
+/// A command buffer of more than 32 768 nodes (`LOOK_AHEAD_FROM_NODES` in `src/cmdbuf/update.rs`),
+/// whose writing pass asks for the lines of the sites ahead: random moves, in either order, of
+/// allocations that several nodes point into keep every address exact. The buffer is nested, so
+/// each update reaches its template, whose kernel arguments are read back from the runtime after
+/// every step and compared with a model (each node's first argument names it).
+#[test]
+fn moves_in_a_buffer_large_enough_to_look_ahead_keep_every_address_exact() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    const M: usize = 512; // allocations
+    const K: usize = 33_000; // nodes
+    const SIZE: u64 = 1 << 16;
+    let mut r = common::rng::XorShift(0x5eed_1a7e_100c_a4ed);
+    // Addresses only: a nested buffer is never launched, and nothing reads through them.
+    let mut table: Vec<(u64, u64)> = (0..M).map(|a| (0x7000_0000_0000 + (a as u64) * 2 * SIZE, SIZE)).collect();
+    let cb = Cb::nested();
+    cb.set_allocs(&table);
+    let sites: Vec<(usize, u64)> = (0..K).map(|_| (r.below(M), 8 * r.below((SIZE / 8) as usize) as u64)).collect();
+    for (k, &(a, off)) in sites.iter().enumerate() {
+        let args = [(word(k as u64), RCB_ARG_VALUE), (word(0), RCB_ARG_VALUE), (word(table[a].0 + off), RCB_ARG_DEVICE_PTR)];
+        let v: Vec<(&[u8], u32)> = args.iter().map(|(b, kind)| (b.as_slice(), *kind)).collect();
+        cb.raw_kernel(&[], gpu.k.distance_u64, 1, &v);
+    }
+    cb.finalize();
+    let mut g = null_mut();
+    ok(unsafe { rcb_cmdbuf_graph(cb.0, &mut g) });
+    let template = gpu.rt.graph_nodes(rocm_cmdbuf::runtime::Graph(g)).unwrap();
+    assert_eq!(template.len(), K);
+    for step in 0..4 {
+        let mut moves = Vec::new();
+        for (j, entry) in table.iter_mut().enumerate() {
+            if r.one_in(4) {
+                // Anywhere in a free range of its own, below or above where it was.
+                entry.0 = 0x7100_0000_0000 + (step * M + j) as u64 * 2 * SIZE + 8 * r.below(64) as u64;
+                moves.push((j as u64, entry.0));
+            }
+        }
+        if step % 2 == 1 {
+            moves.reverse();
+        }
+        let rep = cb.move_allocs(&moves);
+        assert_eq!(rep.needs_rerecord, 0, "step {step}");
+        assert_eq!(rep.moved_allocations as usize, moves.len(), "step {step}");
+        let touched = sites.iter().filter(|&&(a, _)| moves.iter().any(|&(j, _)| j as usize == a)).count();
+        assert_eq!(rep.updated_nodes as usize, touched, "step {step}");
+        for &node in &template {
+            let args = gpu.rt.kernel_node_read(node).unwrap().args.unwrap();
+            let k = u64::from_ne_bytes(args[0..8].try_into().unwrap()) as usize;
+            let held = u64::from_ne_bytes(args[16..24].try_into().unwrap());
+            let (a, off) = sites[k];
+            assert_eq!(held, table[a].0 + off, "step {step}: node {k} of allocation {a}");
+        }
+    }
+}
