@@ -1298,7 +1298,10 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * Frees a command buffer with its graph, executable graph and node handles. `cb` is consumed
  * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
  * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
- * discarded.
+ * discarded when the free runs on the thread that began it (the runtimes end a thread-local
+ * capture only there); on another thread the stream stays capturing, the status is
+ * `RCB_STATUS_RUNTIME_ERROR` and the message says so. A capture whose thread has exited can
+ * never be ended: the stream captures for the rest of the process.
  *
  * Launches of `cb` may still be queued or running: the free never waits on the host and
  * destroys nothing they may use (as CUDA's `cuGraphExecDestroy` of a running executable graph
@@ -1650,7 +1653,10 @@ rcb_status rcb_cmdbuf_update_child_graph(struct rcb_cmdbuf *cb, rcb_node node, v
  * other call, reads included (`rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_node_count`,
  * `rcb_cmdbuf_site_count`), returns `RCB_STATUS_INVALID_STATE`.
  *
- * Thread-safety: the capture belongs to the calling thread; end it on the same thread.
+ * Thread-safety: the capture belongs to the calling thread; end it on the same thread
+ * (`rcb_cmdbuf_capture_end` or `rcb_cmdbuf_free`), before that thread exits: the runtimes end a
+ * thread-local capture only on the thread that began it, so one left open by a thread that has
+ * exited leaves `stream` capturing for the rest of the process.
  *
  * # Safety
  * `cb` must be NULL or a handle; `stream` a live stream.
@@ -1665,7 +1671,9 @@ rcb_status rcb_cmdbuf_capture_begin(struct rcb_cmdbuf *cb, void *stream);
  * and the message says what the stream was left in. While it is still capturing (or the
  * runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
  * again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
- * usable and the command buffer is recording again with nothing captured.
+ * usable and the command buffer is recording again with nothing captured. Called on another
+ * thread than the one that began the capture, it fails so (the runtime's wrong-thread error)
+ * and the message says that only that thread can end it.
  *
  * Addresses inside a captured graph are not patch sites and the library does not know them:
  * `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse

@@ -93,6 +93,10 @@ pub struct Memset {
     pub count: u64,
 }
 
+/// What a failed end of a capture says when it was asked for on another thread than the one
+/// that began it: the runtimes end a thread-local capture only on its own thread.
+const OTHER_THREADS_CAPTURE: &str = "the stream is still capturing, and only the thread that began the capture can end it (rcb_cmdbuf_capture_end, or rcb_cmdbuf_free, on that thread, before it exits); if that thread has exited, the stream stays capturing for the rest of the process";
+
 pub struct CmdBuf {
     rt: &'static dyn Runtime,
     kind: Kind,
@@ -634,7 +638,7 @@ impl CmdBuf {
         }
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
         self.counters.record(Event::Capture);
-        self.state = State::Capturing(stream);
+        self.state = State::Capturing(stream, std::thread::current().id());
         Ok(())
     }
 
@@ -643,11 +647,12 @@ impl CmdBuf {
     /// which.
     pub fn capture_end(&mut self) -> Result<()> {
         self.state.allow(Op::CaptureEnd)?;
-        let State::Capturing(stream) = self.state else { unreachable!("checked by allow") };
+        let State::Capturing(stream, began) = self.state else { unreachable!("checked by allow") };
         let captured = match self.rt.end_capture(stream) {
             Ok(g) => g,
             Err(e) => {
                 let left = match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::StillCapturing if began != std::thread::current().id() => String::from(OTHER_THREADS_CAPTURE),
                     CaptureAfterFailedEnd::Ended => {
                         self.state = State::Recording;
                         String::from(
@@ -1139,11 +1144,14 @@ impl CmdBuf {
     /// attempted whatever failed before, and leaves nothing for a second call.
     fn release(&mut self) -> Leaks {
         let mut leaks = Leaks::default();
-        if let State::Capturing(stream) = self.state {
+        if let State::Capturing(stream, began) = self.state {
             self.state = State::Recording;
             match self.rt.end_capture(stream) {
                 Ok(g) => leaks.note(self.rt.graph_destroy(g)),
                 Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
+                    CaptureAfterFailedEnd::StillCapturing if began != std::thread::current().id() => {
+                        leaks.push(Error::new(e.kind, format!("{e}; {OTHER_THREADS_CAPTURE}")))
+                    }
                     CaptureAfterFailedEnd::Ended => {
                         log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")
                     }

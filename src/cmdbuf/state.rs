@@ -4,11 +4,13 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::Stream;
+use std::thread::ThreadId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Recording,
-    Capturing(Stream),
+    /// Capturing `stream` in thread-local mode, begun by `thread`: only that thread can end it.
+    Capturing(Stream, ThreadId),
     Finalized,
     Updating,
 }
@@ -35,7 +37,7 @@ impl State {
     pub fn name(self) -> &'static str {
         match self {
             State::Recording => "recording",
-            State::Capturing(_) => "capturing",
+            State::Capturing(..) => "capturing",
             State::Finalized => "finalized",
             State::Updating => "updating",
         }
@@ -51,13 +53,13 @@ impl State {
                 (matches!(self, Recording | Updating), "a finalized command buffer moves allocations with update_allocations")
             }
             CaptureBegin => (self == Recording, "capture starts from a recording command buffer with no nodes"),
-            CaptureEnd => (matches!(self, Capturing(_)), "no capture is in progress"),
+            CaptureEnd => (matches!(self, Capturing(..)), "no capture is in progress"),
             Finalize => (matches!(self, Recording | Updating), "only a recording or updating command buffer can be finalized"),
             BeginUpdate => (self == Finalized, "an update starts from a finalized command buffer"),
             Launch => (self == Finalized, "only a finalized command buffer can be launched"),
             UpdateAllocations => (self == Finalized, "allocations are moved on a finalized command buffer"),
             Embed => (self == Finalized, "a command buffer must be finalized before it is added as a child"),
-            Read => (!matches!(self, Capturing(_)), "nothing is read while a capture is in progress; end it with capture_end first"),
+            Read => (!matches!(self, Capturing(..)), "nothing is read while a capture is in progress; end it with capture_end first"),
         };
         if ok { Ok(()) } else { Err(Error::invalid_state(format!("the command buffer is {}: {hint}", self.name()))) }
     }
@@ -71,7 +73,7 @@ mod tests {
     fn each_state_allows_exactly_its_operations() {
         use Op::*;
         let all = [Add, Update, SetAllocations, CaptureBegin, CaptureEnd, Finalize, BeginUpdate, Launch, UpdateAllocations, Embed, Read];
-        let capturing = State::Capturing(Stream(std::ptr::null_mut()));
+        let capturing = State::Capturing(Stream(std::ptr::null_mut()), std::thread::current().id());
         let allowed: [(State, &[Op]); 4] = [
             (State::Recording, &[Add, SetAllocations, CaptureBegin, Finalize, Read]),
             (capturing, &[CaptureEnd]),
