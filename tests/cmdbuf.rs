@@ -801,6 +801,58 @@ fn free_now(cb: &Cb) -> rcb_status {
     unsafe { rcb_cmdbuf_free(cb.0) }
 }
 
+/// The runtimes end a thread-local capture only on the thread that began it: `capture_end` on
+/// another thread fails, keeps the capture and says which thread can end it (which then does);
+/// a free on another thread gives the handle back and says the same.
+#[test]
+fn a_capture_can_be_ended_only_on_the_thread_that_began_it() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let stream = gpu.rt.stream_create(0, 1, 0).expect("stream");
+    let cb = Cb::primary();
+    let (handle, raw) = (cb.0 as usize, stream.0 as usize);
+    let (began_tx, began_rx) = std::sync::mpsc::channel();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let owner = std::thread::spawn(move || {
+        ok(unsafe { rcb_cmdbuf_capture_begin(handle as *mut rcb_cmdbuf, raw as *mut std::ffi::c_void) });
+        began_tx.send(()).unwrap();
+        end_rx.recv().unwrap();
+        unsafe { rcb_cmdbuf_capture_end(handle as *mut rcb_cmdbuf) }
+    });
+    began_rx.recv().unwrap();
+    let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
+    fails(s, RCB_STATUS_RUNTIME_ERROR, "only the thread that began the capture can end it");
+    assert!(gpu.rt.stream_is_capturing(stream).unwrap(), "the capture is kept");
+    end_tx.send(()).unwrap();
+    assert_eq!(owner.join().unwrap(), RCB_OK, "the thread that began the capture ends it");
+    assert!(!gpu.rt.stream_is_capturing(stream).unwrap());
+    cb.finalize();
+    gpu.rt.stream_destroy(stream).expect("stream destroy");
+
+    // Freed on another thread: the free gives the handle back but cannot end the capture, and
+    // says so; the thread that began it ends it with the runtime.
+    let other = gpu.rt.stream_create(0, 1, 0).expect("stream");
+    let cb = Cb::primary();
+    let (handle, raw) = (cb.0 as usize, other.0 as usize);
+    let (began_tx, began_rx) = std::sync::mpsc::channel();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let rt = gpu.rt;
+    let owner = std::thread::spawn(move || {
+        ok(unsafe { rcb_cmdbuf_capture_begin(handle as *mut rcb_cmdbuf, raw as *mut std::ffi::c_void) });
+        began_tx.send(()).unwrap();
+        end_rx.recv().unwrap();
+        let stream = rocm_cmdbuf::runtime::Stream(raw as *mut std::ffi::c_void);
+        rt.graph_destroy(rt.end_capture(stream).expect("end the capture")).expect("graph destroy");
+    });
+    began_rx.recv().unwrap();
+    fails(free_now(&cb), RCB_STATUS_RUNTIME_ERROR, "only the thread that began the capture can end it");
+    assert!(gpu.rt.stream_is_capturing(other).unwrap());
+    end_tx.send(()).unwrap();
+    owner.join().unwrap();
+    assert!(!gpu.rt.stream_is_capturing(other).unwrap());
+    gpu.rt.stream_destroy(other).expect("stream destroy");
+}
+
 #[test]
 fn a_failed_capture_end_keeps_the_capture_for_a_retry_or_the_free() {
     let _g = common::serial();
@@ -1774,8 +1826,10 @@ fn moves_in_a_buffer_large_enough_to_look_ahead_keep_every_address_exact() {
         let mut moves = Vec::new();
         for (j, entry) in table.iter_mut().enumerate() {
             if r.one_in(4) {
-                // Anywhere in a free range of its own, below or above where it was.
-                entry.0 = 0x7100_0000_0000 + (step * M + j) as u64 * 2 * SIZE + 8 * r.below(64) as u64;
+                // Into a free range of its own, below every earlier placement or above all of
+                // them, so that deltas of both signs occur.
+                let region = if r.one_in(2) { 0x6000_0000_0000 } else { 0x7100_0000_0000 };
+                entry.0 = region + (step * M + j) as u64 * 2 * SIZE + 8 * r.below(64) as u64;
                 moves.push((j as u64, entry.0));
             }
         }

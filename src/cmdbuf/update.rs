@@ -42,17 +42,21 @@ pub struct UpdateReport {
 /// Table entries compared at once by [`CmdBuf::update_allocations`] before it looks at each.
 const COMPARE_CHUNK: usize = 16;
 
-/// How many sites ahead the writing pass asks for the cache line it will store into: far enough
-/// for a miss to memory to arrive while the sites before it are written (a few nanoseconds each).
+/// How many sites ahead the writing pass asks for the cache line it will store into (in command
+/// buffers of [`LOOK_AHEAD_FROM_NODES`] nodes or more): far enough for a miss to memory to arrive
+/// while the sites before it are written (a few nanoseconds each).
 const PATCH_AHEAD: usize = 16;
 
 /// The smallest command buffer whose writing pass looks ahead. The look-ahead walks the sites a
-/// second time (about 170 of the library's 860 instructions per touched node of `rcb-bench`'s
-/// 1 000-node chain, counted on the software GPU), which pays only where the argument blocks are
-/// not in the cache: on one H200, given only the moves, without it the update was 1.31–1.35×
-/// the setters' floor at 100 nodes (with it 1.36–1.47×), 1.24–1.30× at 1 000 (1.31–1.35×) and
-/// 1.40× at 10 000 (1.51–1.61×), with it 1.08–1.24× at 100 000 (without it 1.24–1.35×).
+/// second time, about a fifth of the library's own instructions per touched node of `rcb-bench`'s
+/// chain; on one H200 the update given the moves was closer to the setters' floor without it at
+/// 100 to 10 000 nodes and further from it at 100 000 (`docs/benchmarks.md`). The threshold lies
+/// between the two sizes measured.
 const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
+
+// `moves_in_a_buffer_large_enough_to_look_ahead_keep_every_address_exact` (tests/cmdbuf.rs)
+// records 33 000 nodes to reach the look-ahead.
+const _: () = assert!(LOOK_AHEAD_FROM_NODES < 33_000);
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
 /// grow to what the updates need (an update makes room for all its touched nodes at once), not to what
@@ -303,8 +307,7 @@ impl CmdBuf {
         report.patched_sites = sites as u64;
         let bases = &self.blob_bases.0;
         // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
-        let mut ahead =
-            (self.nodes.len() >= LOOK_AHEAD_FROM_NODES).then(|| scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD));
+        let mut ahead = (self.nodes.len() >= LOOK_AHEAD_FROM_NODES).then(|| scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD));
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
             let old = self.allocs.entries()[alloc as usize];

@@ -731,9 +731,10 @@ static void op_capture(input *in) {
         void *params[] = {&dst, &v, &n};
         hipModuleLaunchKernel(gpu.fill, 1, 1, 1, 64, 1, 1, 0, (hipStream_t)stream, params, NULL);
     }
-    /* A capture left open at a thread's exit could never be ended (it is thread-local, and the
-     * library's contract is that the thread that began it ends it): the stream would capture for
-     * the rest of the process. There the capture is always ended; the byte is read either way. */
+    /* A capture left open at a thread's exit could never be ended (it is thread-local, and only
+     * the thread that began it can end it): the stream would capture for the rest of the
+     * process. At exit time (a thread's, or the process's in the atexit handler) the capture is
+     * always ended; the byte is read either way, so that older inputs keep their meaning. */
     int leave_open = rarely(in, 3);
     if (!leave_open || exit_time) CALL(rcb_cmdbuf_capture_end(cb));
 }
@@ -1753,7 +1754,9 @@ static void cleanup(void) {
         hipGraph_t g = NULL;
         if (hipStreamEndCapture(gpu.stream, &g) == hipSuccess && g != NULL) hipGraphDestroy(g);
     }
-    if (capturing(gpu.stream)) die("the harness's stream is still capturing after its capture ended");
+    if (capturing(gpu.stream))
+        die("the harness's stream is still capturing after every command buffer was freed and its own capture ended (a capture "
+            "left by a thread that exited, or not ended by a free)");
     if (capturing(gpu.side)) die("the second stream is still capturing after its capture ended");
     for (int i = 0; i < NTC; i++) {
         if (st.tc[i] != NULL) free_trace_cache(st.tc[i]);

@@ -1,6 +1,7 @@
 //! `rcb-bench`: the performance targets of the design, each measured against its baseline in
 //! the same run. `rcb-bench [--quick] [SCENARIO...]`; no scenario runs them all, except those
-//! that run only when named (`soak`, minutes long).
+//! that run only when named (`soak`, minutes long; `update-loop`, a steady loop of updates to
+//! profile).
 
 mod backend;
 mod budget;
@@ -33,7 +34,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
 ];
 
 /// Scenarios that run only when named.
-const ON_REQUEST: &[(&str, Scenario)] = &[("soak", soak::run)];
+const ON_REQUEST: &[(&str, Scenario)] = &[("soak", soak::run), ("update-loop", update::run_loop)];
 
 fn main() {
     backend::probe_if_asked();
