@@ -638,7 +638,7 @@ impl CmdBuf {
         }
         self.rt.begin_capture(stream, CaptureMode::ThreadLocal)?;
         self.counters.record(Event::Capture);
-        self.state = State::Capturing(stream, std::thread::current().id());
+        self.state = State::Capturing(stream, state::this_thread());
         Ok(())
     }
 
@@ -652,7 +652,7 @@ impl CmdBuf {
             Ok(g) => g,
             Err(e) => {
                 let left = match runtime::capture_after_failed_end(self.rt, stream) {
-                    CaptureAfterFailedEnd::StillCapturing if began != std::thread::current().id() => String::from(OTHER_THREADS_CAPTURE),
+                    CaptureAfterFailedEnd::StillCapturing if began != state::this_thread() => String::from(OTHER_THREADS_CAPTURE),
                     CaptureAfterFailedEnd::Ended => {
                         self.state = State::Recording;
                         String::from(
@@ -1149,7 +1149,7 @@ impl CmdBuf {
             match self.rt.end_capture(stream) {
                 Ok(g) => leaks.note(self.rt.graph_destroy(g)),
                 Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
-                    CaptureAfterFailedEnd::StillCapturing if began != std::thread::current().id() => {
+                    CaptureAfterFailedEnd::StillCapturing if began != state::this_thread() => {
                         leaks.push(Error::new(e.kind, format!("{e}; {OTHER_THREADS_CAPTURE}")))
                     }
                     CaptureAfterFailedEnd::Ended => {

@@ -4,15 +4,35 @@
 
 use crate::error::{Error, Result};
 use crate::runtime::Stream;
-use std::thread::ThreadId;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Recording,
-    /// Capturing `stream` in thread-local mode, begun by `thread`: only that thread can end it.
-    Capturing(Stream, ThreadId),
+    /// Capturing `stream` in thread-local mode, begun by thread number `thread` (see
+    /// [`this_thread`]): only that thread can end it.
+    Capturing(Stream, u64),
     Finalized,
     Updating,
+}
+
+/// The calling thread's number, distinct for each thread of the process (never reused). Not
+/// `std::thread::current()`, which on a thread that never asked before allocates a handle and
+/// registers its destructor: asked first from a thread's pthread key destructor or an atexit
+/// handler (a C caller's cleanup), the destructor never runs and both leak.
+pub fn this_thread() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        // No destructor: usable at any point of a thread's exit.
+        static NUMBER: Cell<u64> = const { Cell::new(0) };
+    }
+    NUMBER.with(|n| {
+        if n.get() == 0 {
+            n.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        n.get()
+    })
 }
 
 /// What a call wants to do; [`State::allow`] says whether the state permits it.
@@ -70,10 +90,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_thread_keeps_its_own_number() {
+        let here = this_thread();
+        assert_eq!(this_thread(), here);
+        let there: Vec<u64> = (0..4).map(|_| std::thread::spawn(this_thread).join().unwrap()).collect();
+        let mut all = there.clone();
+        all.push(here);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 5, "{here} and {there:?}");
+    }
+
+    #[test]
     fn each_state_allows_exactly_its_operations() {
         use Op::*;
         let all = [Add, Update, SetAllocations, CaptureBegin, CaptureEnd, Finalize, BeginUpdate, Launch, UpdateAllocations, Embed, Read];
-        let capturing = State::Capturing(Stream(std::ptr::null_mut()), std::thread::current().id());
+        let capturing = State::Capturing(Stream(std::ptr::null_mut()), this_thread());
         let allowed: [(State, &[Op]); 4] = [
             (State::Recording, &[Add, SetAllocations, CaptureBegin, Finalize, Read]),
             (capturing, &[CaptureEnd]),
