@@ -1299,9 +1299,11 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
  * unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
  * discarded when the free runs on the thread that began it (the runtimes end a thread-local
- * capture only there); on another thread the stream stays capturing, the status is
- * `RCB_STATUS_RUNTIME_ERROR` and the message says so. A capture whose thread has exited can
- * never be ended: the stream captures for the rest of the process.
+ * capture only there); on another thread the handle is given back all the same, the stream
+ * stays capturing, the status is `RCB_STATUS_RUNTIME_ERROR` and the message says so: end the
+ * capture on the thread that began it (`hipStreamEndCapture` / `cuStreamEndCapture`, then
+ * destroy the graph it returns). A capture whose thread has exited can never be ended: the
+ * stream captures for as long as it lives.
  *
  * Launches of `cb` may still be queued or running: the free never waits on the host and
  * destroys nothing they may use (as CUDA's `cuGraphExecDestroy` of a running executable graph
@@ -1336,7 +1338,8 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * end its capture before using the stream). A destroy that fails later, on the list, is logged
  * at warn and its object leaked.
  *
- * Thread-safety: any thread, not concurrently with other calls on `cb`.
+ * Thread-safety: any thread, not concurrently with other calls on `cb`; while a capture is in
+ * progress, the thread that began it (see above).
  *
  * # Safety
  * `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
@@ -1656,7 +1659,7 @@ rcb_status rcb_cmdbuf_update_child_graph(struct rcb_cmdbuf *cb, rcb_node node, v
  * Thread-safety: the capture belongs to the calling thread; end it on the same thread
  * (`rcb_cmdbuf_capture_end` or `rcb_cmdbuf_free`), before that thread exits: the runtimes end a
  * thread-local capture only on the thread that began it, so one left open by a thread that has
- * exited leaves `stream` capturing for the rest of the process.
+ * exited leaves `stream` capturing for as long as it lives.
  *
  * # Safety
  * `cb` must be NULL or a handle; `stream` a live stream.

@@ -51,6 +51,11 @@ pub use cmdbuf::args as kernel_args;
 #[doc(hidden)]
 pub use cmdbuf::MemoryUse;
 
+/// The smallest command buffer whose address update looks ahead, for `tests/cmdbuf.rs`, whose
+/// test of that path records more nodes; not API.
+#[doc(hidden)]
+pub use cmdbuf::LOOK_AHEAD_FROM_NODES;
+
 /// The update budget's constants, for `rcb-bench budget` and `tests/exec_budget.rs`, which
 /// measure and test against them; not API.
 #[doc(hidden)]

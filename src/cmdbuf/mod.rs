@@ -44,7 +44,7 @@ pub fn settle_budget(rt: &'static dyn Runtime) -> Result<&'static BudgetSettleme
 }
 pub use flatten::{FlattenReport, Source as FlattenSource};
 pub use opaque::KernelList;
-pub use update::{AllocationMove, UpdateReport};
+pub use update::{AllocationMove, LOOK_AHEAD_FROM_NODES, UpdateReport};
 
 use crate::counters::{Counters, Counts, Event, Fallback};
 use crate::error::{Error, Leaks, Result};
@@ -93,9 +93,12 @@ pub struct Memset {
     pub count: u64,
 }
 
-/// What a failed end of a capture says when it was asked for on another thread than the one
-/// that began it: the runtimes end a thread-local capture only on its own thread.
-const OTHER_THREADS_CAPTURE: &str = "the stream is still capturing, and only the thread that began the capture can end it (rcb_cmdbuf_capture_end, or rcb_cmdbuf_free, on that thread, before it exits); if that thread has exited, the stream stays capturing for the rest of the process";
+/// What a failed `capture_end` says when it was asked for on another thread than the one that
+/// began the capture: the runtimes end a thread-local capture only on its own thread.
+const OTHER_THREADS_CAPTURE: &str = "the stream is still capturing, and only the thread that began the capture can end it (rcb_cmdbuf_capture_end, or rcb_cmdbuf_free, on that thread, before it exits); if that thread has exited, the stream captures for as long as it lives";
+
+/// The same said by a free, which has given the handle back: the capture is the caller's to end.
+const OTHER_THREADS_CAPTURE_FREED: &str = "the stream is still capturing, and only the thread that began the capture can end it: end it on that thread, before it exits, with hipStreamEndCapture (cuStreamEndCapture) and destroy the graph it returns; if that thread has exited, the stream captures for as long as it lives";
 
 pub struct CmdBuf {
     rt: &'static dyn Runtime,
@@ -1150,7 +1153,7 @@ impl CmdBuf {
                 Ok(g) => leaks.note(self.rt.graph_destroy(g)),
                 Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
                     CaptureAfterFailedEnd::StillCapturing if began != state::this_thread() => {
-                        leaks.push(Error::new(e.kind, format!("{e}; {OTHER_THREADS_CAPTURE}")))
+                        leaks.push(Error::new(e.kind, format!("{e}; {OTHER_THREADS_CAPTURE_FREED}")))
                     }
                     CaptureAfterFailedEnd::Ended => {
                         log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")

@@ -49,14 +49,10 @@ const PATCH_AHEAD: usize = 16;
 
 /// The smallest command buffer whose writing pass looks ahead. The look-ahead walks the sites a
 /// second time, about a fifth of the library's own instructions per touched node of `rcb-bench`'s
-/// chain; on one H200 the update given the moves was closer to the setters' floor without it at
-/// 100 to 10 000 nodes and further from it at 100 000 (`docs/benchmarks.md`). The threshold lies
-/// between the two sizes measured.
-const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
-
-// `moves_in_a_buffer_large_enough_to_look_ahead_keep_every_address_exact` (tests/cmdbuf.rs)
-// records 33 000 nodes to reach the look-ahead.
-const _: () = assert!(LOOK_AHEAD_FROM_NODES < 33_000);
+/// chain; on one H200 the update given the moves leaned closer to the setters' floor without it
+/// at 100 to 10 000 nodes and further from it at 100 000, within the spread of a few passes
+/// (`docs/benchmarks.md`). The threshold lies between the two sizes measured.
+pub const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
 /// grow to what the updates need (an update makes room for all its touched nodes at once), not to what

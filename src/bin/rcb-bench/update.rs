@@ -673,7 +673,8 @@ fn first_update(
 
 /// Scenario `update-loop` (run only when named): `rcb_cmdbuf_move_allocations` called over and
 /// over on the chain of `update` (10 % of the allocations moved, given only the moves), nested
-/// and primary, at 100 and 1 000 nodes, and nothing else inside that call: the run to give an
+/// and primary (never launched), at 100, 1 000 and 10 000 nodes, and nothing else inside that
+/// call: the run to give an
 /// instruction-level profiler, such as `valgrind --tool=callgrind
 /// --toggle-collect=rcb_cmdbuf_move_allocations`, which then counts the library's work and the
 /// runtime setters it calls (`docs/benchmarks.md` subtracts the setters' inclusive count).
@@ -681,48 +682,61 @@ fn first_update(
 /// that a profile holds one. It prints the median time per call, which under a profiler means
 /// nothing; no target is checked.
 pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
-    let only = std::env::var("RCB_BENCH_LOOP_ONLY").ok();
-    let wanted = |n: usize, kind: &str| only.as_deref().is_none_or(|o| o.split_whitespace().eq([n.to_string().as_str(), kind]));
+    const SIZES: [usize; 3] = [100, 1000, 10_000];
+    const KINDS: [&str; 2] = ["nested", "primary"];
+    let loops: Vec<(usize, &str)> = SIZES.iter().flat_map(|&n| KINDS.map(|kind| (n, kind))).collect();
+    let loops = match std::env::var("RCB_BENCH_LOOP_ONLY") {
+        Err(_) => loops,
+        Ok(only) => {
+            let chosen: Vec<_> =
+                loops.into_iter().filter(|&(n, kind)| only.split_whitespace().eq([n.to_string().as_str(), kind])).collect();
+            if chosen.is_empty() {
+                return Err(format!(
+                    "RCB_BENCH_LOOP_ONLY={only:?} names no loop: give a size ({SIZES:?}) and a kind ({KINDS:?}), e.g. \"1000 nested\""
+                ));
+            }
+            chosen
+        }
+    };
     let f = kernels::load(rt, "rcb_test_add_f32")?;
     let mut table = Table::new(
         format!("update-loop: move_allocations called in a loop, 10 % of allocations moved, on {}", rt.info().backend.name()),
-        &["N", "command buffer", "touched nodes", "calls", "median per call", "per touched node"],
+        &["N", "command buffer", "touched nodes", "calls (one untimed first)", "median per call", "per touched node"],
     );
-    for &n in &[100, 1000] {
+    for (n, kind) in loops {
         let layout = Layout::new(rt, n)?;
         let given = Given::new(&layout);
         let touched = n / 10;
-        for nested in [true, false] {
-            let kind = if nested { "nested" } else { "primary" };
-            if !wanted(n, kind) {
-                continue;
-            }
-            // The update budget off on the primary, as in `update`: every update pushes.
-            let cb = record_cmdbuf(f, &layout, n, nested, (!nested).then_some(0))?;
-            let calls = if quick { 20 } else { 200_000 / n };
+        let timed = if quick { 20 } else { (200_000 / n).max(20) };
+        // The update budget off on the primary, as in `update`: every update pushes.
+        let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind == "primary").then_some(0)).and_then(|cb| {
             let mut second = false;
             let mut failure = None;
-            let per_call = median_ns(calls, || {
+            let per_call = median_ns(timed, || {
                 second = !second;
                 if let Err(e) = update_once(cb, &given, second, touched, true) {
                     failure.get_or_insert(e);
                 }
             });
             // SAFETY: a live handle, freed once.
-            unsafe { rcb_cmdbuf_free(cb) };
-            if let Some(e) = failure {
-                return Err(e);
+            let freed = unsafe { rcb_cmdbuf_free(cb) };
+            match failure {
+                Some(e) => Err(e),
+                None if freed != RCB_OK => Err(format!("rcb_cmdbuf_free: status {freed}")),
+                None => Ok(per_call),
             }
-            table.row(vec![
-                n.to_string(),
-                kind.into(),
-                touched.to_string(),
-                calls.to_string(),
-                time(per_call),
-                time(per_call / touched as f64),
-            ]);
-        }
-        layout.free(rt)?;
+        });
+        let freed = layout.free(rt);
+        let per_call = measured?;
+        freed?;
+        table.row(vec![
+            n.to_string(),
+            kind.into(),
+            touched.to_string(),
+            (timed + 1).to_string(),
+            time(per_call),
+            time(per_call / touched as f64),
+        ]);
     }
     table.print();
     Ok(())
