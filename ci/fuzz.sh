@@ -26,10 +26,11 @@ fi
 bash ci/apt-install.sh clang-19 libclang-rt-19-dev libamdhip64-dev
 cargo build --quiet -p hipsim
 # The library with coverage counters and comparison hooks for libFuzzer (host build scripts
-# stay plain: RUSTFLAGS reach only the --target artifacts).
+# stay plain: RUSTFLAGS reach only the --target artifacts), and with frame pointers, which the
+# sanitizers' fast unwinder follows to name the library's frames in a finding's stacks.
 RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions=on -Coverflow-checks=on" \
+-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions=on -Coverflow-checks=on -Cforce-frame-pointers=yes" \
     cargo build --quiet -p rocm_cmdbuf --lib --target x86_64-unknown-linux-gnu --target-dir target/fuzz/cargo
 
 out=$root/target/fuzz
