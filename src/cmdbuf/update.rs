@@ -308,6 +308,14 @@ impl CmdBuf {
             let sites = patches.grouped_of(alloc);
             let old = self.allocs.entries()[alloc as usize];
             let delta = base.wrapping_sub(old.base);
+            // A slot holds the old base plus its offset (by construction): the new address adds
+            // the move's delta.
+            let moved = |held: u64, node: NodeId| {
+                if held.wrapping_sub(old.base) > old.size {
+                    site_outside_allocation(node, alloc);
+                }
+                held.wrapping_add(delta)
+            };
             for s in sites {
                 if let Some(next) = ahead.as_mut().and_then(Iterator::next)
                     && let Slot::KernelArg(at) = next.slot
@@ -327,19 +335,12 @@ impl CmdBuf {
                         // blob's pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no
                         // reference to the blob is live while `self` is borrowed mutably here.
                         let held = unsafe { word.cast::<u64>().read_unaligned() };
-                        if held.wrapping_sub(old.base) > old.size {
-                            site_outside_allocation(s.node, alloc);
-                        }
                         // SAFETY: as for the read above.
-                        unsafe { word.cast::<u64>().write_unaligned(held.wrapping_add(delta)) };
+                        unsafe { word.cast::<u64>().write_unaligned(moved(held, s.node)) };
                     }
                     slot => {
                         let params = &mut self.nodes[s.node as usize].params;
-                        let held = params.read(slot);
-                        if held.wrapping_sub(old.base) > old.size {
-                            site_outside_allocation(s.node, alloc);
-                        }
-                        params.write(slot, held.wrapping_add(delta));
+                        params.write(slot, moved(params.read(slot), s.node));
                     }
                 }
                 if scratch.marks.first_touch(s.node) {
