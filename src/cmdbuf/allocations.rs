@@ -50,13 +50,19 @@ pub fn validate(allocs: &[Allocation]) -> Result<()> {
     if allocs.len() > MAX_ALLOCATIONS {
         return Err(Error::invalid_argument(format!("{} allocations exceed the limit of {MAX_ALLOCATIONS}", allocs.len())));
     }
-    match allocs.iter().position(|a| a.base.checked_add(a.size).is_none()) {
-        Some(i) => Err(Error::invalid_argument(format!(
-            "allocation {i} (base {:#x}, size {}) runs past the end of the address space",
-            allocs[i].base, allocs[i].size
-        ))),
-        None => Ok(()),
-    }
+    allocs.iter().enumerate().try_for_each(|(i, a)| in_address_space(i, a))
+}
+
+/// Checks that allocation `i`'s range ends inside the address space (an update checks each
+/// entry it moves with this; `validate` checks a whole table).
+#[inline]
+pub fn in_address_space(i: usize, a: &Allocation) -> Result<()> {
+    if a.base.checked_add(a.size).is_some() { Ok(()) } else { Err(past_the_address_space(i, a)) }
+}
+
+#[cold]
+fn past_the_address_space(i: usize, a: &Allocation) -> Error {
+    Error::invalid_argument(format!("allocation {i} (base {:#x}, size {}) runs past the end of the address space", a.base, a.size))
 }
 
 /// Which allocations an address may have come from, besides those it lies in.

@@ -55,7 +55,7 @@ const PATCH_AHEAD: usize = 16;
 pub const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
-/// grow to what the updates need (an update makes room for all its touched nodes at once), not to what
+/// grow to what the updates need, not to what
 /// an update of everything would: sized for the whole graph at finalize, they took 16 bytes a
 /// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
 /// allocations each) for updates that move a tenth of the table.
@@ -201,7 +201,7 @@ impl CmdBuf {
                 }
                 if n.base != o.base {
                     // Unmoved entries equal recorded ones, which were validated when recorded.
-                    allocations::validate(std::slice::from_ref(n)).map_err(|e| e.context(format!("allocation {i}")))?;
+                    allocations::in_address_space(i, n)?;
                     scratch.moved.push((i as u32, n.base));
                 }
             }
@@ -216,30 +216,29 @@ impl CmdBuf {
     pub fn move_allocations(&mut self, moves: &[AllocationMove]) -> Result<UpdateReport> {
         self.state.allow(Op::UpdateAllocations)?;
         let old = self.allocs.entries();
-        let check = |k: usize, m: &AllocationMove| {
-            let Some(o) = usize::try_from(m.index).ok().and_then(|i| old.get(i)) else {
-                return Err(Error::invalid_argument(format!(
-                    "moves[{k}].index {} is outside the table of {} allocation(s)",
-                    m.index,
-                    old.len()
-                )));
-            };
-            let moved_to = Allocation { base: m.base, size: o.size };
-            allocations::validate(std::slice::from_ref(&moved_to)).map_err(|e| e.context(format!("moves[{k}]")))?;
-            Ok(o.base != m.base)
-        };
         let moved = &mut self.scratch.moved;
         moved.clear();
         moved.reserve(moves.len());
         // Moves in ascending order of index (how a caller that walks its table lists them) are
-        // distinct and sorted as they come: the entries that change are kept in one pass.
-        let ascending = moves.windows(2).all(|w| w[0].index < w[1].index);
+        // distinct and sorted as they come: one pass checks them and keeps the entries that
+        // change; a list out of order is listed whole again, sorted and checked for repeats.
+        let mut ascending = true;
+        let mut previous = None;
         for (k, m) in moves.iter().enumerate() {
-            if check(k, m)? || !ascending {
+            let Some(o) = usize::try_from(m.index).ok().and_then(|i| old.get(i)) else {
+                return Err(outside_the_table(k, m.index, old.len()));
+            };
+            allocations::in_address_space(m.index as usize, &Allocation { base: m.base, size: o.size })
+                .map_err(|e| e.context(format!("moves[{k}]")))?;
+            ascending &= previous < Some(m.index);
+            previous = Some(m.index);
+            if o.base != m.base {
                 moved.push((m.index as u32, m.base));
             }
         }
         if !ascending {
+            moved.clear();
+            moved.extend(moves.iter().map(|m| (m.index as u32, m.base)));
             moved.sort_unstable_by_key(|&(alloc, _)| alloc);
             if let Some(pair) = moved.windows(2).find(|w| w[0].0 == w[1].0) {
                 return Err(Error::invalid_argument(format!("allocation {} is moved twice", pair[0].0)));
@@ -298,14 +297,12 @@ impl CmdBuf {
         self.patches.group();
         let patches = &self.patches;
         let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
-        let sites: usize = scratch.moved.iter().map(sites_of).map(<[_]>::len).sum();
-        scratch.touched.reserve(sites.min(self.nodes.len()));
-        report.patched_sites = sites as u64;
         let bases = &self.blob_bases.0;
         // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
         let mut ahead = (self.nodes.len() >= LOOK_AHEAD_FROM_NODES).then(|| scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD));
         for &(alloc, base) in &scratch.moved {
             let sites = patches.grouped_of(alloc);
+            report.patched_sites += sites.len() as u64;
             let old = self.allocs.entries()[alloc as usize];
             let delta = base.wrapping_sub(old.base);
             // A slot holds the old base plus its offset (by construction): the new address adds
@@ -462,6 +459,11 @@ impl CmdBuf {
         }
         self.pins.refusal(&self.scratch.moved)
     }
+}
+
+#[cold]
+fn outside_the_table(k: usize, index: u64, entries: usize) -> Error {
+    Error::invalid_argument(format!("moves[{k}].index {index} is outside the table of {entries} allocation(s)"))
 }
 
 /// A site whose slot does not hold an address inside its allocation breaks the rule the delta

@@ -178,13 +178,17 @@ fn with_extra<R>(args: &[u8], f: impl FnOnce(*mut P, *mut P) -> R) -> R {
 }
 
 impl HipRuntime {
+    /// Every call's result: inlined, the error kept out of line (a push checks one per node).
+    #[inline]
     fn check(&self, call: &'static str, rc: c_int) -> Result<()> {
-        if rc == SUCCESS {
-            return Ok(());
-        }
+        if rc == SUCCESS { Ok(()) } else { Err(self.error(call, rc)) }
+    }
+
+    #[cold]
+    fn error(&self, call: &'static str, rc: c_int) -> Error {
         // SAFETY: both take any code and return a static string (or null, which `text` allows).
         let (name, desc) = unsafe { (common::text((self.core.hipGetErrorName)(rc)), common::text((self.core.hipGetErrorString)(rc))) };
-        Err(common::error(call, rc, &name, &desc))
+        common::error(call, rc, &name, &desc)
     }
 
     /// Runs `f` with `device` current on this thread, then restores the caller's device.
