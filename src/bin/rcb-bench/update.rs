@@ -383,7 +383,19 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     );
     let mut first = Table::new(
         "update: the first update after finalize (and one launch) against the steady one, given only the moves, on a fresh primary command buffer each time, and the same for the floor on a fresh executable graph",
-        &["N", "samples", "(f) first move_allocations", "(s) steady", "(f)/(s)", "floor, first pass", "floor, steady", "first/steady"],
+        &[
+            "N",
+            "samples",
+            "(f) first move_allocations",
+            "(s) steady",
+            "(f)/(s)",
+            "(e) a first call moving nothing",
+            "(f′) the first update after (e)",
+            "(f′)/(s)",
+            "floor, first pass",
+            "floor, steady",
+            "first/steady",
+        ],
     );
     let mut evict = Evict::new(quick);
     for &n in sizes {
@@ -477,16 +489,19 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             return Err(e);
         }
         let samples = if quick { 2 } else { (1_000_000 / n).clamp(3, 9) };
-        let (f_first, f_steady, c_first, c_steady) = first_update(rt, f, &layout, &blobs, &touched, stream, samples)?;
+        let fu = first_update(rt, f, &layout, &blobs, &touched, stream, samples)?;
         first.row(vec![
             n.to_string(),
             samples.to_string(),
-            time(f_first),
-            time(f_steady),
-            format!("{:.2}", f_first / f_steady),
-            time(c_first),
-            time(c_steady),
-            format!("{:.2}", c_first / c_steady),
+            time(fu.first),
+            time(fu.steady),
+            format!("{:.2}", fu.first / fu.steady),
+            time(fu.empty_first),
+            time(fu.after_empty),
+            format!("{:.2}", fu.after_empty / fu.steady),
+            time(fu.floor_first),
+            time(fu.floor_steady),
+            format!("{:.2}", fu.floor_first / fu.floor_steady),
         ]);
         let per_node = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
         let args = kept.argument_bytes as f64;
@@ -573,7 +588,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     still.print();
     first.print();
     println!(
-        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it."
+        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it."
     );
     memory.print();
     println!(
@@ -612,9 +627,26 @@ fn kept_after_rerecord(cb: *mut rcb_cmdbuf, layout: &Layout) -> R<rocm_cmdbuf::M
     memory_use(cb).map_err(err)
 }
 
+/// What `first_update` measured: medians over fresh command buffers and executable graphs.
+struct FirstUpdate {
+    /// The first update given the moves after finalize and one launch.
+    first: f64,
+    /// The 20 updates after it.
+    steady: f64,
+    /// On another fresh command buffer, the first call after the launch, given no moves.
+    empty_first: f64,
+    /// The first update given the moves after that call.
+    after_empty: f64,
+    /// The floor's first pass of setters on a fresh, launched executable graph, and the 20 after.
+    floor_first: f64,
+    floor_steady: f64,
+}
+
 /// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
 /// the first update given the moves after finalize and one launch and of the steady updates
-/// after it, and the same for the floor's setters: `(first, steady, floor first, floor steady)`.
+/// after it, of the first call given no moves and the first update after it, and the same for
+/// the floor's setters: the part of a first update's extra cost that a call moving nothing
+/// already pays is the call's own (boundary, lock, checks), the rest lies in the moves' work.
 fn first_update(
     rt: &dyn Runtime,
     f: Function,
@@ -623,10 +655,32 @@ fn first_update(
     touched: &[usize],
     stream: rocm_cmdbuf::runtime::Stream,
     samples: usize,
-) -> R<(f64, f64, f64, f64)> {
+) -> R<FirstUpdate> {
     let given = Given::new(layout);
     let (mut first, mut steady, mut floor_first, mut floor_steady) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut empty_first, mut after_empty) = (Vec::new(), Vec::new());
     for _ in 0..samples {
+        let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
+        let timed = (|| {
+            warm::cmdbuf(rt, cb, stream)?;
+            let mut report = rcb_update_report::default();
+            let t = Instant::now();
+            // SAFETY: a live handle, no moves and a writable report.
+            let s = unsafe { rcb_cmdbuf_move_allocations(cb, std::ptr::null(), 0, &mut report) };
+            let empty = t.elapsed().as_nanos() as f64;
+            if s != RCB_OK || report.updated_nodes != 0 {
+                return Err(format!("move_allocations given no moves: status {s}, report {report:?}"));
+            }
+            let t = Instant::now();
+            update_once(cb, &given, true, touched.len(), true)?;
+            after_empty.push(t.elapsed().as_nanos() as f64);
+            empty_first.push(empty);
+            Ok::<_, String>(())
+        })();
+        // SAFETY: a handle from record_cmdbuf, freed once.
+        unsafe { rcb_cmdbuf_free(cb) };
+        timed?;
+
         let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
         let timed = (|| {
             warm::cmdbuf(rt, cb, stream)?;
@@ -668,7 +722,14 @@ fn first_update(
         rt.graph_destroy(g).map_err(err)?;
         timed?;
     }
-    Ok((median(first), median(steady), median(floor_first), median(floor_steady)))
+    Ok(FirstUpdate {
+        first: median(first),
+        steady: median(steady),
+        empty_first: median(empty_first),
+        after_empty: median(after_empty),
+        floor_first: median(floor_first),
+        floor_steady: median(floor_steady),
+    })
 }
 
 /// Scenario `update-loop` (run only when named): `rcb_cmdbuf_move_allocations` called over and
