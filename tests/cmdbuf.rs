@@ -801,9 +801,11 @@ fn free_now(cb: &Cb) -> rcb_status {
     unsafe { rcb_cmdbuf_free(cb.0) }
 }
 
-/// The runtimes end a thread-local capture only on the thread that began it: `capture_end` on
-/// another thread fails, keeps the capture and says which thread can end it (which then does);
-/// a free on another thread gives the handle back and says the same.
+/// The runtimes end a thread-local capture only on the thread that began it, and differ on what
+/// a wrong-thread end leaves (HIP keeps the capture, CUDA ends it and drops what it captured):
+/// `capture_end` on another thread fails without asking the runtime, keeps the capture on both
+/// and says which thread can end it (which then does, with what was captured); a free on
+/// another thread gives the handle back and says the same.
 #[test]
 fn a_capture_can_be_ended_only_on_the_thread_that_began_it() {
     let _g = common::serial();
@@ -813,8 +815,12 @@ fn a_capture_can_be_ended_only_on_the_thread_that_began_it() {
     let (handle, raw) = (cb.0 as usize, stream.0 as usize);
     let (began_tx, began_rx) = std::sync::mpsc::channel();
     let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    let x = gpu.upload(&[0.0; N]);
+    let (rt, fill) = (gpu.rt, gpu.k.fill_u32.0 as usize);
     let owner = std::thread::spawn(move || {
         ok(unsafe { rcb_cmdbuf_capture_begin(handle as *mut rcb_cmdbuf, raw as *mut std::ffi::c_void) });
+        let (fill, stream) = (rocm_cmdbuf::runtime::Function(fill as *mut _), rocm_cmdbuf::runtime::Stream(raw as *mut _));
+        common::run(rt, fill, &args::fill(x, 7, N as u64), stream);
         began_tx.send(()).unwrap();
         // Ends the capture whatever the main thread did (a failed assertion drops the sender).
         let _ = end_rx.recv();
@@ -822,12 +828,15 @@ fn a_capture_can_be_ended_only_on_the_thread_that_began_it() {
     });
     began_rx.recv().unwrap();
     let s = unsafe { rcb_cmdbuf_capture_end(cb.0) };
-    fails(s, RCB_STATUS_RUNTIME_ERROR, "only the thread that began the capture can end it");
+    fails(s, RCB_STATUS_INVALID_STATE, "only the thread that began the capture can end it");
     assert!(gpu.rt.stream_is_capturing(stream).unwrap(), "the capture is kept");
     end_tx.send(()).unwrap();
     assert_eq!(owner.join().unwrap(), RCB_OK, "the thread that began the capture ends it");
     assert!(!gpu.rt.stream_is_capturing(stream).unwrap());
     cb.finalize();
+    // What was captured before the wrong-thread call is all there: the fill runs.
+    cb.launch(&gpu);
+    assert_eq!(gpu.read_bytes(x, 4 * N), [7u32; N].map(u32::to_ne_bytes).concat(), "the captured fill ran");
     gpu.rt.stream_destroy(stream).expect("stream destroy");
 
     // Freed on another thread: the free gives the handle back but cannot end the capture, and
@@ -837,7 +846,6 @@ fn a_capture_can_be_ended_only_on_the_thread_that_began_it() {
     let (handle, raw) = (cb.0 as usize, other.0 as usize);
     let (began_tx, began_rx) = std::sync::mpsc::channel();
     let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
-    let rt = gpu.rt;
     let owner = std::thread::spawn(move || {
         ok(unsafe { rcb_cmdbuf_capture_begin(handle as *mut rcb_cmdbuf, raw as *mut std::ffi::c_void) });
         began_tx.send(()).unwrap();

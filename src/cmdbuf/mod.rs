@@ -47,7 +47,7 @@ pub use opaque::KernelList;
 pub use update::{AllocationMove, LOOK_AHEAD_FROM_NODES, UpdateReport};
 
 use crate::counters::{Counters, Counts, Event, Fallback};
-use crate::error::{Error, Leaks, Result};
+use crate::error::{Error, ErrorKind, Leaks, Result};
 use crate::runtime::{
     self, CaptureAfterFailedEnd, CaptureMode, Exec, Function, Graph, KernelParamPointers, MemcpyParams, MemoryClass, MemsetParams, Node,
     Runtime, Stream,
@@ -93,8 +93,10 @@ pub struct Memset {
     pub count: u64,
 }
 
-/// What a failed `capture_end` says when it was asked for on another thread than the one that
-/// began the capture: the runtimes end a thread-local capture only on its own thread.
+/// What `capture_end` says when it is asked for on another thread than the one that began the
+/// capture. The runtimes end a thread-local capture only on its own thread, and differ on what a
+/// wrong-thread end leaves: HIP keeps the capture, CUDA ends it and drops what it captured
+/// (`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`, seen on an H200), so the runtime is not asked.
 const OTHER_THREADS_CAPTURE: &str = "the stream is still capturing, and only the thread that began the capture can end it (rcb_cmdbuf_capture_end, or rcb_cmdbuf_free, on that thread, before it exits); if that thread has exited, the stream captures for as long as it lives";
 
 /// The same said by a free, which has given the handle back: the capture is the caller's to end.
@@ -651,11 +653,15 @@ impl CmdBuf {
     pub fn capture_end(&mut self) -> Result<()> {
         self.state.allow(Op::CaptureEnd)?;
         let State::Capturing(stream, began) = self.state else { unreachable!("checked by allow") };
+        if began != state::this_thread() {
+            return Err(Error::invalid_state(format!(
+                "capture_end on another thread than the one that began the capture: {OTHER_THREADS_CAPTURE}"
+            )));
+        }
         let captured = match self.rt.end_capture(stream) {
             Ok(g) => g,
             Err(e) => {
                 let left = match runtime::capture_after_failed_end(self.rt, stream) {
-                    CaptureAfterFailedEnd::StillCapturing if began != state::this_thread() => String::from(OTHER_THREADS_CAPTURE),
                     CaptureAfterFailedEnd::Ended => {
                         self.state = State::Recording;
                         String::from(
@@ -1149,23 +1155,30 @@ impl CmdBuf {
         let mut leaks = Leaks::default();
         if let State::Capturing(stream, began) = self.state {
             self.state = State::Recording;
-            match self.rt.end_capture(stream) {
-                Ok(g) => leaks.note(self.rt.graph_destroy(g)),
-                Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
-                    CaptureAfterFailedEnd::StillCapturing if began != state::this_thread() => {
-                        leaks.push(Error::new(e.kind, format!("{e}; {OTHER_THREADS_CAPTURE_FREED}")))
-                    }
-                    CaptureAfterFailedEnd::Ended => {
-                        log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")
-                    }
-                    CaptureAfterFailedEnd::StillCapturing => {
-                        leaks.push(Error::new(e.kind, format!("{e}; the stream is still capturing: end its capture before using it")))
-                    }
-                    CaptureAfterFailedEnd::Unknown(why) => leaks.push(Error::new(
-                        e.kind,
-                        format!("{e}; whether the stream is still capturing is unknown ({why}): if it is, end its capture before using it"),
-                    )),
-                },
+            // On another thread the runtime is not asked (see `OTHER_THREADS_CAPTURE`).
+            if began != state::this_thread() {
+                leaks.push(Error::new(
+                    ErrorKind::Runtime,
+                    format!("freed on another thread than the one that began its capture; {OTHER_THREADS_CAPTURE_FREED}"),
+                ));
+            } else {
+                match self.rt.end_capture(stream) {
+                    Ok(g) => leaks.note(self.rt.graph_destroy(g)),
+                    Err(e) => match runtime::capture_after_failed_end(self.rt, stream) {
+                        CaptureAfterFailedEnd::Ended => {
+                            log::warn!("ending the capture of a freed command buffer: {e}; the runtime ended it anyway")
+                        }
+                        CaptureAfterFailedEnd::StillCapturing => {
+                            leaks.push(Error::new(e.kind, format!("{e}; the stream is still capturing: end its capture before using it")))
+                        }
+                        CaptureAfterFailedEnd::Unknown(why) => leaks.push(Error::new(
+                            e.kind,
+                            format!(
+                                "{e}; whether the stream is still capturing is unknown ({why}): if it is, end its capture before using it"
+                            ),
+                        )),
+                    },
+                }
             }
         }
         if std::mem::take(&mut self.published) {

@@ -535,8 +535,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// whatever the status: do not use it or its nodes afterwards. `NULL` is a no-op; a freed or
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
 /// discarded when the free runs on the thread that began it (the runtimes end a thread-local
-/// capture only there); on another thread the handle is given back all the same, the stream
-/// stays capturing, the status is `RCB_STATUS_RUNTIME_ERROR` and the message says so: end the
+/// capture only there); on another thread the runtime is not asked, the handle is given back
+/// all the same, the stream stays capturing, the status is `RCB_STATUS_RUNTIME_ERROR` and the
+/// message says so: end the
 /// capture on the thread that began it (`hipStreamEndCapture` / `cuStreamEndCapture`, then
 /// destroy the graph it returns). A capture whose thread has exited can never be ended: the
 /// stream captures for as long as it lives.
@@ -1019,8 +1020,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_capture_begin(cb: *mut rcb_cmdbuf, stream: *
 /// runtime cannot say), the command buffer stays capturing, so that `rcb_cmdbuf_capture_end`
 /// again or `rcb_cmdbuf_free` ends it; when the runtime ended the capture anyway, the stream is
 /// usable and the command buffer is recording again with nothing captured. Called on another
-/// thread than the one that began the capture, it fails so (the runtime's wrong-thread error)
-/// and the message says that only that thread can end it.
+/// thread than the one that began the capture, it returns `RCB_STATUS_INVALID_STATE` without
+/// asking the runtime (HIP would keep the capture, CUDA would end it and drop what it
+/// captured): the capture is kept, and the message says that only that thread can end it.
 ///
 /// Addresses inside a captured graph are not patch sites and the library does not know them:
 /// `rcb_cmdbuf_update_allocations` and `rcb_cmdbuf_move_allocations` on this command buffer refuse
