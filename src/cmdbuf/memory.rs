@@ -79,7 +79,7 @@ impl Heap {
     /// A hash map's table, one block, as `hashbrown` lays it out: a power-of-two count of
     /// buckets, of which `capacity()` reports 7/8 (all but one below 8 buckets), each a key and
     /// a value, then a control byte per bucket and [`CONTROL_GROUP`] more. An empty map has none.
-    pub fn map<K, V>(m: &HashMap<K, V>) -> Heap {
+    pub fn map<K, V, S>(m: &HashMap<K, V, S>) -> Heap {
         let capacity = m.capacity();
         if capacity == 0 {
             return Heap::default();

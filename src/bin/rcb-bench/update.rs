@@ -35,6 +35,9 @@ pub(crate) struct Layout {
     a: Vec<u64>,
     b: Vec<u64>,
     moved: Vec<bool>,
+    /// The two blocks the allocations were carved from, end to end ([`Layout::end_to_end`]);
+    /// empty when each allocation is one of its own.
+    blocks: Vec<u64>,
 }
 
 impl Layout {
@@ -55,7 +58,18 @@ impl Layout {
             b.push(if m { rt.malloc(0, bytes).map_err(err)? } else { p });
             moved.push(m);
         }
-        Ok(Layout { a, b, moved })
+        Ok(Layout { a, b, moved, blocks: Vec::new() })
+    }
+
+    /// Every allocation moves, and they lie end to end in one block per placement (each run
+    /// moved as one, by one delta): every pointer argument at an allocation's base also lies one
+    /// past the end of the allocation before it, as in PyTorch's graphs (`real_graphs.py`), so
+    /// each is ambiguous and every update checks the allocations' overlap sets.
+    fn end_to_end(rt: &dyn Runtime, nodes: usize) -> R<Layout> {
+        let bytes = ELEMENTS * 4;
+        let blocks = vec![rt.malloc(0, 3 * nodes * bytes as usize).map_err(err)?, rt.malloc(0, 3 * nodes * bytes as usize).map_err(err)?];
+        let carve = |block: u64| (0..3 * nodes as u64).map(|i| block + i * bytes).collect();
+        Ok(Layout { a: carve(blocks[0]), b: carve(blocks[1]), moved: vec![true; 3 * nodes], blocks })
     }
 
     fn table(&self, second: bool) -> Vec<rcb_allocation> {
@@ -83,6 +97,9 @@ impl Layout {
     }
 
     pub(crate) fn free(&self, rt: &dyn Runtime) -> R<()> {
+        if !self.blocks.is_empty() {
+            return self.blocks.iter().try_for_each(|&p| rt.free(p).map_err(err));
+        }
         for (i, &p) in self.a.iter().enumerate() {
             rt.free(p).map_err(err)?;
             if self.moved[i] {
@@ -734,17 +751,18 @@ fn first_update(
 
 /// Scenario `update-loop` (run only when named): `rcb_cmdbuf_move_allocations` called over and
 /// over on the chain of `update` (10 % of the allocations moved, given only the moves), nested
-/// and primary (never launched), at 100, 1 000 and 10 000 nodes, and nothing else inside that
-/// call: the run to give an
+/// and primary (never launched), and primary with every allocation moved where they lie end to
+/// end (`end-to-end`, see [`Layout::end_to_end`]), at 100, 1 000 and 10 000 nodes, and nothing
+/// else inside that call: the run to give an
 /// instruction-level profiler, such as `valgrind --tool=callgrind
 /// --toggle-collect=rcb_cmdbuf_move_allocations`, which then counts the library's work and the
 /// runtime setters it calls (`docs/benchmarks.md` subtracts the setters' inclusive count).
-/// `RCB_BENCH_LOOP_ONLY="1000 nested"` (a size and `nested` or `primary`) runs that one loop, so
+/// `RCB_BENCH_LOOP_ONLY="1000 nested"` (a size and a kind) runs that one loop, so
 /// that a profile holds one. It prints the median time per call, which under a profiler means
 /// nothing; no target is checked.
 pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     const SIZES: [usize; 3] = [100, 1000, 10_000];
-    const KINDS: [&str; 2] = ["nested", "primary"];
+    const KINDS: [&str; 3] = ["nested", "primary", "end-to-end"];
     let loops: Vec<(usize, &str)> = SIZES.iter().flat_map(|&n| KINDS.map(|kind| (n, kind))).collect();
     let loops = match std::env::var("RCB_BENCH_LOOP_ONLY") {
         Err(_) => loops,
@@ -761,16 +779,20 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     };
     let f = kernels::load(rt, "rcb_test_add_f32")?;
     let mut table = Table::new(
-        format!("update-loop: move_allocations called in a loop, 10 % of allocations moved, on {}", rt.info().backend.name()),
+        format!(
+            "update-loop: move_allocations called in a loop, 10 % of allocations moved (end-to-end: all of them, lying end to end), on {}",
+            rt.info().backend.name()
+        ),
         &["N", "command buffer", "touched nodes", "calls (one untimed first)", "median per call", "per touched node"],
     );
     for (n, kind) in loops {
-        let layout = Layout::new(rt, n)?;
+        let end_to_end = kind == "end-to-end";
+        let layout = if end_to_end { Layout::end_to_end(rt, n)? } else { Layout::new(rt, n)? };
         let given = Given::new(&layout);
-        let touched = n / 10;
+        let touched = if end_to_end { n } else { n / 10 };
         let timed = if quick { 20 } else { (200_000 / n).max(20) };
         // The update budget off on the primary, as in `update`: every update pushes.
-        let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind == "primary").then_some(0)).and_then(|cb| {
+        let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind != "nested").then_some(0)).and_then(|cb| {
             let mut second = false;
             let mut failure = None;
             let per_call = median_ns(timed, || {

@@ -26,7 +26,7 @@ impl CudaRuntime {
         // Each attribute's value is written to the start of its word; zeroed words read as false,
         // 0 and null whatever width the driver writes.
         let mut words = [0u64; POINTER_ATTRIBUTES.len()];
-        let mut data: Vec<P> = words.iter_mut().map(|w| (w as *mut u64).cast()).collect();
+        let mut data: [P; POINTER_ATTRIBUTES.len()] = std::array::from_fn(|i| (&raw mut words[i]).cast());
         // SAFETY: one writable 8-byte word per attribute; the driver reports an address it does
         // not know with default values, not an error.
         let read = self.call("cuPointerGetAttributes", || unsafe {
