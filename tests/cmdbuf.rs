@@ -148,10 +148,13 @@ fn bad_moves_fail_naming_the_entry_and_change_nothing() {
     let pushes = sim.as_ref().map(|s| s.call_count("hipGraphExecKernelNodeSetParams"));
 
     let x2 = gpu.moved_copy(x, BYTES as usize);
-    let cases: [(&[(u64, u64)], &str); 4] = [
+    let cases: [(&[(u64, u64)], &str); 6] = [
         (&[(0, x2), (4, x2)], "moves[1].index 4 is outside the table of 4 allocation(s)"),
         (&[(0, x2), (u64::MAX, x2)], "moves[1].index 18446744073709551615"),
         (&[(3, d), (0, x2), (3, x2)], "allocation 3 is moved twice"),
+        // Repeats in a list otherwise in ascending order (the one-pass path).
+        (&[(0, x2), (0, x2)], "allocation 0 is moved twice"),
+        (&[(0, x2), (1, y), (1, x2)], "allocation 1 is moved twice"),
         (&[(0, x2), (2, u64::MAX - 8)], "moves[1]"),
     ];
     for (moves, needle) in cases {

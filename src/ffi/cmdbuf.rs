@@ -536,8 +536,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// unknown handle gives `RCB_STATUS_INVALID_HANDLE`. A capture still in progress is ended and
 /// discarded when the free runs on the thread that began it (the runtimes end a thread-local
 /// capture only there); on another thread the runtime is not asked, the handle is given back
-/// all the same, the stream stays capturing, the status is `RCB_STATUS_RUNTIME_ERROR` and the
-/// message says so: end the
+/// all the same, the stream stays capturing, the status is `RCB_STATUS_RUNTIME_ERROR` (what a
+/// free reports for whatever it could not give back) and the message says so: end the
 /// capture on the thread that began it (`hipStreamEndCapture` / `cuStreamEndCapture`, then
 /// destroy the graph it returns). A capture whose thread has exited can never be ended: the
 /// stream captures for as long as it lives.

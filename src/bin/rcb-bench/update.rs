@@ -67,7 +67,12 @@ impl Layout {
     /// each is ambiguous and every update checks the allocations' overlap sets.
     fn end_to_end(rt: &dyn Runtime, nodes: usize) -> R<Layout> {
         let bytes = ELEMENTS * 4;
-        let blocks = vec![rt.malloc(0, 3 * nodes * bytes as usize).map_err(err)?, rt.malloc(0, 3 * nodes * bytes as usize).map_err(err)?];
+        let first = rt.malloc(0, 3 * nodes * bytes as usize).map_err(err)?;
+        let second = rt.malloc(0, 3 * nodes * bytes as usize).map_err(|e| {
+            let _ = rt.free(first);
+            err(e)
+        })?;
+        let blocks = vec![first, second];
         let carve = |block: u64| (0..3 * nodes as u64).map(|i| block + i * bytes).collect();
         Ok(Layout { a: carve(blocks[0]), b: carve(blocks[1]), moved: vec![true; 3 * nodes], blocks })
     }
