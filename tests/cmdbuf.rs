@@ -804,6 +804,47 @@ fn free_now(cb: &Cb) -> rcb_status {
     unsafe { rcb_cmdbuf_free(cb.0) }
 }
 
+fn node_count(cb: usize) -> Result<usize, rcb_status> {
+    let mut count = usize::MAX;
+    match unsafe { rcb_cmdbuf_node_count(cb as *mut rcb_cmdbuf, &mut count) } {
+        RCB_OK => Ok(count),
+        s => Err(s),
+    }
+}
+
+/// A thread goes straight to the command buffer it called last (its place is never given
+/// back): once that one is freed and a new one takes its place, the old handle is refused on
+/// every thread that called it, and the new handle reaches its own command buffer.
+#[test]
+fn a_freed_handle_is_refused_after_a_new_command_buffer_takes_its_place() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let x = gpu.upload(&[0.0; N]);
+    let old = Cb::primary();
+    let stale = old.0 as usize;
+    assert_eq!(node_count(stale), Ok(0));
+    let (called_tx, called_rx) = std::sync::mpsc::channel();
+    let (new_tx, new_rx) = std::sync::mpsc::channel::<usize>();
+    let other = std::thread::spawn(move || {
+        let before = node_count(stale);
+        called_tx.send(()).unwrap();
+        let new = new_rx.recv().unwrap();
+        (before, node_count(stale), node_count(new))
+    });
+    called_rx.recv().unwrap();
+    assert_eq!(free_now(&old), RCB_OK);
+    let new = Cb::primary();
+    new.memset(&[], x, 0, 4, N as u64);
+    assert_eq!(node_count(stale), Err(RCB_STATUS_INVALID_HANDLE), "the freed handle, on the thread that freed it");
+    assert_eq!(node_count(new.0 as usize), Ok(1));
+    new_tx.send(new.0 as usize).unwrap();
+    let (before, after, theirs) = other.join().unwrap();
+    assert_eq!(before, Ok(0));
+    assert_eq!(after, Err(RCB_STATUS_INVALID_HANDLE), "the freed handle, on another thread that called it");
+    assert_eq!(theirs, Ok(1), "the new handle, on that thread");
+    drop(old);
+}
+
 /// The runtimes end a thread-local capture only on the thread that began it, and differ on what
 /// a wrong-thread end leaves (HIP keeps the capture, CUDA ends it and drops what it captured):
 /// `capture_end` on another thread fails without asking the runtime, keeps the capture on both

@@ -13,13 +13,13 @@
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
-use super::{Handle, Live, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register, take, unlocked};
+use super::{Handle, Place, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register_placed, take_placed};
 use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
+use std::cell::Cell;
 use std::ffi::{c_char, c_void};
-use std::sync::Mutex;
 
 // The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
 include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
@@ -41,7 +41,7 @@ pub struct rcb_cmdbuf {
     _private: [u8; 0],
 }
 
-handle_type!(rcb_cmdbuf => Mutex<CmdBuf>);
+handle_type!(rcb_cmdbuf => Place<CmdBuf>);
 
 /// A node of a command buffer. The value encodes the owning command buffer: a node of another
 /// command buffer gives `RCB_STATUS_FOREIGN_NODE`, a made-up value `RCB_STATUS_INVALID_ARGUMENT`.
@@ -262,10 +262,36 @@ pub(super) fn as_allocations(table: &[rcb_allocation]) -> &[Allocation] {
     unsafe { std::slice::from_raw_parts(table.as_ptr() as *const Allocation, table.len()) }
 }
 
+thread_local! {
+    /// The handle of the command buffer this thread called last and its place, so that the
+    /// next call on it goes straight to the place (see `Place`). No destructor: the place is
+    /// never given back, so the address needs no reference count, and a thread that first calls
+    /// the library from its own exit registers nothing that would never run.
+    static LAST: Cell<(usize, *const Place<CmdBuf>)> = const { Cell::new((0, std::ptr::null())) };
+}
+
 /// Runs `f` on the command buffer behind `cb`, with its id (for node handles).
 pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> Result<()>) -> Result<()> {
-    let cb = live(cb, "cb")?;
-    f(cb.id(), &mut *cb.lock()?)
+    if cb.is_null() {
+        return Err(null_argument("cb"));
+    }
+    let id = cb.addr();
+    let (last, place) = LAST.with(Cell::get);
+    if last == id && !place.is_null() {
+        // SAFETY: a place is never dropped (`register_placed`), so its address stays valid.
+        let place = unsafe { &*place };
+        // The place may hold another handle's object since (this one was freed): then the
+        // registry says what the handle is now.
+        if let Some(mut object) = place.lock(id, rcb_cmdbuf::NAME)? {
+            return f(id, &mut object);
+        }
+    }
+    let live = live(cb, "cb")?;
+    let place: &Place<CmdBuf> = live.shared();
+    LAST.with(|last| last.set((id, place)));
+    // Freed on another thread since the lookup: the place holds no object of this handle.
+    let mut object = place.lock(id, rcb_cmdbuf::NAME)?.ok_or_else(|| super::handle::not_live::<rcb_cmdbuf>(id))?;
+    f(id, &mut object)
 }
 
 /// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
@@ -278,17 +304,19 @@ pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
         Ok(())
     })?;
     used.other += FIXED_BYTES as u64;
-    used.heap_blocks += 1;
+    used.heap_blocks += 2;
     Ok(used)
 }
 
-/// What each command buffer keeps besides what `CmdBuf::memory` counts: the shared object behind
-/// its handle (two reference counts, the lock, the command buffer's own struct), one bucket with
-/// its control byte in the registry and one in the set of live ids (the spare buckets of those
-/// two tables are shared by every handle and not counted).
+/// What each command buffer keeps besides what `CmdBuf::memory` counts: its place (two
+/// reference counts and the lock, the handle's id and the box of the command buffer's own
+/// struct, which is the second heap block), one bucket with its control byte in the registry
+/// and one in the set of live ids (the spare buckets of those two tables are shared by every
+/// handle and not counted). A freed command buffer's place stays, spare, for the next one.
 const FIXED_BYTES: usize = 2 * std::mem::size_of::<usize>()
-    + std::mem::size_of::<Mutex<CmdBuf>>()
-    + std::mem::size_of::<(usize, std::sync::Arc<Mutex<CmdBuf>>)>()
+    + std::mem::size_of::<Place<CmdBuf>>()
+    + std::mem::size_of::<CmdBuf>()
+    + std::mem::size_of::<(usize, std::sync::Arc<Place<CmdBuf>>)>()
     + 1
     + std::mem::size_of::<usize>()
     + 1;
@@ -477,7 +505,7 @@ fn memcpy(dst: u64, src: u64, bytes: u64) -> Result<MemcpyParams> {
 fn new(device: i32, kind: Kind, out: *mut *mut rcb_cmdbuf) -> Result<()> {
     let out = arg_out(out, "out")?;
     // Node handles hold the id in their upper 32 bits, where every id fits (handle.rs).
-    let cb = register::<rcb_cmdbuf>(Mutex::new(CmdBuf::new(runtime::get()?, device, kind)?))?;
+    let cb = register_placed::<rcb_cmdbuf, _>(CmdBuf::new(runtime::get()?, device, kind)?)?;
     // SAFETY: checked by arg_out.
     unsafe { write_out(out, cb) };
     Ok(())
@@ -582,8 +610,8 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rcb_cmdbuf_free(cb: *mut rcb_cmdbuf) -> rcb_status {
-    boundary(|| match take(cb, |_| Ok(()))? {
-        Some(cb) => unlocked(cb).destroy().into_result("the command buffer"),
+    boundary(|| match take_placed(cb)? {
+        Some(cb) => cb.destroy().into_result("the command buffer"),
         None => Ok(()),
     })
 }
@@ -764,9 +792,11 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
     if id == child_id {
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
-    let (first, second): (&Live<rcb_cmdbuf>, _) = if id < child_id { (&parent, &child) } else { (&child, &parent) };
-    let mut first = first.lock()?;
-    let mut second = second.lock()?;
+    let ((first, first_id), (second, second_id)) =
+        if id < child_id { ((&parent, id), (&child, child_id)) } else { ((&child, child_id), (&parent, id)) };
+    let freed = super::handle::not_live::<rcb_cmdbuf>;
+    let mut first = first.shared().lock(first_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(first_id))?;
+    let mut second = second.shared().lock(second_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(second_id))?;
     let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }

@@ -13,6 +13,13 @@
 //! Each C handle type names its object type and registry through [`Handle`], as rustls-ffi's
 //! `Castable` ties a C type to its Rust type: the pointer's type picks the registry, so no call
 //! site casts a handle or chooses what to look it up in.
+//!
+//! Command buffers, whose short calls (an address update that moves little) are the hot path,
+//! keep their objects in [`Place`]s, which are never given back: a thread goes straight to the
+//! place of the command buffer it called last, and the place's lock, which the call takes
+//! anyway, says whether it still holds that handle's object; only another handle, or one freed
+//! since, is looked up. The other types are looked up on every call and hold their objects by
+//! reference count for the call.
 
 use crate::error::{Error, ErrorKind, Result};
 use dashmap::{DashMap, DashSet};
@@ -116,11 +123,14 @@ impl Hasher for IdHasher {
 /// The live handles of one type.
 pub(crate) struct Registry<H: Handle> {
     live: Lazy<DashMap<usize, Arc<H::Object>, BuildHasherDefault<IdHasher>>>,
+    /// The places of freed handles, for the type's next ones (only for objects kept in a
+    /// [`Place`]; see [`register_placed`]).
+    spare: Mutex<Vec<Arc<H::Object>>>,
 }
 
 impl<H: Handle> Registry<H> {
     pub const fn new() -> Self {
-        Self { live: Lazy::new(DashMap::default) }
+        Self { live: Lazy::new(DashMap::default), spare: Mutex::new(Vec::new()) }
     }
 
     /// Whether `id` is a live handle of this type.
@@ -161,6 +171,95 @@ impl<H: Handle<Object = Mutex<T>>, T> Live<H> {
             .lock()
             .map_err(|_| Error::invalid_state(format!("this {} is unusable: an earlier call panicked while changing it; free it", H::NAME)))
     }
+}
+
+/// Where the object of a handle that each call locks lives: a place is never given back, but
+/// emptied when its handle is freed and filled again by a later handle of the type. So an
+/// address of a place stays valid for as long as the process runs, and a thread may keep the
+/// place of the handle it called last and go straight to it, without the registry's lookup and
+/// reference count (two locked atomic operations each; most of a short call's fixed cost): the
+/// place's lock, which every call takes anyway, is what tells it whether the place still holds
+/// that handle's object. A freed handle's object is taken out under that lock, so a free waits
+/// for a call in flight on the same handle (which the free functions' contracts forbid) instead
+/// of leaving the object to it.
+pub(crate) struct Place<T> {
+    /// The id of the handle whose object the place holds, with the object; `None` while spare.
+    /// Boxed, so that a spare place keeps a few bytes, not a whole object's.
+    held: Mutex<Option<(usize, Box<T>)>>,
+}
+
+/// A place's object, locked for a call.
+pub(crate) struct Placed<'a, T>(MutexGuard<'a, Option<(usize, Box<T>)>>);
+
+impl<T> Deref for Placed<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // A `Placed` is made only from a place that holds an object (`Place::lock`).
+        self.0.as_ref().map(|(_, object)| &**object).unwrap_or_else(|| unreachable!("a locked place holds its object"))
+    }
+}
+
+impl<T> std::ops::DerefMut for Placed<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.0.as_mut().map(|(_, object)| &mut **object).unwrap_or_else(|| unreachable!("a locked place holds its object"))
+    }
+}
+
+impl<T> Place<T> {
+    /// The object of handle `id`, locked: `None` when the place holds no object or another
+    /// handle's (the handle was freed). One whose call panicked mid-change is reported rather
+    /// than used half-changed.
+    pub fn lock(&self, id: usize, name: &str) -> Result<Option<Placed<'_, T>>> {
+        let guard = self
+            .held
+            .lock()
+            .map_err(|_| Error::invalid_state(format!("this {name} is unusable: an earlier call panicked while changing it; free it")))?;
+        Ok(matches!(&*guard, Some((held, _)) if *held == id).then_some(Placed(guard)))
+    }
+
+    /// Takes handle `id`'s object out (`None` when the place does not hold it), after the call
+    /// that holds the lock, if any, returns; a lock poisoned by a panic is cleared, so the
+    /// place can be filled again.
+    fn empty(&self, id: usize) -> Option<T> {
+        let mut guard = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let object = if matches!(&*guard, Some((held, _)) if *held == id) { guard.take().map(|(_, object)| *object) } else { None };
+        drop(guard);
+        self.held.clear_poison();
+        object
+    }
+}
+
+/// Registers `object` in a spare place of its type, or in a new one; the new handle is the
+/// caller's, released by [`take_placed`]. Fails only when 2^28 handles are live at once, with
+/// `object` dropped.
+pub(crate) fn register_placed<H: Handle<Object = Place<T>>, T>(object: T) -> Result<*mut H> {
+    let id = IDS.take()?;
+    let spare = H::registry().spare.lock().unwrap_or_else(PoisonError::into_inner).pop();
+    let place = spare.unwrap_or_else(|| {
+        let place = Arc::new(Place { held: Mutex::new(None) });
+        // Never given back: a thread may hold the place's address for as long as it runs.
+        std::mem::forget(Arc::clone(&place));
+        place
+    });
+    *place.held.lock().unwrap_or_else(PoisonError::into_inner) = Some((id, Box::new(object)));
+    H::registry().live.insert(id, place);
+    Ok(std::ptr::without_provenance_mut(id))
+}
+
+/// The object behind a handle of a placed type for its `_free` function, taken out of its place,
+/// which becomes spare: `None` for NULL (a no-op). Waits for a call in flight on the handle.
+pub(crate) fn take_placed<H: Handle<Object = Place<T>>, T>(handle: *mut H) -> Result<Option<T>> {
+    if handle.is_null() {
+        return Ok(None);
+    }
+    let id = handle.addr();
+    let place = Arc::clone(live(handle, H::NAME)?.shared());
+    // A free racing with this one on another thread has emptied the place first.
+    let object = place.empty(id).ok_or_else(|| not_live::<H>(id))?;
+    H::registry().live.remove(&id);
+    IDS.give_back(id);
+    H::registry().spare.lock().unwrap_or_else(PoisonError::into_inner).push(place);
+    Ok(Some(object))
 }
 
 /// Registers `object`; the new handle is the caller's, released by the type's `_free`. Fails
@@ -213,7 +312,7 @@ pub(crate) fn unlocked<T>(object: Mutex<T>) -> T {
     object.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn not_live<H: Handle>(id: usize) -> Error {
+pub(crate) fn not_live<H: Handle>(id: usize) -> Error {
     Error::new(ErrorKind::InvalidHandle, format!("{} handle {id:#x} is not live (already freed, never created, or another type)", H::NAME))
 }
 
@@ -224,8 +323,69 @@ mod tests {
 
     struct rcb_a;
     struct rcb_b;
+    struct rcb_p;
     handle_type!(rcb_a => Mutex<u32>);
     handle_type!(rcb_b => u32);
+    handle_type!(rcb_p => Place<u32>);
+
+    /// The place behind a live handle of `rcb_p`, as a thread would keep it.
+    fn place_of(p: *mut rcb_p) -> *const Place<u32> {
+        Arc::as_ptr(live(p, "p").unwrap().shared())
+    }
+
+    #[test]
+    fn a_freed_places_handle_is_refused_there_and_the_place_serves_the_next_handle() {
+        let a = register_placed::<rcb_p, _>(7).unwrap();
+        let kept = place_of(a);
+        // SAFETY: places are never dropped.
+        let place = unsafe { &*kept };
+        assert_eq!(*place.lock(a.addr(), "rcb_p").unwrap().unwrap(), 7);
+        assert_eq!(take_placed(a).unwrap(), Some(7));
+        assert!(place.lock(a.addr(), "rcb_p").unwrap().is_none(), "a freed handle's place holds nothing of it");
+        assert_eq!(take_placed(a).unwrap_err().kind, ErrorKind::InvalidHandle, "a second free");
+        assert!(take_placed(std::ptr::null_mut::<rcb_p>()).unwrap().is_none(), "freeing NULL is a no-op");
+
+        let b = register_placed::<rcb_p, _>(8).unwrap();
+        assert_ne!(b, a);
+        assert_eq!(place_of(b), kept, "the spare place is taken again");
+        assert!(place.lock(a.addr(), "rcb_p").unwrap().is_none(), "the old handle does not reach the new object");
+        *place.lock(b.addr(), "rcb_p").unwrap().unwrap() += 1;
+        assert_eq!(live(a, "p").err().unwrap().kind, ErrorKind::InvalidHandle);
+
+        // A call that panicked poisons the place: its handle is refused, the free still takes
+        // the object, and the place serves the next handle.
+        let id = b.addr();
+        let poisoned = std::thread::spawn(move || {
+            let _held = place.lock(id, "rcb_p").unwrap();
+            panic!("a call panicked while changing the object");
+        })
+        .join();
+        assert!(poisoned.is_err());
+        assert_eq!(place.lock(b.addr(), "rcb_p").err().unwrap().kind, ErrorKind::InvalidState);
+        assert_eq!(take_placed(b).unwrap(), Some(9));
+        let c = register_placed::<rcb_p, _>(10).unwrap();
+        assert_eq!(place_of(c), kept);
+        assert_eq!(*place.lock(c.addr(), "rcb_p").unwrap().unwrap(), 10);
+        assert_eq!(take_placed(c).unwrap(), Some(10));
+    }
+
+    #[test]
+    fn a_free_waits_for_the_call_in_flight_on_its_handle() {
+        let a = register_placed::<rcb_p, _>(1).unwrap();
+        // SAFETY: places are never dropped.
+        let place = unsafe { &*place_of(a) };
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let id = a.addr();
+        let call = std::thread::spawn(move || {
+            let mut object = place.lock(id, "rcb_p").unwrap().unwrap();
+            locked_tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            *object += 1;
+        });
+        locked_rx.recv().unwrap();
+        assert_eq!(take_placed(a).unwrap(), Some(2), "the free takes the object as the call left it");
+        call.join().unwrap();
+    }
 
     #[test]
     fn null_freed_and_foreign_handles_are_rejected() {
