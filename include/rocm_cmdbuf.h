@@ -1339,8 +1339,13 @@ rcb_status rcb_cmdbuf_new_nested(int32_t device, struct rcb_cmdbuf **out);
  * end its capture before using the stream). A destroy that fails later, on the list, is logged
  * at warn and its object leaked.
  *
- * Thread-safety: any thread, not concurrently with other calls on `cb`; while a capture is in
- * progress, the thread that began it (see above).
+ * Thread-safety: any thread, not concurrently with other calls on `cb` (a free that races one
+ * all the same waits for it to return, then frees); while a capture is in progress, the
+ * thread that began it (see above).
+ *
+ * Memory: the few bytes that hold a command buffer's place (its lock and the box of its
+ * struct, about 48) are kept for the next command buffer, so a process keeps them for as many
+ * command buffers as it ever had at once.
  *
  * # Safety
  * `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.

@@ -20,6 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::runtime::{self, Function, Graph, KernelParamPointers, MemcpyParams, Stream};
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
 // The version node of each export of this module (abi/librocm_cmdbuf.map, through build.rs).
 include!(concat!(env!("OUT_DIR"), "/symbol_versions/cmdbuf.rs"));
@@ -603,8 +604,13 @@ pub unsafe extern "C" fn rcb_cmdbuf_new_nested(device: i32, out: *mut *mut rcb_c
 /// end its capture before using the stream). A destroy that fails later, on the list, is logged
 /// at warn and its object leaked.
 ///
-/// Thread-safety: any thread, not concurrently with other calls on `cb`; while a capture is in
-/// progress, the thread that began it (see above).
+/// Thread-safety: any thread, not concurrently with other calls on `cb` (a free that races one
+/// all the same waits for it to return, then frees); while a capture is in progress, the
+/// thread that began it (see above).
+///
+/// Memory: the few bytes that hold a command buffer's place (its lock and the box of its
+/// struct, about 48) are kept for the next command buffer, so a process keeps them for as many
+/// command buffers as it ever had at once.
 ///
 /// # Safety
 /// `cb` must be NULL or a handle from `rcb_cmdbuf_new*`.
@@ -783,8 +789,9 @@ pub unsafe extern "C" fn rcb_cmdbuf_add_empty(cb: *mut rcb_cmdbuf, deps: *const 
     })
 }
 
-/// Locks two command buffers in handle order (so two threads embedding each other's buffers
-/// cannot deadlock) and runs `f(parent, child)`.
+/// Locks two command buffers in the order of their places' addresses, which never change (so
+/// two threads embedding each other's buffers cannot deadlock; a place holds different handles
+/// over its life, so the handles' order would not do), and runs `f(parent, child)`.
 fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf, &mut CmdBuf) -> Result<()>) -> Result<()> {
     let parent = live(cb, "cb")?;
     let child = live(child, "child")?;
@@ -792,12 +799,20 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
     if id == child_id {
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
-    let ((first, first_id), (second, second_id)) =
-        if id < child_id { ((&parent, id), (&child, child_id)) } else { ((&child, child_id), (&parent, id)) };
+    let (parent_place, child_place) = (parent.shared(), child.shared());
     let freed = super::handle::not_live::<rcb_cmdbuf>;
-    let mut first = first.shared().lock(first_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(first_id))?;
-    let mut second = second.shared().lock(second_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(second_id))?;
-    let (p, c) = if id < child_id { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
+    // A place holds one handle at a time: one of the two was freed since it was looked up, and
+    // locking the place twice would wait forever.
+    if Arc::ptr_eq(parent_place, child_place) {
+        let stale = if parent_place.lock(id, rcb_cmdbuf::NAME)?.is_some() { child_id } else { id };
+        return Err(freed(stale));
+    }
+    let parent_first = Arc::as_ptr(parent_place) < Arc::as_ptr(child_place);
+    let ((first, first_id), (second, second_id)) =
+        if parent_first { ((parent_place, id), (child_place, child_id)) } else { ((child_place, child_id), (parent_place, id)) };
+    let mut first = first.lock(first_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(first_id))?;
+    let mut second = second.lock(second_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(second_id))?;
+    let (p, c) = if parent_first { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }
 

@@ -210,11 +210,18 @@ impl<T> Place<T> {
     /// handle's (the handle was freed). One whose call panicked mid-change is reported rather
     /// than used half-changed.
     pub fn lock(&self, id: usize, name: &str) -> Result<Option<Placed<'_, T>>> {
-        let guard = self
-            .held
-            .lock()
-            .map_err(|_| Error::invalid_state(format!("this {name} is unusable: an earlier call panicked while changing it; free it")))?;
-        Ok(matches!(&*guard, Some((held, _)) if *held == id).then_some(Placed(guard)))
+        let (guard, poisoned) = match self.held.lock() {
+            Ok(guard) => (guard, false),
+            Err(poisoned) => (poisoned.into_inner(), true),
+        };
+        if !matches!(&*guard, Some((held, _)) if *held == id) {
+            // Another handle's object, poisoned or not, says nothing about this handle.
+            return Ok(None);
+        }
+        if poisoned {
+            return Err(Error::invalid_state(format!("this {name} is unusable: an earlier call panicked while changing it; free it")));
+        }
+        Ok(Some(Placed(guard)))
     }
 
     /// Takes handle `id`'s object out (`None` when the place does not hold it), after the call
@@ -324,12 +331,15 @@ mod tests {
     struct rcb_a;
     struct rcb_b;
     struct rcb_p;
+    struct rcb_q;
     handle_type!(rcb_a => Mutex<u32>);
     handle_type!(rcb_b => u32);
+    // One placed type per test: tests run in parallel, and a type's spare places are shared.
     handle_type!(rcb_p => Place<u32>);
+    handle_type!(rcb_q => Place<u32>);
 
-    /// The place behind a live handle of `rcb_p`, as a thread would keep it.
-    fn place_of(p: *mut rcb_p) -> *const Place<u32> {
+    /// The place behind a live handle, as a thread would keep it.
+    fn place_of<H: Handle<Object = Place<u32>>>(p: *mut H) -> *const Place<u32> {
         Arc::as_ptr(live(p, "p").unwrap().shared())
     }
 
@@ -362,6 +372,7 @@ mod tests {
         .join();
         assert!(poisoned.is_err());
         assert_eq!(place.lock(b.addr(), "rcb_p").err().unwrap().kind, ErrorKind::InvalidState);
+        assert!(place.lock(a.addr(), "rcb_p").unwrap().is_none(), "another handle's panic says nothing of a freed one");
         assert_eq!(take_placed(b).unwrap(), Some(9));
         let c = register_placed::<rcb_p, _>(10).unwrap();
         assert_eq!(place_of(c), kept);
@@ -371,7 +382,7 @@ mod tests {
 
     #[test]
     fn a_free_waits_for_the_call_in_flight_on_its_handle() {
-        let a = register_placed::<rcb_p, _>(1).unwrap();
+        let a = register_placed::<rcb_q, _>(1).unwrap();
         // SAFETY: places are never dropped.
         let place = unsafe { &*place_of(a) };
         let (locked_tx, locked_rx) = std::sync::mpsc::channel();
