@@ -27,6 +27,8 @@ pub mod error;
 pub mod ffi;
 mod logging;
 /// cbindgen:ignore
+mod number_hash;
+/// cbindgen:ignore
 mod prefetch;
 /// cbindgen:ignore
 pub(crate) mod profiler;

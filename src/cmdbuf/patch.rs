@@ -15,8 +15,8 @@
 
 use super::args::MAX_BLOB_BYTES;
 use super::memory::Heap;
+use crate::number_hash::Numbers;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Where in a node's parameters an address lives: four bytes, so that a site is 8 (a kernel's
 /// blob never exceeds `args::MAX_BLOB_BYTES`, so its offsets fit in 16 bits).
@@ -58,7 +58,7 @@ pub struct Overlaps {
     sets: Vec<(Vec<u32>, u32)>,
     ids: HashMap<Vec<u32>, u32>,
     /// The ids of the sets each allocation is a member of.
-    of_allocation: HashMap<u32, Vec<u32>, BuildHasherDefault<IndexHasher>>,
+    of_allocation: HashMap<u32, Vec<u32>, Numbers>,
     /// Live ambiguous sites in all.
     live: u32,
     /// Each allocation's delta in the update being checked, 0 for those that do not move: written
@@ -68,33 +68,6 @@ pub struct Overlaps {
     /// base also one past the previous allocation's end), more than the runtime's setters took.
     /// Sized at the first check, in command buffers with ambiguous sites only.
     deltas: Vec<u64>,
-}
-
-/// Hashes an allocation index: indices come from the library's own table, never chosen to
-/// collide, so the keyed SipHash's defence buys nothing, and a multiply spreads them.
-#[derive(Default)]
-pub struct IndexHasher(u64);
-
-impl Hasher for IndexHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, index: u32) {
-        self.write_u64(u64::from(index));
-    }
-
-    fn write_u64(&mut self, index: u64) {
-        let x = index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        // hashbrown takes the bucket from the low bits and the tag from the high ones.
-        self.0 = x ^ (x >> 32);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 impl Overlaps {
@@ -155,7 +128,6 @@ impl Overlaps {
         for &(a, _) in moved {
             self.deltas[a as usize] = 0;
         }
-        debug_assert!(self.deltas.iter().all(|&d| d == 0), "a delta was left behind");
         refusal
     }
 }

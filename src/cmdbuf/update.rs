@@ -56,9 +56,9 @@ pub const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
 
 /// Buffers reused by every update, so an update allocates nothing once they have grown. They
 /// grow to what the updates need, not to what an update of everything would: sized for the
-/// whole graph at finalize, they took 16 bytes a
-/// site, 16 an allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3
-/// allocations each) for updates that move a tenth of the table.
+/// whole graph at finalize, they took 16 bytes a site, 16 an allocation and 4 a node (100 bytes
+/// a node of `rcb-bench`'s chain, 3 sites and 3 allocations each) for updates that move a tenth
+/// of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
     marks: Marks,

@@ -13,7 +13,7 @@
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
-use super::{Handle, Place, arg_out, arg_slice, boundary, live, null_argument, rcb_status, register_placed, take_placed};
+use super::{Handle, Place, arg_out, arg_slice, boundary, live, locked, null_argument, rcb_status, register_placed, take_placed};
 use super::{arg_out_sized, arg_sized, sized_struct, write_c_str, write_out};
 use crate::cmdbuf::{self, Allocation, AllocationMove, ArgKind, CmdBuf, KernelArg, KernelLaunch, Kind, Memset, NodeId};
 use crate::error::{Error, ErrorKind, Result};
@@ -290,9 +290,7 @@ pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> 
     let live = live(cb, "cb")?;
     let place: &Place<CmdBuf> = live.shared();
     LAST.with(|last| last.set((id, place)));
-    // Freed on another thread since the lookup: the place holds no object of this handle.
-    let mut object = place.lock(id, rcb_cmdbuf::NAME)?.ok_or_else(|| super::handle::not_live::<rcb_cmdbuf>(id))?;
-    f(id, &mut object)
+    f(id, &mut *locked::<rcb_cmdbuf, _>(place, id)?)
 }
 
 /// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
@@ -800,18 +798,17 @@ fn with_pair(cb: *const rcb_cmdbuf, child: *const rcb_cmdbuf, f: impl FnOnce(usi
         return Err(Error::invalid_argument("a command buffer cannot be its own child"));
     }
     let (parent_place, child_place) = (parent.shared(), child.shared());
-    let freed = super::handle::not_live::<rcb_cmdbuf>;
     // A place holds one handle at a time: one of the two was freed since it was looked up, and
     // locking the place twice would wait forever.
     if Arc::ptr_eq(parent_place, child_place) {
         let stale = if parent_place.lock(id, rcb_cmdbuf::NAME)?.is_some() { child_id } else { id };
-        return Err(freed(stale));
+        return Err(super::handle::not_live::<rcb_cmdbuf>(stale));
     }
     let parent_first = Arc::as_ptr(parent_place) < Arc::as_ptr(child_place);
     let ((first, first_id), (second, second_id)) =
         if parent_first { ((parent_place, id), (child_place, child_id)) } else { ((child_place, child_id), (parent_place, id)) };
-    let mut first = first.lock(first_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(first_id))?;
-    let mut second = second.lock(second_id, rcb_cmdbuf::NAME)?.ok_or_else(|| freed(second_id))?;
+    let mut first = locked::<rcb_cmdbuf, _>(first, first_id)?;
+    let mut second = locked::<rcb_cmdbuf, _>(second, second_id)?;
     let (p, c) = if parent_first { (&mut *first, &mut *second) } else { (&mut *second, &mut *first) };
     f(id, p, c)
 }

@@ -24,7 +24,7 @@ pub use stream::*;
 pub use trace_cache::*;
 pub use vmm_pool::*;
 
-use handle::{Handle, Place, live, register, register_placed, take, take_placed, unlocked, unregister};
+use handle::{Handle, Place, live, locked, register, register_placed, take, take_placed, unlocked, unregister};
 
 use crate::error::{Error, ErrorKind, Result};
 use std::any::Any;

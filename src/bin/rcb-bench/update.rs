@@ -681,10 +681,17 @@ fn first_update(
     let given = Given::new(layout);
     let (mut first, mut steady, mut floor_first, mut floor_steady) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut empty_first, mut after_empty) = (Vec::new(), Vec::new());
-    for _ in 0..samples {
+    // A fresh primary command buffer of the chain, finalized and launched once, given to `body`
+    // and freed whatever it returns.
+    let on_fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| {
         let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
-        let timed = (|| {
-            warm::cmdbuf(rt, cb, stream)?;
+        let timed = warm::cmdbuf(rt, cb, stream).and_then(|()| body(cb));
+        // SAFETY: a handle from record_cmdbuf, freed once.
+        unsafe { rcb_cmdbuf_free(cb) };
+        timed
+    };
+    for _ in 0..samples {
+        on_fresh(&mut |cb| {
             let mut report = rcb_update_report::default();
             let t = Instant::now();
             // SAFETY: a live handle, no moves and a writable report.
@@ -697,15 +704,9 @@ fn first_update(
             update_once(cb, &given, true, touched.len(), true)?;
             after_empty.push(t.elapsed().as_nanos() as f64);
             empty_first.push(empty);
-            Ok::<_, String>(())
-        })();
-        // SAFETY: a handle from record_cmdbuf, freed once.
-        unsafe { rcb_cmdbuf_free(cb) };
-        timed?;
-
-        let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
-        let timed = (|| {
-            warm::cmdbuf(rt, cb, stream)?;
+            Ok(())
+        })?;
+        on_fresh(&mut |cb| {
             let mut second = true;
             let mut once = || {
                 let t = Instant::now();
@@ -716,11 +717,8 @@ fn first_update(
             first.push(once()?);
             let runs: Vec<f64> = (0..20).map(|_| once()).collect::<R<_>>()?;
             steady.push(median(runs));
-            Ok::<_, String>(())
-        })();
-        // SAFETY: a handle from record_cmdbuf, freed once.
-        unsafe { rcb_cmdbuf_free(cb) };
-        timed?;
+            Ok(())
+        })?;
 
         let (g, nodes) = build_graph(rt, f, &blobs[0])?;
         let exec = rt.instantiate(g).map_err(err)?;
