@@ -1,9 +1,7 @@
 //! A hasher for the numbers the library hands out itself: handle ids (one counter, never a
-//! caller's: a forged handle is only looked up, never inserted) and allocation indices (into the
-//! library's own table). Nobody chooses them to collide, so the keyed SipHash's defence buys
-//! nothing, and it cost a third of an address update that moves nothing (a handle lookup on
-//! every call) and most of the overlap check where allocations lie end to end. A multiply
-//! spreads them.
+//! caller's: a forged handle is only looked up, never inserted). Nobody chooses them to collide,
+//! so the keyed SipHash's defence buys nothing, and it cost a third of an address update that
+//! moves nothing (a handle lookup on every call). A multiply spreads them.
 
 use std::hash::{BuildHasherDefault, Hasher};
 

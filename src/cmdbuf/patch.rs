@@ -15,7 +15,6 @@
 
 use super::args::MAX_BLOB_BYTES;
 use super::memory::Heap;
-use crate::number_hash::Numbers;
 use std::collections::HashMap;
 
 /// Where in a node's parameters an address lives: four bytes, so that a site is 8 (a kernel's
@@ -52,21 +51,36 @@ pub struct Site {
 /// The distinct sets of allocations that ambiguous sites may come from, each with its site
 /// count, and the sets each allocation belongs to, so that an update looks only at the sets of
 /// what moved.
+///
+/// What an update reads lies in flat arrays indexed by number (the sets' members one after the
+/// other, the sets of each allocation grouped by allocation), made when the sites are grouped:
+/// a map from allocation to a list of sets and a list per set cost two or three scattered reads
+/// per moved allocation and about 130 instructions each where every allocation lies end to end
+/// with the next (each base also the previous allocation's end), 40 % of the library's own work
+/// per touched node of `rcb-bench update-loop`'s `end-to-end` kind.
 #[derive(Default)]
 pub struct Overlaps {
-    /// Set by id: its allocations (ascending) and how many live sites may come from exactly them.
-    sets: Vec<(Vec<u32>, u32)>,
+    /// Set `id` is `members[set_starts[id]..set_starts[id + 1]]`, ascending.
+    members: Vec<u32>,
+    set_starts: Vec<u32>,
+    /// How many live sites may come from exactly set `id`'s allocations.
+    counts: Vec<u32>,
+    /// Each set's id, to find it again when another site has the same allocations.
     ids: HashMap<Vec<u32>, u32>,
-    /// The ids of the sets each allocation is a member of.
-    of_allocation: HashMap<u32, Vec<u32>, Numbers>,
+    /// The ids of the sets allocation `a` is a member of: `of_allocation[allocation_starts[a]..
+    /// allocation_starts[a + 1]]`. Made by [`Self::index`] after sets were added; empty without
+    /// any set.
+    of_allocation: Vec<u32>,
+    allocation_starts: Vec<u32>,
+    /// Whether `of_allocation`, `allocation_starts` and `deltas` cover every set.
+    indexed: bool,
     /// Live ambiguous sites in all.
     live: u32,
     /// Each allocation's delta in the update being checked, 0 for those that do not move: written
     /// for the moved allocations and cleared again by [`Self::refusal`], so that a set's members
     /// are read by index. Looking each one up in the list of moves (a binary search) cost about
-    /// 950 instructions per moved allocation where allocations lie end to end (every pointer at a
-    /// base also one past the previous allocation's end), more than the runtime's setters took.
-    /// Sized at the first check, in command buffers with ambiguous sites only.
+    /// 950 instructions per moved allocation where allocations lie end to end, more than the
+    /// runtime's setters took. Made with the index, in command buffers with ambiguous sites only.
     deltas: Vec<u64>,
 }
 
@@ -76,22 +90,64 @@ impl Overlaps {
         let id = match self.ids.get(&set) {
             Some(&id) => id,
             None => {
-                let id = self.sets.len() as u32;
-                for &a in &set {
-                    self.of_allocation.entry(a).or_default().push(id);
+                let id = self.counts.len() as u32;
+                if self.set_starts.is_empty() {
+                    self.set_starts.push(0);
                 }
-                self.ids.insert(set.clone(), id);
-                self.sets.push((set, 0));
+                self.members.extend_from_slice(&set);
+                self.set_starts.push(self.members.len() as u32);
+                self.counts.push(0);
+                self.ids.insert(set, id);
+                self.indexed = false;
                 id
             }
         };
-        self.sets[id as usize].1 += 1;
+        self.counts[id as usize] += 1;
         id
     }
 
     fn remove(&mut self, id: u32) {
         self.live -= 1;
-        self.sets[id as usize].1 -= 1;
+        self.counts[id as usize] -= 1;
+    }
+
+    fn set(&self, id: u32) -> &[u32] {
+        &self.members[self.set_starts[id as usize] as usize..self.set_starts[id as usize + 1] as usize]
+    }
+
+    /// Whether set `id` has live sites and members that move by different deltas.
+    fn apart(&self, id: u32) -> bool {
+        self.counts[id as usize] > 0 && moves_apart(&self.deltas, self.set(id))
+    }
+
+    /// Makes the sets of each of `allocations` allocations and the delta array, if sets were
+    /// added since (grouping does, so that no update pays for it): a counting sort, O(sets'
+    /// members + allocations).
+    fn index(&mut self, allocations: usize) {
+        if self.indexed || self.counts.is_empty() {
+            return;
+        }
+        let mut starts = vec![0u32; allocations + 1];
+        for &a in &self.members {
+            starts[a as usize + 1] += 1;
+        }
+        for a in 0..allocations {
+            starts[a + 1] += starts[a];
+        }
+        let mut next = starts.clone();
+        let mut of_allocation = vec![0u32; self.members.len()];
+        for id in 0..self.counts.len() as u32 {
+            for &a in self.set(id) {
+                of_allocation[next[a as usize] as usize] = id;
+                next[a as usize] += 1;
+            }
+        }
+        self.of_allocation = of_allocation;
+        self.allocation_starts = starts;
+        // Written, not only reserved: the first update would otherwise take its page faults.
+        self.deltas = Vec::with_capacity(allocations);
+        self.deltas.resize(allocations, 0);
+        self.indexed = true;
     }
 
     /// Why moving `moved` (`(allocation, new base)`, distinct allocations whose base changes)
@@ -102,34 +158,52 @@ impl Overlaps {
         if self.live == 0 {
             return None;
         }
-        if self.deltas.len() < old.len() {
-            self.deltas.resize(old.len(), 0);
-        }
+        self.index(old.len());
         for &(a, base) in moved {
             self.deltas[a as usize] = base.wrapping_sub(old[a as usize].base);
         }
-        let mut refusal = None;
-        'moved: for &(a, _) in moved {
-            for &id in self.of_allocation.get(&a).map_or(&[][..], Vec::as_slice) {
-                let (set, count) = &self.sets[id as usize];
-                let first = self.deltas[set[0] as usize];
+        // Each set is checked from its members that moved, or all sets in one pass when at
+        // least half as many allocations moved as there are sets (where allocations lie end to
+        // end, each is in two sets: then the pass reads each set once instead of twice, and its
+        // members in order).
+        let apart = if moved.len() * 2 >= self.counts.len() {
+            let mut start = 0;
+            let ends = self.set_starts.get(1..).unwrap_or_default();
+            let id = ends.iter().zip(&self.counts).position(|(&end, &count)| {
+                let set = &self.members[start..end as usize];
+                start = end as usize;
+                count > 0 && moves_apart(&self.deltas, set)
+            });
+            id.map(|id| id as u32)
+        } else {
+            moved.iter().find_map(|&(a, _)| {
+                let ids = &self.of_allocation[self.allocation_starts[a as usize] as usize..self.allocation_starts[a as usize + 1] as usize];
                 // A set whose first member moved is checked from that member only.
-                if set[0] != a && first != 0 {
-                    continue;
-                }
-                if *count > 0 && set.iter().any(|&m| self.deltas[m as usize] != first) {
-                    refusal = Some(format!(
-                        "{count} recorded address(es) may come from any of allocations {set:?} (aliased, nested or overlapping entries, or a kernel's pointer one past the end of one of them), which do not all move by the same amount: which one each address came from is not known"
-                    ));
-                    break 'moved;
-                }
-            }
-        }
+                ids.iter().copied().find(|&id| {
+                    let first = self.set(id)[0];
+                    (first == a || self.deltas[first as usize] == 0) && self.apart(id)
+                })
+            })
+        };
+        let refusal = apart.map(|id| {
+            format!(
+                "{} recorded address(es) may come from any of allocations {:?} (aliased, nested or overlapping entries, or a kernel's pointer one past the end of one of them), which do not all move by the same amount: which one each address came from is not known",
+                self.counts[id as usize],
+                self.set(id)
+            )
+        });
         for &(a, _) in moved {
             self.deltas[a as usize] = 0;
         }
         refusal
     }
+}
+
+/// Whether the allocations of `set` (two or more) have different `deltas`.
+#[inline]
+fn moves_apart(deltas: &[u64], set: &[u32]) -> bool {
+    let first = deltas[set[0] as usize];
+    set[1..].iter().any(|&m| deltas[m as usize] != first)
 }
 
 #[derive(Default)]
@@ -223,9 +297,7 @@ impl PatchTable {
     /// The heap the table holds (see `memory.rs`).
     pub fn heap(&self) -> Heap {
         let o = &self.overlaps;
-        let sets: Heap = o.sets.iter().map(|(set, _)| Heap::vec(set)).sum();
         let keys: Heap = o.ids.keys().map(Heap::vec).sum();
-        let members: Heap = o.of_allocation.values().map(Heap::vec).sum();
         let ambiguous: Heap = self.ambiguous.values().map(Heap::vec).sum();
         [
             Heap::vec(&self.grouped),
@@ -235,13 +307,14 @@ impl PatchTable {
             Heap::map(&self.removed_before),
             Heap::map(&self.ambiguous),
             ambiguous,
-            Heap::vec(&o.sets),
-            Heap::vec(&o.deltas),
-            sets,
+            Heap::vec(&o.members),
+            Heap::vec(&o.set_starts),
+            Heap::vec(&o.counts),
             Heap::map(&o.ids),
             keys,
-            Heap::map(&o.of_allocation),
-            members,
+            Heap::vec(&o.of_allocation),
+            Heap::vec(&o.allocation_starts),
+            Heap::vec(&o.deltas),
         ]
         .into_iter()
         .sum()
@@ -301,6 +374,8 @@ impl PatchTable {
         self.pending = Vec::new();
         self.removed = Vec::new();
         self.removed_before = HashMap::new();
+        // Sets come only with sites, so the ones added since the last grouping are indexed here.
+        self.overlaps.index(self.allocations);
     }
 }
 
@@ -362,6 +437,32 @@ mod tests {
         t.reset(1);
         assert_eq!(t.len(), 0);
         assert!(t.of_allocation(0).is_empty());
+    }
+
+    #[test]
+    fn allocations_end_to_end_are_checked_whether_few_or_most_of_them_move() {
+        // Allocation i's base is also i - 1's end: seven sets {i - 1, i} over eight allocations.
+        let mut t = PatchTable::default();
+        t.reset(8);
+        for i in 1..8 {
+            t.add(i, Slot::KernelArg(0), i, &[i - 1]);
+        }
+        t.group();
+        let old: Vec<_> = (0..8u32).map(|i| super::super::allocations::Allocation { base: 0x1000 * u64::from(i), size: 0x1000 }).collect();
+        let by = |moved: &[u32], delta: &dyn Fn(u32) -> u64| -> Vec<(u32, u64)> {
+            moved.iter().map(|&a| (a, old[a as usize].base + delta(a))).collect()
+        };
+        let o = t.overlaps();
+        // Few moves: each checked from the sets of what moved.
+        assert!(o.refusal(&by(&[3], &|_| 0x10_0000), &old).unwrap().contains("[2, 3]"));
+        assert!(o.refusal(&by(&[0, 1, 2], &|_| 0x10_0000), &old).unwrap().contains("[2, 3]"));
+        // Most of them: every set in one pass.
+        let all: Vec<u32> = (0..8).collect();
+        assert_eq!(o.refusal(&by(&all, &|_| 0x10_0000), &old), None);
+        assert!(o.refusal(&by(&all, &|a| if a == 5 { 0x20_0000 } else { 0x10_0000 }), &old).unwrap().contains("[4, 5]"));
+        assert!(o.refusal(&by(&[0, 1, 2, 3], &|_| 0x10_0000), &old).unwrap().contains("[3, 4]"));
+        // The deltas are cleared after each check: the same all-equal move passes again.
+        assert_eq!(o.refusal(&by(&all, &|_| 0x30_0000), &old), None);
     }
 
     #[test]
