@@ -30,7 +30,9 @@ The first update is broken down so that the output says whose its extra cost is:
 first update after finalize with and without a launch before it, and the driver's own first
 pass of the exec setters over the same nodes on a fresh executable graph of the same template,
 with and without a launch before it; and both again in steady state with the CPU caches flushed
-before each call (cold), as an update that follows a step of other host work finds them.
+before each call (cold), as an update that follows a step of other host work finds them. Each
+move set's first updates are timed on command buffers made just before it, so that no cache
+flush of another measurement comes between their finalize and their first update.
 
 Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
 is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
@@ -507,6 +509,11 @@ def run(name, make, shape):
 
         # All moved: the old parameters and pool segments are overwritten with NaN before the
         # replay, and the old output with a sentinel, so a stale reference shows.
+        # On two command buffers made now: the first pair's steady and cold timings above flush
+        # the CPU caches, which would make these ones' first updates cold ones.
+        for i in (2, 3):
+            made_before, cbs[i] = cbs[i], flattened(raw, table_a, FlattenReport())
+            lib.rcb_cmdbuf_free(made_before)
         measure(cbs[2:4], every, table_a)
         update_times(cbs[3], every.table_b, table_a, 1)
         for base, size in params + segments:
