@@ -502,7 +502,6 @@ impl CmdBuf {
             self.detach_pins(last);
             self.nodes.pop();
             self.rare.remove(last);
-            self.flags.truncate(self.nodes.len());
             self.blob_bases.truncate(self.nodes.len());
             self.patches.remove_node(last);
         }

@@ -31,7 +31,7 @@
 //! node cannot take a new graph, so no re-instantiation could carry it either.
 
 use super::budget::MAX_RETIRED;
-use super::nodes::{NodeFlags, Params};
+use super::nodes::Params;
 use super::patch::Slot;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
@@ -97,7 +97,7 @@ impl CmdBuf {
             }
         }
         self.unpushed.iter().find_map(|&node| match &self.nodes[node as usize].params {
-            Params::Memcpy(copy) if self.flags.has(node, NodeFlags::UNPUSHED) => self.memcpy_blocked(node, copy),
+            Params::Memcpy(copy) if self.nodes[node as usize].unpushed => self.memcpy_blocked(node, copy),
             _ => None,
         })
     }
@@ -106,10 +106,8 @@ impl CmdBuf {
     /// lags behind it with no clone to replay, or as many replaced executable graphs as are kept
     /// still wait for their launches (the host never waits for them).
     pub(super) fn reinstantiation_blocked(&mut self) -> Option<String> {
-        if let Some(node) =
-            (0..self.nodes.len() as NodeId).find(|&n| self.flags.has(n, NodeFlags::TEMPLATE_LAGS) && self.rare.child_clone(n).is_none())
-        {
-            let kind = self.nodes[node as usize].params.kind_name();
+        if let Some(node) = (0..self.nodes.len()).find(|&n| self.nodes[n].template_lags && self.rare.child_clone(n as NodeId).is_none()) {
+            let kind = self.nodes[node].params.kind_name();
             return Some(format!("the template of {kind} node {node} lags behind the executable graph"));
         }
         self.launches.reap(self.rt, &mut self.counters);

@@ -55,7 +55,7 @@ use crate::runtime::{
 use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
-use nodes::{Blob, KernelRecord, NodeFlags, NodeRecord, Params, RareFields};
+use nodes::{Blob, KernelRecord, NodeRecord, Params, RareFields};
 use opaque::{Pins, References};
 use patch::{PatchTable, Slot};
 use state::{Op, State};
@@ -115,8 +115,6 @@ pub struct CmdBuf {
     nodes: Vec<NodeRecord>,
     /// The fields few nodes have, by node (see `nodes::Rare`).
     rare: RareFields,
-    /// Each node's states (pushed or not, its template's), by node.
-    flags: NodeFlags,
     allocs: AllocationTable,
     patches: PatchTable,
     /// Allocations that nodes the library cannot patch may reference (see `opaque.rs`).
@@ -185,7 +183,6 @@ impl CmdBuf {
             captured: false,
             nodes: Vec::new(),
             rare: RareFields::default(),
-            flags: NodeFlags::default(),
             allocs: AllocationTable::default(),
             patches: PatchTable::default(),
             pins: Pins::default(),
@@ -226,8 +223,7 @@ impl CmdBuf {
             lists.add(own);
         }
         lists.add(self.rare.heap());
-        let mut records = Heap::vec(&self.nodes);
-        records.add(self.flags.heap());
+        let records = Heap::vec(&self.nodes);
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
         table.add(self.pins.heap());
@@ -491,9 +487,9 @@ impl CmdBuf {
         }
         let mut addresses = Vec::new();
         let mut unknown = false;
-        for (node, record) in self.nodes.iter().enumerate() {
+        for record in &self.nodes {
             // The template of such a node holds older parameters than `params` says.
-            unknown |= self.flags.has(node as NodeId, NodeFlags::UNPUSHED | NodeFlags::TEMPLATE_LAGS);
+            unknown |= record.unpushed || record.template_lags;
             match record.params.references() {
                 Some(References::Unknown) => unknown = true,
                 Some(opaque @ References::Opaque(_)) => return opaque.clone(),
@@ -554,7 +550,7 @@ impl CmdBuf {
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
         }
-        self.flags.set(node, NodeFlags::TEMPLATE_LAGS, template.is_err());
+        self.nodes[node as usize].template_lags = template.is_err();
         Ok(())
     }
 
@@ -625,8 +621,9 @@ impl CmdBuf {
         self.detach_pins(node);
         // What this replaces waits for the launches that may use it.
         self.replace_kept(node, keeps, Some(clone));
-        self.nodes[node as usize].params = Params::Child(refs);
-        self.flags.set(node, NodeFlags::TEMPLATE_LAGS, true);
+        let record = &mut self.nodes[node as usize];
+        record.params = Params::Child(refs);
+        record.template_lags = true;
         self.rare.get_mut(node).child_bytes = bytes;
         self.attach_sites(node);
         Ok(())
@@ -715,7 +712,6 @@ impl CmdBuf {
         // and sites keep no room to grow, and the address lookup's index, which a re-record
         // rebuilt, waits for the next one. Nothing to give back costs a comparison each.
         self.nodes.shrink_to_fit();
-        self.flags.shrink();
         self.blob_bases.shrink();
         self.allocs.drop_index();
         self.patches.group();
@@ -800,8 +796,8 @@ impl CmdBuf {
         while let Some(&node) = self.template_dirty.last() {
             let record = &mut self.nodes[node as usize];
             record.params.push(self.rt, None, record.raw)?;
+            record.template_dirty = false;
             let memcpy = matches!(record.params, Params::Memcpy(_));
-            self.flags.set(node, NodeFlags::TEMPLATE_DIRTY, false);
             self.note_memcpy_set(memcpy);
             self.template_dirty.pop();
         }
@@ -895,7 +891,7 @@ impl CmdBuf {
         }
         // The new executable graph holds every node's current parameters.
         self.unpushed.clear();
-        self.flags.clear_all(NodeFlags::UNPUSHED);
+        self.nodes.iter_mut().for_each(|r| r.unpushed = false);
         Ok(())
     }
 
@@ -924,7 +920,6 @@ impl CmdBuf {
     fn push_record(&mut self, raw: Node, params: Params) -> NodeId {
         let id = self.nodes.len() as NodeId;
         self.nodes.push(NodeRecord::new(raw, params));
-        self.flags.add();
         self.attach_sites(id);
         id
     }
@@ -961,7 +956,7 @@ impl CmdBuf {
         }
         if exec.is_some() {
             self.pushed(1, bytes);
-            self.flags.template_lags_behind(node, &mut self.template_dirty);
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
         } else {
             self.note_memcpy_set(matches!(params, Params::Memcpy(_)));
         }
@@ -973,8 +968,9 @@ impl CmdBuf {
     /// and pins.
     fn replace_params(&mut self, node: NodeId, params: Params) {
         self.detach_pins(node);
-        self.nodes[node as usize].params = params;
-        self.flags.set(node, NodeFlags::UNPUSHED, false);
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
+        record.unpushed = false;
         self.patches.remove_node(node);
         self.attach_sites(node);
     }
@@ -983,7 +979,7 @@ impl CmdBuf {
     /// launches are refused until they reach it. (A node listed twice is pushed once: the list
     /// is read against each record's flag.)
     fn mark_unpushed(&mut self, node: NodeId) {
-        self.flags.set(node, NodeFlags::UNPUSHED, true);
+        self.nodes[node as usize].unpushed = true;
         self.unpushed.push(node);
     }
 
@@ -991,12 +987,13 @@ impl CmdBuf {
     /// tried): pushed by the next finalize or address update, launches refused until then.
     fn replace_unpushed(&mut self, node: NodeId, params: Params) {
         if self.exec.is_some() {
-            self.flags.template_lags_behind(node, &mut self.template_dirty);
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
         }
         self.detach_pins(node);
-        self.nodes[node as usize].params = params;
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
         self.patches.remove_node(node);
-        if !self.flags.set(node, NodeFlags::UNPUSHED, true) {
+        if !std::mem::replace(&mut record.unpushed, true) {
             self.unpushed.push(node);
         }
         self.attach_sites(node);
@@ -1095,7 +1092,7 @@ impl CmdBuf {
 
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
-            if self.flags.has(node, NodeFlags::UNPUSHED) {
+            if self.nodes[node as usize].unpushed {
                 if self.exec.is_some()
                     && let Params::Memcpy(copy) = &self.nodes[node as usize].params
                     && let Some(why) = self.memcpy_blocked(node, copy)
@@ -1130,8 +1127,9 @@ impl CmdBuf {
                     }
                     return Err(e);
                 }
-                self.flags.set(node, NodeFlags::UNPUSHED, false);
-                let memcpy = matches!(self.nodes[node as usize].params, Params::Memcpy(_));
+                let record = &mut self.nodes[node as usize];
+                record.unpushed = false;
+                let memcpy = matches!(record.params, Params::Memcpy(_));
                 if exec.is_some() {
                     self.pushed(1, bytes);
                 } else {

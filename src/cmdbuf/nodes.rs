@@ -392,87 +392,24 @@ impl Params {
     }
 }
 
-/// What a push reads of a node: its handle and its parameters, one cache line, aligned to one
-/// (its states are in [`NodeFlags`]): a push on a large graph misses once per node, where a
-/// 72-byte record with the states inline spanned two lines.
-#[repr(align(64))]
 pub struct NodeRecord {
     pub raw: Node,
     pub params: Params,
-}
-
-// The handle and the parameters (a kernel's launch shape and its blob's 16-byte handle, the
-// largest): Rust keeps the parameters' variant in a niche of the kernel's, which no larger
-// variant may take away, and the record fills its line.
-#[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<NodeRecord>() == 64 && std::mem::size_of::<Params>() == 56);
-
-/// Each node's states, one byte a node in an array by node beside the records: few nodes have
-/// any set, and an update reads them only for the nodes it pushes.
-#[derive(Default)]
-pub struct NodeFlags(Vec<u8>);
-
-impl NodeFlags {
-    /// The runtime holds older parameters than the record (a push failed).
-    pub const UNPUSHED: u8 = 1;
+    /// The runtime holds older parameters than `params` (a push failed).
+    pub unpushed: bool,
     /// The template node holds older parameters than the executable graph and cannot be brought
     /// up to date (a child node updated in place: the runtime has no template setter for it).
-    pub const TEMPLATE_LAGS: u8 = 2;
-    /// The template node holds older parameters than the record, which the next template
-    /// refresh pushes (a primary's updates go to its executable graph only).
-    pub const TEMPLATE_DIRTY: u8 = 4;
-
-    /// A new node, with no state set.
-    pub fn add(&mut self) {
-        self.0.push(0);
-    }
-
-    /// Forgets the nodes from `nodes` on (removed).
-    pub fn truncate(&mut self, nodes: usize) {
-        self.0.truncate(nodes);
-    }
-
-    /// Gives back the room adding made (at finalize, as the records do).
-    pub fn shrink(&mut self) {
-        self.0.shrink_to_fit();
-    }
-
-    /// Whether `node` has any of the states in `flags`.
-    #[inline]
-    pub fn has(&self, node: NodeId, flags: u8) -> bool {
-        self.0[node as usize] & flags != 0
-    }
-
-    /// Sets or clears `flag` of `node`; whether it was set before.
-    #[inline]
-    pub fn set(&mut self, node: NodeId, flag: u8, on: bool) -> bool {
-        let byte = &mut self.0[node as usize];
-        let was = *byte & flag != 0;
-        if on {
-            *byte |= flag;
-        } else {
-            *byte &= !flag;
-        }
-        was
-    }
-
-    /// Clears `flag` of every node.
-    pub fn clear_all(&mut self, flag: u8) {
-        self.0.iter_mut().for_each(|b| *b &= !flag);
-    }
-
-    /// Notes that `node`'s template lags behind its parameters, which went to the executable
-    /// graph only: listed once in `dirty`, which the next template refresh pushes.
-    pub fn template_lags_behind(&mut self, node: NodeId, dirty: &mut Vec<NodeId>) {
-        if !self.set(node, Self::TEMPLATE_DIRTY, true) {
-            dirty.push(node);
-        }
-    }
-
-    pub fn heap(&self) -> Heap {
-        Heap::vec(&self.0)
-    }
+    pub template_lags: bool,
+    /// The template node holds older parameters than `params`, which the next template refresh
+    /// pushes (a primary's updates go to its executable graph only).
+    pub template_dirty: bool,
 }
+
+// The record an update walks: the handle, the parameters (a kernel's launch shape and its
+// blob's 16-byte handle, the largest) and the flags. Rust keeps the parameters' variant in a
+// niche of the kernel's, which no larger variant may take away.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<NodeRecord>() == 72 && std::mem::size_of::<Params>() == 56);
 
 /// The fields of a node record that only child nodes, nodes with known references and nodes
 /// that keep graphs use: kept in a side table by node ([`RareFields`]), so that the records an
@@ -589,14 +526,26 @@ impl NodeRecord {
         }
     }
 
-    /// Asks for the record's cache line (what a push reads), without reading it.
+    /// Asks for the cache lines of the fields a push reads (the handle and the parameters),
+    /// without reading the record.
     #[inline]
     pub fn prefetch(&self) {
-        crate::prefetch::line((self as *const Self).cast::<u8>());
+        let params = (&self.params as *const Params).cast::<u8>();
+        crate::prefetch::line(params);
+        crate::prefetch::line(params.wrapping_add(64));
+    }
+
+    /// Notes that this node's (number `id`) template lags behind its parameters, which went to
+    /// the executable graph only: listed once in `dirty`, which the next template refresh pushes.
+    pub fn template_lags_behind(&mut self, id: u32, dirty: &mut Vec<u32>) {
+        if !self.template_dirty {
+            self.template_dirty = true;
+            dirty.push(id);
+        }
     }
 
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params }
+        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false }
     }
 }
 

@@ -6,7 +6,7 @@
 use super::allocations::{self, Allocation};
 use super::budget;
 use super::memory::Heap;
-use super::nodes::{NodeFlags, Params};
+use super::nodes::Params;
 use super::patch::Slot;
 use super::state::Op;
 use super::{CmdBuf, NodeId};
@@ -288,7 +288,7 @@ impl CmdBuf {
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            if self.flags.has(node, NodeFlags::UNPUSHED) && scratch.marks.first_touch(node) {
+            if self.nodes[node as usize].unpushed && scratch.marks.first_touch(node) {
                 scratch.touched.push(node);
             }
         }
@@ -351,7 +351,7 @@ impl CmdBuf {
         // template up to date first.
         if primary {
             for &node in &scratch.touched {
-                self.flags.template_lags_behind(node, &mut self.template_dirty);
+                self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
             }
         }
 
@@ -384,7 +384,7 @@ impl CmdBuf {
             let record = &mut self.nodes[node as usize];
             match record.params.push(self.rt, self.exec, record.raw) {
                 Ok(()) => {
-                    self.flags.set(node, NodeFlags::UNPUSHED, false);
+                    record.unpushed = false;
                     report.updated_nodes += 1;
                     bytes += budget::push_bytes(&record.params, self.budget.node_charge());
                     memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
