@@ -49,8 +49,8 @@ pub struct Site {
 }
 
 /// The distinct sets of allocations that ambiguous sites may come from, each with its site
-/// count, and the sets each allocation belongs to, so that an update looks only at the sets of
-/// what moved.
+/// count, and the sets each allocation belongs to, so that an update that moves few allocations
+/// looks only at their sets (one that moves many reads every set once).
 ///
 /// What an update reads lies in flat arrays indexed by number (the sets' members one after the
 /// other, the sets of each allocation grouped by allocation), made when the sites are grouped:
@@ -153,12 +153,13 @@ impl Overlaps {
     /// Why moving `moved` (`(allocation, new base)`, distinct allocations whose base changes)
     /// from the `old` bases cannot patch every ambiguous site, if it cannot: a live site lies in
     /// allocations that do not all move by the same delta. Costs the sets the moved allocations
-    /// belong to.
+    /// belong to, or every set when at least half as many allocations move as there are sets.
     pub fn refusal(&mut self, moved: &[(u32, u64)], old: &[super::allocations::Allocation]) -> Option<String> {
         if self.live == 0 {
             return None;
         }
         self.index(old.len());
+        debug_assert_eq!(self.deltas.len(), old.len(), "the overlap index was made for another table");
         for &(a, base) in moved {
             self.deltas[a as usize] = base.wrapping_sub(old[a as usize].base);
         }
@@ -463,6 +464,15 @@ mod tests {
         assert!(o.refusal(&by(&[0, 1, 2, 3], &|_| 0x10_0000), &old).unwrap().contains("[3, 4]"));
         // The deltas are cleared after each check: the same all-equal move passes again.
         assert_eq!(o.refusal(&by(&all, &|_| 0x30_0000), &old), None);
+        // A set added after the grouping is checked too (indexed by the check itself): with
+        // {0, 1} and {6, 7} gone, {0, 7} is the only one 0 or 7 belongs to.
+        t.remove_node(1);
+        t.remove_node(7);
+        t.add(9, Slot::KernelArg(8), 7, &[0]);
+        let o = t.overlaps();
+        assert_eq!(o.refusal(&by(&[0, 7], &|_| 0x10_0000), &old), None);
+        assert!(o.refusal(&by(&[0, 7], &|a| 0x10_0000 * u64::from(a + 1)), &old).unwrap().contains("[0, 7]"));
+        assert!(o.refusal(&by(&[7], &|_| 0x10_0000), &old).unwrap().contains("[0, 7]"));
     }
 
     #[test]

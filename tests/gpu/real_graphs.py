@@ -512,8 +512,11 @@ def run(name, make, shape):
         # On two command buffers made now: the first pair's steady and cold timings above flush
         # the CPU caches, which would make these ones' first updates cold ones.
         for i in (2, 3):
-            made_before, cbs[i] = cbs[i], flattened(raw, table_a, FlattenReport())
+            again = FlattenReport()
+            made_before, cbs[i] = cbs[i], flattened(raw, table_a, again)
             lib.rcb_cmdbuf_free(made_before)
+            if not again.flattened:
+                raise RuntimeError(f"not flattened: {again.reason.decode(errors='replace')}")
         measure(cbs[2:4], every, table_a)
         update_times(cbs[3], every.table_b, table_a, 1)
         for base, size in params + segments:
