@@ -214,6 +214,17 @@ fn update_once(cb: *mut rcb_cmdbuf, given: &Given, second: bool, touched: usize,
     Ok(())
 }
 
+/// An update given an empty list of moves, which must change nothing.
+fn move_nothing(cb: *mut rcb_cmdbuf) -> R<()> {
+    let mut report = rcb_update_report::default();
+    // SAFETY: a live handle, no moves and a writable report.
+    let s = unsafe { rcb_cmdbuf_move_allocations(cb, std::ptr::null(), 0, &mut report) };
+    if s != RCB_OK || report.needs_rerecord != 0 || report.moved_allocations != 0 || report.updated_nodes != 0 {
+        return Err(format!("an empty update: status {s}, report {report:?}"));
+    }
+    Ok(())
+}
+
 /// The cost of an update when nothing moved (no runtime call at all): the unchanged whole
 /// table, whose every entry is compared, and an empty list of moves.
 fn time_still(cb: *mut rcb_cmdbuf, layout: &Layout, runs: usize) -> R<(f64, f64)> {
@@ -755,7 +766,8 @@ fn first_update(
 /// Scenario `update-loop` (run only when named): `rcb_cmdbuf_move_allocations` called over and
 /// over on the chain of `update` (10 % of the allocations moved, given only the moves), nested
 /// and primary (never launched), and primary with every allocation moved where they lie end to
-/// end (`end-to-end`, see [`Layout::end_to_end`]), at 100, 1 000 and 10 000 nodes, and nothing
+/// end (`end-to-end`, see [`Layout::end_to_end`]), and primary given an empty list of moves
+/// (`nothing`: the call's fixed cost), at 100, 1 000 and 10 000 nodes, and nothing
 /// else inside that call: the run to give an
 /// instruction-level profiler, such as `valgrind --tool=callgrind
 /// --toggle-collect=rcb_cmdbuf_move_allocations`, which then counts the library's work and the
@@ -765,7 +777,7 @@ fn first_update(
 /// nothing; no target is checked.
 pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     const SIZES: [usize; 3] = [100, 1000, 10_000];
-    const KINDS: [&str; 3] = ["nested", "primary", "end-to-end"];
+    const KINDS: [&str; 4] = ["nested", "primary", "end-to-end", "nothing"];
     let loops: Vec<(usize, &str)> = SIZES.iter().flat_map(|&n| KINDS.map(|kind| (n, kind))).collect();
     let loops = match std::env::var("RCB_BENCH_LOOP_ONLY") {
         Err(_) => loops,
@@ -783,7 +795,7 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let f = kernels::load(rt, "rcb_test_add_f32")?;
     let mut table = Table::new(
         format!(
-            "update-loop: move_allocations called in a loop, 10 % of allocations moved (end-to-end: all of them, lying end to end), on {}",
+            "update-loop: move_allocations called in a loop, 10 % of allocations moved (end-to-end: all of them, lying end to end; nothing: none), on {}",
             rt.info().backend.name()
         ),
         &["N", "command buffer", "touched nodes", "calls (one untimed first)", "median per call", "per touched node"],
@@ -792,7 +804,11 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         let end_to_end = kind == "end-to-end";
         let layout = if end_to_end { Layout::end_to_end(rt, n)? } else { Layout::new(rt, n)? };
         let given = Given::new(&layout);
-        let touched = if end_to_end { n } else { n / 10 };
+        let touched = match kind {
+            "end-to-end" => n,
+            "nothing" => 0,
+            _ => n / 10,
+        };
         let timed = if quick { 20 } else { (200_000 / n).max(20) };
         // The update budget off on the primary, as in `update`: every update pushes.
         let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind != "nested").then_some(0)).and_then(|cb| {
@@ -800,7 +816,8 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let mut failure = None;
             let per_call = median_ns(timed, || {
                 second = !second;
-                if let Err(e) = update_once(cb, &given, second, touched, true) {
+                let done = if kind == "nothing" { move_nothing(cb) } else { update_once(cb, &given, second, touched, true) };
+                if let Err(e) = done {
                     failure.get_or_insert(e);
                 }
             });
@@ -821,7 +838,7 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             touched.to_string(),
             (timed + 1).to_string(),
             time(per_call),
-            time(per_call / touched as f64),
+            if touched == 0 { "—".into() } else { time(per_call / touched as f64) },
         ]);
     }
     table.print();
