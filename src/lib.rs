@@ -27,8 +27,6 @@ pub mod error;
 pub mod ffi;
 mod logging;
 /// cbindgen:ignore
-mod number_hash;
-/// cbindgen:ignore
 mod prefetch;
 /// cbindgen:ignore
 pub(crate) mod profiler;
