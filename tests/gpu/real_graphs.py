@@ -74,6 +74,7 @@ KERNEL, MEMCPY, MEMSET = 0, 1, 2  # CU_GRAPH_NODE_TYPE_*
 # Room for CUDA_MEMCPY3D (200 bytes on 64-bit) and CUDA_MEMSET_NODE_PARAMS (40), read and sent as bytes.
 RAW_PARAMS_BYTES = 256
 COLD = 30  # samples of the cold timings, each after the caches are flushed
+AFTER_LAUNCH = 40  # samples of each timing after a launch, half of them to each placement
 
 
 def flush_buffer():
@@ -418,6 +419,7 @@ class MoveSet:
         self.first = {}  # "finalize" / "launch" -> ns of the library's first update
         self.driver_first = {}
         self.steady = self.floor = self.driver_steady = self.cold = self.floor_cold = self.moves = None
+        self.moves_launched = self.floor_launched = None
         self.floor_nodes = self.updated = 0
 
 
@@ -446,6 +448,18 @@ def measure(cbs, ms, table_a):
     ms.floor = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, STEADY))
     ms.cold = median(update_times(cbs[1], ms.table_b, table_a, COLD, cold=True)[0])
     ms.floor_cold = median(set_params_times(exec_of(cbs[1]), nodes, pa, pb, COLD, cold=True))
+    # XLA's loop: each update follows a launch of the graph it updates (which has run), and so
+    # does each pass of the floor; to B and back to A in turn, so each ends on A again.
+    there, back = moves(table_a, ms.table_b), moves(ms.table_b, table_a)
+    lib_after, floor_after = [], []
+    for _ in range(AFTER_LAUNCH // 2):
+        for to, fro in ((there, back), (back, there)):
+            launch_and_wait(cbs[1])
+            lib_after.append(update_times(cbs[1], to, fro, 1, call=MOVE)[0][0])
+        for fro, to in ((pa, pb), (pb, pa)):
+            launch_and_wait(cbs[1])
+            floor_after.append(set_params_times(exec_of(cbs[1]), nodes, fro, to, 1)[0])
+    ms.moves_launched, ms.floor_launched = median(lib_after), median(floor_after)
     stream = torch.cuda.current_stream()
     for how in ("finalize", "launch"):
         e = P()
@@ -612,6 +626,19 @@ def print_tables(rows):
         " memcpy and memset node through the driver's exec setter of its kind, on the command buffer's executable graph."
         " `first update` follows finalize and one launch. (d′) is the same update given only the moved allocations"
         " (`rcb_cmdbuf_move_allocations`, what the patched XLA calls), without the comparison of the whole table.\n"
+    )
+    print_table(
+        "real graphs: each update given the moves right after a launch of the graph has run (XLA's loop), against the floor"
+        " after a launch",
+        ["model", "moved", "touched nodes", "(c) SetParams floor, after a launch", "(d′) move_allocations, after a launch", "(d′)/(c)",
+         "(c) after a launch / (c) steady", "(d′) after a launch / (d′) steady"],
+        [[name, ms.label, ms.updated, fmt(ms.floor_launched), fmt(ms.moves_launched), ratio(ms.moves_launched, ms.floor_launched),
+          ratio(ms.floor_launched, ms.floor), ratio(ms.moves_launched, ms.moves)]
+         for name, _, sets in rows for ms in sets],
+    )
+    print(
+        f"\nMedians of {AFTER_LAUNCH} calls (or passes of the floor), each after a launch of the command buffer and a wait for it"
+        " (untimed), half of them to each placement; the steady figures are those of the first table, timed with no launch between.\n"
     )
     print_table(
         "real graphs: flatten + finalize",
