@@ -69,21 +69,22 @@ impl CmdBuf {
 
     /// Why the moves in `scratch.moved` cannot reach a memcpy node of the executable graph in
     /// place, if they cannot; also looks at memcpy nodes an earlier failed push left behind.
-    /// Costs nothing where the runtime has no class rule, and a class query per memcpy operand
-    /// that moves where it has one.
+    /// Costs nothing where the runtime has no class rule, and where it has one a search of the
+    /// memcpy operands (few) per moved allocation and a class query per operand that moves.
     pub(super) fn memcpy_moves_blocked(&mut self) -> Option<String> {
         if self.exec.is_none() || self.exec_classes.is_empty() {
             return None;
         }
+        // Finalize grouped the sites; this costs a comparison.
+        self.patches.group();
+        let copies = self.patches.copies();
         for &(alloc, base) in &self.scratch.moved {
             // Called before the update rebases anything: the table still holds the old base.
             let delta = base.wrapping_sub(self.allocs.entries()[alloc as usize].base);
-            for site in self.patches.of_allocation(alloc) {
-                let side = match site.slot {
-                    Slot::MemcpyDst => 0,
-                    Slot::MemcpySrc => 1,
-                    _ => continue,
-                };
+            let first = copies.partition_point(|&(a, _)| a < alloc);
+            for &(_, site) in copies[first..].iter().take_while(|&&(a, _)| a == alloc) {
+                // 0 for the destination, 1 for the source (the list holds nothing else).
+                let side = usize::from(site.slot == Slot::MemcpySrc);
                 let Some(held) = self.exec_classes.get(&site.node) else { continue };
                 let moved_to = self.nodes[site.node as usize].params.read(site.slot).wrapping_add(delta);
                 let Some(now) = self.rt.memory_class(moved_to) else { continue };
