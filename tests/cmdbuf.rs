@@ -1355,6 +1355,49 @@ fn a_memcpy_operand_moved_to_another_kind_of_allocation_reinstantiates_bit_exact
     }
 }
 
+/// Each memcpy operand is held to the kind of allocation of its own side: a node instantiated to
+/// copy from mapped memory into a plain allocation keeps its destination in place when it moves
+/// to another plain allocation, and its source when it moves to other mapped memory, and is
+/// re-instantiated when its destination moves into mapped memory; every result bit for bit a
+/// fresh record's. (The other memcpy tests give both operands one kind, where a check that mixed
+/// up the sides would pass.) On the software GPU the `memcpy_class` quirk's setter holds each
+/// side to its kind.
+#[test]
+fn each_memcpy_operand_is_held_to_the_kind_of_its_own_side() {
+    let _serial = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let sim = (gpu.rt.info().backend == rocm_cmdbuf::runtime::Backend::Hip).then(|| common::hipsim("the memcpy_class quirk")).flatten();
+    if let Some(sim) = &sim {
+        sim.set_quirks("memcpy_class");
+    }
+    let (Some(from), Some(from2), Some(into)) =
+        (Mapped::new(&gpu, &iota(1.0)), Mapped::new(&gpu, &iota(1.0)), Mapped::new(&gpu, &[0.0; N]))
+    else {
+        return;
+    };
+    let (d, d2, y) = (gpu.upload(&[0.0; N]), gpu.upload(&[0.0; N]), gpu.upload(&[1.0; N]));
+    let cb = Cb::primary();
+    cb.set_allocs(&[(from.ptr, BYTES), (d, BYTES), (y, BYTES)]);
+    memcpy_then_axpy(&gpu, &cb, from.ptr, d, y);
+    cb.finalize();
+    assert_eq!(run_copy_axpy(&gpu, &cb, from.ptr, d, y), fresh_copy_axpy(&gpu, from.ptr, d, y));
+
+    // (source, destination, re-instantiated, nodes updated): the destination to another plain
+    // allocation, then the source to other mapped memory, both in place; then the destination
+    // into mapped memory, a new instantiation.
+    for (step, (s, to, again, nodes)) in [(from.ptr, d2, 0, 2), (from2.ptr, d2, 0, 1), (from2.ptr, into.ptr, 1, 2)].into_iter().enumerate()
+    {
+        let r = cb.update_allocs(&[(s, BYTES), (to, BYTES), (y, BYTES)]);
+        assert_eq!((r.reinstantiated, r.needs_rerecord, r.updated_nodes), (again, 0, nodes), "step {step}");
+        assert_eq!(run_copy_axpy(&gpu, &cb, s, to, y), fresh_copy_axpy(&gpu, s, to, y), "step {step}");
+    }
+    let c = counts(&cb);
+    assert_eq!((c.fallbacks[RCB_FALLBACK_MEMCPY_NOT_IN_PLACE as usize], c.fallbacks[RCB_FALLBACK_PUSH_FAILED as usize]), (1, 0));
+    if let Some(sim) = &sim {
+        sim.set_quirks("");
+    }
+}
+
 /// When the executable graph cannot be re-instantiated now (as many replaced executables as are
 /// kept still wait for their launches, which the host never waits for), a move across kinds is
 /// refused. Where the runtime tells the kinds apart (CUDA) that is decided before anything

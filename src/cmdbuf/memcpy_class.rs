@@ -77,12 +77,10 @@ impl CmdBuf {
         }
         // Finalize grouped the sites; this costs a comparison.
         self.patches.group();
-        let copies = self.patches.copies();
         for &(alloc, base) in &self.scratch.moved {
             // Called before the update rebases anything: the table still holds the old base.
             let delta = base.wrapping_sub(self.allocs.entries()[alloc as usize].base);
-            let first = copies.partition_point(|&(a, _)| a < alloc);
-            for &(_, site) in copies[first..].iter().take_while(|&&(a, _)| a == alloc) {
+            for &(_, site) in self.patches.copies_of(alloc) {
                 // 0 for the destination, 1 for the source (the list holds nothing else).
                 let side = usize::from(site.slot == Slot::MemcpySrc);
                 let Some(held) = self.exec_classes.get(&site.node) else { continue };

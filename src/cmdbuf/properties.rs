@@ -161,16 +161,21 @@ fn patch_table_agrees_with_the_model() {
                     want.sort_by_key(key);
                     assert_eq!(got, want, "sites of allocation {a}");
                 }
-                // The memcpy operands among them, each with its allocation, ascending by allocation.
-                let copies = t.copies();
-                assert!(copies.is_sorted_by_key(|&(a, _)| a), "copies {copies:?}");
-                let key = |&(a, s): &(u32, Site)| (a, s.node, format!("{:?}", s.slot));
-                let mut got = copies.to_vec();
-                got.sort_by_key(key);
-                let mut want: Vec<(u32, Site)> =
-                    model.iter().filter(|(_, s, _)| matches!(s.slot, Slot::MemcpyDst | Slot::MemcpySrc)).map(|&(a, s, _)| (a, s)).collect();
-                want.sort_by_key(key);
-                assert_eq!(got, want, "memcpy operand sites");
+                // The memcpy operands among them, by allocation.
+                for a in 0..allocations {
+                    let key = |s: &Site| (s.node, format!("{:?}", s.slot));
+                    let copies = t.copies_of(a);
+                    assert!(copies.iter().all(|&(of, _)| of == a), "memcpy operand sites of allocation {a}: {copies:?}");
+                    let mut got: Vec<Site> = copies.iter().map(|&(_, s)| s).collect();
+                    let mut want: Vec<Site> = model
+                        .iter()
+                        .filter(|(m, s, _)| *m == a && matches!(s.slot, Slot::MemcpyDst | Slot::MemcpySrc))
+                        .map(|&(_, s, _)| s)
+                        .collect();
+                    got.sort_by_key(key);
+                    want.sort_by_key(key);
+                    assert_eq!(got, want, "memcpy operand sites of allocation {a}");
+                }
                 // Random moves: refused exactly when some live site's allocations move apart.
                 let old: Vec<Allocation> = (0..allocations).map(|a| Allocation { base: 0x1000 * u64::from(a), size: 0x1000 }).collect();
                 let delta: Vec<u64> = (0..allocations).map(|_| r.pick(&[0, 0, 0x10_0000, 0x20_0000])).collect();

@@ -383,7 +383,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "(c) SetParams floor, after a launch",
             "(d′) move_allocations, after a launch",
             "(d′)/(c)",
-            "the library's own work per touched node",
+            "(d′) − (c) per touched node",
             "(c) after a launch / (c) between updates",
             "(d′) after a launch / (d′) between updates",
         ],
@@ -512,8 +512,8 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let cold_runs = if quick { 3 } else { runs.min(11) };
             let (c_cold, d_cold) = interleaved(cold_runs, || evict.run(), &mut floor, &mut update(primary, false));
             // XLA's loop: each update follows a launch of the graph it updates, which has run.
-            let launched = || note(warm::cmdbuf(rt, primary, stream));
-            let (c_l, d_l) = interleaved(cold_runs, launched, &mut floor, &mut update(primary, true));
+            let after_launch = || note(warm::cmdbuf(rt, primary, stream));
+            let (c_l, d_l) = interleaved(cold_runs, after_launch, &mut floor, &mut update(primary, true));
             let (_, template_nodes) = chain_of(rt, nested, false)?;
             let mut template = |second: bool| {
                 for &i in &touched {
