@@ -13,7 +13,10 @@ and buffer storage and the segments of the graph's memory pool:
       move, alternately, on the command buffer's executable graph;
   (d) rcb_cmdbuf_update_allocations: with one allocation moved (the input) and with all moved,
       first call after finalize and steady state (median of 200 calls, alternating tables);
-  flatten + finalize (median over the command buffers built).
+  flatten + finalize (median over the command buffers built);
+  (d′) given only the moves against (c) again: each right after a launch of the graph (XLA's
+      loop), and call by call with no launch between (the two interleaved in C, so that both meet
+      the same state of the machine).
 
 The caching allocator packs storages end to end in its segments (and the driver packs the
 segments), and to the library an address that is one allocation's end and the next one's base,
@@ -69,12 +72,15 @@ cuda = C.CDLL("libcuda.so.1")
 timer = C.CDLL(os.environ["RCB_TIMER"])
 timer.rg_set_params.argtypes = [P, P, P, P, P, P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P, C.c_size_t]
 timer.rg_update.argtypes = [P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double), P, P, C.c_size_t]
+timer.rg_interleaved.argtypes = [P, P, P, P, C.c_size_t, P, P, P, P, P, P, P, P, P, P, C.c_size_t, C.c_int, C.POINTER(C.c_double),
+                                 C.POINTER(C.c_double)]
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2  # CU_GRAPH_NODE_TYPE_*
 # Room for CUDA_MEMCPY3D (200 bytes on 64-bit) and CUDA_MEMSET_NODE_PARAMS (40), read and sent as bytes.
 RAW_PARAMS_BYTES = 256
 COLD = 30  # samples of the cold timings, each after the caches are flushed
 AFTER_LAUNCH = 40  # samples of each timing after a launch, half of them to each placement
+PAIRED = 100  # rounds of the update and the floor call by call, each to B and back to A
 
 
 def flush_buffer():
@@ -254,6 +260,28 @@ def set_params_times(exec_, nodes, params_a, params_b, reps, cold=False):
     return list(out)
 
 
+def interleaved_times(cb, there, back, nodes, params_a, params_b, rounds):
+    """The update given the moves `there` (to B) and `back` (to A) and the floor's pass over
+    `nodes` (params_b, then params_a), call by call in C, `rounds` times each way (the library's
+    parameters and the executable graph's on A before and after): the medians of each, and the
+    median over the rounds of each round's two updates against its two floor passes."""
+    upd, flo = (C.c_double * (2 * rounds))(), (C.c_double * (2 * rounds))()
+    rep, before, ctx = UpdateReport(), fallbacks(cb), P()
+    cu(cuda.cuCtxGetCurrent(C.byref(ctx)), "cuCtxGetCurrent")
+    check(
+        timer.rg_interleaved(
+            MOVE, cb, C.cast(back, P), C.cast(there, P), len(there), C.byref(rep), SET_PARAMS, SET_MEMCPY, SET_MEMSET, ctx,
+            P(exec_of(cb)), (P * len(nodes))(*nodes), C.cast(params_a.kinds, P), C.cast(params_a.array, P),
+            C.cast(params_b.array, P), len(nodes), rounds, upd, flo,
+        ),
+        "rg_interleaved",
+    )
+    if rep.needs_rerecord:
+        raise RuntimeError(f"rcb_cmdbuf_move_allocations reported needs_rerecord ({new_fallbacks(cb, before)})")
+    ratios = [(upd[2 * r] + upd[2 * r + 1]) / (flo[2 * r] + flo[2 * r + 1]) for r in range(rounds) if flo[2 * r] + flo[2 * r + 1] > 0]
+    return median(list(upd)), median(list(flo)), median(ratios) if ratios else float("nan")
+
+
 def launch_and_wait(cb):
     stream = torch.cuda.current_stream()
     check(lib.rcb_cmdbuf_launch(cb, P(stream.cuda_stream)), "rcb_cmdbuf_launch")
@@ -420,6 +448,7 @@ class MoveSet:
         self.driver_first = {}
         self.steady = self.floor = self.driver_steady = self.cold = self.floor_cold = self.moves = None
         self.moves_launched = self.floor_launched = None
+        self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
 
 
@@ -460,6 +489,7 @@ def measure(cbs, ms, table_a):
             launch_and_wait(cbs[1])
             floor_after.append(set_params_times(exec_of(cbs[1]), nodes, fro, to, 1)[0])
     ms.moves_launched, ms.floor_launched = median(lib_after), median(floor_after)
+    ms.moves_paired, ms.floor_paired, ms.paired_ratio = interleaved_times(cbs[1], there, back, nodes, pa, pb, PAIRED)
     stream = torch.cuda.current_stream()
     for how in ("finalize", "launch"):
         e = P()
@@ -639,6 +669,18 @@ def print_tables(rows):
     print(
         f"\nMedians of {AFTER_LAUNCH} calls (or passes of the floor), each after a launch of the command buffer and a wait for it"
         " (untimed), half of them to each placement; the steady figures are those of the first table, timed with no launch between.\n"
+    )
+    print_table(
+        "real graphs: the update given the moves and the floor call by call (no launch between), so that both meet the same"
+        " state of the machine",
+        ["model", "moved", "touched nodes", "(c) SetParams floor", "(d′) move_allocations", "(d′)/(c)", "median of the rounds' (d′)/(c)"],
+        [[name, ms.label, ms.updated, fmt(ms.floor_paired), fmt(ms.moves_paired), ratio(ms.moves_paired, ms.floor_paired),
+          f"{ms.paired_ratio:.2f}"]
+         for name, _, sets in rows for ms in sets],
+    )
+    print(
+        f"\n{PAIRED} rounds, each timing the update to the moved placement and back, then the floor's pass to it and back"
+        " (rg_interleaved in C); the first table's steady figures time 200 of each in separate loops, which drift apart.\n"
     )
     print_table(
         "real graphs: flatten + finalize",

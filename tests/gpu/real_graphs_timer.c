@@ -29,6 +29,32 @@ static void flush_caches(unsigned char *flush, size_t flush_bytes, int round) {
     }
 }
 
+/* The driver's exec setters of each kind, and the nodes and parameters a pass of the floor
+ * sends. */
+struct floor {
+    set_kernel_fn set_kernel;
+    set_with_ctx_fn set_memcpy, set_memset;
+    void *ctx, *exec;
+    void *const *nodes;
+    const int *kinds;
+    const void *const *params_a, *const *params_b;
+    size_t n;
+};
+
+/* Sends every node i its parameters p[i] through the setter of its kind (memcpy and memset
+ * setters get the context) and stores the pass's time in *out_ns; the first non-zero status. */
+static int floor_pass(const struct floor *f, const void *const *p, double *out_ns) {
+    double t0 = now_ns();
+    for (size_t i = 0; i < f->n; i++) {
+        int status = f->kinds[i] == RG_KERNEL   ? f->set_kernel(f->exec, f->nodes[i], p[i])
+                     : f->kinds[i] == RG_MEMCPY ? f->set_memcpy(f->exec, f->nodes[i], p[i], f->ctx)
+                                                : f->set_memset(f->exec, f->nodes[i], p[i], f->ctx);
+        if (status != 0) return status;
+    }
+    *out_ns = now_ns() - t0;
+    return 0;
+}
+
 /* Pass r of `reps` sends every node i of `nodes` (kind kinds[i]) its parameters params_b[i]
  * (r even) or params_a[i] (r odd) through the setter of its kind (memcpy and memset setters get
  * `ctx`), and stores the pass's time in out_ns[r]. Returns the first non-zero status (the
@@ -37,17 +63,11 @@ int rg_set_params(set_kernel_fn set_kernel, set_with_ctx_fn set_memcpy, set_with
                   void *exec, void *const *nodes, const int *kinds, const void *const *params_a,
                   const void *const *params_b, size_t n, int reps, double *out_ns, unsigned char *flush,
                   size_t flush_bytes) {
+    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, params_a, params_b, n};
     for (int r = 0; r < reps; r++) {
-        const void *const *p = (r % 2) ? params_a : params_b;
         flush_caches(flush, flush_bytes, r);
-        double t0 = now_ns();
-        for (size_t i = 0; i < n; i++) {
-            int status = kinds[i] == RG_KERNEL   ? set_kernel(exec, nodes[i], p[i])
-                         : kinds[i] == RG_MEMCPY ? set_memcpy(exec, nodes[i], p[i], ctx)
-                                                 : set_memset(exec, nodes[i], p[i], ctx);
-            if (status != 0) return status;
-        }
-        out_ns[r] = now_ns() - t0;
+        int status = floor_pass(&f, (r % 2) ? params_a : params_b, &out_ns[r]);
+        if (status != 0) return status;
     }
     return 0;
 }
@@ -62,6 +82,32 @@ int rg_update(update_fn update, void *cb, const void *table_a, const void *table
         int status = update(cb, (r % 2) ? table_a : table_b, n, report);
         out_ns[r] = now_ns() - t0;
         if (status != 0) return status;
+    }
+    return 0;
+}
+
+/* The update and the floor call by call, so that both meet the same state of the machine
+ * (separate loops of each drift apart by more than the library's share): round r times the
+ * update to `table_b` and back to `table_a` (out_update_ns[2r], [2r+1]), then the floor's pass
+ * sending params_b and then params_a (out_floor_ns[2r], [2r+1]). Each round ends with the
+ * library's parameters and the executable graph's on table A, as they began. Returns the first
+ * non-zero status. */
+int rg_interleaved(update_fn update, void *cb, const void *table_a, const void *table_b, size_t n_allocs, void *report,
+                   set_kernel_fn set_kernel, set_with_ctx_fn set_memcpy, set_with_ctx_fn set_memset, void *ctx,
+                   void *exec, void *const *nodes, const int *kinds, const void *const *params_a,
+                   const void *const *params_b, size_t n, int rounds, double *out_update_ns, double *out_floor_ns) {
+    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, params_a, params_b, n};
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            double t0 = now_ns();
+            int status = update(cb, k ? table_a : table_b, n_allocs, report);
+            out_update_ns[2 * r + k] = now_ns() - t0;
+            if (status != 0) return status;
+        }
+        for (int k = 0; k < 2; k++) {
+            int status = floor_pass(&f, k ? params_a : params_b, &out_floor_ns[2 * r + k]);
+            if (status != 0) return status;
+        }
     }
     return 0;
 }
