@@ -268,18 +268,19 @@ def interleaved_times(cb, there, back, nodes, params_a, params_b, rounds):
     upd, flo = (C.c_double * (2 * rounds))(), (C.c_double * (2 * rounds))()
     rep, before, ctx = UpdateReport(), fallbacks(cb), P()
     cu(cuda.cuCtxGetCurrent(C.byref(ctx)), "cuCtxGetCurrent")
-    check(
-        timer.rg_interleaved(
-            MOVE, cb, C.cast(back, P), C.cast(there, P), len(there), C.byref(rep), SET_PARAMS, SET_MEMCPY, SET_MEMSET, ctx,
-            P(exec_of(cb)), (P * len(nodes))(*nodes), C.cast(params_a.kinds, P), C.cast(params_a.array, P),
-            C.cast(params_b.array, P), len(nodes), rounds, upd, flo,
-        ),
-        "rg_interleaved",
+    status = timer.rg_interleaved(
+        MOVE, cb, C.cast(back, P), C.cast(there, P), len(there), C.byref(rep), SET_PARAMS, SET_MEMCPY, SET_MEMSET, ctx,
+        P(exec_of(cb)), (P * len(nodes))(*nodes), C.cast(params_a.kinds, P), C.cast(params_a.array, P),
+        C.cast(params_b.array, P), len(nodes), rounds, upd, flo,
     )
+    if status != 0:
+        raise RuntimeError(f"rg_interleaved: status {status} (the update's rcb_status or a setter's CUresult)")
     if rep.needs_rerecord:
         raise RuntimeError(f"rcb_cmdbuf_move_allocations reported needs_rerecord ({new_fallbacks(cb, before)})")
-    ratios = [(upd[2 * r] + upd[2 * r + 1]) / (flo[2 * r] + flo[2 * r + 1]) for r in range(rounds) if flo[2 * r] + flo[2 * r + 1] > 0]
-    return median(list(upd)), median(list(flo)), median(ratios) if ratios else float("nan")
+    if not nodes:  # no floor to set against (its passes timed only the clock)
+        return median(list(upd)), 0.0, float("nan")
+    ratios = [(upd[2 * r] + upd[2 * r + 1]) / (flo[2 * r] + flo[2 * r + 1]) for r in range(rounds)]
+    return median(list(upd)), median(list(flo)), median(ratios)
 
 
 def launch_and_wait(cb):
