@@ -75,8 +75,7 @@ impl CmdBuf {
         if self.exec.is_none() || self.exec_classes.is_empty() {
             return None;
         }
-        // Finalize grouped the sites; this costs a comparison.
-        self.patches.group();
+        // The update grouped the sites before it asked.
         for &(alloc, base) in &self.scratch.moved {
             // Called before the update rebases anything: the table still holds the old base.
             let delta = base.wrapping_sub(self.allocs.entries()[alloc as usize].base);

@@ -259,6 +259,9 @@ impl CmdBuf {
     /// made: it took 16 bytes per moved site, allocated by the first update); the pushing pass
     /// asks for the next node's while the runtime takes the current one.
     fn apply_moves(&mut self) -> UpdateReport {
+        // Finalize grouped the sites, and nothing adds or removes one until the next update
+        // phase (this one costs a comparison); the memcpy class rule and the writes read them.
+        self.patches.group();
         if let Some((why, reason)) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
             self.counters.record(Event::Fallback(why));
@@ -292,9 +295,6 @@ impl CmdBuf {
                 scratch.touched.push(node);
             }
         }
-        // Finalize grouped the sites, and nothing adds or removes one until the next update
-        // phase (this one costs a comparison).
-        self.patches.group();
         let patches = &self.patches;
         let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
         let bases = &self.blob_bases.0;

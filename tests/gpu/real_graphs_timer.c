@@ -29,15 +29,13 @@ static void flush_caches(unsigned char *flush, size_t flush_bytes, int round) {
     }
 }
 
-/* The driver's exec setters of each kind, and the nodes and parameters a pass of the floor
- * sends. */
+/* The driver's exec setters of each kind, and the nodes a pass of the floor sets. */
 struct floor {
     set_kernel_fn set_kernel;
     set_with_ctx_fn set_memcpy, set_memset;
     void *ctx, *exec;
     void *const *nodes;
     const int *kinds;
-    const void *const *params_a, *const *params_b;
     size_t n;
 };
 
@@ -63,7 +61,7 @@ int rg_set_params(set_kernel_fn set_kernel, set_with_ctx_fn set_memcpy, set_with
                   void *exec, void *const *nodes, const int *kinds, const void *const *params_a,
                   const void *const *params_b, size_t n, int reps, double *out_ns, unsigned char *flush,
                   size_t flush_bytes) {
-    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, params_a, params_b, n};
+    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, n};
     for (int r = 0; r < reps; r++) {
         flush_caches(flush, flush_bytes, r);
         int status = floor_pass(&f, (r % 2) ? params_a : params_b, &out_ns[r]);
@@ -96,7 +94,7 @@ int rg_interleaved(update_fn update, void *cb, const void *table_a, const void *
                    set_kernel_fn set_kernel, set_with_ctx_fn set_memcpy, set_with_ctx_fn set_memset, void *ctx,
                    void *exec, void *const *nodes, const int *kinds, const void *const *params_a,
                    const void *const *params_b, size_t n, int rounds, double *out_update_ns, double *out_floor_ns) {
-    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, params_a, params_b, n};
+    struct floor f = {set_kernel, set_memcpy, set_memset, ctx, exec, nodes, kinds, n};
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
             double t0 = now_ns();
