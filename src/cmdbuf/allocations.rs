@@ -139,10 +139,12 @@ impl AllocationTable {
         self.index_stale = true;
     }
 
-    /// Moves allocation `i` to `base` (same size).
-    pub fn rebase(&mut self, i: usize, base: u64) {
-        self.entries[i].base = base;
-        self.index_stale = true;
+    /// Moves each `(allocation, base)` of `moves` to its new base (same size).
+    pub fn rebase(&mut self, moves: &[(u32, u64)]) {
+        for &(i, base) in moves {
+            self.entries[i as usize].base = base;
+        }
+        self.index_stale |= !moves.is_empty();
     }
 
     /// The allocations `p` may have come from (see the module's rule), patched through the
@@ -312,7 +314,7 @@ mod tests {
     fn rebase_is_seen_by_the_next_lookup() {
         let mut t = table(&[(0x1000, 0x100)]);
         assert_eq!(at(&mut t, 0x1010), Some((0, 0x10, vec![])));
-        t.rebase(0, 0x9000);
+        t.rebase(&[(0, 0x9000)]);
         assert_eq!(at(&mut t, 0x1010), None);
         assert_eq!(at(&mut t, 0x9010), Some((0, 0x10, vec![])));
     }

@@ -218,6 +218,17 @@ impl std::fmt::Debug for Blob {
 }
 
 impl KernelRecord {
+    /// The launch and arguments as the runtime takes them.
+    pub fn params(&self) -> KernelParams<'_> {
+        KernelParams {
+            function: self.function,
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+            args: &self.blob,
+        }
+    }
+
     /// The record for a command buffer with another allocation table (a parent it is flattened
     /// into): the named pointers become plain ones, matched by address there.
     pub fn for_another_table(&self) -> Self {
@@ -347,14 +358,10 @@ impl Params {
         }
     }
 
-    fn kernel_params(k: &KernelRecord) -> KernelParams<'_> {
-        KernelParams { function: k.function, grid: k.grid, block: k.block, shared_mem_bytes: k.shared_mem_bytes, args: &k.blob }
-    }
-
     /// Adds this node to `graph`; a child is added by [`Runtime::add_child_node`] instead.
     pub fn add_to(&self, rt: &dyn Runtime, graph: Graph, deps: &[Node]) -> Result<Node> {
         match self {
-            Params::Kernel(k) => rt.add_kernel_node(graph, deps, &Self::kernel_params(k)),
+            Params::Kernel(k) => rt.add_kernel_node(graph, deps, &k.params()),
             Params::Memcpy(c) => rt.add_memcpy_node(graph, deps, c),
             Params::Memset(s) => rt.add_memset_node(graph, deps, s),
             Params::Empty => rt.add_empty_node(graph, deps),
@@ -372,8 +379,8 @@ impl Params {
     /// nor have the nodes whose parameters never change (event, host, memory operations).
     pub fn push(&self, rt: &dyn Runtime, exec: Option<Exec>, node: Node) -> Result<()> {
         match (self, exec) {
-            (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &Self::kernel_params(k)),
-            (Params::Kernel(k), None) => rt.kernel_node_set(node, &Self::kernel_params(k)),
+            (Params::Kernel(k), Some(e)) => rt.exec_kernel_node_set(e, node, &k.params()),
+            (Params::Kernel(k), None) => rt.kernel_node_set(node, &k.params()),
             (Params::Memcpy(c), Some(e)) => rt.exec_memcpy_node_set(e, node, c),
             (Params::Memcpy(c), None) => rt.memcpy_node_set(node, c),
             (Params::Memset(s), Some(e)) => rt.exec_memset_node_set(e, node, s),

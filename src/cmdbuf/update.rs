@@ -6,12 +6,14 @@
 use super::allocations::{self, Allocation};
 use super::budget;
 use super::memory::Heap;
-use super::nodes::Params;
-use super::patch::Slot;
+use super::nodes::{NodeRecord, Params};
+use super::patch::{PatchTable, Site, Slot};
 use super::state::Op;
 use super::{CmdBuf, NodeId};
 use crate::counters::{Event, Fallback};
 use crate::error::{Error, Result};
+use crate::runtime::{KernelParams, Node};
+use std::mem::MaybeUninit;
 
 /// Allocation `index` of the recorded table now starts at `base` (its size unchanged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +151,37 @@ impl BlobBases {
 
     pub(super) fn heap(&self) -> Heap {
         Heap::vec(&self.0)
+    }
+}
+
+/// Kernel nodes an update hands the runtime in one call (`Graphs::exec_kernel_nodes_set`), at
+/// most: 64 bytes each, on the stack.
+const PUSH_BATCH: usize = 32;
+
+/// A run of touched kernel nodes with their parameters, for one call of
+/// `Graphs::exec_kernel_nodes_set`.
+struct KernelBatch<'a> {
+    items: [MaybeUninit<(Node, KernelParams<'a>)>; PUSH_BATCH],
+    len: usize,
+}
+
+impl<'a> KernelBatch<'a> {
+    fn new() -> Self {
+        Self { items: [const { MaybeUninit::uninit() }; PUSH_BATCH], len: 0 }
+    }
+
+    /// Adds a node, unless the batch is full (returns whether it did).
+    fn push(&mut self, node: Node, params: KernelParams<'a>) -> bool {
+        let Some(item) = self.items.get_mut(self.len) else { return false };
+        item.write((node, params));
+        self.len += 1;
+        true
+    }
+
+    fn as_slice(&self) -> &[(Node, KernelParams<'a>)] {
+        // SAFETY: the first `len` items were written by `push` (plain `Copy` data, nothing to
+        // drop), and `MaybeUninit<T>` has `T`'s layout.
+        unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast(), self.len) }
     }
 }
 
@@ -295,57 +328,13 @@ impl CmdBuf {
                 scratch.touched.push(node);
             }
         }
-        let patches = &self.patches;
-        let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
-        let bases = &self.blob_bases.0;
-        // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
-        let mut ahead = (self.nodes.len() >= LOOK_AHEAD_FROM_NODES).then(|| scratch.moved.iter().flat_map(sites_of).skip(PATCH_AHEAD));
-        for &(alloc, base) in &scratch.moved {
-            let sites = patches.grouped_of(alloc);
-            report.patched_sites += sites.len() as u64;
-            let old = self.allocs.entries()[alloc as usize];
-            let delta = base.wrapping_sub(old.base);
-            // A slot holds the old base plus its offset (by construction): the new address adds
-            // the move's delta.
-            let moved = |held: u64, node: NodeId| {
-                if held.wrapping_sub(old.base) > old.size {
-                    site_outside_allocation(node, alloc);
-                }
-                held.wrapping_add(delta)
-            };
-            for s in sites {
-                if let Some(next) = ahead.as_mut().and_then(Iterator::next)
-                    && let Slot::KernelArg(at) = next.slot
-                {
-                    crate::prefetch::line(bases[next.node as usize].wrapping_add(usize::from(at)));
-                }
-                match s.slot {
-                    Slot::KernelArg(at) => {
-                        let word = bases[s.node as usize].wrapping_add(usize::from(at));
-                        debug_assert!(
-                            matches!(&self.nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
-                            "node {}'s blob is not where its sites say",
-                            s.node
-                        );
-                        // SAFETY: `bases` holds the start of the node's live blob (kept in step
-                        // with its record by `attach_sites`), and the site was recorded from that
-                        // blob's pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no
-                        // reference to the blob is live while `self` is borrowed mutably here.
-                        let held = unsafe { word.cast::<u64>().read_unaligned() };
-                        // SAFETY: as for the read above.
-                        unsafe { word.cast::<u64>().write_unaligned(moved(held, s.node)) };
-                    }
-                    slot => {
-                        let params = &mut self.nodes[s.node as usize].params;
-                        params.write(slot, moved(params.read(slot), s.node));
-                    }
-                }
-                if scratch.marks.first_touch(s.node) {
-                    scratch.touched.push(s.node);
-                }
-            }
-            self.allocs.rebase(alloc as usize, base);
-        }
+        let (bases, marks, touched) = (&self.blob_bases.0, &mut scratch.marks, &mut scratch.touched);
+        report.patched_sites = if self.nodes.len() >= LOOK_AHEAD_FROM_NODES {
+            write_sites::<true>(&scratch.moved, &self.patches, self.allocs.entries(), bases, &mut self.nodes, marks, touched)
+        } else {
+            write_sites::<false>(&scratch.moved, &self.patches, self.allocs.entries(), bases, &mut self.nodes, marks, touched)
+        };
+        self.allocs.rebase(&scratch.moved);
         scratch.marks.clear(&scratch.touched);
         // The parameters go to the executable graph only; a re-instantiation brings the
         // template up to date first.
@@ -373,45 +362,77 @@ impl CmdBuf {
         let mut bytes = 0;
         // A nested command buffer's pushes go to its template (see `CmdBuf::memcpy_set`).
         let mut memcpy_pushed = false;
+        let (rt, charge) = (self.rt, self.budget.node_charge());
         let touched = self.scratch.touched.len();
-        for k in 0..touched {
-            let node = self.scratch.touched[k];
-            if let Some(&next) = self.scratch.touched.get(k + 1) {
-                let next = &self.nodes[next as usize];
-                next.prefetch();
-                next.params.prefetch_push();
-            }
-            let record = &mut self.nodes[node as usize];
-            match record.params.push(self.rt, self.exec, record.raw) {
-                Ok(()) => {
-                    record.unpushed = false;
-                    report.updated_nodes += 1;
-                    bytes += budget::push_bytes(&record.params, self.budget.node_charge());
-                    memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
-                }
-                Err(e) => {
-                    // A memcpy setter that refuses its node's new operands (a rule the library
-                    // does not check): every touched node's parameters are in its record, and
-                    // the template takes them, so a new executable graph finishes the update.
-                    if primary && matches!(record.params, Params::Memcpy(_)) {
-                        self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
-                        if self.reinstantiation_blocked().is_none() {
-                            if report.updated_nodes > 0 {
-                                self.pushed(report.updated_nodes, bytes);
-                            }
-                            let why = format!("the executable graph's memcpy setter refused node {node}'s new operands ({e})");
-                            return self.finish_by_reinstantiating(report, &why);
+        let mut k = 0;
+        while k < touched {
+            let (failed, e) = match self.exec {
+                // A primary's kernel nodes go to the runtime a run at a time.
+                Some(exec) if matches!(self.nodes[self.scratch.touched[k] as usize].params, Params::Kernel(_)) => {
+                    let start = k;
+                    let mut batch = KernelBatch::new();
+                    while let Some(&node) = self.scratch.touched.get(k) {
+                        let record = &self.nodes[node as usize];
+                        let Params::Kernel(kernel) = &record.params else { break };
+                        if !batch.push(record.raw, kernel.params()) {
+                            break;
                         }
+                        k += 1;
                     }
-                    log::warn!("address update stopped after {k} of {touched} node(s): {e}; the command buffer needs a re-record");
-                    for rest in k..touched {
-                        self.mark_unpushed(self.scratch.touched[rest]);
+                    let (set, result) = rt.exec_kernel_nodes_set(exec, batch.as_slice());
+                    for &node in &self.scratch.touched[start..start + set] {
+                        let record = &mut self.nodes[node as usize];
+                        record.unpushed = false;
+                        bytes += budget::push_bytes(&record.params, charge);
                     }
-                    report.needs_rerecord = true;
-                    self.counters.record(Event::Fallback(Fallback::PushFailed));
-                    break;
+                    report.updated_nodes += set as u64;
+                    match result {
+                        Ok(()) => continue,
+                        Err(e) => (start + set, e),
+                    }
+                }
+                _ => {
+                    let node = self.scratch.touched[k];
+                    if let Some(&next) = self.scratch.touched.get(k + 1) {
+                        let next = &self.nodes[next as usize];
+                        next.prefetch();
+                        next.params.prefetch_push();
+                    }
+                    let record = &mut self.nodes[node as usize];
+                    match record.params.push(rt, self.exec, record.raw) {
+                        Ok(()) => {
+                            record.unpushed = false;
+                            report.updated_nodes += 1;
+                            bytes += budget::push_bytes(&record.params, charge);
+                            memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
+                            k += 1;
+                            continue;
+                        }
+                        Err(e) => (k, e),
+                    }
+                }
+            };
+            let node = self.scratch.touched[failed];
+            // A memcpy setter that refuses its node's new operands (a rule the library does not
+            // check): every touched node's parameters are in its record, and the template takes
+            // them, so a new executable graph finishes the update.
+            if primary && matches!(self.nodes[node as usize].params, Params::Memcpy(_)) {
+                self.counters.record(Event::Fallback(Fallback::MemcpyNotInPlace));
+                if self.reinstantiation_blocked().is_none() {
+                    if report.updated_nodes > 0 {
+                        self.pushed(report.updated_nodes, bytes);
+                    }
+                    let why = format!("the executable graph's memcpy setter refused node {node}'s new operands ({e})");
+                    return self.finish_by_reinstantiating(report, &why);
                 }
             }
+            log::warn!("address update stopped after {failed} of {touched} node(s): {e}; the command buffer needs a re-record");
+            for rest in failed..touched {
+                self.mark_unpushed(self.scratch.touched[rest]);
+            }
+            report.needs_rerecord = true;
+            self.counters.record(Event::Fallback(Fallback::PushFailed));
+            break;
         }
         if primary && report.updated_nodes > 0 {
             self.pushed(report.updated_nodes, bytes);
@@ -459,6 +480,85 @@ impl CmdBuf {
         }
         self.pins.refusal(&self.scratch.moved)
     }
+}
+
+/// The writing pass of an update: adds each moved allocation's delta (`moved`: allocation, new
+/// base; `entries` still holds the old bases) to the address each of its sites holds, and lists
+/// in `touched` each node it touches for the first time (marked in `marks`). Returns the sites
+/// written. With `AHEAD`, asks for the line of the site [`PATCH_AHEAD`] after the current one,
+/// read by a second walk over the same sites.
+///
+/// A function of its own, given the tables as arguments: a store through a blob's raw pointer
+/// may alias any field of the command buffer as far as the compiler knows, so inside
+/// `apply_moves` each site reloaded the tables' addresses and lengths from it (about 45
+/// instructions a site where these take about 25, counted on the software GPU).
+fn write_sites<const AHEAD: bool>(
+    moved: &[(u32, u64)],
+    patches: &PatchTable,
+    entries: &[Allocation],
+    bases: &[*mut u8],
+    nodes: &mut [NodeRecord],
+    marks: &mut Marks,
+    touched: &mut Vec<NodeId>,
+) -> u64 {
+    let sites_of = |&(alloc, _): &(u32, u64)| patches.grouped_of(alloc);
+    // The same sites, `PATCH_AHEAD` ahead of the one being written, across allocations.
+    let mut ahead = moved.iter().flat_map(sites_of).skip(PATCH_AHEAD);
+    let mut written = 0;
+    for &(alloc, base) in moved {
+        let old = entries[alloc as usize];
+        let delta = base.wrapping_sub(old.base);
+        let sites = patches.grouped_of(alloc);
+        written += sites.len() as u64;
+        for s in sites {
+            if AHEAD
+                && let Some(next) = ahead.next()
+                && let Slot::KernelArg(at) = next.slot
+            {
+                crate::prefetch::line(bases[next.node as usize].wrapping_add(usize::from(at)));
+            }
+            let Slot::KernelArg(at) = s.slot else {
+                write_operand(&mut nodes[s.node as usize].params, s, alloc, old, delta);
+                if marks.first_touch(s.node) {
+                    touched.push(s.node);
+                }
+                continue;
+            };
+            let word = bases[s.node as usize].wrapping_add(usize::from(at));
+            debug_assert!(
+                matches!(&nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
+                "node {}'s blob is not where its sites say",
+                s.node
+            );
+            // SAFETY: `bases` holds the start of the node's live blob (kept in step with its
+            // record by `attach_sites`), and the site was recorded from that blob's pointer at
+            // `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference to the blob is live
+            // while the records are borrowed mutably here.
+            let held = unsafe { word.cast::<u64>().read_unaligned() };
+            // A slot holds the old base plus its offset (by construction): the new address adds
+            // the move's delta.
+            if held.wrapping_sub(old.base) > old.size {
+                site_outside_allocation(s.node, alloc);
+            }
+            // SAFETY: as for the read above.
+            unsafe { word.cast::<u64>().write_unaligned(held.wrapping_add(delta)) };
+            if marks.first_touch(s.node) {
+                touched.push(s.node);
+            }
+        }
+    }
+    written
+}
+
+/// [`write_sites`] for a memcpy or memset operand, in the node's record: kept out of the
+/// kernel arguments' loop, whose registers it would take.
+#[inline(never)]
+fn write_operand(params: &mut Params, s: &Site, alloc: u32, old: Allocation, delta: u64) {
+    let held = params.read(s.slot);
+    if held.wrapping_sub(old.base) > old.size {
+        site_outside_allocation(s.node, alloc);
+    }
+    params.write(s.slot, held.wrapping_add(delta));
 }
 
 #[cold]

@@ -318,6 +318,7 @@ impl Graphs for CudaRuntime {
         self.call("cuGraphExecDestroy", || unsafe { (self.core.cuGraphExecDestroy)(exec.0) })
     }
 
+    #[inline]
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |extra| {
             let params = node_params(k, extra);
