@@ -336,11 +336,14 @@ impl CmdBuf {
         };
         self.allocs.rebase(&scratch.moved);
         scratch.marks.clear(&scratch.touched);
-        // The parameters go to the executable graph only; a re-instantiation brings the
-        // template up to date first.
-        if primary {
-            for &node in &scratch.touched {
-                self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
+        for &node in &scratch.touched {
+            let record = &mut self.nodes[node as usize];
+            // Cleared before the pushes: one that fails marks its node and those after it again.
+            record.unpushed = false;
+            // The parameters go to the executable graph only; a re-instantiation brings the
+            // template up to date first.
+            if primary {
+                record.template_lags_behind(node, &mut self.template_dirty);
             }
         }
 
@@ -370,25 +373,28 @@ impl CmdBuf {
                 // A primary's kernel nodes go to the runtime a run at a time.
                 Some(exec) if matches!(self.nodes[self.scratch.touched[k] as usize].params, Params::Kernel(_)) => {
                     let start = k;
-                    let mut batch = KernelBatch::new();
+                    let (mut batch, mut batch_bytes) = (KernelBatch::new(), 0);
                     while let Some(&node) = self.scratch.touched.get(k) {
                         let record = &self.nodes[node as usize];
                         let Params::Kernel(kernel) = &record.params else { break };
                         if !batch.push(record.raw, kernel.params()) {
                             break;
                         }
+                        batch_bytes += budget::push_bytes(&record.params, charge);
                         k += 1;
                     }
                     let (set, result) = rt.exec_kernel_nodes_set(exec, batch.as_slice());
-                    for &node in &self.scratch.touched[start..start + set] {
-                        let record = &mut self.nodes[node as usize];
-                        record.unpushed = false;
-                        bytes += budget::push_bytes(&record.params, charge);
-                    }
                     report.updated_nodes += set as u64;
                     match result {
-                        Ok(()) => continue,
-                        Err(e) => (start + set, e),
+                        Ok(()) => {
+                            bytes += batch_bytes;
+                            continue;
+                        }
+                        Err(e) => {
+                            let pushed = &self.scratch.touched[start..start + set];
+                            bytes += pushed.iter().map(|&n| budget::push_bytes(&self.nodes[n as usize].params, charge)).sum::<u64>();
+                            (start + set, e)
+                        }
                     }
                 }
                 _ => {
@@ -401,7 +407,6 @@ impl CmdBuf {
                     let record = &mut self.nodes[node as usize];
                     match record.params.push(rt, self.exec, record.raw) {
                         Ok(()) => {
-                            record.unpushed = false;
                             report.updated_nodes += 1;
                             bytes += budget::push_bytes(&record.params, charge);
                             memcpy_pushed |= matches!(record.params, Params::Memcpy(_));
