@@ -159,7 +159,11 @@ impl BlobBases {
 const PUSH_BATCH: usize = 32;
 
 /// A run of touched kernel nodes with their parameters, for one call of
-/// `Graphs::exec_kernel_nodes_set`.
+/// `Graphs::exec_kernel_nodes_set`: the setters then run back to back in the runtime's loop,
+/// where one call per node ran the update's loop, the dynamic dispatch and the setter's wrapper
+/// between two setters, code the driver's setter had just pushed out of the nearest caches (on
+/// one H200, `real_graphs.py`'s update against the setters alone, call by call, 0.02–0.04 lower
+/// on eight of its ten graphs; `docs/benchmarks.md`).
 struct KernelBatch<'a> {
     items: [MaybeUninit<(Node, KernelParams<'a>)>; PUSH_BATCH],
     len: usize,
@@ -289,8 +293,9 @@ impl CmdBuf {
     /// walks the moved allocations' sites (each allocation's contiguous) and, in a command buffer
     /// of [`LOOK_AHEAD_FROM_NODES`] nodes or more, asks for the line of the site [`PATCH_AHEAD`]
     /// after the current one, read by a second walk over the same sites (no list of the writes is
-    /// made: it took 16 bytes per moved site, allocated by the first update); the pushing pass
-    /// asks for the next node's while the runtime takes the current one.
+    /// made: it took 16 bytes per moved site, allocated by the first update). The pushing pass
+    /// hands a primary's kernel nodes to the runtime a run at a time (see [`KernelBatch`]), and
+    /// asks for the next node's record while the runtime takes one pushed by itself.
     fn apply_moves(&mut self) -> UpdateReport {
         // Finalize grouped the sites, and nothing adds or removes one until the next update
         // phase (this one costs a comparison); the memcpy class rule and the writes read them.
@@ -495,8 +500,9 @@ impl CmdBuf {
 ///
 /// A function of its own, given the tables as arguments: a store through a blob's raw pointer
 /// may alias any field of the command buffer as far as the compiler knows, so inside
-/// `apply_moves` each site reloaded the tables' addresses and lengths from it (about 45
-/// instructions a site where these take about 25, counted on the software GPU).
+/// `apply_moves` each site reloaded the tables' addresses and lengths from it (on
+/// `rcb-bench update-loop`'s chain, one site per moved allocation, 97 instructions per moved
+/// allocation and its site there, 84 here, counted on the software GPU).
 fn write_sites<const AHEAD: bool>(
     moved: &[(u32, u64)],
     patches: &PatchTable,

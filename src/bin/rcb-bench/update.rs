@@ -640,7 +640,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     rt.stream_destroy(stream).map_err(err)?;
     main.print();
     println!(
-        "\n(c) and (d) are timed on the same executable graph (the command buffer's), alternately, medians of the samples; (c) pushes the same parameters through the runtime's exec kernel-node setter."
+        "\n(c) and (d) are timed on the same executable graph (the command buffer's), alternately, medians of the samples; (c) gives the runtime the same parameters, made before it is timed, in one call that runs its exec kernel-node setter over them back to back (as the update gives it its kernel nodes)."
     );
     moves.print();
     println!(
