@@ -453,6 +453,75 @@ fn a_push_failing_during_moves_is_finished_by_the_next_moves() {
     assert_eq!(gpu.read(out, N), iota(3.0), "out = x2 + y = 1 + (i + 2): the add read x at its new address");
 }
 
+/// Kernel nodes of a primary reach the runtime a run of up to 32 at a time, cut by other nodes:
+/// a setter failing in the second run, at its first node or inside it, stops the update there
+/// as a push one by one did. 70 kernels `out_i = x + y` and two copies `d_j = x` after kernels 9
+/// and 44, every node touched by a move of `x`, in recorded order.
+#[test]
+fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_moves_finish_it() {
+    const KERNELS: usize = 70;
+    const COPIES_AFTER: [usize; 2] = [9, 44];
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let setters = || (sim.call_count("hipGraphExecKernelNodeSetParams"), sim.call_count("hipGraphExecMemcpyNodeSetParams1D"));
+    // The 33rd kernel setter fails at the first node of the second run (the copy after kernel 9
+    // cuts the first run), the 32nd and the 40th inside runs.
+    for fault in [32u64, 33, 40] {
+        let (x, y) = (gpu.upload(&iota(0.0)), gpu.upload(&iota(100.0)));
+        let outs: Vec<u64> = (0..KERNELS).map(|_| gpu.upload(&[0.0; N])).collect();
+        let ds: Vec<u64> = COPIES_AFTER.iter().map(|_| gpu.upload(&[0.0; N])).collect();
+        let cb = Cb::primary();
+        let mut allocs = vec![(x, BYTES), (y, BYTES)];
+        allocs.extend(outs.iter().chain(&ds).map(|&a| (a, BYTES)));
+        cb.set_allocs(&allocs);
+        let mut copies = ds.iter();
+        for (i, &out) in outs.iter().enumerate() {
+            cb.kernel(&[], gpu.k.add_f32, N as u64, &args::add(out, x, y, N as u64));
+            if COPIES_AFTER.contains(&i) {
+                cb.memcpy(&[], *copies.next().expect("one copy per listed kernel"), x, BYTES);
+            }
+        }
+        cb.finalize();
+        // Moving x there and back without a fault: what pushing every node counts.
+        let x2 = gpu.moved_copy(x, BYTES as usize);
+        let before = counts(&cb);
+        assert_eq!(cb.move_allocs(&[(0, x2)]).updated_nodes, 72);
+        assert_eq!(cb.move_allocs(&[(0, x)]).updated_nodes, 72);
+        let whole = (counts(&cb).exec_param_push_bytes - before.exec_param_push_bytes) / 2;
+
+        let (kernels_before, copies_before) = setters();
+        let before = counts(&cb);
+        sim.set_faults(&format!("hipGraphExecKernelNodeSetParams:{fault}"));
+        let report = cb.move_allocs(&[(0, x2)]);
+        sim.set_faults("");
+        let kernels_set = fault - 1;
+        let copies_set = COPIES_AFTER.iter().filter(|&&after| (after as u64) < kernels_set).count() as u64;
+        let (kernels, copies) = setters();
+        assert_eq!((kernels - kernels_before, copies - copies_before), (fault, copies_set), "fault {fault}: setter calls");
+        assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
+        let failed = counts(&cb);
+        assert_eq!(failed.exec_param_pushes - before.exec_param_pushes, kernels_set + copies_set, "fault {fault}");
+        fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "stale parameters");
+
+        // Nothing more moved: the failed node and every one after it are pushed, once each.
+        let report = cb.move_allocs(&[]);
+        assert_eq!((report.needs_rerecord, report.updated_nodes), (0, 72 - kernels_set - copies_set), "fault {fault}");
+        let repaired = counts(&cb);
+        assert_eq!(repaired.exec_param_push_bytes - before.exec_param_push_bytes, whole, "fault {fault}: bytes of the two parts");
+        gpu.write(x2, &[5.0; N]);
+        gpu.write(x, &[-7.0; N]);
+        cb.launch(&gpu);
+        let want: Vec<f32> = iota(105.0);
+        for (i, &out) in outs.iter().enumerate() {
+            assert_eq!(gpu.read(out, N), want, "fault {fault}: kernel {i} read x at its new address");
+        }
+        for &d in &ds {
+            assert_eq!(gpu.read(d, N), vec![5.0; N], "fault {fault}: a copy read x at its new address");
+        }
+    }
+}
+
 #[test]
 fn quirks_that_break_reading_parameters_back_change_nothing() {
     let _g = common::serial();

@@ -139,20 +139,19 @@ pub trait Graphs {
     fn exec_destroy(&self, exec: Exec) -> Result<()>;
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
     /// Sets each node of `nodes` on `exec` to its parameters, in order, as
-    /// [`Self::exec_kernel_node_set`] sets one, and stops at the first failure: returns how many
-    /// were set, and that failure. An update pushes its kernel nodes through here, so that the
-    /// setters run back to back in one loop of the runtime's code instead of one call into it
-    /// per node (the library's code between two setters is what a push costs beyond them).
-    fn exec_kernel_nodes_set(&self, exec: Exec, nodes: &[(Node, KernelParams<'_>)]) -> (usize, Result<()>) {
+    /// [`Self::exec_kernel_node_set`] sets one, and stops at the first failure, which it returns
+    /// with the index of the node that failed (those before it were set). An update pushes its
+    /// kernel nodes through here, so that the setters run back to back in one loop of the
+    /// runtime's code instead of one call into it per node (the library's code between two
+    /// setters is what a push costs beyond them).
+    fn exec_kernel_nodes_set(&self, exec: Exec, nodes: &[(Node, KernelParams<'_>)]) -> std::result::Result<(), (usize, Error)> {
         for (i, (node, kernel)) in nodes.iter().enumerate() {
             if let Some((_, next)) = nodes.get(i + 1) {
                 crate::prefetch::line(next.args.as_ptr());
             }
-            if let Err(e) = self.exec_kernel_node_set(exec, *node, kernel) {
-                return (i, Err(e));
-            }
+            self.exec_kernel_node_set(exec, *node, kernel).map_err(|e| (i, e))?;
         }
-        (nodes.len(), Ok(()))
+        Ok(())
     }
     fn exec_kernel_node_set_by_pointers(&self, exec: Exec, node: Node, kernel: &KernelParamPointers) -> Result<()>;
     fn exec_memcpy_node_set(&self, exec: Exec, node: Node, copy: &MemcpyParams) -> Result<()>;

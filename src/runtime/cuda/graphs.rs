@@ -318,6 +318,7 @@ impl Graphs for CudaRuntime {
         self.call("cuGraphExecDestroy", || unsafe { (self.core.cuGraphExecDestroy)(exec.0) })
     }
 
+    // Inlined into `exec_kernel_nodes_set`'s loop, which an update's pushes run.
     #[inline]
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |extra| {

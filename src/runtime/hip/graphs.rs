@@ -345,6 +345,7 @@ impl Graphs for HipRuntime {
         self.check("hipGraphExecDestroy", unsafe { (self.core.hipGraphExecDestroy)(exec.0) })
     }
 
+    // Inlined into `exec_kernel_nodes_set`'s loop, which an update's pushes run.
     #[inline]
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |kernel_params, extra| {
