@@ -163,8 +163,8 @@ const PUSH_BATCH: usize = 32;
 /// `Graphs::exec_kernel_nodes_set`: the setters then run back to back in the runtime's loop,
 /// where one call per node ran the update's loop, the dynamic dispatch and the setter's wrapper
 /// between two setters, code the driver's setter had just pushed out of the nearest caches (on
-/// one H200, `real_graphs.py`'s update against the setters alone, call by call, 0.02–0.04 lower
-/// on eight of its ten graphs; `docs/benchmarks.md`).
+/// one H200, `real_graphs.py`'s update against the setters alone, call by call: medians
+/// 0.005–0.04 lower on nine of its ten rows; `docs/benchmarks.md`).
 struct KernelBatch<'a> {
     items: [MaybeUninit<(Node, KernelParams<'a>)>; PUSH_BATCH],
     len: usize,
