@@ -506,7 +506,7 @@ impl CmdBuf {
 /// `apply_moves` each site reloaded the tables' addresses and lengths from it. Arguments promise
 /// the compiler they do not alias, a promise that survives inlining (on `rcb-bench
 /// update-loop`'s chain, one site per moved allocation, 97 instructions per moved allocation and
-/// its site written inside `apply_moves`, 84 here, counted on the software GPU); inlined, the
+/// its site written inside `apply_moves`, about 84 here, counted on the software GPU); inlined, the
 /// call's own cost (18 of an update's 438 instructions when nothing moves) is saved too.
 #[inline(always)]
 fn write_sites<const AHEAD: bool>(
@@ -534,31 +534,29 @@ fn write_sites<const AHEAD: bool>(
             {
                 crate::prefetch::line(bases[next.node as usize].wrapping_add(usize::from(at)));
             }
-            let Slot::KernelArg(at) = s.slot else {
-                write_operand(&mut nodes[s.node as usize].params, s, alloc, old, delta);
-                if marks.first_touch(s.node) {
-                    touched.push(s.node);
+            match s.slot {
+                Slot::KernelArg(at) => {
+                    let word = bases[s.node as usize].wrapping_add(usize::from(at));
+                    debug_assert!(
+                        matches!(&nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
+                        "node {}'s blob is not where its sites say",
+                        s.node
+                    );
+                    // SAFETY: `bases` holds the start of the node's live blob (kept in step with
+                    // its record by `attach_sites`), and the site was recorded from that blob's
+                    // pointer at `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference
+                    // to the blob is live while the records are borrowed mutably here.
+                    let held = unsafe { word.cast::<u64>().read_unaligned() };
+                    // A slot holds the old base plus its offset (by construction): the new
+                    // address adds the move's delta.
+                    if held.wrapping_sub(old.base) > old.size {
+                        site_outside_allocation(s.node, alloc);
+                    }
+                    // SAFETY: as for the read above.
+                    unsafe { word.cast::<u64>().write_unaligned(held.wrapping_add(delta)) };
                 }
-                continue;
-            };
-            let word = bases[s.node as usize].wrapping_add(usize::from(at));
-            debug_assert!(
-                matches!(&nodes[s.node as usize].params, Params::Kernel(k) if k.blob.as_ptr_range().contains(&word.cast_const()) && usize::from(at) + 8 <= k.blob.len()),
-                "node {}'s blob is not where its sites say",
-                s.node
-            );
-            // SAFETY: `bases` holds the start of the node's live blob (kept in step with its
-            // record by `attach_sites`), and the site was recorded from that blob's pointer at
-            // `at`, 8 bytes inside it (see `Slot::kernel_arg`); no reference to the blob is live
-            // while the records are borrowed mutably here.
-            let held = unsafe { word.cast::<u64>().read_unaligned() };
-            // A slot holds the old base plus its offset (by construction): the new address adds
-            // the move's delta.
-            if held.wrapping_sub(old.base) > old.size {
-                site_outside_allocation(s.node, alloc);
+                _ => write_operand(&mut nodes[s.node as usize].params, s, alloc, old, delta),
             }
-            // SAFETY: as for the read above.
-            unsafe { word.cast::<u64>().write_unaligned(held.wrapping_add(delta)) };
             if marks.first_touch(s.node) {
                 touched.push(s.node);
             }

@@ -119,6 +119,13 @@ fn params<'a>(f: Function, blob: &'a [u8]) -> KernelParams<'a> {
     KernelParams { function: f, grid: [1, 1, 1], block: [ELEMENTS as u32, 1, 1], shared_mem_bytes: 0, args: blob }
 }
 
+/// The floor's parameters, made before it is timed: the `touched` nodes of `nodes` with the
+/// first and the second set of `blobs`, each list given to the runtime in one call (as the update
+/// gives it its kernel nodes), so that the floor is the setters back to back.
+fn floor_sets<'a>(f: Function, nodes: &[Node], blobs: &'a [Vec<Vec<u8>>; 2], touched: &[usize]) -> [Vec<(Node, KernelParams<'a>)>; 2] {
+    [0, 1].map(|b| touched.iter().map(|&i| (nodes[i], params(f, &blobs[b][i]))).collect())
+}
+
 /// A chain of N nodes built directly on the runtime, as a re-record builds it.
 pub(crate) fn build_graph(rt: &dyn Runtime, f: Function, blobs: &[Vec<u8>]) -> R<(Graph, Vec<Node>)> {
     let g = rt.graph_create().map_err(err)?;
@@ -499,11 +506,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             warm::cmdbuf(rt, primary, stream)?;
             let (exec, chain) = chain_of(rt, primary, true)?;
             let exec = exec.ok_or("a primary command buffer has an executable graph")?;
-            // The touched nodes' parameters are made before the floor is timed, and given to
-            // the runtime in one call, as the update gives it its kernel nodes: the floor is the
-            // setters back to back, with only the runtime layer's loop between them.
-            let sets: [Vec<(Node, KernelParams)>; 2] =
-                [0, 1].map(|b| touched.iter().map(|&i| (chain[i], params(f, &blobs[b][i]))).collect());
+            let sets = floor_sets(f, &chain, &blobs, &touched);
             let mut floor = |second: bool| {
                 note(rt.exec_kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e)));
             };
@@ -768,9 +771,7 @@ fn first_update(
         let exec = rt.instantiate(g).map_err(err)?;
         let timed = (|| {
             warm::exec(rt, exec, stream)?;
-            // As the floor (c) of the steady updates: parameters made before, one call.
-            let sets: [Vec<(Node, KernelParams)>; 2] =
-                [0, 1].map(|b| touched.iter().map(|&i| (nodes[i], params(f, &blobs[b][i]))).collect());
+            let sets = floor_sets(f, &nodes, blobs, touched);
             let mut second = true;
             let mut pass = || {
                 let t = Instant::now();
