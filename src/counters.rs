@@ -5,12 +5,19 @@
 //! that stop growing.
 //!
 //! A command buffer keeps its own [`Counts`] (changed under its `&mut`) and adds every event to
-//! the process totals too, which are atomics (relaxed: each is a count, no ordering between
-//! them is promised). Objects that are not command buffers (the trace cache) add to the totals
-//! only. Totals include what command buffers already freed did.
+//! its share of the process totals, a [`Tally`]: atomics that only its owner changes, with a
+//! plain load and store (the owner's `&mut` orders the changes), which any thread may read. An
+//! address update added two or three counts to atomics every thread shares, each a locked
+//! read-modify-write (about as many as the command buffer's lock and unlock together). The
+//! process totals are the sum of every tally and of the atomics that objects other than
+//! command buffers (the trace cache) add to. A tally is never freed: a freed command buffer's
+//! goes to the next one with its counts, so the totals include what freed command buffers did,
+//! and the process holds as many tallies as it ever had command buffers live at once. Finding
+//! a tally walks a list and takes no lock, which a forked child could find held by a thread it
+//! does not have.
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Why the library took a slower or coarser path than asked. The numbers are the C ABI's
 /// `RCB_FALLBACK_*` values and index [`Counts::fallbacks`]; they are never reused.
@@ -222,7 +229,9 @@ impl Counts {
     }
 }
 
-/// The process totals: [`Counts`] as atomics, field for field.
+/// [`Counts`] as atomics, field for field: the totals that objects other than command buffers
+/// add to, a command buffer's [`Tally`], and what the last reset of the totals took off the
+/// tallies.
 struct Totals {
     captures: AtomicU64,
     instantiations: AtomicU64,
@@ -236,89 +245,210 @@ struct Totals {
     fallbacks: [AtomicU64; FALLBACK_SLOTS],
 }
 
-static TOTALS: Totals = Totals {
-    captures: AtomicU64::new(0),
-    instantiations: AtomicU64::new(0),
-    reinstantiations: AtomicU64::new(0),
-    retirements: AtomicU64::new(0),
-    exec_pushes: AtomicU64::new(0),
-    exec_push_bytes: AtomicU64::new(0),
-    address_updates: AtomicU64::new(0),
-    relocations: AtomicU64::new(0),
-    trace_hits: AtomicU64::new(0),
-    fallbacks: [const { AtomicU64::new(0) }; FALLBACK_SLOTS],
-};
-
 impl Totals {
-    fn fields(&self) -> impl Iterator<Item = &AtomicU64> {
-        [
-            &self.captures,
-            &self.instantiations,
-            &self.reinstantiations,
-            &self.retirements,
-            &self.exec_pushes,
-            &self.exec_push_bytes,
-            &self.address_updates,
-            &self.relocations,
-            &self.trace_hits,
-        ]
-        .into_iter()
-        .chain(&self.fallbacks)
+    const fn new() -> Self {
+        Self {
+            captures: AtomicU64::new(0),
+            instantiations: AtomicU64::new(0),
+            reinstantiations: AtomicU64::new(0),
+            retirements: AtomicU64::new(0),
+            exec_pushes: AtomicU64::new(0),
+            exec_push_bytes: AtomicU64::new(0),
+            address_updates: AtomicU64::new(0),
+            relocations: AtomicU64::new(0),
+            trace_hits: AtomicU64::new(0),
+            fallbacks: [const { AtomicU64::new(0) }; FALLBACK_SLOTS],
+        }
+    }
+
+    /// Adds `event` with `add` (a shared atomic's `fetch_add`, or a tally's load and store).
+    #[inline]
+    fn add(&self, event: Event, add: impl Fn(&AtomicU64, u64)) {
+        match event {
+            Event::Capture => add(&self.captures, 1),
+            Event::Instantiation => add(&self.instantiations, 1),
+            Event::Reinstantiation => add(&self.reinstantiations, 1),
+            Event::Retirement => add(&self.retirements, 1),
+            Event::ExecPushes { nodes, bytes } => {
+                add(&self.exec_pushes, nodes);
+                add(&self.exec_push_bytes, bytes)
+            }
+            Event::AddressUpdate => add(&self.address_updates, 1),
+            Event::Relocation => add(&self.relocations, 1),
+            Event::TraceHit => add(&self.trace_hits, 1),
+            Event::Fallback(why) => add(&self.fallbacks[why as usize], 1),
+        }
+    }
+
+    /// The counts now (each field read on its own).
+    fn read(&self) -> Counts {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Counts {
+            captures: get(&self.captures),
+            instantiations: get(&self.instantiations),
+            reinstantiations: get(&self.reinstantiations),
+            retirements: get(&self.retirements),
+            exec_pushes: get(&self.exec_pushes),
+            exec_push_bytes: get(&self.exec_push_bytes),
+            address_updates: get(&self.address_updates),
+            relocations: get(&self.relocations),
+            trace_hits: get(&self.trace_hits),
+            fallbacks: std::array::from_fn(|i| get(&self.fallbacks[i])),
+        }
+    }
+
+    fn store(&self, c: Counts) {
+        let set = |counter: &AtomicU64, n: u64| counter.store(n, Ordering::Relaxed);
+        set(&self.captures, c.captures);
+        set(&self.instantiations, c.instantiations);
+        set(&self.reinstantiations, c.reinstantiations);
+        set(&self.retirements, c.retirements);
+        set(&self.exec_pushes, c.exec_pushes);
+        set(&self.exec_push_bytes, c.exec_push_bytes);
+        set(&self.address_updates, c.address_updates);
+        set(&self.relocations, c.relocations);
+        set(&self.trace_hits, c.trace_hits);
+        self.fallbacks.iter().zip(c.fallbacks).for_each(|(counter, n)| set(counter, n));
+    }
+}
+
+impl Counts {
+    /// Field by field, `f` of this count and `other`'s.
+    fn zip(self, other: Counts, f: impl Fn(u64, u64) -> u64) -> Counts {
+        Counts {
+            captures: f(self.captures, other.captures),
+            instantiations: f(self.instantiations, other.instantiations),
+            reinstantiations: f(self.reinstantiations, other.reinstantiations),
+            retirements: f(self.retirements, other.retirements),
+            exec_pushes: f(self.exec_pushes, other.exec_pushes),
+            exec_push_bytes: f(self.exec_push_bytes, other.exec_push_bytes),
+            address_updates: f(self.address_updates, other.address_updates),
+            relocations: f(self.relocations, other.relocations),
+            trace_hits: f(self.trace_hits, other.trace_hits),
+            fallbacks: std::array::from_fn(|i| f(self.fallbacks[i], other.fallbacks[i])),
+        }
+    }
+}
+
+/// What objects other than command buffers counted.
+static SHARED: Totals = Totals::new();
+
+/// What the tallies held at the last reset of the totals.
+static BASELINE: Totals = Totals::new();
+
+/// A command buffer's share of the process totals (see the module's comment), in a list of
+/// every tally the process made.
+pub struct Tally {
+    counts: Totals,
+    /// A [`Counters`] holds it. Taken with `Acquire` and given back with `Release`, so that its
+    /// next owner's loads see the last owner's stores.
+    in_use: AtomicBool,
+    next: AtomicPtr<Tally>,
+}
+
+impl std::fmt::Debug for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tally").field("counts", &self.counts.read()).finish_non_exhaustive()
+    }
+}
+
+/// The bytes a tally takes, kept for as long as the process runs (one per command buffer live at
+/// once).
+pub const TALLY_BYTES: usize = std::mem::size_of::<Tally>();
+
+/// A list of tallies, newest first, which only grows: tallies are never freed.
+struct Tallies(AtomicPtr<Tally>);
+
+/// Every tally the process made.
+static TALLIES: Tallies = Tallies(AtomicPtr::new(std::ptr::null_mut()));
+
+impl Tallies {
+    fn iter(&self) -> impl Iterator<Item = &'static Tally> {
+        // SAFETY: the list holds only tallies leaked by `take`, never freed, each published with
+        // `Release` after its `next` was set.
+        let at = |p: *mut Tally| unsafe { p.as_ref() };
+        std::iter::successors(at(self.0.load(Ordering::Acquire)), move |t| at(t.next.load(Ordering::Acquire)))
+    }
+
+    /// A tally no one holds, now held: a free one from the list, else a new one added to it.
+    fn take(&self) -> &'static Tally {
+        if let Some(free) = self.iter().find(|t| t.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()) {
+            return free;
+        }
+        let tally: &'static Tally =
+            Box::leak(Box::new(Tally { counts: Totals::new(), in_use: AtomicBool::new(true), next: AtomicPtr::default() }));
+        let mut head = self.0.load(Ordering::Relaxed);
+        loop {
+            tally.next.store(head, Ordering::Relaxed);
+            match self.0.compare_exchange_weak(head, std::ptr::from_ref(tally).cast_mut(), Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return tally,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// What the tallies hold now, summed (each field read on its own).
+    fn sum(&self) -> Counts {
+        self.iter().fold(Counts::default(), |sum, t| sum.zip(t.counts.read(), u64::wrapping_add))
+    }
+}
+
+impl Tally {
+    /// Adds `event`: a load and a store, not a locked read-modify-write, since only the tally's
+    /// holder changes it (through `&mut`).
+    #[inline]
+    fn add(&self, event: Event) {
+        self.counts.add(event, |counter, n| counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed));
+    }
+
+    /// Gives the tally back to its list, for the next holder (its counts stay).
+    fn release(&self) {
+        self.in_use.store(false, Ordering::Release);
     }
 }
 
 /// Adds `event` to the process totals only (for objects that are not command buffers).
 pub fn record_total(event: Event) {
-    let bump = |counter: &AtomicU64, n: u64| counter.fetch_add(n, Ordering::Relaxed);
-    match event {
-        Event::Capture => bump(&TOTALS.captures, 1),
-        Event::Instantiation => bump(&TOTALS.instantiations, 1),
-        Event::Reinstantiation => bump(&TOTALS.reinstantiations, 1),
-        Event::Retirement => bump(&TOTALS.retirements, 1),
-        Event::ExecPushes { nodes, bytes } => {
-            bump(&TOTALS.exec_pushes, nodes);
-            bump(&TOTALS.exec_push_bytes, bytes)
-        }
-        Event::AddressUpdate => bump(&TOTALS.address_updates, 1),
-        Event::Relocation => bump(&TOTALS.relocations, 1),
-        Event::TraceHit => bump(&TOTALS.trace_hits, 1),
-        Event::Fallback(why) => bump(&TOTALS.fallbacks[why as usize], 1),
-    };
+    SHARED.add(event, |counter, n| {
+        counter.fetch_add(n, Ordering::Relaxed);
+    });
 }
 
 /// The process totals now (each field read on its own: a concurrent event may be seen in one
 /// field and not yet in another).
 pub fn totals() -> Counts {
-    let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-    Counts {
-        captures: get(&TOTALS.captures),
-        instantiations: get(&TOTALS.instantiations),
-        reinstantiations: get(&TOTALS.reinstantiations),
-        retirements: get(&TOTALS.retirements),
-        exec_pushes: get(&TOTALS.exec_pushes),
-        exec_push_bytes: get(&TOTALS.exec_push_bytes),
-        address_updates: get(&TOTALS.address_updates),
-        relocations: get(&TOTALS.relocations),
-        trace_hits: get(&TOTALS.trace_hits),
-        fallbacks: std::array::from_fn(|i| get(&TOTALS.fallbacks[i])),
-    }
+    // A reset racing with this read may leave a field's baseline above what was read before it.
+    let since_reset = TALLIES.sum().zip(BASELINE.read(), u64::saturating_sub);
+    SHARED.read().zip(since_reset, u64::wrapping_add)
 }
 
 /// Zeroes the process totals (events counted concurrently may survive the reset).
 pub fn reset_totals() {
-    TOTALS.fields().for_each(|counter| counter.store(0, Ordering::Relaxed));
+    SHARED.store(Counts::default());
+    BASELINE.store(TALLIES.sum());
 }
 
-/// The counts of one object, added to the process totals as they happen.
+/// The counts of one object, added to the process totals as they happen: through a tally of
+/// its own for a command buffer ([`Counters::new`]), to the shared totals for the default.
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Counts,
+    tally: Option<&'static Tally>,
 }
 
 impl Counters {
+    /// Counters with a tally of their own (a command buffer's), held until they are dropped.
+    pub fn new() -> Self {
+        Self { counts: Counts::default(), tally: Some(TALLIES.take()) }
+    }
+
+    #[inline]
     pub fn record(&mut self, event: Event) {
         self.counts.add(event);
-        record_total(event);
+        match self.tally {
+            Some(tally) => tally.add(event),
+            None => record_total(event),
+        }
     }
 
     pub fn counts(&self) -> Counts {
@@ -328,6 +458,14 @@ impl Counters {
     /// Zeroes this object's counts; the process totals keep them.
     pub fn reset(&mut self) {
         self.counts = Counts::default();
+    }
+}
+
+impl Drop for Counters {
+    fn drop(&mut self) {
+        if let Some(tally) = self.tally {
+            tally.release();
+        }
     }
 }
 
@@ -369,6 +507,110 @@ mod tests {
         };
         assert_eq!(c, want);
         assert_eq!((c.fallback(Fallback::ReinstantiateBlocked), c.fallbacks_total()), (2, 3));
+    }
+
+    /// A list of the test's own: command buffers of tests running at the same time take none
+    /// of its tallies.
+    fn own_list() -> &'static Tallies {
+        Box::leak(Box::new(Tallies(AtomicPtr::default())))
+    }
+
+    #[test]
+    fn a_tally_counts_each_event_in_the_field_counts_does() {
+        let list = own_list();
+        let tally = list.take();
+        let mut want = Counts::default();
+        let events = [
+            Event::Capture,
+            Event::Instantiation,
+            Event::Reinstantiation,
+            Event::Retirement,
+            Event::ExecPushes { nodes: 3, bytes: 1000 },
+            Event::AddressUpdate,
+            Event::Relocation,
+            Event::TraceHit,
+        ]
+        .into_iter()
+        .chain(Fallback::ALL.map(Event::Fallback));
+        // Each event a different number of times, so that two fields swapped show.
+        for (k, e) in events.enumerate() {
+            for _ in 0..=k {
+                tally.add(e);
+                want.add(e);
+            }
+        }
+        assert_eq!(tally.counts.read(), want);
+        assert_eq!(list.sum(), want);
+    }
+
+    #[test]
+    fn a_released_tally_goes_with_its_counts_to_the_next_holder_and_the_list_grows_only_past_those_held() {
+        let list = own_list();
+        let (a, b) = (list.take(), list.take());
+        assert!(!std::ptr::eq(a, b));
+        a.add(Event::AddressUpdate);
+        b.add(Event::Capture);
+        a.release();
+        let c = list.take();
+        assert!(std::ptr::eq(a, c), "the free tally is taken again");
+        assert_eq!(list.iter().count(), 2);
+        c.add(Event::AddressUpdate);
+        let d = list.take();
+        assert!(!std::ptr::eq(d, a) && !std::ptr::eq(d, b));
+        assert_eq!(list.iter().count(), 3);
+        let sum = list.sum();
+        assert_eq!((sum.address_updates, sum.captures), (2, 1), "a released tally's counts stay in the sum");
+    }
+
+    #[test]
+    fn threads_taking_counting_and_releasing_tallies_while_another_sums_them_lose_no_event() {
+        const THREADS: u64 = 8;
+        const ROUNDS: u64 = 100;
+        const EVENTS: u64 = 2000;
+        let list = own_list();
+        let done = AtomicBool::new(false);
+        let start = std::sync::Barrier::new(THREADS as usize);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut last = Counts::default();
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) || reads == 0 {
+                    let now = list.sum();
+                    // Each tally only grows and the list only gains tallies: no read goes back.
+                    assert!(
+                        now.address_updates >= last.address_updates && now.exec_push_bytes >= last.exec_push_bytes,
+                        "{now:?} after {last:?}"
+                    );
+                    assert!(now.address_updates <= THREADS * ROUNDS * EVENTS);
+                    last = now;
+                    reads += 1;
+                }
+            });
+            let writers: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(|| {
+                        // All at once, so that holders overlap.
+                        start.wait();
+                        for _ in 0..ROUNDS {
+                            let tally = list.take();
+                            for _ in 0..EVENTS {
+                                tally.add(Event::AddressUpdate);
+                                tally.add(Event::ExecPushes { nodes: 2, bytes: 3 });
+                            }
+                            tally.release();
+                        }
+                    })
+                })
+                .collect();
+            writers.into_iter().for_each(|w| w.join().expect("a writer panicked"));
+            done.store(true, Ordering::Release);
+            reader.join().expect("the reader's check failed");
+        });
+        let sum = list.sum();
+        let events = THREADS * ROUNDS * EVENTS;
+        // Two holders of one tally at once would lose events (a load and a store each).
+        assert_eq!((sum.address_updates, sum.exec_pushes, sum.exec_push_bytes), (events, 2 * events, 3 * events));
+        assert!(list.iter().count() as u64 <= THREADS, "{} tallies for {THREADS} holders at most", list.iter().count());
     }
 
     #[test]

@@ -191,7 +191,7 @@ impl CmdBuf {
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
             flattened: std::collections::HashMap::new(),
-            counters: Counters::default(),
+            counters: Counters::new(),
             budget: ExecBudget::new(limit, settled.node_charge),
             launches: Launches::new(device),
             kept: std::collections::HashMap::new(),

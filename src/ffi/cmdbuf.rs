@@ -311,8 +311,10 @@ pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
 /// reference counts and the lock, the handle's id and the box of the command buffer's own
 /// struct, which is the second heap block), one bucket with its control byte in the registry
 /// and one in the set of live ids (the spare buckets of those two tables are shared by every
-/// handle and not counted). A freed command buffer's place stays, spare, for the next one.
+/// handle and not counted), and its share of the process counters (`counters::Tally`). A freed
+/// command buffer's place and tally stay, spare, for the next one.
 const FIXED_BYTES: usize = 2 * std::mem::size_of::<usize>()
+    + crate::counters::TALLY_BYTES
     + std::mem::size_of::<Place<CmdBuf>>()
     + std::mem::size_of::<CmdBuf>()
     + std::mem::size_of::<(usize, std::sync::Arc<Place<CmdBuf>>)>()
