@@ -12,7 +12,10 @@
 //! process totals are the sum of every tally and of the atomics that objects other than
 //! command buffers (the trace cache) add to. A tally is never freed: a freed command buffer's
 //! goes to the next one with its counts, so the totals include what freed command buffers did,
-//! and the process holds as many tallies as it ever had command buffers live at once. Finding
+//! and the process holds about as many tallies as it ever had command buffers live at once
+//! (those being created count: one whose walk of the list found none free makes a new one, even
+//! if another was freed meanwhile; a trace-cache miss that flattens its capture makes a command
+//! buffer too). Finding
 //! a tally walks a list and takes no lock, which a forked child could find held by a thread it
 //! does not have.
 
@@ -246,6 +249,7 @@ struct Totals {
 }
 
 impl Totals {
+    /// All zero.
     const fn new() -> Self {
         Self {
             captures: AtomicU64::new(0),
@@ -297,6 +301,7 @@ impl Totals {
         }
     }
 
+    /// Sets every field to `c`'s (each on its own: a concurrent reader may see some of them set).
     fn store(&self, c: Counts) {
         let set = |counter: &AtomicU64, n: u64| counter.store(n, Ordering::Relaxed);
         set(&self.captures, c.captures);
@@ -363,6 +368,7 @@ struct Tallies(AtomicPtr<Tally>);
 static TALLIES: Tallies = Tallies(AtomicPtr::new(std::ptr::null_mut()));
 
 impl Tallies {
+    /// Every tally of the list, newest first; one added during the walk may be missed.
     fn iter(&self) -> impl Iterator<Item = &'static Tally> {
         // SAFETY: the list holds only tallies leaked by `take`, never freed, each published with
         // `Release` after its `next` was set.
@@ -372,7 +378,12 @@ impl Tallies {
 
     /// A tally no one holds, now held: a free one from the list, else a new one added to it.
     fn take(&self) -> &'static Tally {
-        if let Some(free) = self.iter().find(|t| t.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()) {
+        // A plain load first: a locked compare-exchange on every held tally passed would cost one
+        // locked operation per live command buffer.
+        let free = |t: &&Tally| {
+            !t.in_use.load(Ordering::Relaxed) && t.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        };
+        if let Some(free) = self.iter().find(free) {
             return free;
         }
         let tally: &'static Tally =
@@ -429,8 +440,9 @@ pub fn reset_totals() {
 }
 
 /// The counts of one object, added to the process totals as they happen: through a tally of
-/// its own for a command buffer ([`Counters::new`]), to the shared totals for the default.
-#[derive(Debug, Default)]
+/// its own for a command buffer ([`Counters::new`]), to the shared totals otherwise
+/// ([`Counters::process_only`]).
+#[derive(Debug)]
 pub struct Counters {
     counts: Counts,
     tally: Option<&'static Tally>,
@@ -440,6 +452,12 @@ impl Counters {
     /// Counters with a tally of their own (a command buffer's), held until they are dropped.
     pub fn new() -> Self {
         Self { counts: Counts::default(), tally: Some(TALLIES.take()) }
+    }
+
+    /// Counters that add to the shared process totals (for work done on behalf of no live
+    /// command buffer, as the graveyard's retirements), whose own counts nobody reads.
+    pub fn process_only() -> Self {
+        Self { counts: Counts::default(), tally: None }
     }
 
     #[inline]
@@ -565,11 +583,18 @@ mod tests {
     #[test]
     fn threads_taking_counting_and_releasing_tallies_while_another_sums_them_lose_no_event() {
         const THREADS: u64 = 8;
-        const ROUNDS: u64 = 100;
-        const EVENTS: u64 = 2000;
+        const ROUNDS: u64 = 5000;
+        const EVENTS: u64 = 40;
         let list = own_list();
         let done = AtomicBool::new(false);
         let start = std::sync::Barrier::new(THREADS as usize);
+        // How many threads hold each tally, by its address (the map's lock is not held while a
+        // tally is taken or given back).
+        let holders = std::sync::Mutex::new(std::collections::HashMap::<usize, std::sync::Arc<std::sync::atomic::AtomicU32>>::new());
+        let holders_of = |tally: &Tally| {
+            let mut map = holders.lock().expect("no thread panics holding the map");
+            std::sync::Arc::clone(map.entry(std::ptr::from_ref(tally).addr()).or_default())
+        };
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 let mut last = Counts::default();
@@ -593,18 +618,25 @@ mod tests {
                         start.wait();
                         for _ in 0..ROUNDS {
                             let tally = list.take();
+                            let holders = holders_of(tally);
+                            assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "a tally held twice at once");
+                            // Gives another thread the time to take the same tally, were `take` wrong.
+                            std::thread::yield_now();
                             for _ in 0..EVENTS {
                                 tally.add(Event::AddressUpdate);
                                 tally.add(Event::ExecPushes { nodes: 2, bytes: 3 });
                             }
+                            holders.fetch_sub(1, Ordering::SeqCst);
                             tally.release();
                         }
                     })
                 })
                 .collect();
-            writers.into_iter().for_each(|w| w.join().expect("a writer panicked"));
+            // The reader stops once every writer has stopped, failed or not.
+            let written: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
             done.store(true, Ordering::Release);
             reader.join().expect("the reader's check failed");
+            assert!(written.iter().all(Result::is_ok), "a writer's check failed");
         });
         let sum = list.sum();
         let events = THREADS * ROUNDS * EVENTS;

@@ -91,7 +91,7 @@ pub fn reap() {
     };
     if let Some(mut grave) = graves.pop_front() {
         // Retirements count in the process totals.
-        let mut counters = Counters::default();
+        let mut counters = Counters::process_only();
         let mut leaks = Leaks::default();
         let done = grave.launches.reap_within(grave.rt, QUERIES, &mut counters, Some(&mut leaks));
         if done {

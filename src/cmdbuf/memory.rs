@@ -34,7 +34,8 @@ pub struct MemoryUse {
     pub update_scratch: u64,
     /// The rest: nodes left to push or to refresh, flattened groups, kept graphs, memcpy classes,
     /// and, added at the C boundary, the command buffer's fixed cost (its struct in the shared,
-    /// locked object behind the handle, and its entries in the handle registry).
+    /// locked object behind the handle, its entries in the handle registry, and its tally of
+    /// the process counters).
     pub other: u64,
     /// Separate heap blocks behind all of these (the allocator adds its own header to each).
     pub heap_blocks: u64,

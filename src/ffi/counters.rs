@@ -220,13 +220,16 @@ pub unsafe extern "C" fn rcb_counters_get(cb: *const rcb_cmdbuf, out: *mut rcb_c
     boundary(|| {
         // SAFETY: the caller promises a NULL or writable sized struct.
         let out = unsafe { arg_out_sized(out, "out") }?;
-        let mut counts = counters::totals();
-        if !cb.is_null() {
+        let counts = if cb.is_null() {
+            counters::totals()
+        } else {
+            let mut counts = counters::Counts::default();
             with_cmdbuf(cb, |_, cb| {
                 counts = cb.counts();
                 Ok(())
             })?;
-        }
+            counts
+        };
         // SAFETY: checked by arg_out_sized.
         unsafe { out.write(counts.into()) };
         Ok(())
