@@ -457,10 +457,51 @@ fn a_push_failing_during_moves_is_finished_by_the_next_moves() {
 /// a setter failing in the second run, at its first node or inside it, stops the update there
 /// as a push one by one did. 70 kernels `out_i = x + y` and two copies `d_j = x` after kernels 9
 /// and 44, every node touched by a move of `x`, in recorded order.
+/// Kernels `0..PUSH_RUN_KERNELS` computing `x + y` into allocations of their own, with a copy of
+/// `x` after each kernel of `PUSH_RUN_COPIES_AFTER` (cutting the runs of kernel nodes an update
+/// pushes at once): records them into `cb` with their table, and returns `x`, the outputs and the
+/// copies' destinations.
+const PUSH_RUN_KERNELS: usize = 70;
+const PUSH_RUN_COPIES_AFTER: [usize; 2] = [9, 44];
+
+fn kernels_cut_by_copies(gpu: &Gpu, cb: &Cb) -> (u64, Vec<u64>, Vec<u64>) {
+    let (x, y) = (gpu.upload(&iota(0.0)), gpu.upload(&iota(100.0)));
+    let outs: Vec<u64> = (0..PUSH_RUN_KERNELS).map(|_| gpu.upload(&[0.0; N])).collect();
+    let ds: Vec<u64> = PUSH_RUN_COPIES_AFTER.iter().map(|_| gpu.upload(&[0.0; N])).collect();
+    let mut allocs = vec![(x, BYTES), (y, BYTES)];
+    allocs.extend(outs.iter().chain(&ds).map(|&a| (a, BYTES)));
+    cb.set_allocs(&allocs);
+    let mut copies = ds.iter();
+    for (i, &out) in outs.iter().enumerate() {
+        cb.kernel(&[], gpu.k.add_f32, N as u64, &args::add(out, x, y, N as u64));
+        if PUSH_RUN_COPIES_AFTER.contains(&i) {
+            cb.memcpy(&[], *copies.next().expect("one copy per listed kernel"), x, BYTES);
+        }
+    }
+    (x, outs, ds)
+}
+
+/// What the nodes of [`kernels_cut_by_copies`] hold after `x` moved to `x2` (written first).
+fn check_kernels_cut_by_copies(gpu: &Gpu, x: u64, x2: u64, outs: &[u64], ds: &[u64], what: &str) {
+    let want: Vec<f32> = iota(105.0);
+    for (i, &out) in outs.iter().enumerate() {
+        assert_eq!(gpu.read(out, N), want, "{what}: kernel {i} read x at its new address");
+    }
+    for &d in ds {
+        assert_eq!(gpu.read(d, N), vec![5.0; N], "{what}: a copy read x at its new address");
+    }
+    assert_ne!(x, x2);
+}
+
+/// How many of the nodes of [`kernels_cut_by_copies`] a push that failed at the kernel setter's
+/// call `fault` had set: kernels, copies.
+fn set_before_fault(fault: u64) -> (u64, u64) {
+    let kernels = fault - 1;
+    (kernels, PUSH_RUN_COPIES_AFTER.iter().filter(|&&after| (after as u64) < kernels).count() as u64)
+}
+
 #[test]
 fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_moves_finish_it() {
-    const KERNELS: usize = 70;
-    const COPIES_AFTER: [usize; 2] = [9, 44];
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let Some(sim) = common::hipsim_or_skip() else { return };
@@ -468,20 +509,8 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
     // The 33rd kernel setter fails at the first node of the second run (the copy after kernel 9
     // cuts the first run), the 32nd and the 40th inside runs.
     for fault in [32u64, 33, 40] {
-        let (x, y) = (gpu.upload(&iota(0.0)), gpu.upload(&iota(100.0)));
-        let outs: Vec<u64> = (0..KERNELS).map(|_| gpu.upload(&[0.0; N])).collect();
-        let ds: Vec<u64> = COPIES_AFTER.iter().map(|_| gpu.upload(&[0.0; N])).collect();
         let cb = Cb::primary();
-        let mut allocs = vec![(x, BYTES), (y, BYTES)];
-        allocs.extend(outs.iter().chain(&ds).map(|&a| (a, BYTES)));
-        cb.set_allocs(&allocs);
-        let mut copies = ds.iter();
-        for (i, &out) in outs.iter().enumerate() {
-            cb.kernel(&[], gpu.k.add_f32, N as u64, &args::add(out, x, y, N as u64));
-            if COPIES_AFTER.contains(&i) {
-                cb.memcpy(&[], *copies.next().expect("one copy per listed kernel"), x, BYTES);
-            }
-        }
+        let (x, outs, ds) = kernels_cut_by_copies(&gpu, &cb);
         cb.finalize();
         // Moving x there and back without a fault: what pushing every node counts.
         let x2 = gpu.moved_copy(x, BYTES as usize);
@@ -495,8 +524,7 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
         sim.set_faults(&format!("hipGraphExecKernelNodeSetParams:{fault}"));
         let report = cb.move_allocs(&[(0, x2)]);
         sim.set_faults("");
-        let kernels_set = fault - 1;
-        let copies_set = COPIES_AFTER.iter().filter(|&&after| (after as u64) < kernels_set).count() as u64;
+        let (kernels_set, copies_set) = set_before_fault(fault);
         let (kernels, copies) = setters();
         assert_eq!((kernels - kernels_before, copies - copies_before), (fault, copies_set), "fault {fault}: setter calls");
         assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
@@ -512,13 +540,53 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
         gpu.write(x2, &[5.0; N]);
         gpu.write(x, &[-7.0; N]);
         cb.launch(&gpu);
-        let want: Vec<f32> = iota(105.0);
-        for (i, &out) in outs.iter().enumerate() {
-            assert_eq!(gpu.read(out, N), want, "fault {fault}: kernel {i} read x at its new address");
-        }
-        for &d in &ds {
-            assert_eq!(gpu.read(d, N), vec![5.0; N], "fault {fault}: a copy read x at its new address");
-        }
+        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, &format!("fault {fault}"));
+    }
+}
+
+#[test]
+fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_stops_there_and_the_next_moves_finish_it() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let Some(sim) = common::hipsim_or_skip() else { return };
+    let setters = || (sim.call_count("hipGraphKernelNodeSetParams"), sim.call_count("hipGraphMemcpyNodeSetParams1D"));
+    for fault in [32u64, 33, 40] {
+        let child = Cb::nested();
+        let (x, outs, ds) = kernels_cut_by_copies(&gpu, &child);
+        child.finalize();
+        let parent = Cb::primary();
+        let mut node = 0;
+        ok(unsafe { rcb_cmdbuf_add_child(parent.0, null(), 0, child.0, &mut node) });
+        parent.finalize();
+
+        let x2 = gpu.moved_copy(x, BYTES as usize);
+        let (kernels_before, copies_before) = setters();
+        sim.set_faults(&format!("hipGraphKernelNodeSetParams:{fault}"));
+        let report = child.move_allocs(&[(0, x2)]);
+        sim.set_faults("");
+        let (kernels_set, copies_set) = set_before_fault(fault);
+        let (kernels, copies) = setters();
+        assert_eq!((kernels - kernels_before, copies - copies_before), (fault, copies_set), "fault {fault}: template setter calls");
+        assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
+
+        // Nothing more moved: the failed node and every one after it are pushed, once each.
+        let (kernels_before, copies_before) = setters();
+        let report = child.move_allocs(&[]);
+        assert_eq!((report.needs_rerecord, report.updated_nodes), (0, 72 - kernels_set - copies_set), "fault {fault}");
+        let (kernels, copies) = setters();
+        let copies_left = PUSH_RUN_COPIES_AFTER.len() as u64 - copies_set;
+        assert_eq!(
+            (kernels - kernels_before, copies - copies_before),
+            (PUSH_RUN_KERNELS as u64 - kernels_set, copies_left),
+            "fault {fault}"
+        );
+        parent.begin_update();
+        ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, child.0) });
+        parent.finalize();
+        gpu.write(x2, &[5.0; N]);
+        gpu.write(x, &[-7.0; N]);
+        parent.launch(&gpu);
+        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, &format!("fault {fault}"));
     }
 }
 

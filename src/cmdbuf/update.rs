@@ -154,13 +154,13 @@ impl BlobBases {
     }
 }
 
-/// Kernel nodes an update hands the runtime in one call (`Graphs::exec_kernel_nodes_set`), at
+/// Kernel nodes an update hands the runtime in one call (`Graphs::kernel_nodes_set`), at
 /// most: 64 bytes each, on the stack (2 KiB, below the 4 KiB past which a frame is probed page by
 /// page), and enough that the call's own cost is spread over many setters of 0.2 µs or more.
 const PUSH_BATCH: usize = 32;
 
 /// A run of touched kernel nodes with their parameters, for one call of
-/// `Graphs::exec_kernel_nodes_set`: the setters then run back to back in the runtime's loop,
+/// `Graphs::kernel_nodes_set`: the setters then run back to back in the runtime's loop,
 /// where one call per node ran the update's loop, the dynamic dispatch and the setter's wrapper
 /// between two setters, code the driver's setter had just pushed out of the nearest caches (on
 /// one H200, `real_graphs.py`'s update against the setters alone, call by call: medians
@@ -377,9 +377,9 @@ impl CmdBuf {
         let touched = self.scratch.touched.len();
         let mut k = 0;
         while k < touched {
-            let (failed, e) = match self.exec {
-                // A primary's kernel nodes go to the runtime a run at a time.
-                Some(exec) if matches!(self.nodes[self.scratch.touched[k] as usize].params, Params::Kernel(_)) => {
+            let (failed, e) = match &self.nodes[self.scratch.touched[k] as usize].params {
+                // Kernel nodes go to the runtime a run at a time.
+                Params::Kernel(_) => {
                     let start = k;
                     let (mut batch, mut batch_bytes) = (KernelBatch::new(), 0);
                     while let Some(&node) = self.scratch.touched.get(k) {
@@ -391,7 +391,7 @@ impl CmdBuf {
                         batch_bytes += budget::push_bytes(&record.params, charge);
                         k += 1;
                     }
-                    match rt.exec_kernel_nodes_set(exec, batch.as_slice()) {
+                    match rt.kernel_nodes_set(self.exec, batch.as_slice()) {
                         Ok(()) => {
                             report.updated_nodes += (k - start) as u64;
                             bytes += batch_bytes;

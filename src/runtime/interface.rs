@@ -138,18 +138,23 @@ pub trait Graphs {
     fn instantiate(&self, graph: Graph) -> Result<Exec>;
     fn exec_destroy(&self, exec: Exec) -> Result<()>;
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, kernel: &KernelParams<'_>) -> Result<()>;
-    /// Sets each node of `nodes` on `exec` to its parameters, in order, as
-    /// [`Self::exec_kernel_node_set`] sets one, and stops at the first failure, which it returns
+    /// Sets each node of `nodes` to its parameters, in order, on `exec` as
+    /// [`Self::exec_kernel_node_set`] sets one, or without an executable graph on the template
+    /// graph as [`Self::kernel_node_set`] does, and stops at the first failure, which it returns
     /// with the index of the node that failed (those before it were set). An update pushes its
     /// kernel nodes through here, so that the setters run back to back in one loop of the
     /// runtime's code instead of one call into it per node (the library's code between two
     /// setters is what a push costs beyond them).
-    fn exec_kernel_nodes_set(&self, exec: Exec, nodes: &[(Node, KernelParams<'_>)]) -> std::result::Result<(), (usize, Error)> {
+    fn kernel_nodes_set(&self, exec: Option<Exec>, nodes: &[(Node, KernelParams<'_>)]) -> std::result::Result<(), (usize, Error)> {
         for (i, (node, kernel)) in nodes.iter().enumerate() {
             if let Some((_, next)) = nodes.get(i + 1) {
                 crate::prefetch::line(next.args.as_ptr());
             }
-            self.exec_kernel_node_set(exec, *node, kernel).map_err(|e| (i, e))?;
+            match exec {
+                Some(exec) => self.exec_kernel_node_set(exec, *node, kernel),
+                None => self.kernel_node_set(*node, kernel),
+            }
+            .map_err(|e| (i, e))?;
         }
         Ok(())
     }

@@ -508,7 +508,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let exec = exec.ok_or("a primary command buffer has an executable graph")?;
             let sets = floor_sets(f, &chain, &blobs, &touched);
             let mut floor = |second: bool| {
-                note(rt.exec_kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e)));
+                note(rt.kernel_nodes_set(Some(exec), &sets[usize::from(second)]).map_err(|(_, e)| err(e)));
             };
             let given = Given::new(&layout);
             let (given, count, note) = (&given, touched.len(), &note);
@@ -775,7 +775,7 @@ fn first_update(
             let mut second = true;
             let mut pass = || {
                 let t = Instant::now();
-                rt.exec_kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e))?;
+                rt.kernel_nodes_set(Some(exec), &sets[usize::from(second)]).map_err(|(_, e)| err(e))?;
                 second = !second;
                 Ok::<_, String>(t.elapsed().as_nanos() as f64)
             };

@@ -280,6 +280,8 @@ impl Graphs for CudaRuntime {
         Some(self.classify(ptr))
     }
 
+    // Inlined into `kernel_nodes_set`'s loop, which a nested command buffer's update runs.
+    #[inline]
     fn kernel_node_set(&self, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |extra| {
             let params = node_params(k, extra);
@@ -318,7 +320,7 @@ impl Graphs for CudaRuntime {
         self.call("cuGraphExecDestroy", || unsafe { (self.core.cuGraphExecDestroy)(exec.0) })
     }
 
-    // Inlined into `exec_kernel_nodes_set`'s loop, which an update's pushes run.
+    // Inlined into `kernel_nodes_set`'s loop, which a primary command buffer's update runs.
     #[inline]
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |extra| {
