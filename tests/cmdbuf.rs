@@ -481,8 +481,12 @@ fn kernels_cut_by_copies(gpu: &Gpu, cb: &Cb) -> (u64, Vec<u64>, Vec<u64>) {
     (x, outs, ds)
 }
 
-/// What the nodes of [`kernels_cut_by_copies`] hold after `x` moved to `x2` (written first).
-fn check_kernels_cut_by_copies(gpu: &Gpu, x: u64, x2: u64, outs: &[u64], ds: &[u64], what: &str) {
+/// Writes new values to `x2` (where `x` of [`kernels_cut_by_copies`] moved) and others to `x`,
+/// runs `launch`, and checks that every kernel and copy read `x2`.
+fn check_kernels_cut_by_copies(gpu: &Gpu, x: u64, x2: u64, outs: &[u64], ds: &[u64], launch: impl FnOnce(), what: &str) {
+    gpu.write(x2, &[5.0; N]);
+    gpu.write(x, &[-7.0; N]);
+    launch();
     let want: Vec<f32> = iota(105.0);
     for (i, &out) in outs.iter().enumerate() {
         assert_eq!(gpu.read(out, N), want, "{what}: kernel {i} read x at its new address");
@@ -490,14 +494,24 @@ fn check_kernels_cut_by_copies(gpu: &Gpu, x: u64, x2: u64, outs: &[u64], ds: &[u
     for &d in ds {
         assert_eq!(gpu.read(d, N), vec![5.0; N], "{what}: a copy read x at its new address");
     }
-    assert_ne!(x, x2);
 }
 
-/// How many of the nodes of [`kernels_cut_by_copies`] a push that failed at the kernel setter's
-/// call `fault` had set: kernels, copies.
-fn set_before_fault(fault: u64) -> (u64, u64) {
-    let kernels = fault - 1;
-    (kernels, PUSH_RUN_COPIES_AFTER.iter().filter(|&&after| (after as u64) < kernels).count() as u64)
+/// Moves allocation 0 (`x` of [`kernels_cut_by_copies`]) of `cb` to `x2` with the runtime's
+/// kernel setter (`setters[0]`; `setters[1]` its memcpy setter) failing at its call `fault`, and
+/// checks that the update stopped there: the setters' calls, and a report asking for a re-record
+/// with the nodes set before the failure. Returns how many kernels and copies those were.
+fn move_failing_at(sim: &common::Hipsim, cb: &Cb, setters: [&str; 2], fault: u64, x2: u64) -> (u64, u64) {
+    let calls = || setters.map(|setter| sim.call_count(setter));
+    let before = calls();
+    sim.set_faults(&format!("{}:{fault}", setters[0]));
+    let report = cb.move_allocs(&[(0, x2)]);
+    sim.set_faults("");
+    let kernels_set = fault - 1;
+    let copies_set = PUSH_RUN_COPIES_AFTER.iter().filter(|&&after| (after as u64) < kernels_set).count() as u64;
+    let after = calls();
+    assert_eq!([after[0] - before[0], after[1] - before[1]], [fault, copies_set], "fault {fault}: setter calls");
+    assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
+    (kernels_set, copies_set)
 }
 
 #[test]
@@ -505,7 +519,6 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let Some(sim) = common::hipsim_or_skip() else { return };
-    let setters = || (sim.call_count("hipGraphExecKernelNodeSetParams"), sim.call_count("hipGraphExecMemcpyNodeSetParams1D"));
     // The 33rd kernel setter fails at the first node of the second run (the copy after kernel 9
     // cuts the first run), the 32nd and the 40th inside runs.
     for fault in [32u64, 33, 40] {
@@ -519,15 +532,9 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
         assert_eq!(cb.move_allocs(&[(0, x)]).updated_nodes, 72);
         let whole = (counts(&cb).exec_param_push_bytes - before.exec_param_push_bytes) / 2;
 
-        let (kernels_before, copies_before) = setters();
         let before = counts(&cb);
-        sim.set_faults(&format!("hipGraphExecKernelNodeSetParams:{fault}"));
-        let report = cb.move_allocs(&[(0, x2)]);
-        sim.set_faults("");
-        let (kernels_set, copies_set) = set_before_fault(fault);
-        let (kernels, copies) = setters();
-        assert_eq!((kernels - kernels_before, copies - copies_before), (fault, copies_set), "fault {fault}: setter calls");
-        assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
+        let (kernels_set, copies_set) =
+            move_failing_at(&sim, &cb, ["hipGraphExecKernelNodeSetParams", "hipGraphExecMemcpyNodeSetParams1D"], fault, x2);
         let failed = counts(&cb);
         assert_eq!(failed.exec_param_pushes - before.exec_param_pushes, kernels_set + copies_set, "fault {fault}");
         fails(unsafe { rcb_cmdbuf_launch(cb.0, gpu.stream.0) }, RCB_STATUS_INVALID_STATE, "stale parameters");
@@ -537,10 +544,7 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
         assert_eq!((report.needs_rerecord, report.updated_nodes), (0, 72 - kernels_set - copies_set), "fault {fault}");
         let repaired = counts(&cb);
         assert_eq!(repaired.exec_param_push_bytes - before.exec_param_push_bytes, whole, "fault {fault}: bytes of the two parts");
-        gpu.write(x2, &[5.0; N]);
-        gpu.write(x, &[-7.0; N]);
-        cb.launch(&gpu);
-        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, &format!("fault {fault}"));
+        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, || cb.launch(&gpu), &format!("fault {fault}"));
     }
 }
 
@@ -549,7 +553,7 @@ fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_s
     let _g = common::serial();
     let Some(gpu) = gpu() else { return };
     let Some(sim) = common::hipsim_or_skip() else { return };
-    let setters = || (sim.call_count("hipGraphKernelNodeSetParams"), sim.call_count("hipGraphMemcpyNodeSetParams1D"));
+    let setters = ["hipGraphKernelNodeSetParams", "hipGraphMemcpyNodeSetParams1D"];
     for fault in [32u64, 33, 40] {
         let child = Cb::nested();
         let (x, outs, ds) = kernels_cut_by_copies(&gpu, &child);
@@ -560,20 +564,15 @@ fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_s
         parent.finalize();
 
         let x2 = gpu.moved_copy(x, BYTES as usize);
-        let (kernels_before, copies_before) = setters();
-        sim.set_faults(&format!("hipGraphKernelNodeSetParams:{fault}"));
-        let report = child.move_allocs(&[(0, x2)]);
-        sim.set_faults("");
-        let (kernels_set, copies_set) = set_before_fault(fault);
-        let (kernels, copies) = setters();
-        assert_eq!((kernels - kernels_before, copies - copies_before), (fault, copies_set), "fault {fault}: template setter calls");
-        assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
+        let (kernels_set, copies_set) = move_failing_at(&sim, &child, setters, fault, x2);
 
-        // Nothing more moved: the failed node and every one after it are pushed, once each.
-        let (kernels_before, copies_before) = setters();
+        // Nothing more moved: the failed node and every one after it are pushed, once each, to
+        // the template.
+        let calls = || setters.map(|setter| sim.call_count(setter));
+        let [kernels_before, copies_before] = calls();
         let report = child.move_allocs(&[]);
         assert_eq!((report.needs_rerecord, report.updated_nodes), (0, 72 - kernels_set - copies_set), "fault {fault}");
-        let (kernels, copies) = setters();
+        let [kernels, copies] = calls();
         let copies_left = PUSH_RUN_COPIES_AFTER.len() as u64 - copies_set;
         assert_eq!(
             (kernels - kernels_before, copies - copies_before),
@@ -583,10 +582,7 @@ fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_s
         parent.begin_update();
         ok(unsafe { rcb_cmdbuf_update_child(parent.0, node, child.0) });
         parent.finalize();
-        gpu.write(x2, &[5.0; N]);
-        gpu.write(x, &[-7.0; N]);
-        parent.launch(&gpu);
-        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, &format!("fault {fault}"));
+        check_kernels_cut_by_copies(&gpu, x, x2, &outs, &ds, || parent.launch(&gpu), &format!("fault {fault}"));
     }
 }
 
