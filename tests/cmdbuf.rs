@@ -453,17 +453,14 @@ fn a_push_failing_during_moves_is_finished_by_the_next_moves() {
     assert_eq!(gpu.read(out, N), iota(3.0), "out = x2 + y = 1 + (i + 2): the add read x at its new address");
 }
 
-/// Kernel nodes of a primary reach the runtime a run of up to 32 at a time, cut by other nodes:
-/// a setter failing in the second run, at its first node or inside it, stops the update there
-/// as a push one by one did. 70 kernels `out_i = x + y` and two copies `d_j = x` after kernels 9
-/// and 44, every node touched by a move of `x`, in recorded order.
-/// Kernels `0..PUSH_RUN_KERNELS` computing `x + y` into allocations of their own, with a copy of
-/// `x` after each kernel of `PUSH_RUN_COPIES_AFTER` (cutting the runs of kernel nodes an update
-/// pushes at once): records them into `cb` with their table, and returns `x`, the outputs and the
-/// copies' destinations.
+/// Kernels in [`kernels_cut_by_copies`], and the kernels each of its copies follows.
 const PUSH_RUN_KERNELS: usize = 70;
 const PUSH_RUN_COPIES_AFTER: [usize; 2] = [9, 44];
 
+/// Kernels `0..PUSH_RUN_KERNELS` computing `out_i = x + y` into allocations of their own, with a
+/// copy `d_j = x` after each kernel of `PUSH_RUN_COPIES_AFTER` (cutting the runs of kernel nodes
+/// an update pushes at once), every node touched by a move of `x`: records them into `cb` with
+/// their table, and returns `x`, the outputs and the copies' destinations.
 fn kernels_cut_by_copies(gpu: &Gpu, cb: &Cb) -> (u64, Vec<u64>, Vec<u64>) {
     let (x, y) = (gpu.upload(&iota(0.0)), gpu.upload(&iota(100.0)));
     let outs: Vec<u64> = (0..PUSH_RUN_KERNELS).map(|_| gpu.upload(&[0.0; N])).collect();
@@ -514,6 +511,9 @@ fn move_failing_at(sim: &common::Hipsim, cb: &Cb, setters: [&str; 2], fault: u64
     (kernels_set, copies_set)
 }
 
+/// Kernel nodes of a primary reach the runtime a run of up to 32 at a time, cut by other nodes:
+/// a setter failing in the second run, at its first node or inside it, stops the update there
+/// as a push one by one did ([`kernels_cut_by_copies`], in recorded order).
 #[test]
 fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_moves_finish_it() {
     let _g = common::serial();
@@ -548,6 +548,9 @@ fn a_push_failing_past_the_first_run_of_kernel_nodes_stops_there_and_the_next_mo
     }
 }
 
+/// The same for a nested command buffer, whose kernel nodes reach its template a run at a time:
+/// the next moves push the rest, and the parent's launch after `rcb_cmdbuf_update_child`
+/// computes every result.
 #[test]
 fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_stops_there_and_the_next_moves_finish_it() {
     let _g = common::serial();

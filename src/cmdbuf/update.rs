@@ -295,8 +295,9 @@ impl CmdBuf {
     /// of [`LOOK_AHEAD_FROM_NODES`] nodes or more, asks for the line of the site [`PATCH_AHEAD`]
     /// after the current one, read by a second walk over the same sites (no list of the writes is
     /// made: it took 16 bytes per moved site, allocated by the first update). The pushing pass
-    /// hands a primary's kernel nodes to the runtime a run at a time (see [`KernelBatch`]), and
-    /// asks for the next node's record while the runtime takes one pushed by itself.
+    /// hands the kernel nodes to the runtime a run at a time (see [`KernelBatch`]: to a primary's
+    /// executable graph, to a nested one's template), and asks for the next node's record while
+    /// the runtime takes one pushed by itself.
     fn apply_moves(&mut self) -> UpdateReport {
         // Finalize grouped the sites, and nothing adds or removes one until the next update
         // phase (this one costs a comparison); the memcpy class rule and the writes read them.

@@ -7,7 +7,8 @@
 //! (a) re-record + instantiate, (b) re-record + whole-graph exec update, (c) the floor: only the
 //! exec SetParams calls of the touched nodes, (d) `rcb_cmdbuf_update_allocations` (the executable
 //! graphs of (b)–(d) have run once, see [`crate::warm`]); then the same
-//! update on a nested command buffer (template setters) and those template setters alone, whose
+//! update on a nested command buffer (template setters) and those template setters alone (given
+//! prebuilt parameters in one call, as the update gives them its kernel nodes), whose
 //! difference is the library's own host cost, given the whole new table
 //! (`rcb_cmdbuf_update_allocations`) and given only the moved allocations
 //! (`rcb_cmdbuf_move_allocations`).
@@ -520,11 +521,12 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             // XLA's loop: each update follows a launch of the graph it updates, which has run.
             let after_launch = || note(warm::cmdbuf(rt, primary, stream));
             let (c_l, d_l) = interleaved(cold_runs, after_launch, &mut floor, &mut update(primary, true));
+            // The template's setters given prebuilt parameters in one call, as the nested
+            // update hands them its kernel nodes.
             let (_, template_nodes) = chain_of(rt, nested, false)?;
+            let template_sets = floor_sets(f, &template_nodes, &blobs, &touched);
             let mut template = |second: bool| {
-                for &i in &touched {
-                    note(rt.kernel_node_set(template_nodes[i], &params(f, &blobs[usize::from(second)][i])).map_err(err));
-                }
+                note(rt.kernel_nodes_set(None, &template_sets[usize::from(second)]).map_err(|(_, e)| err(e)));
             };
             let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
             let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));

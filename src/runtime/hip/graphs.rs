@@ -301,8 +301,6 @@ impl Graphs for HipRuntime {
         None
     }
 
-    // Inlined into `kernel_nodes_set`'s loop, which a nested command buffer's update runs.
-    #[inline]
     fn kernel_node_set(&self, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |kernel_params, extra| {
             let params = self.kernel_node_params(k, kernel_params, extra);
@@ -347,8 +345,6 @@ impl Graphs for HipRuntime {
         self.check("hipGraphExecDestroy", unsafe { (self.core.hipGraphExecDestroy)(exec.0) })
     }
 
-    // Inlined into `kernel_nodes_set`'s loop, which a primary command buffer's update runs.
-    #[inline]
     fn exec_kernel_node_set(&self, exec: Exec, node: Node, k: &KernelParams<'_>) -> Result<()> {
         with_extra(k.args, |kernel_params, extra| {
             let params = self.kernel_node_params(k, kernel_params, extra);
