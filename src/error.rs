@@ -1,4 +1,4 @@
-//! The error type every layer below `ffi/` returns. The C boundary turns an [`Error`] into an
+//! The error type every layer below `ffi/` returns. The C boundary turns an `Error` into an
 //! `rcb_status` code plus the thread's last-error message.
 
 use std::fmt;

@@ -49,7 +49,7 @@ pub const MAX_NODE_CHARGE_BYTES: u64 = 16 * NODE_OVERHEAD_BYTES;
 /// not set: 64 MiB, about 11 000 node pushes at the estimate above (350 whole updates of the
 /// reported 32-node graph, 110 updates that move 10 % of a 1 000-node graph). A command buffer's
 /// runtime memory then stays within about three times this (the live executable and at most
-/// [`MAX_RETIRED`] old ones; five with [`MAX_KEPT_EXECS`] kept for launches the library could
+/// `MAX_RETIRED` old ones; five with [`MAX_KEPT_EXECS`] kept for launches the library could
 /// not follow), while a re-instantiation, a few milliseconds for 1 000 nodes, is spread over
 /// that many updates.
 pub const DEFAULT_BUDGET_BYTES: u64 = 64 << 20;
@@ -64,7 +64,7 @@ pub const MAX_RETIRED: usize = 2;
 /// free). A re-instantiation for the budget that would keep one more is not made: updates go to
 /// the live executable in place, counted as blocked. Past the cap a re-instantiation would keep
 /// a whole executable (its argument memory included) to spare pushes into the live one of about
-/// the same size, so more would only move the growth, never stop it; two, as [`MAX_RETIRED`],
+/// the same size, so more would only move the growth, never stop it; two, as `MAX_RETIRED`,
 /// bound a command buffer at five executables (the live one, two waiting, two kept) while an
 /// occasional lost event still leaves the budget working.
 pub const MAX_KEPT_EXECS: usize = 2;

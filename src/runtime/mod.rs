@@ -1,4 +1,4 @@
-//! The GPU runtime underneath everything: one [`Runtime`] interface (`interface.rs`), one
+//! The GPU runtime underneath everything: one `Runtime` interface (`interface.rs`), one
 //! implementation per vendor (`hip/`, `cuda/`), each a table of function pointers loaded once with
 //! `libloading` (`symbols.rs`), and what the two share (`common.rs`, `extra.rs`).
 //!
