@@ -284,54 +284,58 @@ impl Totals {
         }
     }
 
+    /// Every field, in the order of [`Counts::fields_mut`].
+    fn fields(&self) -> impl Iterator<Item = &AtomicU64> {
+        [
+            &self.captures,
+            &self.instantiations,
+            &self.reinstantiations,
+            &self.retirements,
+            &self.exec_pushes,
+            &self.exec_push_bytes,
+            &self.address_updates,
+            &self.relocations,
+            &self.trace_hits,
+        ]
+        .into_iter()
+        .chain(&self.fallbacks)
+    }
+
     /// The counts now (each field read on its own).
     fn read(&self) -> Counts {
-        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        Counts {
-            captures: get(&self.captures),
-            instantiations: get(&self.instantiations),
-            reinstantiations: get(&self.reinstantiations),
-            retirements: get(&self.retirements),
-            exec_pushes: get(&self.exec_pushes),
-            exec_push_bytes: get(&self.exec_push_bytes),
-            address_updates: get(&self.address_updates),
-            relocations: get(&self.relocations),
-            trace_hits: get(&self.trace_hits),
-            fallbacks: std::array::from_fn(|i| get(&self.fallbacks[i])),
-        }
+        let mut c = Counts::default();
+        c.fields_mut().zip(self.fields()).for_each(|(n, counter)| *n = counter.load(Ordering::Relaxed));
+        c
     }
 
     /// Sets every field to `c`'s (each on its own: a concurrent reader may see some of them set).
-    fn store(&self, c: Counts) {
-        let set = |counter: &AtomicU64, n: u64| counter.store(n, Ordering::Relaxed);
-        set(&self.captures, c.captures);
-        set(&self.instantiations, c.instantiations);
-        set(&self.reinstantiations, c.reinstantiations);
-        set(&self.retirements, c.retirements);
-        set(&self.exec_pushes, c.exec_pushes);
-        set(&self.exec_push_bytes, c.exec_push_bytes);
-        set(&self.address_updates, c.address_updates);
-        set(&self.relocations, c.relocations);
-        set(&self.trace_hits, c.trace_hits);
-        self.fallbacks.iter().zip(c.fallbacks).for_each(|(counter, n)| set(counter, n));
+    fn store(&self, mut c: Counts) {
+        self.fields().zip(c.fields_mut()).for_each(|(counter, n)| counter.store(*n, Ordering::Relaxed));
     }
 }
 
 impl Counts {
+    /// Every count, in the order of [`Totals::fields`].
+    fn fields_mut(&mut self) -> impl Iterator<Item = &mut u64> {
+        [
+            &mut self.captures,
+            &mut self.instantiations,
+            &mut self.reinstantiations,
+            &mut self.retirements,
+            &mut self.exec_pushes,
+            &mut self.exec_push_bytes,
+            &mut self.address_updates,
+            &mut self.relocations,
+            &mut self.trace_hits,
+        ]
+        .into_iter()
+        .chain(&mut self.fallbacks)
+    }
+
     /// Field by field, `f` of this count and `other`'s.
-    fn zip(self, other: Counts, f: impl Fn(u64, u64) -> u64) -> Counts {
-        Counts {
-            captures: f(self.captures, other.captures),
-            instantiations: f(self.instantiations, other.instantiations),
-            reinstantiations: f(self.reinstantiations, other.reinstantiations),
-            retirements: f(self.retirements, other.retirements),
-            exec_pushes: f(self.exec_pushes, other.exec_pushes),
-            exec_push_bytes: f(self.exec_push_bytes, other.exec_push_bytes),
-            address_updates: f(self.address_updates, other.address_updates),
-            relocations: f(self.relocations, other.relocations),
-            trace_hits: f(self.trace_hits, other.trace_hits),
-            fallbacks: std::array::from_fn(|i| f(self.fallbacks[i], other.fallbacks[i])),
-        }
+    fn zip(mut self, mut other: Counts, f: impl Fn(u64, u64) -> u64) -> Counts {
+        self.fields_mut().zip(other.fields_mut()).for_each(|(n, o)| *n = f(*n, *o));
+        self
     }
 }
 
@@ -343,7 +347,7 @@ static BASELINE: Totals = Totals::new();
 
 /// A command buffer's share of the process totals (see the module's comment), in a list of
 /// every tally the process made.
-pub struct Tally {
+struct Tally {
     counts: Totals,
     /// A [`Counters`] holds it. Taken with `Acquire` and given back with `Release`, so that its
     /// next owner's loads see the last owner's stores.
