@@ -35,7 +35,10 @@ pass of the exec setters over the same nodes on a fresh executable graph of the 
 with and without a launch before it; and both again in steady state with the CPU caches flushed
 before each call (cold), as an update that follows a step of other host work finds them. Each
 move set's first updates are timed on command buffers made just before it, so that no cache
-flush of another measurement comes between their finalize and their first update.
+flush of another measurement comes between their finalize and their first update. Last, the
+library's first update after a launch and the driver's first pass after a launch are timed
+alternately, each on a command buffer or executable graph made just before it, so that both
+meet a first time in the same position (medians of 7).
 
 Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
 is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
@@ -81,6 +84,7 @@ RAW_PARAMS_BYTES = 256
 COLD = 30  # samples of the cold timings, each after the caches are flushed
 AFTER_LAUNCH = 40  # samples of each timing after a launch, half of them to each placement
 PAIRED = 100  # rounds of the update and the floor call by call, each to B and back to A
+FRESH = 7  # fresh command buffers and executable graphs of the first-update comparison, alternated
 
 
 def flush_buffer():
@@ -451,11 +455,13 @@ class MoveSet:
         self.moves_launched = self.floor_launched = None
         self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
+        self.lib_fresh = self.driver_fresh = None
 
 
-def measure(cbs, ms, table_a):
+def measure(cbs, ms, table_a, fresh):
     """Fills `ms` from two fresh command buffers: cbs[0] is updated right after finalize,
-    cbs[1] after a launch; the steady state and the floor are taken on cbs[1]."""
+    cbs[1] after a launch; the steady state and the floor are taken on cbs[1]. `fresh()` makes
+    another command buffer like them, for the first updates compared with the driver's."""
     ms.first["finalize"] = update_times(cbs[0], ms.table_b, table_a, 1)[0][0]
     launch_and_wait(cbs[1])
     t, rep = update_times(cbs[1], ms.table_b, table_a, 1)
@@ -504,6 +510,28 @@ def measure(cbs, ms, table_a):
                 ms.driver_steady = median(set_params_times(e.value, nodes, pa, pb, STEADY))
         finally:
             cuda.cuGraphExecDestroy(e)
+    # The same first time for both: a command buffer and an executable graph of the same template,
+    # each made just before its first update or pass and launched once, alternated. (The columns
+    # above time the library's first updates on command buffers made before the steady and cold
+    # timings, and the driver's first passes on executable graphs made after them, right after
+    # many passes of the same setters.)
+    lib_fresh, driver_fresh = [], []
+    for _ in range(FRESH):
+        cb = fresh()
+        try:
+            launch_and_wait(cb)
+            lib_fresh.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
+        finally:
+            lib.rcb_cmdbuf_free(cb)
+        e = P()
+        cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(graph), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
+        try:
+            cu(cuda.cuGraphLaunch(e, P(stream.cuda_stream)), "cuGraphLaunch")
+            stream.synchronize()
+            driver_fresh.append(set_params_times(e.value, nodes, pa, pb, 1)[0])
+        finally:
+            cuda.cuGraphExecDestroy(e)
+    ms.lib_fresh, ms.driver_fresh = median(lib_fresh), median(driver_fresh)
 
 
 def run(name, make, shape):
@@ -529,6 +557,14 @@ def run(name, make, shape):
     one_at.fill(new_in, param_indices)
     every_at.fill(new_in, param_indices)
 
+    def fresh():
+        report = FlattenReport()
+        cb = flattened(raw, table_a, report)
+        if not report.flattened:
+            lib.rcb_cmdbuf_free(cb)
+            raise RuntimeError(f"not flattened: {report.reason.decode(errors='replace')}")
+        return cb
+
     cbs, built = [], []
     try:
         for _ in range(5):
@@ -545,7 +581,7 @@ def run(name, make, shape):
             want = model(new_in)
 
         # One moved: cbs[1] ends on table B (the new input); its replay must follow.
-        measure(cbs[:2], one, table_a)
+        measure(cbs[:2], one, table_a, fresh)
         update_times(cbs[1], one.table_b, table_a, 1)
         out_one = one_at.tensor(1, static_out)
         out_one.fill_(float("nan"))
@@ -562,7 +598,7 @@ def run(name, make, shape):
             lib.rcb_cmdbuf_free(made_before)
             if not again.flattened:
                 raise RuntimeError(f"not flattened: {again.reason.decode(errors='replace')}")
-        measure(cbs[2:4], every, table_a)
+        measure(cbs[2:4], every, table_a, fresh)
         update_times(cbs[3], every.table_b, table_a, 1)
         for base, size in params + segments:
             memset(base, size, 0xFF)
@@ -618,6 +654,10 @@ def fmt(ns):
     if ns < 1e6:
         return f"{ns / 1e3:.2f} µs"
     return f"{ns / 1e6:.2f} ms"
+
+
+def signed(ns):
+    return ("−" if ns < 0 else "") + fmt(abs(ns))
 
 
 def per(ns, n):
@@ -701,9 +741,23 @@ def print_tables(rows):
           ratio(ms.cold, ms.floor_cold)]
          for name, _, sets in rows for ms in sets],
     )
+    print()
+    print_table(
+        "real graphs: the first update after a launch against the driver's first pass after a launch, each on what was made just"
+        f" before it (medians of {FRESH}, alternated), and each against its steady figure",
+        ["model", "moved", "library, first", "library, steady", "library, first/steady", "driver, first", "driver, steady",
+         "driver, first/steady", "library first − driver first", "library steady − driver steady"],
+        [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.steady), ratio(ms.lib_fresh, ms.steady, 1, "×"), fmt(ms.driver_fresh),
+          fmt(ms.driver_steady), ratio(ms.driver_fresh, ms.driver_steady, 1, "×"), signed(ms.lib_fresh - ms.driver_fresh),
+          signed(ms.steady - ms.driver_steady)]
+         for name, _, sets in rows for ms in sets],
+    )
     print(
-        "\nThe first update after a launch costs what an update costs with cold CPU caches when the `first` and `cold` columns"
-        " agree: then nothing is built lazily, the first call only finds the library's tables and the driver's own state out of cache.\n"
+        "\nEach row makes a command buffer (flatten + finalize), launches it, waits and times its first"
+        " rcb_cmdbuf_update_allocations; then instantiates an executable graph of the same template, launches it, waits and"
+        " times one pass of the exec setters over the touched nodes; "
+        f"{FRESH} times each. Where the two differences agree, the library's first update exceeds the driver's first pass by what"
+        " its steady update exceeds the driver's steady pass.\n"
     )
     print_table(
         "real graphs: allocations end to end, and every allocation moved to a buffer of its own (not measured)",
