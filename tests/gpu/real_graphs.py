@@ -38,7 +38,8 @@ move set's first updates are timed on command buffers made just before it, so th
 flush of another measurement comes between their finalize and their first update. Last, the
 library's first update after a launch and the driver's first pass after a launch are timed
 alternately, each on a command buffer or executable graph made just before it, so that both
-meet a first time in the same position (medians of 7).
+meet a first time in the same position (medians of 7); and the first update of a second command
+buffer made with the first, right after the first one's, whose code has then just run.
 
 Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
 is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
@@ -455,7 +456,7 @@ class MoveSet:
         self.moves_launched = self.floor_launched = None
         self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
-        self.lib_fresh = self.driver_fresh = None
+        self.lib_fresh = self.lib_code_run = self.driver_fresh = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -515,14 +516,22 @@ def measure(cbs, ms, table_a, fresh):
     # above time the library's first updates on command buffers made before the steady and cold
     # timings, and the driver's first passes on executable graphs made after them, right after
     # many passes of the same setters.)
-    lib_fresh, driver_fresh = [], []
+    # A second command buffer, made before the first and launched with it, takes its first update
+    # right after the first one's: the update's code has just run, its own tables are as old.
+    lib_fresh, lib_code_run, driver_fresh = [], [], []
     for _ in range(FRESH):
-        cb = fresh()
+        older = fresh()
         try:
-            launch_and_wait(cb)
-            lib_fresh.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
+            cb = fresh()
+            try:
+                launch_and_wait(older)
+                launch_and_wait(cb)
+                lib_fresh.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
+                lib_code_run.append(update_times(older, ms.table_b, table_a, 1)[0][0])
+            finally:
+                lib.rcb_cmdbuf_free(cb)
         finally:
-            lib.rcb_cmdbuf_free(cb)
+            lib.rcb_cmdbuf_free(older)
         e = P()
         cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(graph), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
         try:
@@ -531,7 +540,7 @@ def measure(cbs, ms, table_a, fresh):
             driver_fresh.append(set_params_times(e.value, nodes, pa, pb, 1)[0])
         finally:
             cuda.cuGraphExecDestroy(e)
-    ms.lib_fresh, ms.driver_fresh = median(lib_fresh), median(driver_fresh)
+    ms.lib_fresh, ms.lib_code_run, ms.driver_fresh = median(lib_fresh), median(lib_code_run), median(driver_fresh)
 
 
 def run(name, make, shape):
@@ -745,16 +754,17 @@ def print_tables(rows):
     print_table(
         "real graphs: the first update after a launch against the driver's first pass after a launch, each on what was made just"
         f" before it (medians of {FRESH}, alternated), and each against its steady figure",
-        ["model", "moved", "library, first", "library, steady", "library, first/steady", "driver, first", "driver, steady",
-         "driver, first/steady", "library first − driver first", "library steady − driver steady"],
-        [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.steady), ratio(ms.lib_fresh, ms.steady, 1, "×"), fmt(ms.driver_fresh),
+        ["model", "moved", "library, first", "library, first right after another's", "library, steady", "library, first/steady",
+         "driver, first", "driver, steady", "driver, first/steady", "library first − driver first", "library steady − driver steady"],
+        [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.lib_code_run), fmt(ms.steady), ratio(ms.lib_fresh, ms.steady, 1, "×"), fmt(ms.driver_fresh),
           fmt(ms.driver_steady), ratio(ms.driver_fresh, ms.driver_steady, 1, "×"), signed(ms.lib_fresh - ms.driver_fresh),
           signed(ms.steady - ms.driver_steady)]
          for name, _, sets in rows for ms in sets],
     )
     print(
-        "\nEach row makes a command buffer (flatten + finalize), launches it, waits and times its first"
-        " rcb_cmdbuf_update_allocations; then instantiates an executable graph of the same template, launches it, waits and"
+        "\nEach row makes two command buffers (flatten + finalize), launches both, waits, and times the first"
+        " rcb_cmdbuf_update_allocations of the one made last, then that of the other (`right after another's`: the update's code"
+        " has just run, the command buffer's own tables are older); then instantiates an executable graph of the same template, launches it, waits and"
         " times one pass of the exec setters over the touched nodes; "
         f"{FRESH} times each. Where the two differences agree, the library's first update exceeds the driver's first pass by what"
         " its steady update exceeds the driver's steady pass.\n"
