@@ -36,10 +36,12 @@ with and without a launch before it; and both again in steady state with the CPU
 before each call (cold), as an update that follows a step of other host work finds them. Each
 move set's first updates are timed on command buffers made just before it, so that no cache
 flush of another measurement comes between their finalize and their first update. Last, the
-library's first update after a launch and the driver's first pass after a launch are timed
-alternately, each on a command buffer or executable graph made just before it, so that both
-meet a first time in the same position (medians of 7); and the first update of a second command
-buffer made with the first, right after the first one's, whose code has then just run.
+library's first update after a launch and the driver's first pass after a launch are timed in
+turn, each on a command buffer or executable graph made just before it (medians of 7; the
+driver's pass always comes last, after the library's updates); and the first update of a second
+command buffer made before the first, right after the first one's, when the code has just run.
+These rounds run before the all-moved set's own first updates, which so follow update code that
+has just run.
 
 Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
 is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
@@ -517,7 +519,8 @@ def measure(cbs, ms, table_a, fresh):
     # timings, and the driver's first passes on executable graphs made after them, right after
     # many passes of the same setters.)
     # A second command buffer, made before the first and launched with it, takes its first update
-    # right after the first one's: the update's code has just run, its own tables are as old.
+    # right after the first one's: the update's code (and the driver's setter path) has just run,
+    # its own tables are older.
     lib_fresh, lib_code_run, driver_fresh = [], [], []
     for _ in range(FRESH):
         older = fresh()
@@ -755,19 +758,19 @@ def print_tables(rows):
         "real graphs: the first update after a launch against the driver's first pass after a launch, each on what was made just"
         f" before it (medians of {FRESH}, alternated), and each against its steady figure",
         ["model", "moved", "library, first", "library, first right after another's", "library, steady", "library, first/steady",
-         "driver, first", "driver, steady", "driver, first/steady", "library first − driver first", "library steady − driver steady"],
+         "driver, first", "driver, steady", "driver, first/steady", "library first − driver first",
+         "library first right after another's − driver first", "library steady − driver steady"],
         [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.lib_code_run), fmt(ms.steady), ratio(ms.lib_fresh, ms.steady, 1, "×"), fmt(ms.driver_fresh),
           fmt(ms.driver_steady), ratio(ms.driver_fresh, ms.driver_steady, 1, "×"), signed(ms.lib_fresh - ms.driver_fresh),
-          signed(ms.steady - ms.driver_steady)]
+          signed(ms.lib_code_run - ms.driver_fresh), signed(ms.steady - ms.driver_steady)]
          for name, _, sets in rows for ms in sets],
     )
     print(
         "\nEach row makes two command buffers (flatten + finalize), launches both, waits, and times the first"
         " rcb_cmdbuf_update_allocations of the one made last, then that of the other (`right after another's`: the update's code"
-        " has just run, the command buffer's own tables are older); then instantiates an executable graph of the same template, launches it, waits and"
-        " times one pass of the exec setters over the touched nodes; "
-        f"{FRESH} times each. Where the two differences agree, the library's first update exceeds the driver's first pass by what"
-        " its steady update exceeds the driver's steady pass.\n"
+        " and the driver's setter path have just run, the command buffer's own tables are older); then instantiates an executable"
+        " graph of the same template, launches it, waits and times one pass of the exec setters over the touched nodes; "
+        f"{FRESH} rounds, medians. The steady figures are the first table's, timed in separate loops.\n"
     )
     print_table(
         "real graphs: allocations end to end, and every allocation moved to a buffer of its own (not measured)",
