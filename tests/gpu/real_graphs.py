@@ -37,9 +37,9 @@ before each call (cold), as an update that follows a step of other host work fin
 move set's first updates are timed on command buffers made just before it, so that no cache
 flush of another measurement comes between their finalize and their first update. Last, the
 library's first update after a launch and the driver's first pass after a launch are timed in
-turn, each on a command buffer or executable graph made just before it (medians of 7; the
-driver's pass always comes last, after the library's updates); and the first update of a second
-command buffer made before the first, right after the first one's, when the code has just run.
+turn, each on a command buffer or executable graph made just before it, and then the first
+update (pass) of a second one made before the first, right after the first one's, when the code
+has just run (seven rounds, the library first in every other one; medians).
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 
@@ -458,7 +458,7 @@ class MoveSet:
         self.moves_launched = self.floor_launched = None
         self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
-        self.lib_fresh = self.lib_code_run = self.driver_fresh = None
+        self.lib_fresh = self.lib_code_run = self.driver_fresh = self.driver_code_run = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -513,16 +513,16 @@ def measure(cbs, ms, table_a, fresh):
                 ms.driver_steady = median(set_params_times(e.value, nodes, pa, pb, STEADY))
         finally:
             cuda.cuGraphExecDestroy(e)
-    # The same first time for both: a command buffer and an executable graph of the same template,
-    # each made just before its first update or pass and launched once, alternated. (The columns
-    # above time the library's first updates on command buffers made before the steady and cold
-    # timings, and the driver's first passes on executable graphs made after them, right after
-    # many passes of the same setters.)
-    # A second command buffer, made before the first and launched with it, takes its first update
-    # right after the first one's: the update's code (and the driver's setter path) has just run,
-    # its own tables are older.
-    lib_fresh, lib_code_run, driver_fresh = [], [], []
-    for _ in range(FRESH):
+    # The same first time for both: two command buffers, or two executable graphs of the same
+    # template, made one after the other and launched once; the one made last takes its first
+    # update (pass), then the other, whose code has then just run and whose own tables are older.
+    # The library and the driver take turns at going first. (The columns above time the library's
+    # first updates on command buffers made before the steady and cold timings, and the driver's
+    # first passes on executable graphs made after them, right after many passes of the same
+    # setters.)
+    lib_fresh, lib_code_run, driver_fresh, driver_code_run = [], [], [], []
+
+    def library():
         older = fresh()
         try:
             cb = fresh()
@@ -535,15 +535,28 @@ def measure(cbs, ms, table_a, fresh):
                 lib.rcb_cmdbuf_free(cb)
         finally:
             lib.rcb_cmdbuf_free(older)
-        e = P()
-        cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(graph), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
+
+    def driver():
+        execs = []
         try:
-            cu(cuda.cuGraphLaunch(e, P(stream.cuda_stream)), "cuGraphLaunch")
+            for _ in range(2):
+                e = P()
+                cu(cuda.cuGraphInstantiateWithFlags(C.byref(e), P(graph), C.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
+                execs.append(e.value)
+            for e in execs:
+                cu(cuda.cuGraphLaunch(P(e), P(stream.cuda_stream)), "cuGraphLaunch")
             stream.synchronize()
-            driver_fresh.append(set_params_times(e.value, nodes, pa, pb, 1)[0])
+            driver_fresh.append(set_params_times(execs[1], nodes, pa, pb, 1)[0])
+            driver_code_run.append(set_params_times(execs[0], nodes, pa, pb, 1)[0])
         finally:
-            cuda.cuGraphExecDestroy(e)
-    ms.lib_fresh, ms.lib_code_run, ms.driver_fresh = median(lib_fresh), median(lib_code_run), median(driver_fresh)
+            for e in execs:
+                cuda.cuGraphExecDestroy(P(e))
+
+    for r in range(FRESH):
+        for side in (library, driver) if r % 2 == 0 else (driver, library):
+            side()
+    ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
+    ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
 
 
 def run(name, make, shape):
@@ -756,21 +769,22 @@ def print_tables(rows):
     print()
     print_table(
         "real graphs: the first update after a launch against the driver's first pass after a launch, each on what was made just"
-        f" before it (medians of {FRESH}, alternated), and each against its steady figure",
-        ["model", "moved", "library, first", "library, first right after another's", "library, steady", "library, first/steady",
-         "driver, first", "driver, steady", "driver, first/steady", "library first − driver first",
-         "library first right after another's − driver first", "library steady − driver steady"],
-        [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.lib_code_run), fmt(ms.steady), ratio(ms.lib_fresh, ms.steady, 1, "×"), fmt(ms.driver_fresh),
-          fmt(ms.driver_steady), ratio(ms.driver_fresh, ms.driver_steady, 1, "×"), signed(ms.lib_fresh - ms.driver_fresh),
-          signed(ms.lib_code_run - ms.driver_fresh), signed(ms.steady - ms.driver_steady)]
+        f" before it, and of a second one right after the first (medians of {FRESH})",
+        ["model", "moved", "library, first", "library, first right after another's", "library, steady",
+         "driver, first", "driver, first right after another's", "driver, steady",
+         "library − driver, first", "library − driver, right after another's", "library − driver, steady"],
+        [[name, ms.label, fmt(ms.lib_fresh), fmt(ms.lib_code_run), fmt(ms.steady), fmt(ms.driver_fresh), fmt(ms.driver_code_run),
+          fmt(ms.driver_steady), signed(ms.lib_fresh - ms.driver_fresh), signed(ms.lib_code_run - ms.driver_code_run),
+          signed(ms.steady - ms.driver_steady)]
          for name, _, sets in rows for ms in sets],
     )
     print(
-        "\nEach row makes two command buffers (flatten + finalize), launches both, waits, and times the first"
-        " rcb_cmdbuf_update_allocations of the one made last, then that of the other (`right after another's`: the update's code"
-        " and the driver's setter path have just run, the command buffer's own tables are older); then instantiates an executable"
-        " graph of the same template, launches it, waits and times one pass of the exec setters over the touched nodes; "
-        f"{FRESH} rounds, medians. The steady figures are the first table's, timed in separate loops.\n"
+        "\nIn each round the library makes two command buffers (flatten + finalize), launches both, waits, and times the first"
+        " rcb_cmdbuf_update_allocations of the one made last, then that of the other (`right after another's`: the code has just"
+        " run, the command buffer's own tables are older); the driver instantiates two executable graphs of the same template,"
+        " launches both, waits, and times one pass of the exec setters over the touched nodes on the one made last, then on the"
+        f" other. {FRESH} rounds, the library first in every other one; medians. The steady figures are the first table's and the"
+        " driver's passes after its first, timed in separate loops.\n"
     )
     print_table(
         "real graphs: allocations end to end, and every allocation moved to a buffer of its own (not measured)",
