@@ -498,7 +498,7 @@ fn check_kernels_cut_by_copies(gpu: &Gpu, x: u64, x2: u64, outs: &[u64], ds: &[u
 /// checks that the update stopped there: the setters' calls, and a report asking for a re-record
 /// with the nodes set before the failure. Returns how many kernels and copies those were.
 fn move_failing_at(sim: &common::Hipsim, cb: &Cb, setters: [&str; 2], fault: u64, x2: u64) -> (u64, u64) {
-    let calls = || setters.map(|setter| sim.call_count(setter));
+    let calls = || setter_calls(sim, setters);
     let before = calls();
     sim.set_faults(&format!("{}:{fault}", setters[0]));
     let report = cb.move_allocs(&[(0, x2)]);
@@ -509,6 +509,11 @@ fn move_failing_at(sim: &common::Hipsim, cb: &Cb, setters: [&str; 2], fault: u64
     assert_eq!([after[0] - before[0], after[1] - before[1]], [fault, copies_set], "fault {fault}: setter calls");
     assert_eq!((report.needs_rerecord, report.updated_nodes), (1, kernels_set + copies_set), "fault {fault}");
     (kernels_set, copies_set)
+}
+
+/// How many times each of `setters` has been called.
+fn setter_calls(sim: &common::Hipsim, setters: [&str; 2]) -> [u64; 2] {
+    setters.map(|setter| sim.call_count(setter))
 }
 
 /// Kernel nodes of a primary reach the runtime a run of up to 32 at a time, cut by other nodes:
@@ -571,11 +576,10 @@ fn a_template_push_failing_past_the_first_run_of_a_nested_buffers_kernel_nodes_s
 
         // Nothing more moved: the failed node and every one after it are pushed, once each, to
         // the template.
-        let calls = || setters.map(|setter| sim.call_count(setter));
-        let [kernels_before, copies_before] = calls();
+        let [kernels_before, copies_before] = setter_calls(&sim, setters);
         let report = child.move_allocs(&[]);
         assert_eq!((report.needs_rerecord, report.updated_nodes), (0, 72 - kernels_set - copies_set), "fault {fault}");
-        let [kernels, copies] = calls();
+        let [kernels, copies] = setter_calls(&sim, setters);
         let copies_left = PUSH_RUN_COPIES_AFTER.len() as u64 - copies_set;
         assert_eq!(
             (kernels - kernels_before, copies - copies_before),
