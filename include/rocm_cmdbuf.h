@@ -571,6 +571,74 @@ typedef struct rcb_allocation_move {
 } rcb_allocation_move;
 
 /**
+ * The host memory a command buffer keeps, by what it holds: written by `rcb_cmdbuf_memory_use`.
+ * Owned by the caller, who sets `struct_size` before the call (the rule for sized structs).
+ *
+ * Bytes, counted by the library from its own structures: the size of each and the capacity
+ * of each heap buffer it holds (a hash table as all its buckets and their control bytes). Not
+ * counted: the allocator's header on each heap block (`heap_blocks` says how many), and what
+ * the GPU runtime keeps for the command buffer's graphs. The parts after `argument_bytes` add up
+ * to `total_bytes`; how a later release divides its memory among them may differ, and
+ * `total_bytes` means the same in every release.
+ */
+typedef struct rcb_memory_use {
+  /**
+   * In: `sizeof(rcb_memory_use)`; out: the bytes written (the rule for sized structs).
+   */
+  uint32_t struct_size;
+  /**
+   * Written as 0.
+   */
+  uint32_t reserved;
+  /**
+   * Every byte the command buffer keeps: the sum of the parts below `argument_bytes`.
+   */
+  uint64_t total_bytes;
+  /**
+   * The packed kernel arguments themselves (their length): not a part, but what the parts
+   * are set against, since a copy of them is the least the library must keep.
+   */
+  uint64_t argument_bytes;
+  /**
+   * The heap the copies of the kernel arguments take.
+   */
+  uint64_t argument_copies;
+  /**
+   * The node records, one a node, each holding its node's parameters (a kernel's launch shape,
+   * a memcpy's or memset's operands).
+   */
+  uint64_t node_records;
+  /**
+   * Each node's own lists: where a kernel's arguments hold addresses, its arguments named by
+   * allocation, the fields only some nodes have.
+   */
+  uint64_t node_lists;
+  /**
+   * The recorded addresses (patch sites), grouped by allocation, and the sets of those that
+   * may come from more than one allocation.
+   */
+  uint64_t site_lists;
+  /**
+   * The allocation table, its lookup index and what pins each allocation.
+   */
+  uint64_t allocation_table;
+  /**
+   * What address updates reuse: a mark and an argument address a node, and the buffers the
+   * updates so far have grown.
+   */
+  uint64_t update_scratch;
+  /**
+   * The rest: nodes left to push, flattened child graphs, graphs kept for the command buffer,
+   * and its fixed cost (its own struct, its place in the handle registry, its counters).
+   */
+  uint64_t other;
+  /**
+   * The separate heap blocks behind all of these.
+   */
+  uint64_t heap_blocks;
+} rcb_memory_use;
+
+/**
  * What `rcb_cmdbuf_add_flattened_child` did.
  */
 typedef struct rcb_flatten_report {
@@ -1911,6 +1979,18 @@ rcb_status rcb_cmdbuf_node_count(struct rcb_cmdbuf *cb, size_t *count);
  * `cb` must be NULL or a handle; `count` NULL or writable.
  */
 rcb_status rcb_cmdbuf_site_count(struct rcb_cmdbuf *cb, size_t *count);
+
+/**
+ * Writes the host memory the command buffer keeps, by what it holds, to `*out` (see
+ * `rcb_memory_use`): for a process that keeps many command buffers, what each costs it besides
+ * the GPU runtime's graphs. Allowed in any state; costs a walk over the nodes.
+ *
+ * Thread-safety: one thread at a time per command buffer.
+ *
+ * # Safety
+ * `cb` must be NULL or a handle; `out` NULL or writable for `out->struct_size` bytes.
+ */
+rcb_status rcb_cmdbuf_memory_use(const struct rcb_cmdbuf *cb, struct rcb_memory_use *out);
 
 /**
  * Sets the update budget of a primary command buffer's executable graph, in bytes (0: never

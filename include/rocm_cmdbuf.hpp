@@ -401,6 +401,9 @@ class CmdBuf : public internal::Owner<rcb_cmdbuf, rcb_cmdbuf_free> {
   // rcb_cmdbuf_site_count(cb, count).
   Status SiteCount(size_t* count) { return internal::Wrap(rcb_cmdbuf_site_count(h_, count)); }
 
+  // rcb_cmdbuf_memory_use(cb, out).
+  Status MemoryUse(rcb_memory_use* out) const { return internal::Wrap(rcb_cmdbuf_memory_use(h_, internal::SetSize(out))); }
+
   // rcb_cmdbuf_add_flattened_child(cb, deps.data(), deps.size(), child ? child->get() : NULL,
   // graph, group, report): exactly one of `child` (a finalized command buffer) and `graph` (a
   // hipGraph_t) is non-null.

@@ -47,10 +47,6 @@ pub(crate) mod vmm_pool;
 #[doc(hidden)]
 pub use cmdbuf::args as kernel_args;
 
-/// What a command buffer keeps in host memory (`ffi::memory_use`), for `rcb-bench`; not API.
-#[doc(hidden)]
-pub use cmdbuf::MemoryUse;
-
 /// The smallest command buffer whose address update looks ahead, for `tests/cmdbuf.rs`, whose
 /// test of that path records more nodes; not API.
 #[doc(hidden)]

@@ -91,6 +91,59 @@ fn a_chain_runs_and_follows_moved_allocations() {
     chain_moves_in_place(&gpu, Cb::update_allocs);
 }
 
+/// `rcb_cmdbuf_memory_use` counts the argument bytes exactly and parts that add up to its
+/// total, more for more nodes, in any state, and follows the rule for sized structs.
+#[test]
+fn memory_use_counts_the_arguments_and_parts_that_add_up() {
+    let _g = common::serial();
+    let Some(gpu) = gpu() else { return };
+    let buffers: Vec<u64> = (0..64).map(|_| gpu.upload(&[0.0; N])).collect();
+    let allocs: Vec<(u64, u64)> = buffers.iter().map(|&x| (x, BYTES)).collect();
+    let record = |n: usize| {
+        let cb = Cb::primary();
+        cb.set_allocs(&allocs[..n]);
+        for (i, &x) in buffers[..n].iter().enumerate() {
+            cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, i as u32, N as u64));
+        }
+        cb
+    };
+    // fill(u32 *, u32, u64) packs to 24 bytes: 8, 4, 4 of padding, 8.
+    const FILL_BYTES: u64 = 24;
+    let parts = |m: &rcb_memory_use| {
+        m.argument_copies + m.node_records + m.node_lists + m.site_lists + m.allocation_table + m.update_scratch + m.other
+    };
+    let small = record(8);
+    let recording = small.memory();
+    assert_eq!(recording.argument_bytes, 8 * FILL_BYTES, "{recording:?}");
+    small.finalize();
+    let m = small.memory();
+    assert_eq!((m.struct_size as usize, m.reserved), (size_of::<rcb_memory_use>(), 0));
+    assert_eq!(m.argument_bytes, 8 * FILL_BYTES, "{m:?}");
+    assert_eq!(m.total_bytes, parts(&m), "{m:?}");
+    assert!(m.argument_copies >= m.argument_bytes && m.node_records > 0 && m.site_lists > 0, "{m:?}");
+    assert!(m.allocation_table >= 8 * size_of::<rcb_allocation>() as u64 && m.heap_blocks >= 8, "{m:?}");
+    let large = record(64);
+    large.finalize();
+    let l = large.memory();
+    assert_eq!((l.argument_bytes, l.total_bytes), (64 * FILL_BYTES, parts(&l)), "{l:?}");
+    // Each more node keeps at least its arguments, its allocation's entry and its one site.
+    assert!(l.total_bytes - m.total_bytes >= 56 * (FILL_BYTES + 16 + 8), "8 nodes {m:?}, 64 nodes {l:?}");
+
+    // A newer header's larger struct: this library's bytes written, told in struct_size.
+    let mut big = [0xAAu8; 128];
+    big[..4].copy_from_slice(&128u32.to_ne_bytes());
+    ok(unsafe { rcb_cmdbuf_memory_use(small.0, big.as_mut_ptr().cast()) });
+    assert_eq!(u32::from_ne_bytes(big[..4].try_into().unwrap()) as usize, size_of::<rcb_memory_use>());
+    assert_eq!(u64::from_ne_bytes(big[8..16].try_into().unwrap()), m.total_bytes);
+    assert!(big[size_of::<rcb_memory_use>()..].iter().all(|&b| b == 0xAA), "nothing past the struct");
+    let mut short = rcb_memory_use { struct_size: 16, ..rcb_memory_use::default() };
+    fails(unsafe { rcb_cmdbuf_memory_use(small.0, &mut short) }, RCB_STATUS_INVALID_ARGUMENT, "struct_size");
+    assert_eq!((short.struct_size, short.total_bytes), (16, 0), "nothing written");
+    fails(unsafe { rcb_cmdbuf_memory_use(small.0, null_mut()) }, RCB_STATUS_NULL_ARGUMENT, "out");
+    let mut m = rcb_memory_use::default();
+    fails(unsafe { rcb_cmdbuf_memory_use(0x10 as *const rcb_cmdbuf, &mut m) }, RCB_STATUS_INVALID_HANDLE, "rcb_cmdbuf");
+}
+
 /// Every finalize, a re-record's too, gives back the room recording kept: the address lookup's
 /// index (which the re-record rebuilt) and the spare capacity of the node records and sites.
 #[test]
@@ -105,16 +158,16 @@ fn a_re_record_keeps_no_more_memory_than_the_first_record() {
         cb.kernel(&[], gpu.k.fill_u32, N as u64, &args::fill(x, i as u32, N as u64));
     }
     cb.finalize();
-    let first = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
+    let first = cb.memory();
     for round in 1..=2 {
         ok(unsafe { rcb_cmdbuf_begin_update(cb.0) });
         // Re-recording starts with the table: every recorded address is looked up again.
         cb.set_allocs(&allocs);
         cb.finalize();
-        let again = rocm_cmdbuf::ffi::memory_use(cb.0).unwrap();
-        let parts = |m: &rocm_cmdbuf::MemoryUse| (m.allocation_table, m.site_lists, m.node_records, m.node_lists, m.argument_copies);
+        let again = cb.memory();
+        let parts = |m: &rcb_memory_use| (m.allocation_table, m.site_lists, m.node_records, m.node_lists, m.argument_copies);
         assert_eq!(parts(&again), parts(&first), "after re-record {round}: {again:?}, first {first:?}");
-        assert!(again.total() <= first.total(), "after re-record {round}: {again:?}, first {first:?}");
+        assert!(again.total_bytes <= first.total_bytes, "after re-record {round}: {again:?}, first {first:?}");
     }
     let mut sites = 0;
     ok(unsafe { rcb_cmdbuf_site_count(cb.0, &mut sites) });

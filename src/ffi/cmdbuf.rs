@@ -9,7 +9,8 @@
 //! `rcb_cmdbuf_update_memset`, `rcb_cmdbuf_update_child`, `rcb_cmdbuf_capture_begin`,
 //! `rcb_cmdbuf_capture_end`, `rcb_cmdbuf_finalize`, `rcb_cmdbuf_begin_update`,
 //! `rcb_cmdbuf_launch`, `rcb_cmdbuf_launches_done`, `rcb_cmdbuf_graph`, `rcb_cmdbuf_exec`, `rcb_cmdbuf_update_allocations`,
-//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_add_flattened_child`,
+//! `rcb_cmdbuf_move_allocations`, `rcb_cmdbuf_node_count`, `rcb_cmdbuf_site_count`, `rcb_cmdbuf_memory_use`,
+//! `rcb_cmdbuf_add_flattened_child`,
 //! `rcb_cmdbuf_set_exec_update_budget`, `rcb_cmdbuf_exec_update_budget`.
 
 use super::handle::handle_type;
@@ -218,11 +219,74 @@ pub struct rcb_update_report {
     pub reinstantiated: u32,
 }
 
+/// The host memory a command buffer keeps, by what it holds: written by `rcb_cmdbuf_memory_use`.
+/// Owned by the caller, who sets `struct_size` before the call (the rule for sized structs).
+///
+/// Bytes, counted by the library from its own structures: the size of each and the capacity
+/// of each heap buffer it holds (a hash table as all its buckets and their control bytes). Not
+/// counted: the allocator's header on each heap block (`heap_blocks` says how many), and what
+/// the GPU runtime keeps for the command buffer's graphs. The parts after `argument_bytes` add up
+/// to `total_bytes`; how a later release divides its memory among them may differ, and
+/// `total_bytes` means the same in every release.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct rcb_memory_use {
+    /// In: `sizeof(rcb_memory_use)`; out: the bytes written (the rule for sized structs).
+    pub struct_size: u32,
+    /// Written as 0.
+    pub reserved: u32,
+    /// Every byte the command buffer keeps: the sum of the parts below `argument_bytes`.
+    pub total_bytes: u64,
+    /// The packed kernel arguments themselves (their length): not a part, but what the parts
+    /// are set against, since a copy of them is the least the library must keep.
+    pub argument_bytes: u64,
+    /// The heap the copies of the kernel arguments take.
+    pub argument_copies: u64,
+    /// The node records, one a node, each holding its node's parameters (a kernel's launch shape,
+    /// a memcpy's or memset's operands).
+    pub node_records: u64,
+    /// Each node's own lists: where a kernel's arguments hold addresses, its arguments named by
+    /// allocation, the fields only some nodes have.
+    pub node_lists: u64,
+    /// The recorded addresses (patch sites), grouped by allocation, and the sets of those that
+    /// may come from more than one allocation.
+    pub site_lists: u64,
+    /// The allocation table, its lookup index and what pins each allocation.
+    pub allocation_table: u64,
+    /// What address updates reuse: a mark and an argument address a node, and the buffers the
+    /// updates so far have grown.
+    pub update_scratch: u64,
+    /// The rest: nodes left to push, flattened child graphs, graphs kept for the command buffer,
+    /// and its fixed cost (its own struct, its place in the handle registry, its counters).
+    pub other: u64,
+    /// The separate heap blocks behind all of these.
+    pub heap_blocks: u64,
+}
+
+impl From<cmdbuf::MemoryUse> for rcb_memory_use {
+    fn from(m: cmdbuf::MemoryUse) -> Self {
+        Self {
+            total_bytes: m.total(),
+            argument_bytes: m.argument_bytes,
+            argument_copies: m.argument_copies,
+            node_records: m.node_records,
+            node_lists: m.node_lists,
+            site_lists: m.site_lists,
+            allocation_table: m.allocation_table,
+            update_scratch: m.update_scratch,
+            other: m.other,
+            heap_blocks: m.heap_blocks,
+            ..Self::default()
+        }
+    }
+}
+
 // The sizes in 0.1.0, when the structs got their size.
 sized_struct!(rcb_kernel_launch, 64);
 sized_struct!(rcb_kernel_params_launch, 56);
 sized_struct!(rcb_update_report, 32);
 sized_struct!(rcb_flatten_report, 272);
+sized_struct!(rcb_memory_use, 88);
 
 // `rcb_allocation` and `Allocation` are the same two u64 fields, so a table from C is read in
 // place instead of being copied on every update.
@@ -293,10 +357,8 @@ pub(super) fn with(cb: *const rcb_cmdbuf, f: impl FnOnce(usize, &mut CmdBuf) -> 
     f(id, &mut *locked::<rcb_cmdbuf, _>(place, id)?)
 }
 
-/// The host memory the command buffer behind `cb` keeps, by what it holds: for `rcb-bench`'s
-/// memory table, not part of the C ABI.
-#[doc(hidden)]
-pub fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
+/// The host memory the command buffer behind `cb` keeps, by what it holds, with its fixed cost.
+fn memory_use(cb: *const rcb_cmdbuf) -> Result<cmdbuf::MemoryUse> {
     let mut used = cmdbuf::MemoryUse::default();
     with(cb, |_, cb| {
         used = cb.memory();
@@ -1358,6 +1420,26 @@ pub unsafe extern "C" fn rcb_cmdbuf_site_count(cb: *mut rcb_cmdbuf, count: *mut 
             unsafe { write_out(out, cb.site_count()) };
             Ok(())
         })
+    })
+}
+
+/// Writes the host memory the command buffer keeps, by what it holds, to `*out` (see
+/// `rcb_memory_use`): for a process that keeps many command buffers, what each costs it besides
+/// the GPU runtime's graphs. Allowed in any state; costs a walk over the nodes.
+///
+/// Thread-safety: one thread at a time per command buffer.
+///
+/// # Safety
+/// `cb` must be NULL or a handle; `out` NULL or writable for `out->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rcb_cmdbuf_memory_use(cb: *const rcb_cmdbuf, out: *mut rcb_memory_use) -> rcb_status {
+    boundary(|| {
+        // SAFETY: the caller promises a NULL or writable sized struct.
+        let out = unsafe { arg_out_sized(out, "out") }?;
+        let used = memory_use(cb)?;
+        // SAFETY: checked by arg_out_sized.
+        unsafe { out.write(used.into()) };
+        Ok(())
     })
 }
 

@@ -130,6 +130,17 @@ static void command_buffer(void) {
     /* fill: x; axpy: y, x; memset: z; memcpy: out, y. Values (2.0, 3.0, N) are never sites. */
     CHECK(site_count(cb) == 6, "%zu sites", site_count(cb));
     RCB(rcb_cmdbuf_finalize(cb));
+    rcb_memory_use kept;
+    SIZED(kept);
+    RCB(rcb_cmdbuf_memory_use(cb, &kept));
+    uint64_t parts = kept.argument_copies + kept.node_records + kept.node_lists + kept.site_lists +
+                     kept.allocation_table + kept.update_scratch + kept.other;
+    /* fill (pointer, u32, u64) packs to 24 bytes, axpy (two pointers, float, u64) to 32. */
+    CHECK(kept.struct_size == sizeof kept && kept.argument_bytes == 24 + 32 && kept.total_bytes == parts &&
+              kept.argument_copies >= kept.argument_bytes,
+          "memory use: struct_size %u, argument bytes %llu (want 56), total %llu, parts %llu",
+          (unsigned)kept.struct_size, (unsigned long long)kept.argument_bytes,
+          (unsigned long long)kept.total_bytes, (unsigned long long)parts);
 
     launch_and_wait(cb);
     CHECK(holds_f32(x, 2), "x%s", mismatch);

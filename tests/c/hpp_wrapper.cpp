@@ -328,6 +328,12 @@ void kernels_and_moves() {
   // fill: x; axpy: y, x; memset: z; memcpy: out, y.
   CHECK(site_count(cb) == 6, "%zu sites", site_count(cb));
   MUST(cb.Finalize());
+  rcb_memory_use kept{};  // struct_size 0: the wrapper sets it.
+  MUST(cb.MemoryUse(&kept));
+  // fill (pointer, u32, u64) packs to 24 bytes, axpy (two pointers, float, u64) to 32.
+  CHECK(kept.struct_size == sizeof kept && kept.argument_bytes == 24 + 32 && kept.total_bytes > kept.argument_bytes,
+        "memory use: struct_size %u, argument bytes %llu, total %llu", static_cast<unsigned>(kept.struct_size),
+        static_cast<unsigned long long>(kept.argument_bytes), static_cast<unsigned long long>(kept.total_bytes));
   void *graph = nullptr, *exec = nullptr;
   MUST(cb.Graph(&graph));
   MUST(cb.Exec(&exec));

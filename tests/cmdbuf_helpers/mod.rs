@@ -208,6 +208,12 @@ impl Cb {
         ok(unsafe { rcb_cmdbuf_site_count(self.0, &mut n) });
         n
     }
+
+    pub fn memory(&self) -> rcb_memory_use {
+        let mut m = rcb_memory_use::default();
+        ok(unsafe { rcb_cmdbuf_memory_use(self.0, &mut m) });
+        m
+    }
 }
 
 impl Drop for Cb {

@@ -756,17 +756,25 @@ static void op_launch(input *in) {
 
 static void op_queries(input *in) {
     rcb_cmdbuf *cb = CB_ARG(in);
-    unsigned which = pick(in, 4);
+    unsigned which = pick(in, 5);
     int null_out = rarely(in, 8);
     void *graph = NULL, *exec = NULL;
     size_t count = 0;
+    rcb_memory_use kept;
     switch (which) {
     case 0:
         if (CALL(rcb_cmdbuf_graph(cb, null_out ? NULL : &graph)) == RCB_OK) st.borrowed_graph = graph;
         break;
     case 1: CALL(rcb_cmdbuf_exec(cb, null_out ? NULL : &exec)); break;
     case 2: CALL(rcb_cmdbuf_node_count(cb, null_out ? NULL : &count)); break;
-    default: CALL(rcb_cmdbuf_site_count(cb, null_out ? NULL : &count)); break;
+    case 3: CALL(rcb_cmdbuf_site_count(cb, null_out ? NULL : &count)); break;
+    default:
+        kept.struct_size = struct_size_arg(in, sizeof kept);
+        if (CALL(rcb_cmdbuf_memory_use(cb, null_out ? NULL : &kept)) == RCB_OK) {
+            check_written(kept.struct_size, sizeof kept, "a memory use");
+            if (kept.argument_copies < kept.argument_bytes) die("memory use: copies below the argument bytes");
+        }
+        break;
     }
 }
 

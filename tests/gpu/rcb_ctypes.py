@@ -40,6 +40,15 @@ class UpdateReport(Sized):
     ]
 
 
+class MemoryUse(Sized):
+    """rcb_memory_use: the host memory a command buffer keeps, by what it holds."""
+
+    PARTS = ("argument_copies", "node_records", "node_lists", "site_lists", "allocation_table", "update_scratch", "other")
+    _fields_ = [("struct_size", C.c_uint32), ("reserved", C.c_uint32), ("total_bytes", C.c_uint64), ("argument_bytes", C.c_uint64)] + [
+        (part, C.c_uint64) for part in PARTS
+    ] + [("heap_blocks", C.c_uint64)]
+
+
 class Counters(Sized):
     """rcb_counters (version 1)."""
 
@@ -90,6 +99,7 @@ lib.rcb_cmdbuf_move_allocations.argtypes = [P, C.POINTER(Move), C.c_size_t, C.PO
 lib.rcb_cmdbuf_graph.argtypes = [P, C.POINTER(P)]
 lib.rcb_cmdbuf_exec.argtypes = [P, C.POINTER(P)]
 lib.rcb_counters_get.argtypes = [P, C.POINTER(Counters)]
+lib.rcb_cmdbuf_memory_use.argtypes = [P, C.POINTER(MemoryUse)]
 lib.rcb_fallback_reason_name.argtypes = [C.c_uint32]
 lib.rcb_fallback_reason_name.restype = C.c_char_p
 lib.rcb_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
@@ -136,6 +146,13 @@ def moves(old, new):
     """The moves from table `old` to table `new` (same length): each entry whose base changed."""
     entries = [Move(i, n.base) for i, (o, n) in enumerate(zip(old, new)) if o.base != n.base]
     return (Move * len(entries))(*entries)
+
+
+def memory_use(cb):
+    """What command buffer `cb` keeps in host memory (rcb_cmdbuf_memory_use)."""
+    kept = MemoryUse()
+    check(lib.rcb_cmdbuf_memory_use(cb, C.byref(kept)), "rcb_cmdbuf_memory_use")
+    return kept
 
 
 def flattened(graph, allocs, report, device=0):

@@ -62,7 +62,7 @@ from gpu_deps import torch_with_cuda  # noqa: E402
 # torch able to use CUDA; without it the script ends here (a SKIPPED line when RCB_GPU_ALLOW_MISSING
 # names what is missing, else a failure).
 torch = torch_with_cuda("real_graphs")
-from rcb_ctypes import FlattenReport, P, UpdateReport, check, fallbacks, flattened, lib, moves, new_fallbacks, table  # noqa: E402
+from rcb_ctypes import FlattenReport, MemoryUse, P, UpdateReport, check, fallbacks, flattened, lib, memory_use, moves, new_fallbacks, table  # noqa: E402
 from torch_graphs import warmed  # noqa: E402
 
 # A missing torchvision fails the run unless RCB_GPU_ALLOW_MISSING names it (ResNet-18 is then
@@ -601,7 +601,8 @@ def run(name, make, shape):
             raise RuntimeError(f"not flattened: {report.reason.decode(errors='replace')}")
         kinds = [k for _, k in graph_nodes(raw)]
         info = {"nodes": report.nodes, "kernels": kinds.count(KERNEL), "sites": report.sites, "allocations": len(ranges_a),
-                "segments": len(segments), "flatten": median(built), "packed": sum(len(r[2]) for r in packed), "runs": len(packed)}
+                "segments": len(segments), "flatten": median(built), "packed": sum(len(r[2]) for r in packed), "runs": len(packed),
+                "kept_made": memory_use(cbs[0])}
         with torch.no_grad():
             want = model(new_in)
 
@@ -625,6 +626,7 @@ def run(name, make, shape):
                 raise RuntimeError(f"not flattened: {again.reason.decode(errors='replace')}")
         measure(cbs[2:4], every, table_a, fresh)
         update_times(cbs[3], every.table_b, table_a, 1)
+        info["kept"] = memory_use(cbs[3])
         for base, size in params + segments:
             memset(base, size, 0xFF)
         static_out.fill_(SENTINEL)
@@ -785,6 +787,31 @@ def print_tables(rows):
         " launches both, waits, and times one pass of the exec setters over the touched nodes on the one made last, then on the"
         f" other. {FRESH} rounds, the library first in every other one; medians. The steady figures are the first table's and the"
         " driver's passes after its first, timed in separate loops.\n"
+    )
+    def bytes_per_node(info, b):
+        return f"{b / info['nodes']:.0f} B"
+
+    def largest(kept):
+        part = max(MemoryUse.PARTS, key=lambda p: getattr(kept, p))
+        return f"{part.replace('_', ' ')} ({getattr(kept, part) / kept.total_bytes:.0%})"
+
+    print_table(
+        "real graphs: the host memory a command buffer keeps (rcb_cmdbuf_memory_use), per node",
+        ["model", "nodes", "allocations", "sites", "argument bytes", "kept after finalize", "kept after the updates",
+         "kept / argument bytes", "goal: 2 × argument bytes + 64 B", "kept / goal", "largest part"]
+        + [p.replace("_", " ") for p in MemoryUse.PARTS] + ["heap blocks"],
+        [[name, info["nodes"], info["allocations"], info["sites"], bytes_per_node(info, k.argument_bytes),
+          bytes_per_node(info, info["kept_made"].total_bytes), bytes_per_node(info, k.total_bytes),
+          ratio(k.total_bytes, k.argument_bytes, 1, "×"), bytes_per_node(info, 2 * k.argument_bytes + 64 * info["nodes"]),
+          ratio(k.total_bytes, 2 * k.argument_bytes + 64 * info["nodes"]), largest(k)]
+         + [bytes_per_node(info, getattr(k, p)) for p in MemoryUse.PARTS] + [f"{k.heap_blocks / info['nodes']:.1f}"]
+         for name, info, _ in rows for k in [info["kept"]]],
+    )
+    print(
+        "\nCounted by the library from its own structures (rcb_cmdbuf_memory_use), divided by the graph's nodes: right after"
+        " flatten + finalize, and on the command buffer the `all` rows updated (its update scratch grown to what moving every"
+        " allocation needs); the parts are those of the latter. The allocator's headers and what the driver keeps for the"
+        " graphs are not counted.\n"
     )
     print_table(
         "real graphs: allocations end to end, and every allocation moved to a buffer of its own (not measured)",

@@ -531,7 +531,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let (t, e) = interleaved(runs, || {}, &mut template, &mut update(nested, false));
             let (t_m, m) = interleaved(runs, || {}, &mut template, &mut update(nested, true));
             let quiet = time_still(nested, &layout, if quick { 21 } else { 201 })?;
-            let kept = memory_use(primary).map_err(err)?;
+            let kept = memory_use(primary)?;
             let all_sites = site_count(primary)?;
             let rerecorded = kept_after_rerecord(primary, &layout)?;
             Ok::<_, String>(([c, d, c_cold, d_cold, c_m, d_m, c_l, d_l], [t, e, t_m, m], quiet, (kept, all_sites, rerecorded)))
@@ -566,10 +566,10 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             n.to_string(),
             all_sites.to_string(),
             per_node(kept.argument_bytes),
-            per_node(kept.total()),
-            per_node(rerecorded.total()),
-            format!("{:.0} B", kept.total() as f64 / all_sites as f64),
-            format!("{:.1}×", kept.total() as f64 / args),
+            per_node(kept.total_bytes),
+            per_node(rerecorded.total_bytes),
+            format!("{:.0} B", kept.total_bytes as f64 / all_sites as f64),
+            format!("{:.1}×", kept.total_bytes as f64 / args),
             format!("{:.0} B", (2.0 * args + 64.0 * n as f64) / n as f64),
             per_node(kept.argument_copies),
             per_node(kept.node_records),
@@ -679,9 +679,19 @@ fn site_count(cb: *mut rcb_cmdbuf) -> R<usize> {
     Ok(sites)
 }
 
+fn memory_use(cb: *mut rcb_cmdbuf) -> R<rcb_memory_use> {
+    let mut kept = rcb_memory_use::default();
+    // SAFETY: a live handle and a writable sized struct.
+    let s = unsafe { rcb_cmdbuf_memory_use(cb, &mut kept) };
+    if s != RCB_OK {
+        return Err(format!("rcb_cmdbuf_memory_use: status {s}"));
+    }
+    Ok(kept)
+}
+
 /// The memory `cb` keeps after one re-record as XLA starts one: moved back to the first
 /// placement, then the table set again (every recorded address looked up anew), then finalized.
-fn kept_after_rerecord(cb: *mut rcb_cmdbuf, layout: &Layout) -> R<rocm_cmdbuf::MemoryUse> {
+fn kept_after_rerecord(cb: *mut rcb_cmdbuf, layout: &Layout) -> R<rcb_memory_use> {
     let table = layout.table(false);
     let mut report = rcb_update_report::default();
     let check = |s: rcb_status, what: &str| if s == RCB_OK { Ok(()) } else { Err(format!("{what}: status {s}")) };
@@ -695,7 +705,7 @@ fn kept_after_rerecord(cb: *mut rcb_cmdbuf, layout: &Layout) -> R<rocm_cmdbuf::M
         check(rcb_cmdbuf_set_allocations(cb, table.as_ptr(), table.len()), "rcb_cmdbuf_set_allocations")?;
         check(rcb_cmdbuf_finalize(cb), "rcb_cmdbuf_finalize")?;
     }
-    memory_use(cb).map_err(err)
+    memory_use(cb)
 }
 
 /// What `first_update` measured: medians over fresh command buffers and executable graphs.
