@@ -3,7 +3,7 @@
 //! the arrays it hands out are its own and dangle).
 
 use super::NodeId;
-use super::args::{MAX_BLOB_BYTES, Named, read_ptr, write_ptr};
+use super::args::{MAX_BLOB_BYTES, Named, aligned_words, read_ptr, write_ptr};
 use super::memory::Heap;
 use super::opaque::References;
 use super::patch::Slot;
@@ -29,7 +29,10 @@ pub struct KernelRecord {
 /// known layout), as `u16`, the pointer arguments the caller named by allocation (sites of
 /// that allocation whatever their address), and for a kernel on `RCB_OPAQUE_KERNELS` its boxed
 /// `References::Opaque` (its lists are then empty, and the node pins everything: see
-/// `opaque.rs`). Only recording and a new allocation table read what follows the arguments;
+/// `opaque.rs`). Where the offsets are every 8-byte-aligned word of the arguments (a node
+/// flattened from a graph, or one whose arguments are all `RCB_ARG_SCAN`) they are not stored
+/// but made when read: a flattened node's list was a quarter of its arguments' size, more than
+/// its sites. Only recording and a new allocation table read what follows the arguments;
 /// an update reads the arguments. One block and a 16-byte handle, where three boxed slices and
 /// an optional box took 56 bytes and up to four blocks; never resized once recorded.
 ///
@@ -43,8 +46,10 @@ pub struct Blob {
     ptr: NonNull<u8>,
     /// Argument bytes (at most `args::MAX_BLOB_BYTES`).
     len: u16,
-    /// Pointer offsets after them (at most one per 8 argument bytes).
+    /// Pointer offsets after them (at most one per 8 argument bytes); 0 when `every_word`.
     pointers: u16,
+    /// The offsets are those of every 8-byte-aligned word of the arguments, stored nowhere.
+    every_word: bool,
     /// Named arguments after those (at most one per 8 argument bytes).
     named: u16,
     /// A `Box<References>` (as a raw pointer) after those: an opaque kernel's.
@@ -62,6 +67,8 @@ impl Blob {
     /// an opaque kernel's references. `args` must not exceed `args::MAX_BLOB_BYTES`, and every
     /// offset must leave 8 bytes in it (packing and flattening check both).
     pub fn new(args: &[u8], pointers: &[u32], named: &[Named], opaque: Option<Box<References>>) -> Self {
+        let every_word = !pointers.is_empty() && pointers.iter().copied().eq(aligned_words(0, args.len()));
+        let pointers = if every_word { &[] } else { pointers };
         // The block is sized from these counts: one that did not fit its field would make the
         // copies below overrun it. Packing and flattening keep them far below (offsets and names
         // are 8-byte words of the arguments), so this never fails.
@@ -71,7 +78,8 @@ impl Blob {
         };
         debug_assert!(args.len() <= MAX_BLOB_BYTES, "a blob of {} bytes", args.len());
         debug_assert!(pointers.iter().chain(named.iter().map(|n| &n.at)).all(|&at| at as usize + 8 <= args.len()));
-        let mut blob = Self { ptr: NonNull::<Named>::dangling().cast(), len, pointers: count, named: names, opaque: opaque.is_some() };
+        let mut blob =
+            Self { ptr: NonNull::<Named>::dangling().cast(), len, pointers: count, every_word, named: names, opaque: opaque.is_some() };
         let layout = blob.layout();
         if layout.size() == 0 {
             return blob;
@@ -142,7 +150,8 @@ impl Blob {
             // lives as long as `self`.
             unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offsets).cast::<u16>().cast_const(), usize::from(self.pointers)) }
         };
-        list.iter().map(|&at| u32::from(at))
+        let words = if self.every_word { usize::from(self.len) } else { 0 };
+        list.iter().map(|&at| u32::from(at)).chain(aligned_words(0, words))
     }
 
     /// The arguments the caller named by allocation, in their order.
@@ -565,6 +574,25 @@ mod tests {
     }
 
     #[test]
+    fn offsets_at_every_aligned_word_take_no_room_in_the_block() {
+        let args: Vec<u8> = (0..44).collect();
+        // 0 to 32: every word wholly inside 44 bytes.
+        let every: Vec<u32> = (0..5).map(|k| k * 8).collect();
+        let all = Blob::new(&args, &every, &[], None);
+        assert_eq!(all.block_bytes(), 44, "nothing after the arguments");
+        // One word short of every word, or one named besides: a list as before.
+        let some = Blob::new(&args, &every[..4], &[], None);
+        assert_eq!(some.block_bytes(), 44 + 4 * 2);
+        let with_named = Blob::new(&args, &every, &[named(32, 1, 0)], None);
+        assert_eq!(with_named.block_bytes(), 48 + std::mem::size_of::<Named>());
+        for (b, want) in [(&all, &every[..]), (&all.clone(), &every[..]), (&some, &every[..4]), (&with_named, &every[..])] {
+            assert_eq!(b.pointers().collect::<Vec<_>>(), want);
+        }
+        assert_eq!(with_named.named(), &[named(32, 1, 0)]);
+        assert_eq!(Blob::new(&args[..7], &[], &[], None).pointers().count(), 0, "no word, no offset");
+    }
+
+    #[test]
     fn a_blob_keeps_its_arguments_and_lists_in_one_block_through_clones_and_writes() {
         let args: Vec<u8> = (0..43).collect();
         let refs = References::Opaque("the kernel `k`".into());
@@ -575,6 +603,8 @@ mod tests {
             (vec![], vec![named(0, 7, u64::MAX)], None),
             (vec![], vec![], Some(refs.clone())),
             (vec![0, 8, 16], vec![named(24, 1, 8)], Some(refs.clone())),
+            // Every aligned word (at each length below): not stored, made when read.
+            (vec![0, 8, 16, 24, 32], vec![], None),
         ] {
             for len in [0, 35, 40, 43] {
                 let keep = |at: &u32| *at as usize + 8 <= len;
@@ -599,7 +629,9 @@ mod tests {
                     }
                 }
                 assert_eq!(&copy[..], &args[..len], "a clone is a copy, not the same block");
-                let lists = 2 * pointers.len() + 16 * names.len() + 8 * usize::from(opaque.is_some());
+                let every_word = !pointers.is_empty() && pointers.iter().copied().eq(aligned_words(0, len));
+                let stored = if every_word { 0 } else { pointers.len() };
+                let lists = 2 * stored + 16 * names.len() + 8 * usize::from(opaque.is_some());
                 assert!(blob.block_bytes() >= len + lists && blob.block_bytes() < len + lists + 16, "{} bytes", blob.block_bytes());
             }
         }

@@ -65,7 +65,9 @@ pub struct Overlaps {
     set_starts: Vec<u32>,
     /// How many live sites may come from exactly set `id`'s allocations.
     counts: Vec<u32>,
-    /// Each set's id, to find it again when another site has the same allocations.
+    /// Each set's id, to find it again when another site has the same allocations: made by the
+    /// first [`Self::add`] after a grouping, dropped by the grouping (an update adds no set, and
+    /// where allocations lie end to end the map took about as much room as the sites).
     ids: HashMap<Vec<u32>, u32>,
     /// The ids of the sets allocation `a` is a member of: `of_allocation[allocation_starts[a]..
     /// allocation_starts[a + 1]]`. Made by [`Self::index`] after sets were added; empty without
@@ -87,6 +89,9 @@ pub struct Overlaps {
 impl Overlaps {
     fn add(&mut self, set: Vec<u32>) -> u32 {
         self.live += 1;
+        if self.ids.is_empty() {
+            self.ids = (0..self.counts.len() as u32).map(|id| (self.set(id).to_vec(), id)).collect();
+        }
         let id = match self.ids.get(&set) {
             Some(&id) => id,
             None => {
@@ -104,6 +109,12 @@ impl Overlaps {
         };
         self.counts[id as usize] += 1;
         id
+    }
+
+    /// How many distinct sets were added since the table was made.
+    #[cfg(test)]
+    pub fn sets(&self) -> usize {
+        self.counts.len()
     }
 
     fn remove(&mut self, id: u32) {
@@ -148,6 +159,14 @@ impl Overlaps {
         self.deltas = Vec::with_capacity(allocations);
         self.deltas.resize(allocations, 0);
         self.indexed = true;
+    }
+
+    /// Gives back what only adding sets needs, and the room the sets' lists grew beyond them.
+    fn settle(&mut self) {
+        self.ids = HashMap::new();
+        self.members.shrink_to_fit();
+        self.set_starts.shrink_to_fit();
+        self.counts.shrink_to_fit();
     }
 
     /// Why moving `moved` (`(allocation, new base)`, distinct allocations whose base changes)
@@ -225,11 +244,13 @@ pub struct PatchTable {
     /// The nodes whose sites were removed since the last grouping, one bit each: their grouped
     /// sites are dead.
     removed: Vec<u64>,
-    /// For each of those nodes, how many pending sites there were at its last removal: its
-    /// pending sites before that count are dead, those after it were added since.
-    removed_before: HashMap<u32, u32>,
-    /// The overlap sets of each node's live ambiguous sites (few nodes have any).
-    ambiguous: HashMap<u32, Vec<u32>>,
+    /// For each of those nodes, how many pending sites and `ambiguous` entries there were at its
+    /// last removal: its entries before those counts are dead, those after them were added since.
+    removed_before: HashMap<u32, (u32, u32)>,
+    /// The node and overlap set of each ambiguous site (a flat list: where allocations lie end
+    /// to end most sites are ambiguous, and a map of lists by node took 70 bytes a node). A
+    /// removed node's entries leave it, and their sets' counts drop, at the next grouping.
+    ambiguous: Vec<(u32, u32)>,
     /// Sites added since the table was made, for counting what one call added.
     added: u64,
 }
@@ -245,7 +266,7 @@ impl PatchTable {
         self.pending = Vec::new();
         self.removed = Vec::new();
         self.removed_before = HashMap::new();
-        self.ambiguous = HashMap::new();
+        self.ambiguous = Vec::new();
     }
 
     /// Adds a site of `node` patched through `alloc` (the slot holds an address of it); `others`
@@ -257,7 +278,7 @@ impl PatchTable {
             set.extend_from_slice(others);
             set.sort_unstable();
             let id = self.overlaps.add(set);
-            self.ambiguous.entry(node).or_default().push(id);
+            self.ambiguous.push((node, id));
         }
         self.pending.push((alloc, Site { node, slot }));
         self.added += 1;
@@ -270,10 +291,7 @@ impl PatchTable {
             self.removed.resize(word + 1, 0);
         }
         self.removed[word] |= 1 << bit;
-        self.removed_before.insert(node, self.pending.len() as u32);
-        for set in self.ambiguous.remove(&node).into_iter().flatten() {
-            self.overlaps.remove(set);
-        }
+        self.removed_before.insert(node, (self.pending.len() as u32, self.ambiguous.len() as u32));
     }
 
     /// Sites added since the table was made (removals not subtracted).
@@ -304,8 +322,10 @@ impl PatchTable {
         &self.copies[first..first + len]
     }
 
-    /// The ambiguous sites, for an update to check before it writes.
+    /// The ambiguous sites, for an update to check before it writes (grouped first if recording
+    /// changed them).
     pub fn overlaps(&mut self) -> &mut Overlaps {
+        self.group();
         &mut self.overlaps
     }
 
@@ -313,7 +333,6 @@ impl PatchTable {
     pub fn heap(&self) -> Heap {
         let o = &self.overlaps;
         let keys: Heap = o.ids.keys().map(Heap::vec).sum();
-        let ambiguous: Heap = self.ambiguous.values().map(Heap::vec).sum();
         [
             Heap::vec(&self.grouped),
             Heap::vec(&self.starts),
@@ -321,8 +340,7 @@ impl PatchTable {
             Heap::vec(&self.pending),
             Heap::vec(&self.removed),
             Heap::map(&self.removed_before),
-            Heap::map(&self.ambiguous),
-            ambiguous,
+            Heap::vec(&self.ambiguous),
             Heap::vec(&o.members),
             Heap::vec(&o.set_starts),
             Heap::vec(&o.counts),
@@ -357,7 +375,7 @@ impl PatchTable {
         let removed = &self.removed;
         let dead = |node: u32| removed.get(node as usize / 64).is_some_and(|w| w & (1 << (node % 64)) != 0);
         let before = &self.removed_before;
-        let pending_live = |i: usize, node: u32| !dead(node) || before.get(&node).is_some_and(|&b| i >= b as usize);
+        let pending_live = |i: usize, node: u32| !dead(node) || before.get(&node).is_some_and(|&(b, _)| i >= b as usize);
         let mut starts = vec![0u32; self.allocations + 1];
         for a in 0..self.allocations {
             let old = &self.grouped[self.starts[a] as usize..self.starts[a + 1] as usize];
@@ -389,6 +407,17 @@ impl PatchTable {
             .flat_map(|a| grouped[starts[a as usize] as usize..starts[a as usize + 1] as usize].iter().map(move |&site| (a, site)))
             .filter(|(_, site)| matches!(site.slot, Slot::MemcpyDst | Slot::MemcpySrc))
             .collect();
+        let overlaps = &mut self.overlaps;
+        let mut i = 0;
+        self.ambiguous.retain(|&(node, set)| {
+            let live = !dead(node) || before.get(&node).is_some_and(|&(_, b)| i >= b as usize);
+            i += 1;
+            if !live {
+                overlaps.remove(set);
+            }
+            live
+        });
+        self.ambiguous.shrink_to_fit();
         self.grouped = grouped;
         self.starts = starts;
         self.pending = Vec::new();
@@ -396,6 +425,7 @@ impl PatchTable {
         self.removed_before = HashMap::new();
         // Sets come only with sites, so the ones added since the last grouping are indexed here.
         self.overlaps.index(self.allocations);
+        self.overlaps.settle();
     }
 }
 

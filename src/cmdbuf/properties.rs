@@ -122,12 +122,15 @@ fn patch_table_agrees_with_the_model() {
         t.reset(allocations as usize);
         // Each live site: its allocation, the site, and every allocation its address lies in.
         let mut model: Vec<(u32, Site, Vec<u32>)> = Vec::new();
+        // Every distinct set of two or more allocations added since the last reset, live or not.
+        let mut sets = std::collections::HashSet::new();
         for _ in 0..60 {
             match r.below(10) {
                 0 if r.below(4) == 0 => {
                     allocations = 1 + r.below(6) as u32;
                     t.reset(allocations as usize);
                     model.clear();
+                    sets.clear();
                 }
                 0..=2 if !model.is_empty() => {
                     // Mostly a node that has sites, at times one that has none.
@@ -146,6 +149,12 @@ fn patch_table_agrees_with_the_model() {
                         others.clear();
                     }
                     t.add(site.node, site.slot, alloc, &others);
+                    if !others.is_empty() {
+                        let mut set = others.clone();
+                        set.push(alloc);
+                        set.sort_unstable();
+                        sets.insert(set);
+                    }
                     let mut set = others.clone();
                     set.push(alloc);
                     model.push((alloc, site, set));
@@ -173,6 +182,7 @@ fn patch_table_agrees_with_the_model() {
                 let delta: Vec<u64> = (0..allocations).map(|_| r.pick(&[0, 0, 0x10_0000, 0x20_0000])).collect();
                 let moved: Vec<(u32, u64)> =
                     (0..allocations).filter(|&a| delta[a as usize] != 0).map(|a| (a, old[a as usize].base + delta[a as usize])).collect();
+                assert_eq!(t.overlaps().sets(), sets.len(), "each set kept once, also when added again after a grouping");
                 let apart = model.iter().any(|(_, _, set)| set.iter().any(|&a| delta[a as usize] != delta[set[0] as usize]));
                 assert_eq!(
                     t.overlaps().refusal(&moved, &old).is_some(),
