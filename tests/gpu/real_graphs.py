@@ -42,6 +42,8 @@ update (pass) of a second one made before the first, right after the first one's
 has just run (seven rounds, the library first in every other one; medians).
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
+Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
+after flatten + finalize, and on the one the all-moved updates ran on.
 
 Runs on the GPU machine only (ci/gpu-run.sh, which fails when python3 with a torch that can use CUDA
 is missing unless RCB_GPU_ALLOW_MISSING names what is missing: see gpu_deps.py):
