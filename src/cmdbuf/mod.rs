@@ -715,7 +715,7 @@ impl CmdBuf {
         self.blob_bases.shrink();
         self.allocs.drop_index();
         self.patches.group();
-        self.scratch.mark_nodes(self.nodes.len());
+        self.scratch.prepare(self.nodes.len(), self.allocs.entries().len());
         if self.exec.is_some() {
             // A primary's updates list each touched node's template here once (refreshed only when
             // the template is asked for), so room for all of them is made now, not by updates.

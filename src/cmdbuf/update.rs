@@ -56,11 +56,15 @@ const PATCH_AHEAD: usize = 16;
 /// (`docs/benchmarks.md`). The threshold lies between the two sizes measured.
 pub const LOOK_AHEAD_FROM_NODES: usize = 32 * 1024;
 
-/// Buffers reused by every update, so an update allocates nothing once they have grown. They
-/// grow to what the updates need, not to what an update of everything would: sized for the
-/// whole graph at finalize, they took 16 bytes a site, 16 an allocation and 4 a node (100 bytes
-/// a node of `rcb-bench`'s chain, 3 sites and 3 allocations each) for updates that move a tenth
-/// of the table.
+/// The moved allocations finalize makes room for (16 bytes each, so at most 1 KiB): an update
+/// that moves more grows the list once.
+const MOVES_ROOM: usize = 64;
+
+/// Buffers reused by every update, so an update allocates nothing once they have grown. Finalize
+/// makes the room a first update needs on most graphs ([`Scratch::prepare`]), not what an update
+/// of everything would on any: sized for the whole graph, they took 16 bytes a site, 16 an
+/// allocation and 4 a node (100 bytes a node of `rcb-bench`'s chain, 3 sites and 3 allocations
+/// each) for updates that move a tenth of the table.
 #[derive(Default)]
 pub(super) struct Scratch {
     marks: Marks,
@@ -75,9 +79,16 @@ impl Scratch {
         [Heap::vec(&self.marks.bits), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
     }
 
-    /// Makes a mark for each of `nodes` nodes (at finalize, so that no update does).
-    pub(super) fn mark_nodes(&mut self, nodes: usize) {
+    /// At finalize, so that the first update grows nothing on a graph of `nodes` nodes and
+    /// `allocations` allocations that moves up to [`MOVES_ROOM`] of them: a mark and room in the
+    /// touched list for each node (4 bytes a node, as the template's dirty list), and room for
+    /// those moves. Growing the lists was most of what a first update did beyond a later one: on
+    /// the software GPU, 1 500 of its 1 600 more instructions at 100 nodes, 2 800 of 3 800 at
+    /// 1 000 (`docs/benchmarks.md`).
+    pub(super) fn prepare(&mut self, nodes: usize, allocations: usize) {
         self.marks.cover(nodes);
+        reserve_written(&mut self.touched, nodes, 0);
+        reserve_written(&mut self.moved, allocations.min(MOVES_ROOM), (0, 0));
     }
 }
 
