@@ -577,9 +577,10 @@ typedef struct rcb_allocation_move {
  * Bytes, counted by the library from its own structures: the size of each and the capacity
  * of each heap buffer it holds (a hash table as all its buckets and their control bytes). Not
  * counted: the allocator's header on each heap block (`heap_blocks` says how many), and what
- * the GPU runtime keeps for the command buffer's graphs. The parts after `argument_bytes` add up
- * to `total_bytes`; how a later release divides its memory among them may differ, and
- * `total_bytes` means the same in every release.
+ * the GPU runtime keeps for the command buffer's graphs. The parts, `argument_copies` to
+ * `other` (and any part a later release appends), add up to `total_bytes`; `argument_bytes` and
+ * `heap_blocks` are not parts. How a later release divides its memory among the parts may
+ * differ; `total_bytes` means the same in every release.
  */
 typedef struct rcb_memory_use {
   /**
@@ -591,7 +592,7 @@ typedef struct rcb_memory_use {
    */
   uint32_t reserved;
   /**
-   * Every byte the command buffer keeps: the sum of the parts below `argument_bytes`.
+   * Every byte the command buffer keeps: the sum of the parts.
    */
   uint64_t total_bytes;
   /**
@@ -600,7 +601,8 @@ typedef struct rcb_memory_use {
    */
   uint64_t argument_bytes;
   /**
-   * The heap the copies of the kernel arguments take.
+   * The heap the copies of the kernel arguments take (in this release exactly
+   * `argument_bytes`: each node's copy is as long as its arguments).
    */
   uint64_t argument_copies;
   /**
@@ -623,8 +625,9 @@ typedef struct rcb_memory_use {
    */
   uint64_t allocation_table;
   /**
-   * What address updates reuse: a mark and an argument address a node, and the buffers the
-   * updates so far have grown.
+   * What address updates reuse: a mark and an argument address a node, the room finalize
+   * makes for a first update (a touched-node entry a node, up to 64 moved allocations), and
+   * what the updates so far have grown beyond it.
    */
   uint64_t update_scratch;
   /**

@@ -225,9 +225,10 @@ pub struct rcb_update_report {
 /// Bytes, counted by the library from its own structures: the size of each and the capacity
 /// of each heap buffer it holds (a hash table as all its buckets and their control bytes). Not
 /// counted: the allocator's header on each heap block (`heap_blocks` says how many), and what
-/// the GPU runtime keeps for the command buffer's graphs. The parts after `argument_bytes` add up
-/// to `total_bytes`; how a later release divides its memory among them may differ, and
-/// `total_bytes` means the same in every release.
+/// the GPU runtime keeps for the command buffer's graphs. The parts, `argument_copies` to
+/// `other` (and any part a later release appends), add up to `total_bytes`; `argument_bytes` and
+/// `heap_blocks` are not parts. How a later release divides its memory among the parts may
+/// differ; `total_bytes` means the same in every release.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct rcb_memory_use {
@@ -235,12 +236,13 @@ pub struct rcb_memory_use {
     pub struct_size: u32,
     /// Written as 0.
     pub reserved: u32,
-    /// Every byte the command buffer keeps: the sum of the parts below `argument_bytes`.
+    /// Every byte the command buffer keeps: the sum of the parts.
     pub total_bytes: u64,
     /// The packed kernel arguments themselves (their length): not a part, but what the parts
     /// are set against, since a copy of them is the least the library must keep.
     pub argument_bytes: u64,
-    /// The heap the copies of the kernel arguments take.
+    /// The heap the copies of the kernel arguments take (in this release exactly
+    /// `argument_bytes`: each node's copy is as long as its arguments).
     pub argument_copies: u64,
     /// The node records, one a node, each holding its node's parameters (a kernel's launch shape,
     /// a memcpy's or memset's operands).
@@ -253,8 +255,9 @@ pub struct rcb_memory_use {
     pub site_lists: u64,
     /// The allocation table, its lookup index and what pins each allocation.
     pub allocation_table: u64,
-    /// What address updates reuse: a mark and an argument address a node, and the buffers the
-    /// updates so far have grown.
+    /// What address updates reuse: a mark and an argument address a node, the room finalize
+    /// makes for a first update (a touched-node entry a node, up to 64 moved allocations), and
+    /// what the updates so far have grown beyond it.
     pub update_scratch: u64,
     /// The rest: nodes left to push, flattened child graphs, graphs kept for the command buffer,
     /// and its fixed cost (its own struct, its place in the handle registry, its counters).

@@ -137,7 +137,7 @@ static void command_buffer(void) {
                      kept.allocation_table + kept.update_scratch + kept.other;
     /* fill (pointer, u32, u64) packs to 24 bytes, axpy (two pointers, float, u64) to 32. */
     CHECK(kept.struct_size == sizeof kept && kept.argument_bytes == 24 + 32 && kept.total_bytes == parts &&
-              kept.argument_copies >= kept.argument_bytes,
+              kept.argument_copies == kept.argument_bytes,
           "memory use: struct_size %u, argument bytes %llu (want 56), total %llu, parts %llu",
           (unsigned)kept.struct_size, (unsigned long long)kept.argument_bytes,
           (unsigned long long)kept.total_bytes, (unsigned long long)parts);

@@ -133,6 +133,15 @@ static void failed_capture_end(void) {
     EXPECT_FAIL(rcb_cmdbuf_node_count(cb, &count), RCB_STATUS_INVALID_STATE, "capturing");
     EXPECT_FAIL(rcb_cmdbuf_site_count(cb, &count), RCB_STATUS_INVALID_STATE, "capturing");
     CHECK(g == NULL && exec == NULL && count == 99, "a refused read wrote its output");
+    /* The memory it keeps is there to read in any state: a captured graph's nodes are the
+     * runtime's, so the command buffer holds none of its own yet. */
+    rcb_memory_use kept;
+    SIZED(kept);
+    RCB(rcb_cmdbuf_memory_use(cb, &kept));
+    CHECK(kept.total_bytes > 0 && kept.node_records == 0 && kept.argument_bytes == 0,
+          "memory during a capture: total %llu, node records %llu, argument bytes %llu",
+          (unsigned long long)kept.total_bytes, (unsigned long long)kept.node_records,
+          (unsigned long long)kept.argument_bytes);
 
     faults("hipStreamEndCapture:1");
     EXPECT_FAIL(rcb_cmdbuf_capture_end(cb), RCB_STATUS_RUNTIME_ERROR, "the stream is still capturing");

@@ -772,7 +772,12 @@ static void op_queries(input *in) {
         kept.struct_size = struct_size_arg(in, sizeof kept);
         if (CALL(rcb_cmdbuf_memory_use(cb, null_out ? NULL : &kept)) == RCB_OK) {
             check_written(kept.struct_size, sizeof kept, "a memory use");
-            if (kept.argument_copies < kept.argument_bytes) die("memory use: copies below the argument bytes");
+            uint64_t parts = kept.argument_copies + kept.node_records + kept.node_lists + kept.site_lists +
+                             kept.allocation_table + kept.update_scratch + kept.other;
+            if (kept.total_bytes != parts || kept.argument_copies != kept.argument_bytes)
+                die("memory use: total %llu, parts %llu, copies %llu, argument bytes %llu",
+                    (unsigned long long)kept.total_bytes, (unsigned long long)parts,
+                    (unsigned long long)kept.argument_copies, (unsigned long long)kept.argument_bytes);
         }
         break;
     }
