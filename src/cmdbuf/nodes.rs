@@ -29,9 +29,9 @@ pub struct KernelRecord {
 /// known layout), as `u16`, the pointer arguments the caller named by allocation (sites of
 /// that allocation whatever their address), and for a kernel on `RCB_OPAQUE_KERNELS` its boxed
 /// `References::Opaque` (its lists are then empty, and the node pins everything: see
-/// `opaque.rs`). Where the offsets are every 8-byte-aligned word of the arguments (a node
-/// flattened from a graph, or one whose arguments are all `RCB_ARG_SCAN`) they are not stored
-/// but made when read: a flattened node's list was a quarter of its arguments' size, more than
+/// `opaque.rs`). Where the offsets are every 8-byte-aligned word of the arguments (as for a
+/// node flattened from a graph, or a kernel whose arguments are all pointers) they are not
+/// stored but made when read: a flattened node's list was a quarter of its arguments' size, more than
 /// its sites. Only recording and a new allocation table read what follows the arguments;
 /// an update reads the arguments. One block and a 16-byte handle, where three boxed slices and
 /// an optional box took 56 bytes and up to four blocks; never resized once recorded.
