@@ -310,14 +310,14 @@ impl CmdBuf {
     /// executable graph, to a nested one's template), and asks for the next node's record while
     /// the runtime takes one pushed by itself.
     fn apply_moves(&mut self) -> UpdateReport {
-        // Finalize grouped the sites, and nothing adds or removes one until the next update
-        // phase (this one costs a comparison); the memcpy class rule and the writes read them.
-        self.patches.group();
         if let Some((why, reason)) = self.opaque_refusal() {
             log::debug!("address update refused, re-record needed: {reason}");
             self.counters.record(Event::Fallback(why));
             return UpdateReport { needs_rerecord: true, ..UpdateReport::default() };
         }
+        // `overlaps` groups the sites first: finalize did, and nothing adds or removes one until
+        // the next update phase (this costs a comparison); the memcpy class rule and the writes
+        // below read them grouped.
         if let Some(reason) = self.patches.overlaps().refusal(&self.scratch.moved, self.allocs.entries()) {
             log::debug!("address update refused, re-record needed: {reason}");
             self.counters.record(Event::Fallback(Fallback::OverlappingAllocations));
