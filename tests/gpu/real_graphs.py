@@ -39,7 +39,10 @@ flush of another measurement comes between their finalize and their first update
 library's first update after a launch and the driver's first pass after a launch are timed in
 turn, each on a command buffer or executable graph made just before it, and then the first
 update (pass) of a second one made before the first, right after the first one's, when the code
-has just run (seven rounds, the library first in every other one; medians).
+has just run (seven rounds, the library first in every other one; medians). In each round one
+more command buffer is launched and its executable graph given one pass of the driver's setters
+over the touched nodes (the parameters it holds) before its first update and steady updates are
+timed: what that first update still pays beyond its steady ones is the library's own.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
@@ -90,6 +93,7 @@ COLD = 30  # samples of the cold timings, each after the caches are flushed
 AFTER_LAUNCH = 40  # samples of each timing after a launch, half of them to each placement
 PAIRED = 100  # rounds of the update and the floor call by call, each to B and back to A
 FRESH = 7  # fresh command buffers and executable graphs of the first-update comparison, alternated
+STEADY_HERE = 20  # updates after the first on the command buffer whose driver pass came first
 
 
 def flush_buffer():
@@ -461,6 +465,7 @@ class MoveSet:
         self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
         self.lib_fresh = self.lib_code_run = self.driver_fresh = self.driver_code_run = None
+        self.own_pass = self.lib_after_pass = self.lib_after_pass_steady = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -481,7 +486,8 @@ def measure(cbs, ms, table_a, fresh):
     update_times(cbs[1], table_a, ms.table_b, 1)
     graph, nodes_a = template(cbs[1])
     after = {n: read for n, _, read in nodes_b}
-    touched = [(a, after[a[0]]) for a in nodes_a if a[2] is not None and compared(a[1], a[2]) != compared(a[1], after[a[0]])]
+    touched_at = [i for i, a in enumerate(nodes_a) if a[2] is not None and compared(a[1], a[2]) != compared(a[1], after[a[0]])]
+    touched = [(nodes_a[i], after[nodes_a[i][0]]) for i in touched_at]
     ms.floor_nodes = len(touched)
     nodes = [a[0] for a, _ in touched]
     pa, pb = NodeParams([(a[1], a[2]) for a, _ in touched]), NodeParams([(a[1], b) for a, b in touched])
@@ -554,11 +560,40 @@ def measure(cbs, ms, table_a, fresh):
             for e in execs:
                 cuda.cuGraphExecDestroy(P(e))
 
+    # Whose the rest is: the driver's first pass over the touched nodes of a command buffer's own
+    # executable graph (the parameters it holds, table A), then that command buffer's first
+    # update and its steady updates. What that first update pays beyond its steady ones, once the
+    # driver has had its first pass there, is the library's.
+    own_pass, lib_after_pass, lib_after_pass_steady = [], [], []
+
+    def library_after_driver():
+        cb = fresh()
+        try:
+            launch_and_wait(cb)
+            g = P()
+            check(lib.rcb_cmdbuf_graph(cb, C.byref(g)), "rcb_cmdbuf_graph")
+            own = graph_nodes(g.value)
+            # The same flattening lists the same nodes in the same order, holding what the first
+            # command buffer's held on table A: the pass below changes nothing the library holds.
+            if len(own) != len(nodes_a) or any(
+                own[i][1] != nodes_a[i][1] or compared(own[i][1], read_node(*own[i])) != compared(nodes_a[i][1], nodes_a[i][2])
+                for i in touched_at
+            ):
+                raise RuntimeError("a fresh command buffer's template does not hold the first one's nodes in the same order")
+            own_pass.append(set_params_times(exec_of(cb), [own[i][0] for i in touched_at], pb, pa, 1)[0])
+            lib_after_pass.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
+            lib_after_pass_steady.append(median(update_times(cb, table_a, ms.table_b, STEADY_HERE)[0]))
+        finally:
+            lib.rcb_cmdbuf_free(cb)
+
     for r in range(FRESH):
         for side in (library, driver) if r % 2 == 0 else (driver, library):
             side()
+        library_after_driver()
     ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
+    ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
+    ms.lib_after_pass_steady = median(lib_after_pass_steady)
 
 
 def run(name, make, shape):
@@ -789,6 +824,24 @@ def print_tables(rows):
         " launches both, waits, and times one pass of the exec setters over the touched nodes on the one made last, then on the"
         f" other. {FRESH} rounds, the library first in every other one; medians. The steady figures are the first table's and the"
         " driver's passes after its first, timed in separate loops.\n"
+    )
+    print_table(
+        "real graphs: whose is the rest of the first update: the driver's first pass over the touched nodes of a command buffer's"
+        f" own executable graph, then that command buffer's first update and its steady ones (medians of {FRESH})",
+        ["model", "moved", "driver, first pass on the command buffer's own executable graph", "library, first update right after it",
+         "library, steady on the same command buffer", "first / steady", "library, first with no pass before it",
+         "first with no pass before it / steady"],
+        [[name, ms.label, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
+          ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady)]
+         for name, _, sets in rows for ms in sets],
+    )
+    print(
+        "\nIn each round, after the two above, one more command buffer is made (flatten + finalize) and launched; the driver's exec"
+        " setters push the parameters it already holds to its touched nodes (one pass, timed), then its first"
+        f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
+        " steady figure). What the first update pays beyond the steady ones once the driver has had its first pass over the same"
+        " nodes of the same executable graph is the library's own first-time cost; `first with no pass before it` is the table"
+        " above's `library, first`, set against the same steady figure.\n"
     )
     def bytes_per_node(info, b):
         return f"{b / info['nodes']:.0f} B"

@@ -449,6 +449,9 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "floor, first pass",
             "floor, steady",
             "first/steady",
+            "(g) the floor's first pass on the command buffer's own executable graph",
+            "(f″) the first update after (g)",
+            "(f″)/(s)",
         ],
     );
     let mut evict = Evict::new(quick);
@@ -559,6 +562,9 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             time(fu.floor_first),
             time(fu.floor_steady),
             format!("{:.2}", fu.floor_first / fu.floor_steady),
+            time(fu.driver_on_own),
+            time(fu.after_driver),
+            format!("{:.2}", fu.after_driver / fu.steady),
         ]);
         let per_node = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
         let args = kept.argument_bytes as f64;
@@ -659,7 +665,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     still.print();
     first.print();
     println!(
-        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it."
+        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (the parameters it already holds), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) once the driver has had its first pass over the same nodes is the library's."
     );
     memory.print();
     println!(
@@ -721,6 +727,10 @@ struct FirstUpdate {
     /// The floor's first pass of setters on a fresh, launched executable graph, and the 20 after.
     floor_first: f64,
     floor_steady: f64,
+    /// On a third fresh command buffer, the floor's first pass on its own executable graph after
+    /// the launch (the same parameters it holds), then the library's first update.
+    driver_on_own: f64,
+    after_driver: f64,
 }
 
 /// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
@@ -728,6 +738,9 @@ struct FirstUpdate {
 /// after it, of the first call given no moves and the first update after it, and the same for
 /// the floor's setters: the part of a first update's extra cost that a call moving nothing
 /// already pays is the call's own (boundary, lock, checks), the rest lies in the moves' work.
+/// Last, the floor's first pass on a command buffer's own executable graph, then that command
+/// buffer's first update: what the first update still pays beyond a steady one once the driver
+/// has had its first pass over the same nodes of the same executable graph is the library's.
 fn first_update(
     rt: &dyn Runtime,
     f: Function,
@@ -740,6 +753,7 @@ fn first_update(
     let given = Given::new(layout);
     let (mut first, mut steady, mut floor_first, mut floor_steady) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut empty_first, mut after_empty) = (Vec::new(), Vec::new());
+    let (mut driver_on_own, mut after_driver) = (Vec::new(), Vec::new());
     // A fresh primary command buffer of the chain, finalized and launched once, given to `body`
     // and freed whatever it returns.
     let on_fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| {
@@ -778,6 +792,19 @@ fn first_update(
             steady.push(median(runs));
             Ok(())
         })?;
+        on_fresh(&mut |cb| {
+            let (exec, nodes) = chain_of(rt, cb, true)?;
+            // The parameters the command buffer holds (it was recorded on the first placement):
+            // the pass changes nothing the library does not know.
+            let sets = floor_sets(f, &nodes, blobs, touched);
+            let t = Instant::now();
+            rt.kernel_nodes_set(exec, &sets[0]).map_err(|(_, e)| err(e))?;
+            driver_on_own.push(t.elapsed().as_nanos() as f64);
+            let t = Instant::now();
+            update_once(cb, &given, true, touched.len(), true)?;
+            after_driver.push(t.elapsed().as_nanos() as f64);
+            Ok(())
+        })?;
 
         let (g, nodes) = build_graph(rt, f, &blobs[0])?;
         let exec = rt.instantiate(g).map_err(err)?;
@@ -807,6 +834,8 @@ fn first_update(
         after_empty: median(after_empty),
         floor_first: median(floor_first),
         floor_steady: median(floor_steady),
+        driver_on_own: median(driver_on_own),
+        after_driver: median(after_driver),
     })
 }
 
