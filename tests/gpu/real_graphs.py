@@ -40,9 +40,10 @@ library's first update after a launch and the driver's first pass after a launch
 turn, each on a command buffer or executable graph made just before it, and then the first
 update (pass) of a second one made before the first, right after the first one's, when the code
 has just run (seven rounds, the library first in every other one; medians). In each round one
-more command buffer is launched and its executable graph given one pass of the driver's setters
-over the touched nodes (the parameters it holds) before its first update and steady updates are
-timed: what that first update still pays beyond its steady ones is the library's own.
+more command buffer is launched and its executable graph given two passes of the driver's setters
+over the touched nodes (the moved placement's parameters, then those it holds) before its first
+update and steady updates are timed: what that first update still pays beyond its steady ones
+is the library's own.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
@@ -196,6 +197,35 @@ def read_node(node, kind):
 
 def compared(kind, read):
     return read[1] if kind == KERNEL else read
+
+
+# Where CUDA_MEMCPY3D's two reserved pointers lie (x86-64), which the driver may fill per graph.
+MEMCPY_RESERVED = ((64, 72), (152, 160))
+
+
+def on_this_graph(kind, read, own):
+    """`read` (another graph's node's parameters) for a node of this graph that holds `own`: a
+    memcpy's reserved fields are this node's."""
+    if kind != MEMCPY:
+        return read
+    read = bytearray(read)
+    for start, end in MEMCPY_RESERVED:
+        read[start:end] = own[start:end]
+    return bytes(read)
+
+
+def what_it_holds(kind, read):
+    """A node's parameters as a key: a kernel's function, launch shape and argument bytes, or a
+    memcpy or memset node's struct (a memcpy's reserved fields left out)."""
+    if kind == KERNEL:
+        p, blob = read
+        return kind, p.func, tuple(p.grid), tuple(p.block), p.shared_mem_bytes, blob
+    if kind == MEMCPY:
+        read = bytearray(read)
+        for start, end in MEMCPY_RESERVED:
+            read[start:end] = bytes(end - start)
+        return kind, bytes(read)
+    return kind, read
 
 
 class NodeParams:
@@ -465,7 +495,7 @@ class MoveSet:
         self.moves_paired = self.floor_paired = self.paired_ratio = None
         self.floor_nodes = self.updated = 0
         self.lib_fresh = self.lib_code_run = self.driver_fresh = self.driver_code_run = None
-        self.own_pass = self.lib_after_pass = self.lib_after_pass_steady = None
+        self.own_pass = self.own_found = self.lib_after_pass = self.lib_after_pass_steady = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -564,23 +594,29 @@ def measure(cbs, ms, table_a, fresh):
     # executable graph (the parameters it holds, table A), then that command buffer's first
     # update and its steady updates. What that first update pays beyond its steady ones, once the
     # driver has had its first pass there, is the library's.
-    own_pass, lib_after_pass, lib_after_pass_steady = [], [], []
+    own_pass, own_found, lib_after_pass, lib_after_pass_steady = [], [], [], []
 
     def library_after_driver():
         cb = fresh()
         try:
             launch_and_wait(cb)
-            g = P()
-            check(lib.rcb_cmdbuf_graph(cb, C.byref(g)), "rcb_cmdbuf_graph")
-            own = graph_nodes(g.value)
-            # The same flattening lists the same nodes in the same order, holding what the first
-            # command buffer's held on table A: the pass below changes nothing the library holds.
-            if len(own) != len(nodes_a) or any(
-                own[i][1] != nodes_a[i][1] or compared(own[i][1], read_node(*own[i])) != compared(nodes_a[i][1], nodes_a[i][2])
-                for i in touched_at
-            ):
-                raise RuntimeError("a fresh command buffer's template does not hold the first one's nodes in the same order")
-            own_pass.append(set_params_times(exec_of(cb), [own[i][0] for i in touched_at], pb, pa, 1)[0])
+            # Each touched node of the first command buffer is found in this one's template by what
+            # it holds on table A (its order there may differ: the first one's was updated). The
+            # pass sends each found node what the first one's held on table B, then what it holds
+            # itself: a first pass that changes the parameters, and the library's still hold.
+            holding = {}
+            for node, kind, read in template(cb)[1]:
+                if read is not None:
+                    holding.setdefault(what_it_holds(kind, read), []).append((node, kind, read))
+            mine = []
+            for k, i in enumerate(touched_at):
+                same = holding.get(what_it_holds(nodes_a[i][1], nodes_a[i][2]))
+                if same:
+                    node, kind, read = same.pop(0)
+                    mine.append((node, kind, read, on_this_graph(kind, touched[k][1], read)))
+            own_found.append(len(mine))
+            there, here = NodeParams([(kind, b) for _, kind, _, b in mine]), NodeParams([(kind, a) for _, kind, a, _ in mine])
+            own_pass.append(set_params_times(exec_of(cb), [node for node, _, _, _ in mine], here, there, 2)[0])
             lib_after_pass.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
             lib_after_pass_steady.append(median(update_times(cb, table_a, ms.table_b, STEADY_HERE)[0]))
         finally:
@@ -593,6 +629,7 @@ def measure(cbs, ms, table_a, fresh):
     ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
     ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
+    ms.own_found = f"{min(own_found)} of {len(touched_at)}" if min(own_found) == max(own_found) else f"{min(own_found)}–{max(own_found)} of {len(touched_at)}"
     ms.lib_after_pass_steady = median(lib_after_pass_steady)
 
 
@@ -828,16 +865,18 @@ def print_tables(rows):
     print_table(
         "real graphs: whose is the rest of the first update: the driver's first pass over the touched nodes of a command buffer's"
         f" own executable graph, then that command buffer's first update and its steady ones (medians of {FRESH})",
-        ["model", "moved", "driver, first pass on the command buffer's own executable graph", "library, first update right after it",
+        ["model", "moved", "nodes the pass found", "driver, first pass on the command buffer's own executable graph (to the moved placement)", "library, first update right after it",
          "library, steady on the same command buffer", "first / steady", "library, first with no pass before it",
          "first with no pass before it / steady"],
-        [[name, ms.label, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
+        [[name, ms.label, ms.own_found, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
           ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady)]
          for name, _, sets in rows for ms in sets],
     )
     print(
         "\nIn each round, after the two above, one more command buffer is made (flatten + finalize) and launched; the driver's exec"
-        " setters push the parameters it already holds to its touched nodes (one pass, timed), then its first"
+        " setters push to its touched nodes the parameters of the moved placement (one pass, timed; `nodes the pass found`: the"
+        " touched nodes found in its template by what they hold, the rest left out of the pass) and then the parameters it holds"
+        " (untimed), then its first"
         f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
         " steady figure). What the first update pays beyond the steady ones once the driver has had its first pass over the same"
         " nodes of the same executable graph is the library's own first-time cost; `first with no pass before it` is the table"
