@@ -43,7 +43,8 @@ has just run (seven rounds, the library first in every other one; medians). In e
 more command buffer is launched and its executable graph given two passes of the driver's setters
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
-is the library's own.
+is the rest, once the driver has had its first pass there (the template is read before the
+pass, which the other rounds do not do).
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
@@ -591,9 +592,9 @@ def measure(cbs, ms, table_a, fresh):
                 cuda.cuGraphExecDestroy(P(e))
 
     # Whose the rest is: the driver's first pass over the touched nodes of a command buffer's own
-    # executable graph (the parameters it holds, table A), then that command buffer's first
-    # update and its steady updates. What that first update pays beyond its steady ones, once the
-    # driver has had its first pass there, is the library's.
+    # executable graph (to table B, then back to A), then that command buffer's first update and
+    # its steady updates: what that first update pays beyond its steady ones, once the driver has
+    # had its first pass there.
     own_pass, own_found, lib_after_pass, lib_after_pass_steady = [], [], [], []
 
     def library_after_driver():
@@ -878,9 +879,9 @@ def print_tables(rows):
         " touched nodes found in its template by what they hold, the rest left out of the pass) and then the parameters it holds"
         " (untimed), then its first"
         f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
-        " steady figure). What the first update pays beyond the steady ones once the driver has had its first pass over the same"
-        " nodes of the same executable graph is the library's own first-time cost; `first with no pass before it` is the table"
-        " above's `library, first`, set against the same steady figure.\n"
+        " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
+        " the same nodes of the same executable graph (its template was read before the pass, which the other rounds do not do);"
+        " `first with no pass before it` is the table above's `library, first`, set against the same steady figure.\n"
     )
     def bytes_per_node(info, b):
         return f"{b / info['nodes']:.0f} B"

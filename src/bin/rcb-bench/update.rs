@@ -665,7 +665,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     still.print();
     first.print();
     println!(
-        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (the parameters it already holds), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) once the driver has had its first pass over the same nodes is the library's."
+        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (the parameters it already holds), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) is the rest once the driver has had its first pass over the same nodes (the walk that finds them, over the template's nodes and edges, runs after the launch, before the pass)."
     );
     memory.print();
     println!(
@@ -740,7 +740,8 @@ struct FirstUpdate {
 /// already pays is the call's own (boundary, lock, checks), the rest lies in the moves' work.
 /// Last, the floor's first pass on a command buffer's own executable graph, then that command
 /// buffer's first update: what the first update still pays beyond a steady one once the driver
-/// has had its first pass over the same nodes of the same executable graph is the library's.
+/// has had its first pass over the same nodes of the same executable graph (the walk that finds
+/// them runs after the launch, before the pass).
 fn first_update(
     rt: &dyn Runtime,
     f: Function,
