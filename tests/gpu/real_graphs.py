@@ -44,7 +44,7 @@ more command buffer is launched and its executable graph given two passes of the
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
 is the rest, once the driver has had its first pass there (the template is read before the
-pass, which the other rounds do not do).
+launch, which the other rounds do not do).
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
@@ -600,10 +600,10 @@ def measure(cbs, ms, table_a, fresh):
     def library_after_driver():
         cb = fresh()
         try:
-            launch_and_wait(cb)
             # Each touched node of the first command buffer is found in this one's template by what
-            # it holds on table A (its order there may differ: the first one's was updated). The
-            # pass sends each found node what the first one's held on table B, then what it holds
+            # it holds on table A (its order there may differ: the first one's was updated), before
+            # the launch, so that only the pass comes between the launch and the update. The pass
+            # sends each found node what the first one's held on table B, then what it holds
             # itself: a first pass that changes the parameters, and the library's still hold.
             holding = {}
             for node, kind, read in template(cb)[1]:
@@ -617,7 +617,9 @@ def measure(cbs, ms, table_a, fresh):
                     mine.append((node, kind, read, on_this_graph(kind, touched[k][1], read)))
             own_found.append(len(mine))
             there, here = NodeParams([(kind, b) for _, kind, _, b in mine]), NodeParams([(kind, a) for _, kind, a, _ in mine])
-            own_pass.append(set_params_times(exec_of(cb), [node for node, _, _, _ in mine], here, there, 2)[0])
+            nodes_found, own_exec = [node for node, _, _, _ in mine], exec_of(cb)
+            launch_and_wait(cb)
+            own_pass.append(set_params_times(own_exec, nodes_found, here, there, 2)[0])
             lib_after_pass.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
             lib_after_pass_steady.append(median(update_times(cb, table_a, ms.table_b, STEADY_HERE)[0]))
         finally:
@@ -880,7 +882,7 @@ def print_tables(rows):
         " (untimed), then its first"
         f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
         " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
-        " the same nodes of the same executable graph (its template was read before the pass, which the other rounds do not do);"
+        " the same nodes of the same executable graph (its template is read before its launch, which the other rounds do not do);"
         " `first with no pass before it` is the table above's `library, first`, set against the same steady figure.\n"
     )
     def bytes_per_node(info, b):
