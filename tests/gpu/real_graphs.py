@@ -204,15 +204,18 @@ def compared(kind, read):
 MEMCPY_RESERVED = ((64, 72), (152, 160))
 
 
+def reserved_from(read, source):
+    """A memcpy struct's bytes `read` with the reserved fields of `source`."""
+    read = bytearray(read)
+    for start, end in MEMCPY_RESERVED:
+        read[start:end] = source[start:end]
+    return bytes(read)
+
+
 def on_this_graph(kind, read, own):
     """`read` (another graph's node's parameters) for a node of this graph that holds `own`: a
     memcpy's reserved fields are this node's."""
-    if kind != MEMCPY:
-        return read
-    read = bytearray(read)
-    for start, end in MEMCPY_RESERVED:
-        read[start:end] = own[start:end]
-    return bytes(read)
+    return reserved_from(read, own) if kind == MEMCPY else read
 
 
 def what_it_holds(kind, read):
@@ -221,12 +224,7 @@ def what_it_holds(kind, read):
     if kind == KERNEL:
         p, blob = read
         return kind, p.func, tuple(p.grid), tuple(p.block), p.shared_mem_bytes, blob
-    if kind == MEMCPY:
-        read = bytearray(read)
-        for start, end in MEMCPY_RESERVED:
-            read[start:end] = bytes(end - start)
-        return kind, bytes(read)
-    return kind, read
+    return kind, reserved_from(read, bytes(len(read))) if kind == MEMCPY else read
 
 
 class NodeParams:

@@ -728,7 +728,7 @@ struct FirstUpdate {
     floor_first: f64,
     floor_steady: f64,
     /// On a third fresh command buffer, the floor's first pass on its own executable graph after
-    /// the launch (the same parameters it holds), then the library's first update.
+    /// the launch (to the moved placement, then back untimed), then the library's first update.
     driver_on_own: f64,
     after_driver: f64,
 }
