@@ -8,6 +8,7 @@ mod budget;
 mod correlator;
 mod counters;
 mod cublas;
+mod faults;
 mod flatten;
 mod kernels;
 mod soak;

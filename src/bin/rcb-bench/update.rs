@@ -14,7 +14,7 @@
 //! (`rcb_cmdbuf_move_allocations`).
 
 use crate::table::{Table, median_ns, ratio, time};
-use crate::{kernels, warm};
+use crate::{faults, kernels, warm};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::kernel_args::{ArgKind, KernelArg, pack};
 use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
@@ -452,6 +452,8 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "(g) the floor's first pass on the command buffer's own executable graph",
             "(f″) the first update after (g)",
             "(f″)/(s)",
+            "page faults in (f), all samples",
+            "page faults in the floor's first passes, all samples",
         ],
     );
     let mut evict = Evict::new(quick);
@@ -565,6 +567,8 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             time(fu.driver_on_own),
             time(fu.after_driver),
             format!("{:.2}", fu.after_driver / fu.steady),
+            fu.first_faults.map_or("—".into(), |n| n.to_string()),
+            fu.floor_first_faults.map_or("—".into(), |n| n.to_string()),
         ]);
         let per_node = |bytes: u64| format!("{:.0} B", bytes as f64 / n as f64);
         let args = kept.argument_bytes as f64;
@@ -665,7 +669,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     still.print();
     first.print();
     println!(
-        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (to the moved placement; one more pass, untimed, sends back the parameters it holds; its nodes found before the launch), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) is the rest once the driver has had its first pass over the same nodes."
+        "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (to the moved placement; one more pass, untimed, sends back the parameters it holds; its nodes found before the launch), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) is the rest once the driver has had its first pass over the same nodes. The page faults are the minor faults the timing thread took inside those calls (read from /proc/thread-self/stat around each, untimed; — where it cannot be read): memory touched for the first time, one fault per fresh 4 KiB page; none: nothing in those calls touched fresh memory."
     );
     memory.print();
     println!(
@@ -731,6 +735,19 @@ struct FirstUpdate {
     /// the launch (to the moved placement, then back untimed), then the library's first update.
     driver_on_own: f64,
     after_driver: f64,
+    /// Minor page faults the timing thread took inside the first updates, and inside the
+    /// floor's first passes, summed over the samples (`None`: not counted here).
+    first_faults: Option<u64>,
+    floor_first_faults: Option<u64>,
+}
+
+/// Adds the thread's minor page faults during `f` to `sum` (which stays `None` once a count
+/// could not be read).
+fn counting_faults<T>(sum: &mut Option<u64>, f: impl FnOnce() -> T) -> T {
+    let before = faults::minor();
+    let out = f();
+    *sum = sum.zip(before.zip(faults::minor())).map(|(s, (b, a))| s + a.saturating_sub(b));
+    out
 }
 
 /// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
@@ -755,6 +772,7 @@ fn first_update(
     let (mut first, mut steady, mut floor_first, mut floor_steady) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut empty_first, mut after_empty) = (Vec::new(), Vec::new());
     let (mut driver_on_own, mut after_driver) = (Vec::new(), Vec::new());
+    let (mut first_faults, mut floor_first_faults) = (Some(0), Some(0));
     // A fresh primary command buffer of the chain, finalized and launched once, given to `body`
     // and freed whatever it returns.
     let on_fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| {
@@ -788,7 +806,7 @@ fn first_update(
                 second = !second;
                 r.map(|()| t.elapsed().as_nanos() as f64)
             };
-            first.push(once()?);
+            first.push(counting_faults(&mut first_faults, &mut once)?);
             let runs: Vec<f64> = (0..20).map(|_| once()).collect::<R<_>>()?;
             steady.push(median(runs));
             Ok(())
@@ -827,7 +845,7 @@ fn first_update(
                 second = !second;
                 Ok::<_, String>(t.elapsed().as_nanos() as f64)
             };
-            floor_first.push(pass()?);
+            floor_first.push(counting_faults(&mut floor_first_faults, &mut pass)?);
             let runs: Vec<f64> = (0..20).map(|_| pass()).collect::<R<_>>()?;
             floor_steady.push(median(runs));
             Ok::<_, String>(())
@@ -845,6 +863,8 @@ fn first_update(
         floor_steady: median(floor_steady),
         driver_on_own: median(driver_on_own),
         after_driver: median(after_driver),
+        first_faults,
+        floor_first_faults,
     })
 }
 
