@@ -1,6 +1,6 @@
-//! Page faults of the calling thread, so that a table can say whether a first call touched
-//! memory for the first time (a minor fault per fresh 4 KiB page) or only met cold caches,
-//! which no counter here sees.
+//! Page faults of the calling thread, so that a table can say whether a first call had pages
+//! mapped for it for the first time (a minor fault each: a 4 KiB page, or a huge page; memory
+//! mapped in advance takes none). Cold caches, which no counter here sees, take no fault.
 
 /// The minor page faults the calling thread has taken so far (`/proc/thread-self/stat`, field
 /// 10), or `None` where that file cannot be read (not Linux, or no procfs). Reading it costs
