@@ -66,6 +66,14 @@ cp tests/expected-skips/gpu-one-device.txt "$stage/expected-skips-gpu-one-device
 cp tests/expected-skips/gpu-two-devices.txt "$stage/expected-skips-gpu-two-devices.txt"
 # The timing loops of tests/gpu/real_graphs.py (no CUDA header needed: it is given the functions).
 cc -O2 -Wall -shared -fPIC -o "$stage/libreal_graphs_timer.so" tests/gpu/real_graphs_timer.c
+# The stand-in runtime that times the driver's node setters (RCB_CUDA_LIBRARY=.gpu/libsetter_timer.so
+# for `rcb-bench update`'s split table), linked against a stub under libcuda.so.1's SONAME so that
+# the GPU machine's driver is its dependency (this machine has none).
+stub=$(mktemp -d)
+cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub/libcuda.so.1" -x c /dev/null
+cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$stage/libsetter_timer.so" tests/gpu/setter_timer.c \
+    -Wl,--no-as-needed "$stub/libcuda.so.1" -ldl
+rm -rf "$stub"
 # The replay of the patched XLA's calls, built here against the staged library, which it loads
 # under its SONAME from its own directory (a copy, not a link: plain files travel best).
 cp "$stage/librocm_cmdbuf.so" "$stage/librocm_cmdbuf.so.0"

@@ -3,7 +3,8 @@
 # documents' links (ci/doc-links.py), header drift and export checks, Rust tests of the whole
 # workspace, the release-built soak of the update budget (tests/exec_budget.rs), rcb-doctor on the
 # software GPU (tests/doctor), the C/C++ ABI tests, the fault matrix (tests/faults), a short soak
-# (rcb-bench --quick soak), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software GPU's own C
+# (rcb-bench --quick soak), an update split by the stand-in that times the runtime's setters
+# (ci/setter-timer.sh), two minutes of fuzzing the C ABI (ci/fuzz.sh), the software GPU's own C
 # suite, the checks against the real HIP of each ROCm version (ci/hip-versions.sh), the LD_PRELOAD
 # test, the Bazel consumer test (ci/bazel-test.sh) and the installed library's pkg-config and CMake
 # consumers (tests/install/run.sh). The C ABI is checked against abi/librocm_cmdbuf.abi (ci/abi.sh)
@@ -61,6 +62,8 @@ echo "== the fault matrix: every runtime call failed in turn (tests/faults; the 
 bash tests/faults/run.sh target/debug --xla-stride 50
 echo "== soak, short version (rcb-bench --quick soak; the figures in docs/reliability.md are the full one)"
 RCB_BACKEND=hip RCB_HIP_LIBRARY="$PWD/target/debug/libamdhip64.so" target/debug/rcb-bench --quick soak
+echo "== the runtime's setters timed by a stand-in (tests/gpu/setter_timer.c) on the software GPU: rcb-bench splits an update (ci/setter-timer.sh)"
+bash ci/setter-timer.sh target/debug
 echo "== fuzzing the C ABI for two minutes (ci/fuzz.sh; longer runs: ci/fuzz.sh SECONDS)"
 bash ci/fuzz.sh 120
 echo "== the software GPU's own C suite"

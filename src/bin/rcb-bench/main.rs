@@ -11,6 +11,7 @@ mod cublas;
 mod faults;
 mod flatten;
 mod kernels;
+mod setter_timer;
 mod soak;
 mod streams;
 mod table;

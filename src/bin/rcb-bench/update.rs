@@ -13,11 +13,12 @@
 //! (`rcb_cmdbuf_update_allocations`) and given only the moved allocations
 //! (`rcb_cmdbuf_move_allocations`).
 
+use crate::setter_timer::SetterTimer;
 use crate::table::{Table, median_ns, ratio, time};
 use crate::{faults, kernels, warm};
 use rocm_cmdbuf::ffi::*;
 use rocm_cmdbuf::kernel_args::{ArgKind, KernelArg, pack};
-use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime};
+use rocm_cmdbuf::runtime::{Exec, Function, Graph, KernelParams, Node, Runtime, Stream};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
@@ -456,6 +457,29 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "page faults in the floor's first passes, all samples",
         ],
     );
+    // Only where the library's runtime is the stand-in that times its setters.
+    let timer = SetterTimer::find();
+    let mut split = Table::new(
+        "update: given the moves, split in the same call into the time inside the runtime's setters (timed by tests/gpu/setter_timer.c, the library's runtime) and the library's own, per touched node",
+        &[
+            "N",
+            "(c) floor",
+            "of which in the setters",
+            "(d′) move_allocations",
+            "of which in the setters",
+            "in the setters: in (d′) / in (c)",
+            "the library's own in (d′)",
+            "(f) first update",
+            "of which in the setters",
+            "the library's own in (f)",
+            "(s) steady",
+            "of which in the setters",
+            "the library's own in (s)",
+            "in the setters: (f) / (s)",
+            "the library's own: (f) / (s)",
+            "the library's share of (f) − (s)",
+        ],
+    );
     let mut evict = Evict::new(quick);
     for &n in sizes {
         let runs = if quick {
@@ -521,6 +545,30 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let update = |cb, only_moves| move |second: bool| note(update_once(cb, given, second, count, only_moves));
             let (c, d) = interleaved(runs, || {}, &mut floor, &mut update(primary, false));
             let (c_m, d_m) = interleaved(runs, || {}, &mut floor, &mut update(primary, true));
+            // The same alternation, each call split by the stand-in (its own rounds: the clock
+            // reads around each call stay out of the tables above).
+            let moves_split = match &timer {
+                None => None,
+                Some(timer) => {
+                    let (mut floor_calls, mut update_calls) = (Vec::new(), Vec::new());
+                    for round in 0..=runs.div_ceil(2) {
+                        for second in [true, false] {
+                            let set = &sets[usize::from(second)];
+                            let call = split_call(timer, count, || rt.kernel_nodes_set(Some(exec), set).map_err(|(_, e)| err(e)))?;
+                            if round > 0 {
+                                floor_calls.push(call);
+                            }
+                        }
+                        for second in [true, false] {
+                            let call = split_call(timer, count, || update_once(primary, given, second, count, true))?;
+                            if round > 0 {
+                                update_calls.push(call);
+                            }
+                        }
+                    }
+                    Some((Split::of(&floor_calls), Split::of(&update_calls)))
+                }
+            };
             let cold_runs = if quick { 3 } else { runs.min(11) };
             let (c_cold, d_cold) = interleaved(cold_runs, || evict.run(), &mut floor, &mut update(primary, false));
             // XLA's loop: each update follows a launch of the graph it updates, which has run.
@@ -539,19 +587,43 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let kept = memory_use(primary)?;
             let all_sites = site_count(primary)?;
             let rerecorded = kept_after_rerecord(primary, &layout)?;
-            Ok::<_, String>(([c, d, c_cold, d_cold, c_m, d_m, c_l, d_l], [t, e, t_m, m], quiet, (kept, all_sites, rerecorded)))
+            Ok::<_, String>(([c, d, c_cold, d_cold, c_m, d_m, c_l, d_l], [t, e, t_m, m], quiet, (kept, all_sites, rerecorded), moves_split))
         })();
         // SAFETY: handles from record_cmdbuf, freed once.
         unsafe {
             rcb_cmdbuf_free(primary);
             rcb_cmdbuf_free(nested);
         }
-        let ([c, d, c_cold, d_cold, c_m, d_m, c_l, d_l], [t, e, t_m, m], (whole, none), (kept, all_sites, rerecorded)) = timed?;
+        let ([c, d, c_cold, d_cold, c_m, d_m, c_l, d_l], [t, e, t_m, m], (whole, none), (kept, all_sites, rerecorded), moves_split) =
+            timed?;
         if let Some(e) = failure.into_inner() {
             return Err(e);
         }
         let samples = if quick { 2 } else { (1_000_000 / n).clamp(3, 9) };
         let fu = first_update(rt, f, &layout, &blobs, &touched, stream, samples)?;
+        if let (Some(timer), Some((floor_split, update_split))) = (&timer, moves_split) {
+            let fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| on_fresh(rt, f, &layout, n, stream, body);
+            let (fs, ss) = first_update_split(&fresh, &layout, touched.len(), samples, timer)?;
+            let per = |ns: f64| time(ns / touched.len() as f64);
+            split.row(vec![
+                n.to_string(),
+                per(floor_split.total),
+                per(floor_split.inside),
+                per(update_split.total),
+                per(update_split.inside),
+                format!("{:.2}", update_split.inside / floor_split.inside),
+                per(update_split.rest),
+                per(fs.total),
+                per(fs.inside),
+                per(fs.rest),
+                per(ss.total),
+                per(ss.inside),
+                per(ss.rest),
+                format!("{:.2}", fs.inside / ss.inside),
+                format!("{:.2}", fs.rest / ss.rest),
+                format!("{:.2}", (fs.rest - ss.rest) / (fs.total - ss.total)),
+            ]);
+        }
         first.row(vec![
             n.to_string(),
             samples.to_string(),
@@ -671,6 +743,12 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     println!(
         "\n(f) is each fresh command buffer's first rcb_cmdbuf_move_allocations after finalize and one launch (median over the samples), (s) the median of the 20 updates after it; (e) and (f′) are the same on other fresh command buffers whose first call after the launch is given no moves (the C boundary, the lock and the checks without a site or a push), then the first update; the floor's first pass pushes the touched nodes through the exec setter on a freshly instantiated and launched executable graph of the same chain, its steady figure the median of 20 passes after it; (g) is the floor's first pass over the touched nodes of a third fresh command buffer's own executable graph after its launch (to the moved placement; one more pass, untimed, sends back the parameters it holds; its nodes found before the launch), and (f″) that command buffer's first update right after it: what (f″) pays beyond (s) is the rest once the driver has had its first pass over the same nodes. The page faults are the minor faults the timing thread took inside those calls (read from /proc/thread-self/stat around each, untimed; — where it cannot be read): a fault where a page is mapped for the first time (a 4 KiB page, or a huge page; memory mapped in advance takes none); none: no page was mapped for the first time in those calls."
     );
+    if timer.is_some() {
+        split.print();
+        println!(
+            "\nThe library's runtime is tests/gpu/setter_timer.c, which times each of the runtime's node setters around the real one (two clock reads a call, in the floor and the update alike) and sums what they took; each call here is timed as a whole and split by those sums, medians over the calls (the floor and the update alternating as in the table given the moves, in rounds of their own), and for (f) and (s) over fresh command buffers as in the first-update table (9 at most). The library's own is the call's time less the time in the setters: its bookkeeping, the writes, and its wrapper of the setter. Each call checks that the setters were called once per touched node."
+        );
+    }
     memory.print();
     println!(
         "\nCounted by the library from its own data structures (inline sizes and heap capacities; a hash map as all its buckets and their control bytes; \"other\" holds each command buffer's fixed cost: its struct, reference counts and lock, and its entries in the handle registry), not by the allocator, which adds a header to each heap block. The library keeps one copy of each node's parameters, pushed to the template and the executable graph alike; what the runtime keeps is not counted."
@@ -750,6 +828,83 @@ fn counting_faults<T>(sum: &mut Option<u64>, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Runs a body on a fresh command buffer (see [`on_fresh`]).
+type Fresh<'a> = dyn Fn(&mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>) -> R<()> + 'a;
+
+/// A fresh primary command buffer of the chain of `n` nodes, finalized and launched once, given
+/// to `body` and freed whatever it returns.
+fn on_fresh(
+    rt: &dyn Runtime,
+    f: Function,
+    layout: &Layout,
+    n: usize,
+    stream: Stream,
+    body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>,
+) -> R<()> {
+    let cb = record_cmdbuf(f, layout, n, false, Some(0))?;
+    let timed = warm::cmdbuf(rt, cb, stream).and_then(|()| body(cb));
+    // SAFETY: a handle from record_cmdbuf, freed once.
+    unsafe { rcb_cmdbuf_free(cb) };
+    timed
+}
+
+/// An update (or a pass of the floor) split into the time inside the runtime's setters and the
+/// rest, medians over the calls, in ns.
+#[derive(Clone, Copy)]
+struct Split {
+    total: f64,
+    inside: f64,
+    rest: f64,
+}
+
+impl Split {
+    /// Medians of `(total, inside)` pairs; the rest is each call's total less its inside.
+    fn of(calls: &[(f64, f64)]) -> Split {
+        Split {
+            total: median(calls.iter().map(|c| c.0).collect()),
+            inside: median(calls.iter().map(|c| c.1).collect()),
+            rest: median(calls.iter().map(|c| c.0 - c.1).collect()),
+        }
+    }
+}
+
+/// Times `f` and what the runtime's setters took inside it; an error if they were called other
+/// than `pushes` times (each touched node pushed once).
+fn split_call(timer: &SetterTimer, pushes: usize, f: impl FnOnce() -> R<()>) -> R<(f64, f64)> {
+    let t = Instant::now();
+    let (done, inside) = timer.during(f);
+    let total = t.elapsed().as_nanos() as f64;
+    done?;
+    if inside.calls != pushes as u64 {
+        return Err(format!("the runtime's setters were called {} times in a call that pushes {pushes} nodes", inside.calls));
+    }
+    Ok((total, inside.ns as f64))
+}
+
+/// On `samples` command buffers from `fresh` (see [`on_fresh`]), the first update given the moves
+/// after finalize and one launch, and the 20 steady ones after it, each split by `timer`: medians
+/// of the first updates, and of each command buffer's steady median.
+fn first_update_split(fresh: &Fresh, layout: &Layout, touched: usize, samples: usize, timer: &SetterTimer) -> R<(Split, Split)> {
+    let given = Given::new(layout);
+    let (mut first, mut steady) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        fresh(&mut |cb| {
+            let mut second = true;
+            let mut once = || {
+                let call = split_call(timer, touched, || update_once(cb, &given, second, touched, true));
+                second = !second;
+                call
+            };
+            first.push(once()?);
+            let runs: Vec<(f64, f64)> = (0..20).map(|_| once()).collect::<R<_>>()?;
+            let s = Split::of(&runs);
+            steady.push((s.total, s.inside));
+            Ok(())
+        })?;
+    }
+    Ok((Split::of(&first), Split::of(&steady)))
+}
+
 /// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
 /// the first update given the moves after finalize and one launch and of the steady updates
 /// after it, of the first call given no moves and the first update after it, and the same for
@@ -773,15 +928,7 @@ fn first_update(
     let (mut empty_first, mut after_empty) = (Vec::new(), Vec::new());
     let (mut driver_on_own, mut after_driver) = (Vec::new(), Vec::new());
     let (mut first_faults, mut floor_first_faults) = (Some(0), Some(0));
-    // A fresh primary command buffer of the chain, finalized and launched once, given to `body`
-    // and freed whatever it returns.
-    let on_fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| {
-        let cb = record_cmdbuf(f, layout, blobs[0].len(), false, Some(0))?;
-        let timed = warm::cmdbuf(rt, cb, stream).and_then(|()| body(cb));
-        // SAFETY: a handle from record_cmdbuf, freed once.
-        unsafe { rcb_cmdbuf_free(cb) };
-        timed
-    };
+    let on_fresh = |body: &mut dyn FnMut(*mut rcb_cmdbuf) -> R<()>| on_fresh(rt, f, layout, blobs[0].len(), stream, body);
     for _ in 0..samples {
         on_fresh(&mut |cb| {
             let mut report = rcb_update_report::default();
