@@ -13,7 +13,7 @@ trap 'rm -rf "$out"' EXIT
 # The software GPU under its SONAME, which the stand-in names as its dependency.
 cp "$lib_dir/libamdhip64.so" "$out/libamdhip64.so.6"
 cc -O2 -Wall -Wextra -Werror -shared -fPIC -DSETTER_TIMER_HIP -o "$out/libsetter_timer.so" \
-    "$root/tests/gpu/setter_timer.c" -Wl,--no-as-needed "$out/libamdhip64.so.6" -Wl,-rpath,"$out" -ldl
+    "$root/tests/gpu/setter_timer.c" -Wl,--no-as-needed "$out/libamdhip64.so.6" -Wl,--disable-new-dtags,-rpath,"$out" -ldl
 RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update > "$out/update.md"
 rows=$(sed -n '/split in the same call/,/^The library.s runtime is/p' "$out/update.md" | grep -cE '^\| (100|1000) \|' || true)
 if [ "$rows" != 2 ]; then

@@ -1,49 +1,38 @@
 /* A stand-in for the GPU runtime that times its node setters: given to the library as its runtime
- * (RCB_CUDA_LIBRARY, or RCB_HIP_LIBRARY with -DSETTER_TIMER_HIP), it defines the setters an
- * update calls, each timing the real one around the call, and nothing else: it is linked against
- * the real runtime (DT_NEEDED), so every other symbol the library looks up in it is found there
- * (dlsym on a handle searches the object and then its dependencies). `rcb-bench update` reads
- * the sums through rcb_setter_timer_read and splits each update into the time inside the
- * runtime's setters and the library's own; its floor calls the same setters, through the same
- * clock reads (two a call: about 40 ns on a 2026 x86-64 host, in both).
+ * (RCB_CUDA_LIBRARY, or RCB_HIP_LIBRARY when built with -DSETTER_TIMER_HIP), it defines every node
+ * setter the library calls (kernel, memcpy, memset and child-graph nodes, of templates and of
+ * executable graphs), each timing the real one around the call, and nothing else: it is linked
+ * against the real runtime (DT_NEEDED), so every other symbol the library looks up in it is found
+ * there (dlsym on a handle searches the object and then its dependencies). `rcb-bench update`
+ * reads the sums through rcb_setter_timer_read and splits each update into the time inside the
+ * runtime's setters and the rest.
+ *
+ * What the stand-in costs lands on both sides: one clock read inside the timed window, and the
+ * other clock read, the sums and the extra call outside it, in the caller's time. The floor pays
+ * the same per setter, so `rcb-bench` shows the floor's own rest beside the update's.
+ *
+ * The sums are the calling thread's (thread-local: no locked instruction per call), which is the
+ * thread that timed the call around them.
  *
  * Build (ci/gpu.sh for CUDA; ci/setter-timer.sh for the software GPU):
  *   cc -O2 -shared -fPIC [-DSETTER_TIMER_HIP] setter_timer.c -Wl,--no-as-needed <the real
  *      runtime's .so, or a stub under its SONAME> -ldl
- * No CUDA or HIP header is needed: the setters take pointers and handles only. */
+ * No CUDA or HIP header is needed: the setters take pointers, handles and sizes only. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
-
-#ifdef SETTER_TIMER_HIP
-#define RUNTIME_SONAME "libamdhip64.so.6"
-#define EXEC_KERNEL "hipGraphExecKernelNodeSetParams"
-#define KERNEL "hipGraphKernelNodeSetParams"
-#define EXEC_MEMCPY "hipGraphExecMemcpyNodeSetParams1D"
-#define EXEC_MEMSET "hipGraphExecMemsetNodeSetParams"
-#define EXEC_KERNEL_FN hipGraphExecKernelNodeSetParams
-#define KERNEL_FN hipGraphKernelNodeSetParams
-#define EXEC_MEMCPY_FN hipGraphExecMemcpyNodeSetParams1D
-#define EXEC_MEMSET_FN hipGraphExecMemsetNodeSetParams
-#else
-#define RUNTIME_SONAME "libcuda.so.1"
-#define EXEC_KERNEL "cuGraphExecKernelNodeSetParams_v2"
-#define KERNEL "cuGraphKernelNodeSetParams_v2"
-#define EXEC_MEMCPY "cuGraphExecMemcpyNodeSetParams"
-#define EXEC_MEMSET "cuGraphExecMemsetNodeSetParams"
-#define EXEC_KERNEL_FN cuGraphExecKernelNodeSetParams_v2
-#define KERNEL_FN cuGraphKernelNodeSetParams_v2
-#define EXEC_MEMCPY_FN cuGraphExecMemcpyNodeSetParams
-#define EXEC_MEMSET_FN cuGraphExecMemsetNodeSetParams
-#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
-static _Atomic uint64_t timed_ns, timed_calls;
+/* CUDA_ERROR_NOT_FOUND and hipErrorNotFound: what a setter the real runtime lacks returns, so
+ * that the library reports it as the runtime's error. */
+#define NOT_FOUND 500
+
+static _Thread_local uint64_t timed_ns, timed_calls;
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -51,58 +40,59 @@ static uint64_t now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* The real runtime's `name`: the runtime is this object's dependency, so it is loaded already. A
- * runtime without it cannot have been asked for it (the library looks each setter up first), so
- * a miss is a broken build: said once, then the process stops. */
+/* The real runtime's `name`: the next definition after this object's, in its dependency. */
 static void *real(const char *name) {
-    void *runtime = dlopen(RUNTIME_SONAME, RTLD_NOW | RTLD_NOLOAD);
-    void *f = runtime ? dlsym(runtime, name) : NULL;
+    void *f = dlsym(RTLD_NEXT, name);
     if (!f) {
-        fprintf(stderr, "setter_timer: %s not found in %s\n", name, RUNTIME_SONAME);
-        abort();
+        fprintf(stderr, "setter_timer: the runtime this stand-in depends on has no %s\n", name);
     }
     return f;
 }
 
-static void add(uint64_t start) {
-    atomic_fetch_add_explicit(&timed_ns, now_ns() - start, memory_order_relaxed);
-    atomic_fetch_add_explicit(&timed_calls, 1, memory_order_relaxed);
-}
-
-typedef int (*three_fn)(void *, void *, const void *);
-typedef int (*two_fn)(void *, const void *);
-typedef int (*four_fn)(void *, void *, const void *, void *);
-typedef int (*memcpy_1d_fn)(void *, void *, void *, const void *, size_t, int);
-
 /* Each setter: the real one looked up on its first call (the library's own lookup found this
  * one), then timed. */
-#define TIMED(fn_name, sym, type, params, args)                                                     \
+#define TIMED(fn_name, params, args)                                                                \
     EXPORT int fn_name params {                                                                     \
-        static _Atomic(type) f;                                                                     \
-        type g = atomic_load_explicit(&f, memory_order_relaxed);                                    \
+        typedef int(*real_fn) params;                                                               \
+        static _Atomic(real_fn) f;                                                                  \
+        real_fn g = atomic_load_explicit(&f, memory_order_relaxed);                                 \
         if (!g) {                                                                                   \
-            g = (type)real(sym);                                                                    \
+            g = (real_fn)real(#fn_name);                                                            \
+            if (!g) {                                                                               \
+                return NOT_FOUND;                                                                   \
+            }                                                                                       \
             atomic_store_explicit(&f, g, memory_order_relaxed);                                     \
         }                                                                                           \
         uint64_t start = now_ns();                                                                  \
         int rc = g args;                                                                            \
-        add(start);                                                                                 \
+        timed_ns += now_ns() - start;                                                               \
+        timed_calls += 1;                                                                           \
         return rc;                                                                                  \
     }
 
-TIMED(EXEC_KERNEL_FN, EXEC_KERNEL, three_fn, (void *exec, void *node, const void *p), (exec, node, p))
-TIMED(KERNEL_FN, KERNEL, two_fn, (void *node, const void *p), (node, p))
 #ifdef SETTER_TIMER_HIP
-TIMED(EXEC_MEMCPY_FN, EXEC_MEMCPY, memcpy_1d_fn, (void *exec, void *node, void *dst, const void *src, size_t count, int kind),
+TIMED(hipGraphKernelNodeSetParams, (void *node, const void *p), (node, p))
+TIMED(hipGraphExecKernelNodeSetParams, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(hipGraphMemcpyNodeSetParams1D, (void *node, void *dst, const void *src, size_t count, int kind),
+      (node, dst, src, count, kind))
+TIMED(hipGraphExecMemcpyNodeSetParams1D, (void *exec, void *node, void *dst, const void *src, size_t count, int kind),
       (exec, node, dst, src, count, kind))
-TIMED(EXEC_MEMSET_FN, EXEC_MEMSET, three_fn, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(hipGraphMemsetNodeSetParams, (void *node, const void *p), (node, p))
+TIMED(hipGraphExecMemsetNodeSetParams, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(hipGraphExecChildGraphNodeSetParams, (void *exec, void *node, void *child), (exec, node, child))
 #else
-TIMED(EXEC_MEMCPY_FN, EXEC_MEMCPY, four_fn, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
-TIMED(EXEC_MEMSET_FN, EXEC_MEMSET, four_fn, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
+TIMED(cuGraphKernelNodeSetParams_v2, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecKernelNodeSetParams_v2, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(cuGraphMemcpyNodeSetParams, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecMemcpyNodeSetParams, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
+TIMED(cuGraphMemsetNodeSetParams, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecMemsetNodeSetParams, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
+TIMED(cuGraphExecChildGraphNodeSetParams, (void *exec, void *node, void *child), (exec, node, child))
 #endif
 
-/* The nanoseconds spent inside the timed setters, and their calls, since the process began. */
+/* The nanoseconds the calling thread spent inside the timed setters, and their calls, since it
+ * began. */
 EXPORT void rcb_setter_timer_read(uint64_t *ns, uint64_t *calls) {
-    *ns = atomic_load_explicit(&timed_ns, memory_order_relaxed);
-    *calls = atomic_load_explicit(&timed_calls, memory_order_relaxed);
+    *ns = timed_ns;
+    *calls = timed_calls;
 }

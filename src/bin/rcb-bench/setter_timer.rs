@@ -12,7 +12,8 @@ const RTLD_NOLOAD: i32 = 0x4;
 
 type Read = unsafe extern "C" fn(*mut u64, *mut u64);
 
-/// The stand-in's sums, read through its `rcb_setter_timer_read`.
+/// The stand-in's sums, read through its `rcb_setter_timer_read`: the calling thread's (it keeps
+/// them per thread), which is the thread that times the calls around them.
 pub struct SetterTimer {
     read: Symbol<Read>,
     _library: Library,

@@ -465,19 +465,21 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             "N",
             "(c) floor",
             "of which in the setters",
+            "the rest of (c)",
             "(d′) move_allocations",
             "of which in the setters",
             "in the setters: in (d′) / in (c)",
-            "the library's own in (d′)",
+            "the rest of (d′)",
+            "the library's own: the rest of (d′) − the rest of (c)",
             "(f) first update",
             "of which in the setters",
-            "the library's own in (f)",
+            "the rest of (f)",
             "(s) steady",
             "of which in the setters",
-            "the library's own in (s)",
+            "the rest of (s)",
             "in the setters: (f) / (s)",
-            "the library's own: (f) / (s)",
-            "the library's share of (f) − (s)",
+            "the rest: (f) / (s)",
+            "the rest's share of (f) − (s)",
         ],
     );
     let mut evict = Evict::new(quick);
@@ -609,10 +611,12 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
                 n.to_string(),
                 per(floor_split.total),
                 per(floor_split.inside),
+                per(floor_split.rest),
                 per(update_split.total),
                 per(update_split.inside),
                 format!("{:.2}", update_split.inside / floor_split.inside),
                 per(update_split.rest),
+                per(update_split.rest - floor_split.rest),
                 per(fs.total),
                 per(fs.inside),
                 per(fs.rest),
@@ -746,7 +750,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     if timer.is_some() {
         split.print();
         println!(
-            "\nThe library's runtime is tests/gpu/setter_timer.c, which times each of the runtime's node setters around the real one (two clock reads a call, in the floor and the update alike) and sums what they took; each call here is timed as a whole and split by those sums, medians over the calls (the floor and the update alternating as in the table given the moves, in rounds of their own), and for (f) and (s) over fresh command buffers as in the first-update table (9 at most). The library's own is the call's time less the time in the setters: its bookkeeping, the writes, and its wrapper of the setter. Each call checks that the setters were called once per touched node."
+            "\nThe library's runtime is tests/gpu/setter_timer.c, which times each of the runtime's node setters around the real one and sums what they took; each call here is timed as a whole and split by those sums, medians over the calls (the floor and the update alternating as in the table given the moves, in rounds of their own), and for (f) and (s) over fresh command buffers as in the first-update table (9 at most; (s) is the median over them of each one's medians of its 20 steady updates). Each column is its own median: the parts need not add up, and a share need not lie between 0 and 1. The rest of a call is its time less the time in the setters: for (c), the runtime's wrapper of the setter (the library's) and what the stand-in adds outside its clock (a clock read, the sums, the extra call: tens of nanoseconds a setter); for (d′), the same and the library's own work, which the column after it isolates by subtracting the rest of (c) (the same setters, called as many times). In the setters: the driver's setter and one of the stand-in's clock reads, in (c) and (d′) alike. Each call checks that the setters were called once per touched node."
         );
     }
     memory.print();
@@ -882,8 +886,8 @@ fn split_call(timer: &SetterTimer, pushes: usize, f: impl FnOnce() -> R<()>) -> 
 }
 
 /// On `samples` command buffers from `fresh` (see [`on_fresh`]), the first update given the moves
-/// after finalize and one launch, and the 20 steady ones after it, each split by `timer`: medians
-/// of the first updates, and of each command buffer's steady median.
+/// after finalize and one launch, and the 20 steady ones after it, each split by `timer`: the
+/// first updates' [`Split`], and the medians of each command buffer's steady one, field by field.
 fn first_update_split(fresh: &Fresh, layout: &Layout, touched: usize, samples: usize, timer: &SetterTimer) -> R<(Split, Split)> {
     let given = Given::new(layout);
     let (mut first, mut steady) = (Vec::new(), Vec::new());
@@ -897,12 +901,12 @@ fn first_update_split(fresh: &Fresh, layout: &Layout, touched: usize, samples: u
             };
             first.push(once()?);
             let runs: Vec<(f64, f64)> = (0..20).map(|_| once()).collect::<R<_>>()?;
-            let s = Split::of(&runs);
-            steady.push((s.total, s.inside));
+            steady.push(Split::of(&runs));
             Ok(())
         })?;
     }
-    Ok((Split::of(&first), Split::of(&steady)))
+    let median_of = |field: fn(&Split) -> f64| median(steady.iter().map(field).collect());
+    Ok((Split::of(&first), Split { total: median_of(|s| s.total), inside: median_of(|s| s.inside), rest: median_of(|s| s.rest) }))
 }
 
 /// Medians over `samples` fresh command buffers (and fresh executable graphs for the floor) of
