@@ -291,30 +291,36 @@ fn chain_of(rt: &dyn Runtime, cb: *mut rcb_cmdbuf, primary: bool) -> R<(Option<E
     Ok((primary.then_some(Exec(exec)), chain))
 }
 
-/// Times `a` and `b` alternately, two samples each per round (to the other placement and back,
-/// so every sample changes what the graph holds), with `settle` untimed before each sample;
-/// returns their medians. Interleaving gives both the same machine state (caches, clocks, the
-/// driver's own state of the executable graph).
-fn interleaved(runs: usize, mut settle: impl FnMut(), a: &mut dyn FnMut(bool), b: &mut dyn FnMut(bool)) -> (f64, f64) {
+/// Calls `a` and `b` alternately, two samples each per round (to the other placement and back,
+/// so every sample changes what the graph holds), with `settle` before each sample; returns what
+/// each sample gave, but for the first round's, which warms up. Interleaving gives both the same
+/// machine state (caches, clocks, the driver's own state of the executable graph).
+fn alternate<T>(runs: usize, mut settle: impl FnMut(), a: &mut dyn FnMut(bool) -> T, b: &mut dyn FnMut(bool) -> T) -> (Vec<T>, Vec<T>) {
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
     for round in 0..=runs.div_ceil(2) {
         for which in 0..2 {
             for second in [true, false] {
                 settle();
-                let t = Instant::now();
-                if which == 0 {
-                    a(second)
-                } else {
-                    b(second)
-                }
-                let ns = t.elapsed().as_nanos() as f64;
-                // The first round warms up.
+                let out = if which == 0 { a(second) } else { b(second) };
                 if round > 0 {
-                    if which == 0 { &mut ta } else { &mut tb }.push(ns);
+                    if which == 0 { &mut ta } else { &mut tb }.push(out);
                 }
             }
         }
     }
+    (ta, tb)
+}
+
+/// Times `a` and `b` as [`alternate`] calls them (`settle` untimed) and returns their medians.
+fn interleaved(runs: usize, settle: impl FnMut(), a: &mut dyn FnMut(bool), b: &mut dyn FnMut(bool)) -> (f64, f64) {
+    fn timed(f: &mut dyn FnMut(bool)) -> impl FnMut(bool) -> f64 + '_ {
+        move |second| {
+            let t = Instant::now();
+            f(second);
+            t.elapsed().as_nanos() as f64
+        }
+    }
+    let (ta, tb) = alternate(runs, settle, &mut timed(a), &mut timed(b));
     (median(ta), median(tb))
 }
 
@@ -552,23 +558,17 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let moves_split = match &timer {
                 None => None,
                 Some(timer) => {
-                    let (mut floor_calls, mut update_calls) = (Vec::new(), Vec::new());
-                    for round in 0..=runs.div_ceil(2) {
-                        for second in [true, false] {
+                    let (floor_calls, update_calls) = alternate(
+                        runs,
+                        || {},
+                        &mut |second| {
                             let set = &sets[usize::from(second)];
-                            let call = split_call(timer, count, || rt.kernel_nodes_set(Some(exec), set).map_err(|(_, e)| err(e)))?;
-                            if round > 0 {
-                                floor_calls.push(call);
-                            }
-                        }
-                        for second in [true, false] {
-                            let call = split_call(timer, count, || update_once(primary, given, second, count, true))?;
-                            if round > 0 {
-                                update_calls.push(call);
-                            }
-                        }
-                    }
-                    Some((Split::of(&floor_calls), Split::of(&update_calls)))
+                            split_call(timer, count, || rt.kernel_nodes_set(Some(exec), set).map_err(|(_, e)| err(e)))
+                        },
+                        &mut |second| split_call(timer, count, || update_once(primary, given, second, count, true)),
+                    );
+                    let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
+                    Some((Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)))
                 }
             };
             let cold_runs = if quick { 3 } else { runs.min(11) };
