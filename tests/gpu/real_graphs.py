@@ -44,9 +44,16 @@ more command buffer is launched and its executable graph given two passes of the
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
 is the rest, once the driver has had its first pass there (the template is read before the
-launch, which the other rounds do not do).
+launch, which the other rounds do not do). Then two more command buffers are made and launched,
+and that one launched and updated once more: an update after the same work as comes before a
+first update, which is not its first.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
+When the library's runtime is the stand-in that times the driver's node setters
+(RCB_CUDA_LIBRARY=libsetter_timer.so, tests/gpu/setter_timer.c), each of the updates of those
+rounds, and as many steady updates timed one by one, is split in the same call into the time
+inside the setters and the library's own (one more table); that run's other figures then include the
+stand-in's cost per setter, so compare them with a run without it.
 Last, the host memory each command buffer keeps (rcb_cmdbuf_memory_use), by part, per node: right
 after flatten + finalize, and on the one the all-moved updates ran on.
 
@@ -135,6 +142,32 @@ SET_PARAMS = C.cast(cuda.cuGraphExecKernelNodeSetParams_v2, P)
 SET_MEMCPY = C.cast(cuda.cuGraphExecMemcpyNodeSetParams, P)
 SET_MEMSET = C.cast(cuda.cuGraphExecMemsetNodeSetParams, P)
 UPDATE = C.cast(lib.rcb_cmdbuf_update_allocations, P)
+
+
+def setter_timer():
+    """The stand-in runtime that times the driver's node setters (tests/gpu/setter_timer.c), when
+    the library was given it as its runtime (RCB_CUDA_LIBRARY): a function that reads the calling
+    thread's nanoseconds inside the setters and their calls, else None. Opening the same file
+    again gives the library's own copy of it (one object per file), whose sums are the ones the
+    library's calls add to."""
+    path = os.environ.get("RCB_CUDA_LIBRARY")
+    if not path:
+        return None
+    try:
+        read = C.CDLL(path).rcb_setter_timer_read
+    except (OSError, AttributeError):
+        return None
+    read.argtypes = [C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
+
+    def sums():
+        ns, calls = C.c_uint64(), C.c_uint64()
+        read(C.byref(ns), C.byref(calls))
+        return ns.value, calls.value
+
+    return sums
+
+
+SETTERS = setter_timer()
 # Same signature: (cb, entries, count, report); given only the moves, as the patched XLA calls it.
 MOVE = C.cast(lib.rcb_cmdbuf_move_allocations, P)
 
@@ -283,6 +316,20 @@ def update_times(cb, to_table, back_table, reps, cold=False, call=UPDATE):
     if rep.needs_rerecord:
         raise RuntimeError(f"rcb_cmdbuf_update_allocations reported needs_rerecord ({new_fallbacks(cb, before)})")
     return list(out), rep
+
+
+def timed_update(cb, to_table, back_table, split=None):
+    """One update to `to_table` (ns); with SETTERS and a list `split`, also appends to it the pair
+    (ns, ns inside the driver's setters during the update)."""
+    if SETTERS is None or split is None:
+        return update_times(cb, to_table, back_table, 1)[0][0]
+    ns, calls = SETTERS()
+    t, rep = update_times(cb, to_table, back_table, 1)
+    ns_after, calls_after = SETTERS()
+    if calls_after - calls != rep.updated_nodes:
+        raise RuntimeError(f"{calls_after - calls} setter call(s) inside an update that pushed {rep.updated_nodes} node(s): no split")
+    split.append((t[0], ns_after - ns))
+    return t[0]
 
 
 def set_params_times(exec_, nodes, params_a, params_b, reps, cold=False):
@@ -495,6 +542,12 @@ class MoveSet:
         self.floor_nodes = self.updated = 0
         self.lib_fresh = self.lib_code_run = self.driver_fresh = self.driver_code_run = None
         self.own_pass = self.own_found = self.lib_after_pass = self.lib_after_pass_steady = None
+        # With SETTERS: (ns, ns inside the driver's setters) of each first update with no pass
+        # before it, of each right after another's, each first update after the driver's pass,
+        # the steady updates after them, and each update after the same work as before a first
+        # update that is not the first.
+        self.split_fresh, self.split_code_run, self.split_after_pass, self.split_steady, self.split_again = [], [], [], [], []
+        self.again = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -566,8 +619,8 @@ def measure(cbs, ms, table_a, fresh):
             try:
                 launch_and_wait(older)
                 launch_and_wait(cb)
-                lib_fresh.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
-                lib_code_run.append(update_times(older, ms.table_b, table_a, 1)[0][0])
+                lib_fresh.append(timed_update(cb, ms.table_b, table_a, ms.split_fresh))
+                lib_code_run.append(timed_update(older, ms.table_b, table_a, ms.split_code_run))
             finally:
                 lib.rcb_cmdbuf_free(cb)
         finally:
@@ -593,7 +646,7 @@ def measure(cbs, ms, table_a, fresh):
     # executable graph (to table B, then back to A), then that command buffer's first update and
     # its steady updates: what that first update pays beyond its steady ones, once the driver has
     # had its first pass there.
-    own_pass, own_found, lib_after_pass, lib_after_pass_steady = [], [], [], []
+    own_pass, own_found, lib_after_pass, lib_after_pass_steady, again = [], [], [], [], []
 
     def library_after_driver():
         cb = fresh()
@@ -618,8 +671,30 @@ def measure(cbs, ms, table_a, fresh):
             nodes_found, own_exec = [node for node, _, _, _ in mine], exec_of(cb)
             launch_and_wait(cb)
             own_pass.append(set_params_times(own_exec, nodes_found, here, there, 2)[0])
-            lib_after_pass.append(update_times(cb, ms.table_b, table_a, 1)[0][0])
+            lib_after_pass.append(timed_update(cb, ms.table_b, table_a, ms.split_after_pass))
             lib_after_pass_steady.append(median(update_times(cb, table_a, ms.table_b, STEADY_HERE)[0]))
+            if SETTERS:
+                # Each split alone, the setters' sums read around it (Python between the calls, as
+                # before the first updates): STEADY_HERE is even, so the first goes to A.
+                for i in range(STEADY_HERE):
+                    to = table_a if i % 2 == 0 else ms.table_b
+                    timed_update(cb, to, table_a, ms.split_steady)
+            # The same work as comes before a first update in `library` (two command buffers made,
+            # each launched and waited for, the updated one last), then one more update of this
+            # one, which is not its first: what a first update pays beyond it is the first touch.
+            # It ends on table B (STEADY_HERE is even), so this update goes to A.
+            made = fresh()
+            try:
+                other = fresh()
+                try:
+                    launch_and_wait(made)
+                    launch_and_wait(other)
+                    launch_and_wait(cb)
+                    again.append(timed_update(cb, table_a, ms.table_b, ms.split_again))
+                finally:
+                    lib.rcb_cmdbuf_free(other)
+            finally:
+                lib.rcb_cmdbuf_free(made)
         finally:
             lib.rcb_cmdbuf_free(cb)
 
@@ -631,7 +706,7 @@ def measure(cbs, ms, table_a, fresh):
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
     ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
     ms.own_found = f"{min(own_found)} of {len(touched_at)}" if min(own_found) == max(own_found) else f"{min(own_found)}–{max(own_found)} of {len(touched_at)}"
-    ms.lib_after_pass_steady = median(lib_after_pass_steady)
+    ms.lib_after_pass_steady, ms.again = median(lib_after_pass_steady), median(again)
 
 
 def run(name, make, shape):
@@ -779,6 +854,62 @@ def print_table(title, columns, rows):
         print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
+def split_medians(split):
+    """(in all, inside the setters, the library's own) of a list of (ns, ns inside the setters):
+    the median of each, the library's own taken sample by sample."""
+    if not split:
+        return None
+    return median([t for t, _ in split]), median([i for _, i in split]), median([t - i for t, i in split])
+
+
+def print_split_table(rows):
+    """The updates of the tables above split in the same call (only with SETTERS), a line each."""
+    kinds = [
+        ("first", "split_fresh"),
+        ("first, right after another's", "split_code_run"),
+        ("first, after the driver's pass", "split_after_pass"),
+        ("after the same work as a first, not the first", "split_again"),
+        ("steady", "split_steady"),
+    ]
+    cells = []
+    for name, _, sets in rows:
+        for ms in sets:
+            steady = split_medians(ms.split_steady)
+            if steady is None:
+                continue
+            for label, attr in kinds:
+                m = split_medians(getattr(ms, attr))
+                if m is None:
+                    continue
+                extra = m[0] - steady[0]
+                cells.append([
+                    name, ms.label, ms.updated, label, *(fmt(x) for x in m), ratio(m[0], steady[0]), ratio(m[1], steady[1]),
+                    ratio(m[2], steady[2]), f"{(m[2] - steady[2]) / extra:.2f}" if attr != "split_steady" and extra > 0 else "—",
+                    ratio(ms.driver_fresh, ms.driver_steady) if attr == "split_fresh" else "",
+                ])
+    print_table(
+        "real graphs: each kind of update split in the same call into the time inside the driver's setters and the library's own"
+        f" (the setter-timing stand-in as the library's runtime; medians of {FRESH} updates of each kind, of "
+        f"{FRESH * STEADY_HERE} steady ones)",
+        ["model", "moved", "touched nodes", "update", "in all", "inside the setters", "library's own", "in all / steady",
+         "setters / steady", "library's own / steady", "library's share of the extra over steady",
+         "driver, first pass on a fresh exec / its steady"],
+        cells,
+    )
+    print(
+        "\n`first` and `first, right after another's` are the two first updates of each round of the table `the first update"
+        " after a launch against the driver's first pass`; `first, after the driver's pass` is the first update of the table"
+        " `whose is the rest`, whose command buffer then takes the"
+        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones, and last `after the same work as a first, not the"
+        " first`: two more command buffers made, each launched and waited for, then this one launched and updated once more, the"
+        " work that comes before a `first` update, on a command buffer whose update is not its first. `inside the setters` is the"
+        " time the stand-in counted inside the driver's exec setters during the call (one clock read in that window); `library's"
+        " own` is the rest, sample by sample, which holds the stand-in's other clock read and call per setter, the same in every"
+        " kind. The share is (own − own, steady) / (in all − in all, steady). The last column is the driver's own first pass on"
+        " a fresh executable graph against its steady passes, from the tables above (the stand-in is not in those calls).\n"
+    )
+
+
 def print_tables(rows):
     dev = torch.cuda.get_device_name(0)
     print_table(
@@ -868,9 +999,11 @@ def print_tables(rows):
         f" own executable graph, then that command buffer's first update and its steady ones (medians of {FRESH})",
         ["model", "moved", "nodes the pass found", "driver, first pass on the command buffer's own executable graph (to the moved placement)", "library, first update right after it",
          "library, steady on the same command buffer", "first / steady", "library, first with no pass before it",
-         "first with no pass before it / steady"],
+         "first with no pass before it / steady", "library, after the same work as a first, not the first",
+         "after the same work / steady"],
         [[name, ms.label, ms.own_found, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
-          ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady)]
+          ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady),
+          fmt(ms.again), ratio(ms.again, ms.lib_after_pass_steady)]
          for name, _, sets in rows for ms in sets],
     )
     print(
@@ -881,8 +1014,14 @@ def print_tables(rows):
         f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
         " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
         " the same nodes of the same executable graph (its template is read before its launch, which the other rounds do not do);"
-        " `first with no pass before it` is the table above's `library, first`, set against the same steady figure.\n"
+        " `first with no pass before it` is the table above's `library, first`, set against the same steady figure. Last, two"
+        " more command buffers are made, each launched and waited for, then this one is launched and updated once more"
+        " (`after the same work as a first, not the first`): the work that comes before `library, first`, on a command buffer"
+        " whose update is not its first.\n"
     )
+    if SETTERS:
+        print_split_table(rows)
+
     def bytes_per_node(info, b):
         return f"{b / info['nodes']:.0f} B"
 
