@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The runtime's setters timed by a stand-in, on the software GPU: builds tests/gpu/setter_timer.c
 # for HIP against the software GPU in $1 (target/<profile>: libamdhip64.so, rcb-bench), gives it
-# to the library as its runtime (RCB_HIP_LIBRARY) and runs `rcb-bench --quick update`, which
-# splits each update into the time inside the runtime's setters and the library's own, and
-# checks in each call that the setters were called once per touched node. Fails unless the
-# split table has a row for each size. (ci/gpu.sh builds the CUDA stand-in for a GPU machine.)
+# to the library as its runtime (RCB_HIP_LIBRARY) and runs `rcb-bench --quick update
+# update-after-writes`, which split each update into the time inside the runtime's setters and
+# the library's own, and check in each call that the setters were called once per touched node.
+# Fails unless the split table has a row for each size and every row of update-after-writes is
+# split. (ci/gpu.sh builds the CUDA stand-in for a GPU machine.)
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,12 +15,22 @@ trap 'rm -rf "$out"' EXIT
 cp "$lib_dir/libamdhip64.so" "$out/libamdhip64.so.6"
 cc -O2 -Wall -Wextra -Werror -shared -fPIC -DSETTER_TIMER_HIP -o "$out/libsetter_timer.so" \
     "$root/tests/gpu/setter_timer.c" -Wl,--no-as-needed "$out/libamdhip64.so.6" -Wl,--disable-new-dtags,-rpath,"$out" -ldl
-RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update > "$out/update.md"
+RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update update-after-writes > "$out/update.md"
 rows=$(sed -n '/split in the same call/,/^The library.s runtime is/p' "$out/update.md" | grep -cE '^\| (100|1000) \|' || true)
 if [ "$rows" != 2 ]; then
     echo "ci/setter-timer.sh: rcb-bench printed $rows of the 2 rows of the split table" >&2
     cat "$out/update.md" >&2
     exit 1
 fi
+# Each row of update-after-writes (N, W, (c), (d′), ratio, then the three split cells): split,
+# none left "—".
+after=$(sed -n '/^### update-after-writes/,/^Each median/p' "$out/update.md" | grep -E '^\| 1000 \|' || true)
+split_rows=$(printf '%s\n' "$after" | awk -F'|' 'NF > 9 && $7 !~ /—/ && $8 !~ /—/ && $9 !~ /—/' | wc -l)
+if [ -z "$after" ] || [ "$split_rows" != "$(printf '%s\n' "$after" | wc -l)" ]; then
+    echo "ci/setter-timer.sh: update-after-writes printed no rows, or rows not split:" >&2
+    cat "$out/update.md" >&2
+    exit 1
+fi
 sed -n '/split in the same call/,/^| 1000 |/p' "$out/update.md"
+printf '%s\n' "$after"
 echo "setter timer: the split table has its rows, and every call pushed through the stand-in's setters once per touched node"

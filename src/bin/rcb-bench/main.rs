@@ -36,7 +36,8 @@ const SCENARIOS: &[(&str, Scenario)] = &[
 ];
 
 /// Scenarios that run only when named.
-const ON_REQUEST: &[(&str, Scenario)] = &[("soak", soak::run), ("update-loop", update::run_loop)];
+const ON_REQUEST: &[(&str, Scenario)] =
+    &[("soak", soak::run), ("update-loop", update::run_loop), ("update-after-writes", update::run_after_writes)];
 
 fn main() {
     backend::probe_if_asked();

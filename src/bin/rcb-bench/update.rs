@@ -329,16 +329,26 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The bytes of the CPU's data (or unified) cache of `level`, as the host's sysfs gives them
+/// for its first CPU, if it does.
+fn cache_bytes(level: u32) -> Option<usize> {
+    (0..8).find_map(|i| {
+        let read = |file: &str| std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu0/cache/index{i}/{file}")).ok();
+        let here: u32 = read("level")?.trim().parse().ok()?;
+        if here != level || read("type")?.trim() == "Instruction" {
+            return None;
+        }
+        read("size")?.trim().strip_suffix('K')?.parse::<usize>().ok().map(|k| k << 10)
+    })
+}
+
 /// A buffer larger than the CPU's last-level cache, written before each sample of the cold
 /// table: XLA updates a command buffer once per step, after a whole step of other host work.
 struct Evict(Vec<u8>, u8);
 
 impl Evict {
     fn new(quick: bool) -> Evict {
-        let llc = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
-            .ok()
-            .and_then(|s| s.trim().strip_suffix('K').and_then(|k| k.parse::<usize>().ok()))
-            .map_or(64 << 20, |k| k << 10);
+        let llc = cache_bytes(3).unwrap_or(64 << 20);
         Evict(vec![0; if quick { llc } else { (4 * llc).max(64 << 20) }], 0)
     }
 
@@ -1017,6 +1027,114 @@ fn first_update(
         first_faults,
         floor_first_faults,
     })
+}
+
+/// Scenario `update-after-writes` (run only when named): what the update given the moves and the
+/// floor's pass cost when other work writes memory between their calls, by how much it writes.
+/// On `update`'s chain (primary, 10 % of the allocations moved) at 1 000 and 10 000 nodes, the
+/// two alternate as in `update`'s table given the moves, and before each call a buffer of its own
+/// is written, `W` bytes of it (one store a 64-byte line, untimed), `W` from nothing to twice the
+/// last-level cache, with the host's cache sizes among them: where the library's time per touched
+/// node steps up says which cache its data and code were found in before the writes pushed them
+/// out. With the setter-timing stand-in as the library's runtime (see `setter_timer.rs`), each
+/// call is split too: the library's own part, beside the driver's setters'.
+pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
+    let f = kernels::load(rt, "rcb_test_add_f32")?;
+    let stream = rt.stream_create(0, 1, 0).map_err(err)?;
+    let (l2, llc) = (cache_bytes(2).unwrap_or(1 << 20), cache_bytes(3).unwrap_or(32 << 20));
+    let mut written =
+        if quick { vec![0, l2, 2 * l2] } else { vec![0, 64 << 10, l2 / 2, l2, 2 * l2, 8 << 20, 32 << 20, llc / 2, llc, 2 * llc] };
+    written.sort_unstable();
+    written.dedup();
+    let mut buffer = vec![0u8; written.iter().copied().max().unwrap_or(0)];
+    let timer = SetterTimer::find();
+    let mut table = Table::new(
+        format!(
+            "update-after-writes: given the moves, and the floor, each call after W bytes written elsewhere (untimed), per touched node, on {} (level 2 cache {} KiB, last level {} KiB)",
+            rt.info().backend.name(),
+            l2 >> 10,
+            llc >> 10
+        ),
+        &[
+            "N",
+            "W written between calls",
+            "(c) floor",
+            "(d′) move_allocations",
+            "(d′)/(c)",
+            "in the setters: in (d′) / in (c)",
+            "the library's own: the rest of (d′) − the rest of (c)",
+            "the library's own / with nothing written",
+        ],
+    );
+    let sizes: &[usize] = if quick { &[1000] } else { &[1000, 10_000] };
+    let runs = if quick { 5 } else { 41 };
+    for &n in sizes {
+        let layout = Layout::new(rt, n)?;
+        let touched: Vec<usize> = (0..n).step_by(10).collect();
+        let blobs = [(0..n).map(|i| layout.blob(i, false)).collect::<Vec<_>>(), (0..n).map(|i| layout.blob(i, true)).collect::<Vec<_>>()];
+        let primary = record_cmdbuf(f, &layout, n, false, Some(0))?;
+        let rows = (|| {
+            warm::cmdbuf(rt, primary, stream)?;
+            let (exec, chain) = chain_of(rt, primary, true)?;
+            let exec = exec.ok_or("a primary command buffer has an executable graph")?;
+            let sets = floor_sets(f, &chain, &blobs, &touched);
+            let (given, count) = (Given::new(&layout), touched.len());
+            // Each call timed, and split where the stand-in is the runtime (else nothing inside).
+            let call = |body: &dyn Fn() -> R<()>| match &timer {
+                Some(timer) => split_call(timer, count, body),
+                None => {
+                    let t = Instant::now();
+                    body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+                }
+            };
+            let mut rows = Vec::new();
+            for &w in &written {
+                let mut stamp = 0u8;
+                let write = || {
+                    stamp = stamp.wrapping_add(1);
+                    buffer[..w].chunks_mut(64).for_each(|line| line[0] = stamp);
+                    std::hint::black_box(&buffer[..w]);
+                };
+                let (floor_calls, update_calls) = alternate(
+                    runs,
+                    write,
+                    &mut |second| call(&|| rt.kernel_nodes_set(Some(exec), &sets[usize::from(second)]).map_err(|(_, e)| err(e))),
+                    &mut |second| call(&|| update_once(primary, &given, second, count, true)),
+                );
+                let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
+                rows.push((w, Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)));
+            }
+            Ok::<_, String>(rows)
+        })();
+        // SAFETY: a handle from record_cmdbuf, freed once.
+        unsafe { rcb_cmdbuf_free(primary) };
+        layout.free(rt)?;
+        let per = |ns: f64| time(ns / touched.len() as f64);
+        let rows = rows?;
+        let own = |(_, c, d): &(usize, Split, Split)| d.rest - c.rest;
+        let own_at_nothing = rows.first().map(own);
+        for row in &rows {
+            let (w, c, d) = row;
+            let split = |cell: String| if timer.is_some() { cell } else { "—".into() };
+            table.row(vec![
+                n.to_string(),
+                if *w == 0 { "nothing".into() } else { format!("{} KiB", w >> 10) },
+                per(c.total),
+                per(d.total),
+                format!("{:.2}", d.total / c.total),
+                split(format!("{:.2}", d.inside / c.inside)),
+                split(per(own(row))),
+                split(own_at_nothing.map_or("—".into(), |o| format!("{:.2}", own(row) / o))),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "\nEach median is over the calls of {} rounds after one that warms up (the floor's pass to the moved placement and back, then the update's), each call after W bytes of a buffer of the benchmark's own were written, one byte a 64-byte line (untimed). The split columns need the setter-timing stand-in as the library's runtime (RCB_CUDA_LIBRARY or RCB_HIP_LIBRARY naming tests/gpu/setter_timer.c built); the stand-in's own cost per setter is in the rest of both calls and so not in their difference.",
+        runs.div_ceil(2)
+    );
+    rt.stream_destroy(stream).map_err(err)?;
+    Ok(())
 }
 
 /// Scenario `update-loop` (run only when named): `rcb_cmdbuf_move_allocations` called over and
