@@ -22,12 +22,13 @@ if [ "$rows" != 2 ]; then
     cat "$out/update.md" >&2
     exit 1
 fi
-# Each row of update-after-writes (N, W, (c), (d′), ratio, then the three split cells): split,
-# none left "—".
+# update-after-writes --quick: 1000 nodes, primary and nested, three sizes of writes each: six
+# rows, each split (its last three cells, after N, the command buffer, W, (c), (d′), their ratio
+# and the difference per site, none "—").
 after=$(sed -n '/^### update-after-writes/,/^Each median/p' "$out/update.md" | grep -E '^\| 1000 \|' || true)
-split_rows=$(printf '%s\n' "$after" | awk -F'|' 'NF > 9 && $7 !~ /—/ && $8 !~ /—/ && $9 !~ /—/' | wc -l)
-if [ -z "$after" ] || [ "$split_rows" != "$(printf '%s\n' "$after" | wc -l)" ]; then
-    echo "ci/setter-timer.sh: update-after-writes printed no rows, or rows not split:" >&2
+split_rows=$(printf '%s\n' "$after" | awk -F'|' 'NF > 11 && $9 !~ /—/ && $10 !~ /—/ && $11 !~ /—/' | wc -l)
+if [ "$split_rows" != 6 ]; then
+    echo "ci/setter-timer.sh: update-after-writes printed $split_rows split rows of the 6 expected:" >&2
     cat "$out/update.md" >&2
     exit 1
 fi

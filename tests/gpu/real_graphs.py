@@ -44,9 +44,10 @@ more command buffer is launched and its executable graph given two passes of the
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
 is the rest, once the driver has had its first pass there (the template is read before the
-launch, which the other rounds do not do). Then two more command buffers are made and launched,
-and that one launched and updated once more: an update after the same work as comes before a
-first update, which is not its first.
+launch, which the other rounds do not do). Last in each round, a matched pair in turns: a
+command buffer's first update, and an update of another one that is not its first, each after
+the same work since its last touch (made, or updated and back, untimed): two more command
+buffers made, the three launched and waited for, the updated one last.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 When the library's runtime is the stand-in that times the driver's node setters
@@ -544,10 +545,11 @@ class MoveSet:
         self.own_pass = self.own_found = self.lib_after_pass = self.lib_after_pass_steady = None
         # With SETTERS: (ns, ns inside the driver's setters) of each first update with no pass
         # before it, of each right after another's, each first update after the driver's pass,
-        # the steady updates after them, and each update after the same work as before a first
-        # update that is not the first.
-        self.split_fresh, self.split_code_run, self.split_after_pass, self.split_steady, self.split_again = [], [], [], [], []
-        self.again = None
+        # the steady updates after them, and the matched pair: a first update and one that is
+        # not the first, each after the same work (round by round: the lists are in step).
+        self.split_fresh, self.split_code_run, self.split_after_pass, self.split_steady = [], [], [], []
+        self.split_matched_first, self.split_matched_again = [], []
+        self.matched_first = self.matched_again = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -646,7 +648,7 @@ def measure(cbs, ms, table_a, fresh):
     # executable graph (to table B, then back to A), then that command buffer's first update and
     # its steady updates: what that first update pays beyond its steady ones, once the driver has
     # had its first pass there.
-    own_pass, own_found, lib_after_pass, lib_after_pass_steady, again = [], [], [], [], []
+    own_pass, own_found, lib_after_pass, lib_after_pass_steady = [], [], [], []
 
     def library_after_driver():
         cb = fresh()
@@ -679,34 +681,62 @@ def measure(cbs, ms, table_a, fresh):
                 for i in range(STEADY_HERE):
                     to = table_a if i % 2 == 0 else ms.table_b
                     timed_update(cb, to, table_a, ms.split_steady)
-            # The same work as comes before a first update in `library` (two command buffers made,
-            # each launched and waited for, the updated one last), then one more update of this
-            # one, which is not its first: what a first update pays beyond it is the first touch.
-            # It ends on table B (STEADY_HERE is even), so this update goes to A.
-            made = fresh()
-            try:
-                other = fresh()
-                try:
-                    launch_and_wait(made)
-                    launch_and_wait(other)
-                    launch_and_wait(cb)
-                    again.append(timed_update(cb, table_a, ms.table_b, ms.split_again))
-                finally:
-                    lib.rcb_cmdbuf_free(other)
-            finally:
-                lib.rcb_cmdbuf_free(made)
         finally:
             lib.rcb_cmdbuf_free(cb)
+
+    # A first update against one that is not the first, after the same work: the command buffer
+    # last touched (made, or updated back to table A, untimed), then two others made, the three
+    # launched and waited for, the updated one last, then its update to table B timed. What the
+    # first pays beyond the other is what only a first update does.
+    def after_two_made(cb, split):
+        made = fresh()
+        try:
+            other = fresh()
+            try:
+                for c in (made, other, cb):
+                    launch_and_wait(c)
+                return timed_update(cb, ms.table_b, table_a, split)
+            finally:
+                lib.rcb_cmdbuf_free(other)
+        finally:
+            lib.rcb_cmdbuf_free(made)
+
+    matched_first, matched_again = [], []
+
+    def matched(first_side_first):
+        older = fresh()
+        try:
+            # Out of its first update, untimed: launched, then to table B and back to A.
+            launch_and_wait(older)
+            update_times(older, ms.table_b, table_a, 2)
+            for first in (True, False) if first_side_first else (False, True):
+                if first:
+                    # Made (its last touch), then the work, then its first update.
+                    cb = fresh()
+                    try:
+                        matched_first.append(after_two_made(cb, ms.split_matched_first))
+                    finally:
+                        lib.rcb_cmdbuf_free(cb)
+                else:
+                    # Updated to B and back to A (its last touch, untimed), then the same work,
+                    # then an update that is not its first; then back to A, untimed.
+                    update_times(older, ms.table_b, table_a, 2)
+                    matched_again.append(after_two_made(older, ms.split_matched_again))
+                    update_times(older, table_a, ms.table_b, 1)
+        finally:
+            lib.rcb_cmdbuf_free(older)
 
     for r in range(FRESH):
         for side in (library, driver) if r % 2 == 0 else (driver, library):
             side()
         library_after_driver()
+        matched(r % 2 == 0)
     ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
     ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
     ms.own_found = f"{min(own_found)} of {len(touched_at)}" if min(own_found) == max(own_found) else f"{min(own_found)}–{max(own_found)} of {len(touched_at)}"
-    ms.lib_after_pass_steady, ms.again = median(lib_after_pass_steady), median(again)
+    ms.lib_after_pass_steady = median(lib_after_pass_steady)
+    ms.matched_first, ms.matched_again = median(matched_first), median(matched_again)
 
 
 def run(name, make, shape):
@@ -862,13 +892,22 @@ def split_medians(split):
     return median([t for t, _ in split]), median([i for _, i in split]), median([t - i for t, i in split])
 
 
+def lower_in_rounds(ms):
+    """In how many rounds the matched update that is not the first took less than the matched
+    first update: in all, inside the setters, the library's own."""
+    pairs = list(zip(ms.split_matched_first, ms.split_matched_again))
+    counts = [sum(key(a) < key(f) for f, a in pairs) for key in (lambda x: x[0], lambda x: x[1], lambda x: x[0] - x[1])]
+    return "; ".join(f"{c} of {len(pairs)}" for c in counts)
+
+
 def print_split_table(rows):
     """The updates of the tables above split in the same call (only with SETTERS), a line each."""
     kinds = [
         ("first", "split_fresh"),
         ("first, right after another's", "split_code_run"),
         ("first, after the driver's pass", "split_after_pass"),
-        ("after the same work as a first, not the first", "split_again"),
+        ("first, made before two others (matched)", "split_matched_first"),
+        ("not the first, after the same work (matched)", "split_matched_again"),
         ("steady", "split_steady"),
     ]
     cells = []
@@ -886,6 +925,7 @@ def print_split_table(rows):
                     name, ms.label, ms.updated, label, *(fmt(x) for x in m), ratio(m[0], steady[0]), ratio(m[1], steady[1]),
                     ratio(m[2], steady[2]), f"{(m[2] - steady[2]) / extra:.2f}" if attr != "split_steady" and extra > 0 else "—",
                     ratio(ms.driver_fresh, ms.driver_steady) if attr == "split_fresh" else "",
+                    lower_in_rounds(ms) if attr == "split_matched_again" else "",
                 ])
     print_table(
         "real graphs: each kind of update split in the same call into the time inside the driver's setters and the library's own"
@@ -893,20 +933,23 @@ def print_split_table(rows):
         f"{FRESH * STEADY_HERE} steady ones)",
         ["model", "moved", "touched nodes", "update", "in all", "inside the setters", "library's own", "in all / steady",
          "setters / steady", "library's own / steady", "library's share of the extra over steady",
-         "driver, first pass on a fresh exec / its steady"],
+         "driver, first pass on a fresh exec / its steady",
+         "matched: rounds where not the first took less than the first (in all; setters; library's own)"],
         cells,
     )
     print(
         "\n`first` and `first, right after another's` are the two first updates of each round of the table `the first update"
         " after a launch against the driver's first pass`; `first, after the driver's pass` is the first update of the table"
         " `whose is the rest`, whose command buffer then takes the"
-        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones, and last `after the same work as a first, not the"
-        " first`: two more command buffers made, each launched and waited for, then this one launched and updated once more, the"
-        " work that comes before a `first` update, on a command buffer whose update is not its first. `inside the setters` is the"
+        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones. The matched pair, in each round, in turns: a"
+        " command buffer made, two more made, the three launched and waited for (it last), then its first update; and a command"
+        " buffer past its first update, updated to the moved placement and back (untimed), then the same two made and three"
+        " launched, then its update, which is not its first. `inside the setters` is the"
         " time the stand-in counted inside the driver's exec setters during the call (one clock read in that window); `library's"
         " own` is the rest, sample by sample, which holds the stand-in's other clock read and call per setter, the same in every"
-        " kind. The share is (own − own, steady) / (in all − in all, steady). The last column is the driver's own first pass on"
-        " a fresh executable graph against its steady passes, from the tables above (the stand-in is not in those calls).\n"
+        " kind. The share is (own − own, steady) / (in all − in all, steady). The column before last is the driver's own first"
+        " pass on a fresh executable graph against its steady passes, from the tables above (the stand-in is not in those calls);"
+        " the last counts the rounds in which the matched update that is not the first took less than the matched first one.\n"
     )
 
 
@@ -999,11 +1042,11 @@ def print_tables(rows):
         f" own executable graph, then that command buffer's first update and its steady ones (medians of {FRESH})",
         ["model", "moved", "nodes the pass found", "driver, first pass on the command buffer's own executable graph (to the moved placement)", "library, first update right after it",
          "library, steady on the same command buffer", "first / steady", "library, first with no pass before it",
-         "first with no pass before it / steady", "library, after the same work as a first, not the first",
-         "after the same work / steady"],
+         "first with no pass before it / steady", "library, first, made before two others (matched)",
+         "library, not the first, after the same work (matched)", "not the first / first (matched)"],
         [[name, ms.label, ms.own_found, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
           ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady),
-          fmt(ms.again), ratio(ms.again, ms.lib_after_pass_steady)]
+          fmt(ms.matched_first), fmt(ms.matched_again), ratio(ms.matched_again, ms.matched_first)]
          for name, _, sets in rows for ms in sets],
     )
     print(
@@ -1014,10 +1057,12 @@ def print_tables(rows):
         f" rcb_cmdbuf_update_allocations is timed, then {STEADY_HERE} more (to the other placement and back; their median is the"
         " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
         " the same nodes of the same executable graph (its template is read before its launch, which the other rounds do not do);"
-        " `first with no pass before it` is the table above's `library, first`, set against the same steady figure. Last, two"
-        " more command buffers are made, each launched and waited for, then this one is launched and updated once more"
-        " (`after the same work as a first, not the first`): the work that comes before `library, first`, on a command buffer"
-        " whose update is not its first.\n"
+        " `first with no pass before it` is the table above's `library, first`, set against the same steady figure. Last, the"
+        " matched pair, in each round after the above, in turns: a command buffer made, two more made, the three launched and"
+        " waited for (it last), then its first update (`first, made before two others`); and a command buffer past its first"
+        " update, updated to the moved placement and back (untimed, its last touch), then the same two made and three launched,"
+        " then its update (`not the first, after the same work`). What the first pays beyond the other is what only a first"
+        " update does.\n"
     )
     if SETTERS:
         print_split_table(rows)

@@ -1029,21 +1029,20 @@ fn first_update(
     })
 }
 
-/// Scenario `update-after-writes` (run only when named): what the update given the moves and the
-/// floor's pass cost when other work writes memory between their calls, by how much it writes.
-/// On `update`'s chain (primary, 10 % of the allocations moved) at 1 000 and 10 000 nodes, the
-/// two alternate as in `update`'s table given the moves, and before each call a buffer of its own
-/// is written, `W` bytes of it (one store a 64-byte line, untimed), `W` from nothing to twice the
-/// last-level cache, with the host's cache sizes among them: where the library's time per touched
-/// node steps up says which cache its data and code were found in before the writes pushed them
-/// out. With the setter-timing stand-in as the library's runtime (see `setter_timer.rs`), each
-/// call is split too: the library's own part, beside the driver's setters'.
+/// Scenario `update-after-writes` (run only when named): what the update given the moves and its
+/// floor cost when other work writes memory between their calls, by how much it writes. On
+/// `update`'s chain (10 % of the allocations moved) at 100 to 100 000 nodes, primary (the floor:
+/// the executable graph's setters) and nested (the floor: the template's setters, the host cost
+/// per moved site of `update`'s nested table), the two alternate as in `update`'s tables given
+/// the moves, and before each call a buffer of its own is written, `W` bytes of it (one store a
+/// 64-byte line, untimed), `W` from nothing to half the last-level cache, with the host's L2 size
+/// among them. With the setter-timing stand-in as the library's runtime (see `setter_timer.rs`),
+/// each call is split too: the library's own part, beside the setters'.
 pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     let f = kernels::load(rt, "rcb_test_add_f32")?;
     let stream = rt.stream_create(0, 1, 0).map_err(err)?;
     let (l2, llc) = (cache_bytes(2).unwrap_or(1 << 20), cache_bytes(3).unwrap_or(32 << 20));
-    let mut written =
-        if quick { vec![0, l2, 2 * l2] } else { vec![0, 64 << 10, l2 / 2, l2, 2 * l2, 8 << 20, 32 << 20, llc / 2, llc, 2 * llc] };
+    let mut written = if quick { vec![0, l2, 2 * l2] } else { vec![0, 64 << 10, l2 / 2, l2, 2 * l2, 8 << 20, 32 << 20, llc / 2] };
     written.sort_unstable();
     written.dedup();
     let mut buffer = vec![0u8; written.iter().copied().max().unwrap_or(0)];
@@ -1057,80 +1056,90 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
         ),
         &[
             "N",
+            "command buffer",
             "W written between calls",
             "(c) floor",
             "(d′) move_allocations",
             "(d′)/(c)",
+            "(d′) − (c) per moved site",
             "in the setters: in (d′) / in (c)",
             "the library's own: the rest of (d′) − the rest of (c)",
             "the library's own / with nothing written",
         ],
     );
-    let sizes: &[usize] = if quick { &[1000] } else { &[1000, 10_000] };
-    let runs = if quick { 5 } else { 41 };
+    let sizes: &[usize] = if quick { &[1000] } else { &[100, 1000, 10_000, 100_000] };
+    let runs = if quick { 5 } else { 21 };
     for &n in sizes {
         let layout = Layout::new(rt, n)?;
         let touched: Vec<usize> = (0..n).step_by(10).collect();
         let blobs = [(0..n).map(|i| layout.blob(i, false)).collect::<Vec<_>>(), (0..n).map(|i| layout.blob(i, true)).collect::<Vec<_>>()];
-        let primary = record_cmdbuf(f, &layout, n, false, Some(0))?;
-        let rows = (|| {
-            warm::cmdbuf(rt, primary, stream)?;
-            let (exec, chain) = chain_of(rt, primary, true)?;
-            let exec = exec.ok_or("a primary command buffer has an executable graph")?;
-            let sets = floor_sets(f, &chain, &blobs, &touched);
-            let (given, count) = (Given::new(&layout), touched.len());
-            // Each call timed, and split where the stand-in is the runtime (else nothing inside).
-            let call = |body: &dyn Fn() -> R<()>| match &timer {
-                Some(timer) => split_call(timer, count, body),
-                None => {
-                    let t = Instant::now();
-                    body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+        for nested in [false, true] {
+            let cb = record_cmdbuf(f, &layout, n, nested, (!nested).then_some(0))?;
+            let rows = (|| {
+                // A nested command buffer is not launched on its own (its parent is).
+                if !nested {
+                    warm::cmdbuf(rt, cb, stream)?;
                 }
-            };
-            let mut rows = Vec::new();
-            for &w in &written {
-                let mut stamp = 0u8;
-                let write = || {
-                    stamp = stamp.wrapping_add(1);
-                    buffer[..w].chunks_mut(64).for_each(|line| line[0] = stamp);
-                    std::hint::black_box(&buffer[..w]);
+                // The floor pushes to what the update pushes to: the executable graph of a
+                // primary, the template of a nested one.
+                let (exec, chain) = chain_of(rt, cb, !nested)?;
+                let sets = floor_sets(f, &chain, &blobs, &touched);
+                let (given, count) = (Given::new(&layout), touched.len());
+                // Each call timed, and split where the stand-in is the runtime (else nothing inside).
+                let call = |body: &dyn Fn() -> R<()>| match &timer {
+                    Some(timer) => split_call(timer, count, body),
+                    None => {
+                        let t = Instant::now();
+                        body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+                    }
                 };
-                let (floor_calls, update_calls) = alternate(
-                    runs,
-                    write,
-                    &mut |second| call(&|| rt.kernel_nodes_set(Some(exec), &sets[usize::from(second)]).map_err(|(_, e)| err(e))),
-                    &mut |second| call(&|| update_once(primary, &given, second, count, true)),
-                );
-                let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
-                rows.push((w, Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)));
+                let mut rows = Vec::new();
+                for &w in &written {
+                    let mut stamp = 0u8;
+                    let write = || {
+                        stamp = stamp.wrapping_add(1);
+                        buffer[..w].chunks_mut(64).for_each(|line| line[0] = stamp);
+                        std::hint::black_box(&buffer[..w]);
+                    };
+                    let (floor_calls, update_calls) = alternate(
+                        runs,
+                        write,
+                        &mut |second| call(&|| rt.kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e))),
+                        &mut |second| call(&|| update_once(cb, &given, second, count, true)),
+                    );
+                    let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
+                    rows.push((w, Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)));
+                }
+                Ok::<_, String>(rows)
+            })();
+            // SAFETY: a handle from record_cmdbuf, freed once.
+            unsafe { rcb_cmdbuf_free(cb) };
+            let rows = rows?;
+            let per = |ns: f64| time(ns / touched.len() as f64);
+            let own = |(_, c, d): &(usize, Split, Split)| d.rest - c.rest;
+            let own_at_nothing = rows.first().map(own);
+            for row in &rows {
+                let (w, c, d) = row;
+                let split = |cell: String| if timer.is_some() { cell } else { "—".into() };
+                table.row(vec![
+                    n.to_string(),
+                    if nested { "nested" } else { "primary" }.into(),
+                    if *w == 0 { "nothing".into() } else { format!("{} KiB", w >> 10) },
+                    per(c.total),
+                    per(d.total),
+                    format!("{:.2}", d.total / c.total),
+                    time((d.total - c.total) / (3 * touched.len()) as f64),
+                    split(format!("{:.2}", d.inside / c.inside)),
+                    split(per(own(row))),
+                    split(own_at_nothing.map_or("—".into(), |o| format!("{:.2}", own(row) / o))),
+                ]);
             }
-            Ok::<_, String>(rows)
-        })();
-        // SAFETY: a handle from record_cmdbuf, freed once.
-        unsafe { rcb_cmdbuf_free(primary) };
-        layout.free(rt)?;
-        let per = |ns: f64| time(ns / touched.len() as f64);
-        let rows = rows?;
-        let own = |(_, c, d): &(usize, Split, Split)| d.rest - c.rest;
-        let own_at_nothing = rows.first().map(own);
-        for row in &rows {
-            let (w, c, d) = row;
-            let split = |cell: String| if timer.is_some() { cell } else { "—".into() };
-            table.row(vec![
-                n.to_string(),
-                if *w == 0 { "nothing".into() } else { format!("{} KiB", w >> 10) },
-                per(c.total),
-                per(d.total),
-                format!("{:.2}", d.total / c.total),
-                split(format!("{:.2}", d.inside / c.inside)),
-                split(per(own(row))),
-                split(own_at_nothing.map_or("—".into(), |o| format!("{:.2}", own(row) / o))),
-            ]);
         }
+        layout.free(rt)?;
     }
     table.print();
     println!(
-        "\nEach median is over the calls of {} rounds after one that warms up (the floor's pass to the moved placement and back, then the update's), each call after W bytes of a buffer of the benchmark's own were written, one byte a 64-byte line (untimed). The split columns need the setter-timing stand-in as the library's runtime (RCB_CUDA_LIBRARY or RCB_HIP_LIBRARY naming tests/gpu/setter_timer.c built); the stand-in's own cost per setter is in the rest of both calls and so not in their difference.",
+        "\nEach median is over the calls of {} rounds after one that warms up (the floor's pass to the moved placement and back, then the update's), each call after W bytes of a buffer of the benchmark's own were written, one byte a 64-byte line (untimed). A moved site: three a touched node. The split columns need the setter-timing stand-in as the library's runtime (RCB_CUDA_LIBRARY or RCB_HIP_LIBRARY naming tests/gpu/setter_timer.c built); the stand-in's own cost per setter is in the rest of both calls and so not in their difference.",
         runs.div_ceil(2)
     );
     rt.stream_destroy(stream).map_err(err)?;
