@@ -319,17 +319,30 @@ def update_times(cb, to_table, back_table, reps, cold=False, call=UPDATE):
     return list(out), rep
 
 
+def minor_faults():
+    """The calling thread's minor page faults so far (/proc/thread-self/stat, field 10), or 0
+    where it cannot be read."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[7])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def timed_update(cb, to_table, back_table, split=None):
-    """One update to `to_table` (ns); with SETTERS and a list `split`, also appends to it the pair
-    (ns, ns inside the driver's setters during the update)."""
+    """One update to `to_table` (ns); with SETTERS and a list `split`, also appends to it the
+    triple (ns, ns inside the driver's setters during the update, minor page faults the thread
+    took from just before the call to just after it)."""
     if SETTERS is None or split is None:
         return update_times(cb, to_table, back_table, 1)[0][0]
+    faults = minor_faults()
     ns, calls = SETTERS()
     t, rep = update_times(cb, to_table, back_table, 1)
     ns_after, calls_after = SETTERS()
+    faults = minor_faults() - faults
     if calls_after - calls != rep.updated_nodes:
         raise RuntimeError(f"{calls_after - calls} setter call(s) inside an update that pushed {rep.updated_nodes} node(s): no split")
-    split.append((t[0], ns_after - ns))
+    split.append((t[0], ns_after - ns, faults))
     return t[0]
 
 
@@ -885,11 +898,11 @@ def print_table(title, columns, rows):
 
 
 def split_medians(split):
-    """(in all, inside the setters, the library's own) of a list of (ns, ns inside the setters):
-    the median of each, the library's own taken sample by sample."""
+    """(in all, inside the setters, the library's own) of a list of timed_update's triples: the
+    median of each, the library's own taken sample by sample."""
     if not split:
         return None
-    return median([t for t, _ in split]), median([i for _, i in split]), median([t - i for t, i in split])
+    return median([t for t, _, _ in split]), median([i for _, i, _ in split]), median([t - i for t, i, _ in split])
 
 
 def lower_in_rounds(ms):
@@ -926,6 +939,7 @@ def print_split_table(rows):
                     ratio(m[2], steady[2]), f"{(m[2] - steady[2]) / extra:.2f}" if attr != "split_steady" and extra > 0 else "—",
                     ratio(ms.driver_fresh, ms.driver_steady) if attr == "split_fresh" else "",
                     lower_in_rounds(ms) if attr == "split_matched_again" else "",
+                    sum(f for _, _, f in getattr(ms, attr)),
                 ])
     print_table(
         "real graphs: each kind of update split in the same call into the time inside the driver's setters and the library's own"
@@ -934,7 +948,8 @@ def print_split_table(rows):
         ["model", "moved", "touched nodes", "update", "in all", "inside the setters", "library's own", "in all / steady",
          "setters / steady", "library's own / steady", "library's share of the extra over steady",
          "driver, first pass on a fresh exec / its steady",
-         "matched: rounds where not the first took less than the first (in all; setters; library's own)"],
+         "matched: rounds where not the first took less than the first (in all; setters; library's own)",
+         "minor page faults around the calls, all samples"],
         cells,
     )
     print(
@@ -949,7 +964,9 @@ def print_split_table(rows):
         " own` is the rest, sample by sample, which holds the stand-in's other clock read and call per setter, the same in every"
         " kind. The share is (own − own, steady) / (in all − in all, steady). The column before last is the driver's own first"
         " pass on a fresh executable graph against its steady passes, from the tables above (the stand-in is not in those calls);"
-        " the last counts the rounds in which the matched update that is not the first took less than the matched first one.\n"
+        " the next counts the rounds in which the matched update that is not the first took less than the matched first one. The"
+        " page faults are the timing thread's minor faults from just before each call to just after it (/proc/thread-self/stat,"
+        " read untimed; the stand-in's reads of its sums fall inside that window).\n"
     )
 
 
