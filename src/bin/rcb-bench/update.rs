@@ -342,20 +342,34 @@ fn cache_bytes(level: u32) -> Option<usize> {
     })
 }
 
-/// A buffer larger than the CPU's last-level cache, written before each sample of the cold
-/// table: XLA updates a command buffer once per step, after a whole step of other host work.
+/// A buffer of the benchmark's own, written between timed calls so that other host work pushes
+/// the library's data and code out of the caches: XLA updates a command buffer once per step,
+/// after a whole step of other host work.
 struct Evict(Vec<u8>, u8);
 
 impl Evict {
+    /// Larger than the CPU's last-level cache, for the cold table.
     fn new(quick: bool) -> Evict {
         let llc = cache_bytes(3).unwrap_or(64 << 20);
-        Evict(vec![0; if quick { llc } else { (4 * llc).max(64 << 20) }], 0)
+        Evict::of(if quick { llc } else { (4 * llc).max(64 << 20) })
     }
 
+    fn of(bytes: usize) -> Evict {
+        Evict(vec![0; bytes], 0)
+    }
+
+    /// Writes the whole buffer.
     fn run(&mut self) {
+        self.over(self.0.len());
+    }
+
+    /// Writes the first `bytes` of the buffer, one store a 64-byte line (each line then held
+    /// modified, as a full write would leave it).
+    fn over(&mut self, bytes: usize) {
         self.1 = self.1.wrapping_add(1);
-        self.0.fill(self.1);
-        std::hint::black_box(&self.0);
+        let stamp = self.1;
+        self.0[..bytes].chunks_mut(64).for_each(|line| line[0] = stamp);
+        std::hint::black_box(&self.0[..bytes]);
     }
 }
 
@@ -565,22 +579,19 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
             let (c_m, d_m) = interleaved(runs, || {}, &mut floor, &mut update(primary, true));
             // The same alternation, each call split by the stand-in (its own rounds: the clock
             // reads around each call stay out of the tables above).
-            let moves_split = match &timer {
-                None => None,
-                Some(timer) => {
-                    let (floor_calls, update_calls) = alternate(
+            let moves_split = timer
+                .as_ref()
+                .map(|timer| {
+                    split_alternation(
                         runs,
                         || {},
-                        &mut |second| {
-                            let set = &sets[usize::from(second)];
-                            split_call(timer, count, || rt.kernel_nodes_set(Some(exec), set).map_err(|(_, e)| err(e)))
-                        },
-                        &mut |second| split_call(timer, count, || update_once(primary, given, second, count, true)),
-                    );
-                    let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
-                    Some((Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)))
-                }
-            };
+                        Some(timer),
+                        count,
+                        &|second| rt.kernel_nodes_set(Some(exec), &sets[usize::from(second)]).map_err(|(_, e)| err(e)),
+                        &|second| update_once(primary, given, second, count, true),
+                    )
+                })
+                .transpose()?;
             let cold_runs = if quick { 3 } else { runs.min(11) };
             let (c_cold, d_cold) = interleaved(cold_runs, || evict.run(), &mut floor, &mut update(primary, false));
             // XLA's loop: each update follows a launch of the graph it updates, which has run.
@@ -760,7 +771,7 @@ pub fn run(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     if timer.is_some() {
         split.print();
         println!(
-            "\nThe library's runtime is tests/gpu/setter_timer.c, which times each of the runtime's node setters around the real one and sums what they took; each call here is timed as a whole and split by those sums, medians over the calls (the floor and the update alternating as in the table given the moves, in rounds of their own), and for (f) and (s) over fresh command buffers as in the first-update table (9 at most; (s) is the median over them of each one's medians of its 20 steady updates). Each column is its own median: the parts need not add up, and a share need not lie between 0 and 1. The rest of a call is its time less the time in the setters: for (c), the runtime's wrapper of the setter (the library's) and what the stand-in adds outside its clock (a clock read, the sums, the extra call: tens of nanoseconds a setter); for (d′), the same and the library's own work, which the column after it isolates by subtracting the rest of (c) (the same setters, called as many times). In the setters: the driver's setter and one of the stand-in's clock reads, in (c) and (d′) alike. Each call checks that the setters were called once per touched node."
+            "\nThe library's runtime is tests/gpu/setter_timer.c, which times each of the runtime's node setters around the real one and sums what they took; each call here is timed as a whole and split by those sums, medians over the calls (the floor and the update alternating as in the table given the moves, in rounds of their own), and for (f) and (s) over fresh command buffers as in the first-update table (9 at most; (s) is the median over them of each one's medians of its 20 steady updates). Each column is its own median: the parts need not add up, and a share need not lie between 0 and 1. The rest of a call is its time less the time in the setters: for (c), the runtime's wrapper of the setter (the library's) and what the stand-in adds outside its clock (a clock read, the sums, the extra call); for (d′), the same and the library's own work, which the column after it isolates by subtracting the rest of (c) (the same setters, called as many times). In the setters: the driver's setter and one of the stand-in's clock reads, in (c) and (d′) alike. Each call checks that the setters were called once per touched node."
         );
     }
     memory.print();
@@ -880,6 +891,31 @@ impl Split {
             rest: median(calls.iter().map(|c| c.0 - c.1).collect()),
         }
     }
+}
+
+/// The floor's pass and the update given the moves, each a call of `placement` (to the moved
+/// placement or back), alternated as [`alternate`] calls them with `settle` untimed before each
+/// call; each call timed and, with `timer`, split by it (`pushes` setter calls each, else nothing
+/// inside): the floor's [`Split`] and the update's.
+fn split_alternation(
+    runs: usize,
+    settle: impl FnMut(),
+    timer: Option<&SetterTimer>,
+    pushes: usize,
+    floor: &dyn Fn(bool) -> R<()>,
+    update: &dyn Fn(bool) -> R<()>,
+) -> R<(Split, Split)> {
+    let call = |body: &dyn Fn() -> R<()>| match timer {
+        Some(timer) => split_call(timer, pushes, body),
+        None => {
+            let t = Instant::now();
+            body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+        }
+    };
+    let (floor_calls, update_calls) =
+        alternate(runs, settle, &mut |second| call(&|| floor(second)), &mut |second| call(&|| update(second)));
+    let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
+    Ok((Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)))
 }
 
 /// Times `f` and what the runtime's setters took inside it; an error if they were called other
@@ -1045,7 +1081,7 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
     let mut written = if quick { vec![0, l2, 2 * l2] } else { vec![0, 64 << 10, l2 / 2, l2, 2 * l2, 8 << 20, 32 << 20, llc / 2] };
     written.sort_unstable();
     written.dedup();
-    let mut buffer = vec![0u8; written.iter().copied().max().unwrap_or(0)];
+    let mut buffer = Evict::of(written.iter().copied().max().unwrap_or(0));
     let timer = SetterTimer::find();
     let mut table = Table::new(
         format!(
@@ -1085,30 +1121,17 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
                 let (exec, chain) = chain_of(rt, cb, !nested)?;
                 let sets = floor_sets(f, &chain, &blobs, &touched);
                 let (given, count) = (Given::new(&layout), touched.len());
-                // Each call timed, and split where the stand-in is the runtime (else nothing inside).
-                let call = |body: &dyn Fn() -> R<()>| match &timer {
-                    Some(timer) => split_call(timer, count, body),
-                    None => {
-                        let t = Instant::now();
-                        body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
-                    }
-                };
                 let mut rows = Vec::new();
                 for &w in &written {
-                    let mut stamp = 0u8;
-                    let write = || {
-                        stamp = stamp.wrapping_add(1);
-                        buffer[..w].chunks_mut(64).for_each(|line| line[0] = stamp);
-                        std::hint::black_box(&buffer[..w]);
-                    };
-                    let (floor_calls, update_calls) = alternate(
+                    let (floor, update) = split_alternation(
                         runs,
-                        write,
-                        &mut |second| call(&|| rt.kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e))),
-                        &mut |second| call(&|| update_once(cb, &given, second, count, true)),
-                    );
-                    let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
-                    rows.push((w, Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)));
+                        || buffer.over(w),
+                        timer.as_ref(),
+                        count,
+                        &|second| rt.kernel_nodes_set(exec, &sets[usize::from(second)]).map_err(|(_, e)| err(e)),
+                        &|second| update_once(cb, &given, second, count, true),
+                    )?;
+                    rows.push((w, floor, update));
                 }
                 Ok::<_, String>(rows)
             })();
