@@ -44,10 +44,13 @@ more command buffer is launched and its executable graph given two passes of the
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
 is the rest, once the driver has had its first pass there (the template is read before the
-launch, which the other rounds do not do). Last in each round, a matched pair in turns: a
+launch, which the other rounds do not do). Last in each round, a matched set in turns: a
 command buffer's first update, and an update of another one that is not its first, each after
 the same work since its last touch (made, or updated and back, untimed): two more command
-buffers made, the three launched and waited for, the updated one last.
+buffers made, the three launched and waited for, the updated one last; and a first update
+whose command buffer, once made, is followed by that other one's update and back (untimed), so
+that the update's code and the runtime's setters have run as recently as before the update
+that is not the first.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 When the library's runtime is the stand-in that times the driver's node setters
@@ -558,11 +561,12 @@ class MoveSet:
         self.own_pass = self.own_found = self.lib_after_pass = self.lib_after_pass_steady = None
         # With SETTERS: (ns, ns inside the driver's setters) of each first update with no pass
         # before it, of each right after another's, each first update after the driver's pass,
-        # the steady updates after them, and the matched pair: a first update and one that is
-        # not the first, each after the same work (round by round: the lists are in step).
+        # the steady updates after them, and the matched set: a first update, one that is not
+        # the first, each after the same work, and a first update after another's update (round
+        # by round: the lists are in step).
         self.split_fresh, self.split_code_run, self.split_after_pass, self.split_steady = [], [], [], []
-        self.split_matched_first, self.split_matched_again = [], []
-        self.matched_first = self.matched_again = None
+        self.split_matched_first, self.split_matched_again, self.split_matched_code = [], [], []
+        self.matched_first = self.matched_again = self.matched_code = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -714,20 +718,27 @@ def measure(cbs, ms, table_a, fresh):
         finally:
             lib.rcb_cmdbuf_free(made)
 
-    matched_first, matched_again = [], []
+    matched_first, matched_again, matched_code = [], [], []
 
-    def matched(first_side_first):
+    def matched(r):
         older = fresh()
         try:
             # Out of its first update, untimed: launched, then to table B and back to A.
             launch_and_wait(older)
             update_times(older, ms.table_b, table_a, 2)
-            for first in (True, False) if first_side_first else (False, True):
-                if first:
-                    # Made (its last touch), then the work, then its first update.
+            kinds = ("first", "code", "again")
+            for kind in kinds[r % 3:] + kinds[:r % 3]:
+                if kind != "again":
+                    # Made (its last touch), then the work, then its first update; for `code`,
+                    # `older`'s update to B and back (untimed) runs between, as it does before
+                    # the work of the update that is not the first.
                     cb = fresh()
                     try:
-                        matched_first.append(after_two_made(cb, ms.split_matched_first))
+                        if kind == "code":
+                            update_times(older, ms.table_b, table_a, 2)
+                            matched_code.append(after_two_made(cb, ms.split_matched_code))
+                        else:
+                            matched_first.append(after_two_made(cb, ms.split_matched_first))
                     finally:
                         lib.rcb_cmdbuf_free(cb)
                 else:
@@ -743,13 +754,13 @@ def measure(cbs, ms, table_a, fresh):
         for side in (library, driver) if r % 2 == 0 else (driver, library):
             side()
         library_after_driver()
-        matched(r % 2 == 0)
+        matched(r)
     ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
     ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
     ms.own_found = f"{min(own_found)} of {len(touched_at)}" if min(own_found) == max(own_found) else f"{min(own_found)}–{max(own_found)} of {len(touched_at)}"
     ms.lib_after_pass_steady = median(lib_after_pass_steady)
-    ms.matched_first, ms.matched_again = median(matched_first), median(matched_again)
+    ms.matched_first, ms.matched_again, ms.matched_code = median(matched_first), median(matched_again), median(matched_code)
 
 
 def run(name, make, shape):
@@ -905,10 +916,11 @@ def split_medians(split):
     return median([t for t, _, _ in split]), median([i for _, i, _ in split]), median([t - i for t, i, _ in split])
 
 
-def lower_in_rounds(ms):
-    """In how many rounds the matched update that is not the first took less than the matched
-    first update: in all, inside the setters, the library's own."""
-    pairs = list(zip(ms.split_matched_first, ms.split_matched_again))
+def lower_in_rounds(ms, attr):
+    """In how many rounds the matched update of `attr` (not the first, or the first after
+    another's update) took less than the matched first update: in all, inside the setters, the
+    library's own."""
+    pairs = list(zip(ms.split_matched_first, getattr(ms, attr)))
     counts = [sum(key(a) < key(f) for f, a in pairs) for key in (lambda x: x[0], lambda x: x[1], lambda x: x[0] - x[1])]
     return "; ".join(f"{c} of {len(pairs)}" for c in counts)
 
@@ -920,6 +932,7 @@ def print_split_table(rows):
         ("first, right after another's", "split_code_run"),
         ("first, after the driver's pass", "split_after_pass"),
         ("first, made before two others (matched)", "split_matched_first"),
+        ("first, another's update after it is made (matched)", "split_matched_code"),
         ("not the first, after the same work (matched)", "split_matched_again"),
         ("steady", "split_steady"),
     ]
@@ -938,7 +951,7 @@ def print_split_table(rows):
                     name, ms.label, ms.updated, label, *(fmt(x) for x in m), ratio(m[0], steady[0]), ratio(m[1], steady[1]),
                     ratio(m[2], steady[2]), f"{(m[2] - steady[2]) / extra:.2f}" if attr != "split_steady" and extra > 0 else "—",
                     ratio(ms.driver_fresh, ms.driver_steady) if attr == "split_fresh" else "",
-                    lower_in_rounds(ms) if attr == "split_matched_again" else "",
+                    lower_in_rounds(ms, attr) if attr in ("split_matched_again", "split_matched_code") else "",
                     sum(f for _, _, f in getattr(ms, attr)),
                 ])
     print_table(
@@ -948,7 +961,7 @@ def print_split_table(rows):
         ["model", "moved", "touched nodes", "update", "in all", "inside the setters", "library's own", "in all / steady",
          "setters / steady", "library's own / steady", "library's share of the extra over steady",
          "driver, first pass on a fresh exec / its steady",
-         "matched: rounds where not the first took less than the first (in all; setters; library's own)",
+         "matched: rounds where it took less than the matched first (in all; setters; library's own)",
          "minor page faults around the calls, all samples"],
         cells,
     )
@@ -956,15 +969,18 @@ def print_split_table(rows):
         "\n`first` and `first, right after another's` are the two first updates of each round of the table `the first update"
         " after a launch against the driver's first pass`; `first, after the driver's pass` is the first update of the table"
         " `whose is the rest`, whose command buffer then takes the"
-        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones. The matched pair, in each round, in turns: a"
+        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones. The matched set, in each round, in turns: a"
         " command buffer made, two more made, the three launched and waited for (it last), then its first update; and a command"
         " buffer past its first update, updated to the moved placement and back (untimed), then the same two made and three"
-        " launched, then its update, which is not its first. `inside the setters` is the"
+        " launched, then its update, which is not its first; and a command buffer made, then the other's update to the moved"
+        " placement and back (untimed: the update's code and the setters run as recently as before the update that is not the"
+        " first), then the same work and its first update. `inside the setters` is the"
         " time the stand-in counted inside the driver's exec setters during the call (one clock read in that window); `library's"
         " own` is the rest, sample by sample, which holds the stand-in's other clock read and call per setter, the same in every"
         " kind. The share is (own − own, steady) / (in all − in all, steady). The column before last is the driver's own first"
         " pass on a fresh executable graph against its steady passes, from the tables above (the stand-in is not in those calls);"
-        " the next counts the rounds in which the matched update that is not the first took less than the matched first one. The"
+        " the next counts the rounds in which the matched update that is not the first, or the first after another's update, took"
+        " less than the matched first one. The"
         " page faults are the timing thread's minor faults from just before each call to just after it (/proc/thread-self/stat,"
         " read untimed; the stand-in's reads of its sums fall inside that window).\n"
     )
@@ -1060,10 +1076,12 @@ def print_tables(rows):
         ["model", "moved", "nodes the pass found", "driver, first pass on the command buffer's own executable graph (to the moved placement)", "library, first update right after it",
          "library, steady on the same command buffer", "first / steady", "library, first with no pass before it",
          "first with no pass before it / steady", "library, first, made before two others (matched)",
-         "library, not the first, after the same work (matched)", "not the first / first (matched)"],
+         "library, not the first, after the same work (matched)", "not the first / first (matched)",
+         "library, first, another's update after it is made (matched)", "that / first (matched)"],
         [[name, ms.label, ms.own_found, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
           ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady),
-          fmt(ms.matched_first), fmt(ms.matched_again), ratio(ms.matched_again, ms.matched_first)]
+          fmt(ms.matched_first), fmt(ms.matched_again), ratio(ms.matched_again, ms.matched_first), fmt(ms.matched_code),
+          ratio(ms.matched_code, ms.matched_first)]
          for name, _, sets in rows for ms in sets],
     )
     print(
@@ -1075,11 +1093,14 @@ def print_tables(rows):
         " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
         " the same nodes of the same executable graph (its template is read before its launch, which the other rounds do not do);"
         " `first with no pass before it` is the table above's `library, first`, set against the same steady figure. Last, the"
-        " matched pair, in each round after the above, in turns: a command buffer made, two more made, the three launched and"
-        " waited for (it last), then its first update (`first, made before two others`); and a command buffer past its first"
+        " matched set, in each round after the above, in turns: a command buffer made, two more made, the three launched and"
+        " waited for (it last), then its first update (`first, made before two others`); a command buffer past its first"
         " update, updated to the moved placement and back (untimed, its last touch), then the same two made and three launched,"
-        " then its update (`not the first, after the same work`). What the first pays beyond the other is what only a first"
-        " update does.\n"
+        " then its update (`not the first, after the same work`); and a command buffer made, then the other's update to the"
+        " moved placement and back (untimed), then the same work and its first update (`first, another's update after it is"
+        " made`: the update's code and the runtime's setters have then run as recently as before the update that is not the"
+        " first). What the first pays beyond the update that is not the first is what only a first update does, or the"
+        " distance since that code last ran; the third tells the two apart.\n"
     )
     if SETTERS:
         print_split_table(rows)
