@@ -44,13 +44,12 @@ more command buffer is launched and its executable graph given two passes of the
 over the touched nodes (the moved placement's parameters, then those it holds) before its first
 update and steady updates are timed: what that first update still pays beyond its steady ones
 is the rest, once the driver has had its first pass there (the template is read before the
-launch, which the other rounds do not do). Last in each round, a matched set in turns: a
-command buffer's first update, and an update of another one that is not its first, each after
-the same work since its last touch (made, or updated and back, untimed): two more command
-buffers made, the three launched and waited for, the updated one last; and a first update
-whose command buffer, once made, is followed by that other one's update and back (untimed), so
-that the update's code and the runtime's setters have run as recently as before the update
-that is not the first.
+launch, which the other rounds do not do). Then six rounds of a matched set, one in each order
+of its three kinds: a command buffer's first update, and an update of another one that is not
+its first, each after the same work since its last touch (made, or updated and back, untimed):
+two more command buffers made, the three launched and waited for, the updated one last; and a
+first update whose command buffer, once made, is followed by that other one's update and back
+(untimed), as the update that is not the first follows its own.
 These rounds run before the all-moved set's own first updates, which so follow update code that
 has just run.
 When the library's runtime is the stand-in that times the driver's node setters
@@ -106,6 +105,10 @@ COLD = 30  # samples of the cold timings, each after the caches are flushed
 AFTER_LAUNCH = 40  # samples of each timing after a launch, half of them to each placement
 PAIRED = 100  # rounds of the update and the floor call by call, each to B and back to A
 FRESH = 7  # fresh command buffers and executable graphs of the first-update comparison, alternated
+# The rounds of the matched set, one in each order of its three kinds, so that each kind follows
+# each other one (and the round's start) as often: what a kind leaves behind is not confounded
+# with the kind after it.
+MATCHED_ORDERS = list(itertools.permutations(("first", "code", "again")))
 STEADY_HERE = 20  # updates after the first on the command buffer whose driver pass came first
 
 
@@ -726,8 +729,7 @@ def measure(cbs, ms, table_a, fresh):
             # Out of its first update, untimed: launched, then to table B and back to A.
             launch_and_wait(older)
             update_times(older, ms.table_b, table_a, 2)
-            kinds = ("first", "code", "again")
-            for kind in kinds[r % 3:] + kinds[:r % 3]:
+            for kind in MATCHED_ORDERS[r]:
                 if kind != "again":
                     # Made (its last touch), then the work, then its first update; for `code`,
                     # `older`'s update to B and back (untimed) runs between, as it does before
@@ -754,6 +756,7 @@ def measure(cbs, ms, table_a, fresh):
         for side in (library, driver) if r % 2 == 0 else (driver, library):
             side()
         library_after_driver()
+    for r in range(len(MATCHED_ORDERS)):
         matched(r)
     ms.lib_fresh, ms.lib_code_run = median(lib_fresh), median(lib_code_run)
     ms.driver_fresh, ms.driver_code_run = median(driver_fresh), median(driver_code_run)
@@ -956,7 +959,7 @@ def print_split_table(rows):
                 ])
     print_table(
         "real graphs: each kind of update split in the same call into the time inside the driver's setters and the library's own"
-        f" (the setter-timing stand-in as the library's runtime; medians of {FRESH} updates of each kind, of "
+        f" (the setter-timing stand-in as the library's runtime; medians of {FRESH} updates of each kind, {len(MATCHED_ORDERS)} of each matched one, of "
         f"{FRESH * STEADY_HERE} steady ones)",
         ["model", "moved", "touched nodes", "update", "in all", "inside the setters", "library's own", "in all / steady",
          "setters / steady", "library's own / steady", "library's share of the extra over steady",
@@ -969,12 +972,13 @@ def print_split_table(rows):
         "\n`first` and `first, right after another's` are the two first updates of each round of the table `the first update"
         " after a launch against the driver's first pass`; `first, after the driver's pass` is the first update of the table"
         " `whose is the rest`, whose command buffer then takes the"
-        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones. The matched set, in each round, in turns: a"
+        f" {STEADY_HERE} `steady` updates, each timed alone like the first ones. The matched set, in six rounds after the others,"
+        " one in each order of its kinds: a"
         " command buffer made, two more made, the three launched and waited for (it last), then its first update; and a command"
         " buffer past its first update, updated to the moved placement and back (untimed), then the same two made and three"
         " launched, then its update, which is not its first; and a command buffer made, then the other's update to the moved"
-        " placement and back (untimed: the update's code and the setters run as recently as before the update that is not the"
-        " first), then the same work and its first update. `inside the setters` is the"
+        " placement and back (untimed, as the update that is not the first follows its own), then the same work and its first"
+        " update. `inside the setters` is the"
         " time the stand-in counted inside the driver's exec setters during the call (one clock read in that window); `library's"
         " own` is the rest, sample by sample, which holds the stand-in's other clock read and call per setter, the same in every"
         " kind. The share is (own − own, steady) / (in all − in all, steady). The column before last is the driver's own first"
@@ -1093,14 +1097,13 @@ def print_tables(rows):
         " steady figure). What the first update pays beyond the steady ones is the rest, once the driver has had its first pass over"
         " the same nodes of the same executable graph (its template is read before its launch, which the other rounds do not do);"
         " `first with no pass before it` is the table above's `library, first`, set against the same steady figure. Last, the"
-        " matched set, in each round after the above, in turns: a command buffer made, two more made, the three launched and"
-        " waited for (it last), then its first update (`first, made before two others`); a command buffer past its first"
+        " matched set, in six rounds after the above, one in each order of its kinds (medians of six): a command buffer made,"
+        " two more made, the three launched and waited for (it last), then its first update (`first, made before two others`); a command buffer past its first"
         " update, updated to the moved placement and back (untimed, its last touch), then the same two made and three launched,"
         " then its update (`not the first, after the same work`); and a command buffer made, then the other's update to the"
         " moved placement and back (untimed), then the same work and its first update (`first, another's update after it is"
-        " made`: the update's code and the runtime's setters have then run as recently as before the update that is not the"
-        " first). What the first pays beyond the update that is not the first is what only a first update does, or the"
-        " distance since that code last ran; the third tells the two apart.\n"
+        " made`: like the update that is not the first, it follows an update made after its command buffer's last change)."
+        " What the first pays beyond the update that is not the first is what only a first update does.\n"
     )
     if SETTERS:
         print_split_table(rows)
