@@ -1173,7 +1173,7 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
 /// over on the chain of `update` (10 % of the allocations moved, given only the moves), nested
 /// and primary (never launched), and primary with every allocation moved where they lie end to
 /// end (`end-to-end`, see [`Layout::end_to_end`]), and primary given an empty list of moves
-/// (`nothing`: the call's fixed cost), at 100, 1 000 and 10 000 nodes, and nothing
+/// (`nothing`: the call's fixed cost), at 100, 1 000, 10 000 and 100 000 nodes, and nothing
 /// else inside that call: the run to give an
 /// instruction-level profiler, such as `valgrind --tool=callgrind
 /// --toggle-collect=rcb_cmdbuf_move_allocations`, which then counts the library's work and the
@@ -1182,7 +1182,7 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
 /// that a profile holds one. It prints the median time per call, which under a profiler means
 /// nothing; no target is checked.
 pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
-    const SIZES: [usize; 3] = [100, 1000, 10_000];
+    const SIZES: [usize; 4] = [100, 1000, 10_000, 100_000];
     const KINDS: [&str; 4] = ["nested", "primary", "end-to-end", "nothing"];
     let loops: Vec<(usize, &str)> = SIZES.iter().flat_map(|&n| KINDS.map(|kind| (n, kind))).collect();
     let loops = match std::env::var("RCB_BENCH_LOOP_ONLY") {
