@@ -108,7 +108,7 @@ FRESH = 7  # fresh command buffers and executable graphs of the first-update com
 # The rounds of the matched set, one in each order of its three kinds, so that each kind follows
 # each other one (and the round's start) as often: what a kind leaves behind is not confounded
 # with the kind after it.
-MATCHED_ORDERS = list(itertools.permutations(("first", "code", "again")))
+MATCHED_ORDERS = list(itertools.permutations(("first", "after_other", "again")))
 STEADY_HERE = 20  # updates after the first on the command buffer whose driver pass came first
 
 
@@ -568,8 +568,8 @@ class MoveSet:
         # the first, each after the same work, and a first update after another's update (round
         # by round: the lists are in step).
         self.split_fresh, self.split_code_run, self.split_after_pass, self.split_steady = [], [], [], []
-        self.split_matched_first, self.split_matched_again, self.split_matched_code = [], [], []
-        self.matched_first = self.matched_again = self.matched_code = None
+        self.split_matched_first, self.split_matched_again, self.split_matched_after_other = [], [], []
+        self.matched_first = self.matched_again = self.matched_after_other = None
 
 
 def measure(cbs, ms, table_a, fresh):
@@ -721,7 +721,7 @@ def measure(cbs, ms, table_a, fresh):
         finally:
             lib.rcb_cmdbuf_free(made)
 
-    matched_first, matched_again, matched_code = [], [], []
+    matched_first, matched_again, matched_after_other = [], [], []
 
     def matched(r):
         older = fresh()
@@ -731,14 +731,14 @@ def measure(cbs, ms, table_a, fresh):
             update_times(older, ms.table_b, table_a, 2)
             for kind in MATCHED_ORDERS[r]:
                 if kind != "again":
-                    # Made (its last touch), then the work, then its first update; for `code`,
+                    # Made (its last touch), then the work, then its first update; for `after_other`,
                     # `older`'s update to B and back (untimed) runs between, as it does before
                     # the work of the update that is not the first.
                     cb = fresh()
                     try:
-                        if kind == "code":
+                        if kind == "after_other":
                             update_times(older, ms.table_b, table_a, 2)
-                            matched_code.append(after_two_made(cb, ms.split_matched_code))
+                            matched_after_other.append(after_two_made(cb, ms.split_matched_after_other))
                         else:
                             matched_first.append(after_two_made(cb, ms.split_matched_first))
                     finally:
@@ -763,7 +763,7 @@ def measure(cbs, ms, table_a, fresh):
     ms.own_pass, ms.lib_after_pass = median(own_pass), median(lib_after_pass)
     ms.own_found = f"{min(own_found)} of {len(touched_at)}" if min(own_found) == max(own_found) else f"{min(own_found)}–{max(own_found)} of {len(touched_at)}"
     ms.lib_after_pass_steady = median(lib_after_pass_steady)
-    ms.matched_first, ms.matched_again, ms.matched_code = median(matched_first), median(matched_again), median(matched_code)
+    ms.matched_first, ms.matched_again, ms.matched_after_other = median(matched_first), median(matched_again), median(matched_after_other)
 
 
 def run(name, make, shape):
@@ -935,7 +935,7 @@ def print_split_table(rows):
         ("first, right after another's", "split_code_run"),
         ("first, after the driver's pass", "split_after_pass"),
         ("first, made before two others (matched)", "split_matched_first"),
-        ("first, another's update after it is made (matched)", "split_matched_code"),
+        ("first, another's update after it is made (matched)", "split_matched_after_other"),
         ("not the first, after the same work (matched)", "split_matched_again"),
         ("steady", "split_steady"),
     ]
@@ -954,7 +954,7 @@ def print_split_table(rows):
                     name, ms.label, ms.updated, label, *(fmt(x) for x in m), ratio(m[0], steady[0]), ratio(m[1], steady[1]),
                     ratio(m[2], steady[2]), f"{(m[2] - steady[2]) / extra:.2f}" if attr != "split_steady" and extra > 0 else "—",
                     ratio(ms.driver_fresh, ms.driver_steady) if attr == "split_fresh" else "",
-                    lower_in_rounds(ms, attr) if attr in ("split_matched_again", "split_matched_code") else "",
+                    lower_in_rounds(ms, attr) if attr in ("split_matched_again", "split_matched_after_other") else "",
                     sum(f for _, _, f in getattr(ms, attr)),
                 ])
     print_table(
@@ -1084,8 +1084,8 @@ def print_tables(rows):
          "library, first, another's update after it is made (matched)", "that / first (matched)"],
         [[name, ms.label, ms.own_found, fmt(ms.own_pass), fmt(ms.lib_after_pass), fmt(ms.lib_after_pass_steady),
           ratio(ms.lib_after_pass, ms.lib_after_pass_steady), fmt(ms.lib_fresh), ratio(ms.lib_fresh, ms.lib_after_pass_steady),
-          fmt(ms.matched_first), fmt(ms.matched_again), ratio(ms.matched_again, ms.matched_first), fmt(ms.matched_code),
-          ratio(ms.matched_code, ms.matched_first)]
+          fmt(ms.matched_first), fmt(ms.matched_again), ratio(ms.matched_again, ms.matched_first), fmt(ms.matched_after_other),
+          ratio(ms.matched_after_other, ms.matched_first)]
          for name, _, sets in rows for ms in sets],
     )
     print(
