@@ -3,9 +3,12 @@
 # for HIP against the software GPU in $1 (target/<profile>: libamdhip64.so, rcb-bench), gives it
 # to the library as its runtime (RCB_HIP_LIBRARY) and runs `rcb-bench --quick update
 # update-after-writes`, which split each update into the time inside the runtime's setters and
-# the library's own, and check in each call that the setters were called once per touched node.
-# Fails unless the split table has a row for each size and every row of update-after-writes is
-# split. (ci/gpu.sh builds the CUDA stand-in for a GPU machine.)
+# the library's own, and check in each call that the setters were called once per touched node;
+# then `update-loop` split the same way, and with the kernel-node setters skipped
+# (RCB_SETTER_TIMER_SKIP=1). Fails unless the split table has a row for each size, every row of
+# update-after-writes is split, update-loop's skipped setters take no time where the timed ones
+# take some, and `update` is refused on a skipping stand-in. (ci/gpu.sh builds the CUDA stand-in
+# for a GPU machine.)
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,4 +37,27 @@ if [ "$split_rows" != 6 ]; then
 fi
 sed -n '/split in the same call/,/^| 1000 |/p' "$out/update.md"
 printf '%s\n' "$after"
-echo "setter timer: the split table has its rows, and every call pushed through the stand-in's setters once per touched node"
+# update-loop split by the stand-in, and with its kernel-node setters skipped (RCB_SETTER_TIMER_SKIP=1):
+# nothing inside the setters then (no clock read), each call still pushing every touched node
+# through them once (rcb-bench checks the count); any other scenario is refused on a skipping one.
+loop_row() {
+    RCB_SETTER_TIMER_SKIP=$1 RCB_BENCH_LOOP_ONLY="1000 primary" RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" \
+        "$lib_dir/rcb-bench" --quick update-loop > "$out/loop$1.md"
+    grep -E '^\| 1000 \| primary \| 100 \|' "$out/loop$1.md" || true
+}
+timed=$(loop_row 0)
+skipped=$(loop_row 1)
+inside() { printf '%s\n' "$1" | awk -F'|' 'NF == 10 { gsub(/ /, "", $8); print $8 }'; }
+if [ -z "$(inside "$timed")" ] || [ "$(inside "$timed")" = 0ns ] || [ "$(inside "$skipped")" != 0ns ]; then
+    echo "ci/setter-timer.sh: update-loop's split rows are not as expected (timed: time inside the setters; skipped: none)" >&2
+    cat "$out/loop0.md" "$out/loop1.md" >&2
+    exit 1
+fi
+if RCB_SETTER_TIMER_SKIP=1 RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update \
+    > "$out/refused.md" 2>&1 || [ $? != 2 ] || ! grep -q 'only update-loop can run on, not update' "$out/refused.md"; then
+    echo "ci/setter-timer.sh: rcb-bench update ran, or failed otherwise than refused, with the kernel-node setters skipped:" >&2
+    cat "$out/refused.md" >&2
+    exit 1
+fi
+printf '%s\n%s\n' "$timed" "$skipped"
+echo "setter timer: the split table has its rows, every call pushed through the stand-in's setters once per touched node, update-loop is split and its skipped setters take no time, and a skipping stand-in runs nothing else"

@@ -14,6 +14,13 @@
  * The sums are the calling thread's (thread-local: no locked instruction per call), which is the
  * thread that timed the call around them.
  *
+ * RCB_SETTER_TIMER_SKIP=1 makes the kernel-node setters (of templates and of executable graphs)
+ * return success without calling the runtime: counted, with no time and no clock read. A call of
+ * the library's update is then its own work, its runtime wrapper and one empty call per kernel
+ * node: what `rcb-bench update-loop` times as the library's work alone. Nothing reaches the
+ * graphs, so rcb-bench runs nothing but `update-loop` so (it asks rcb_setter_timer_skipping);
+ * 0 or unset skips nothing, and any other value stops the process with a message.
+ *
  * Build (ci/gpu.sh for CUDA; ci/setter-timer.sh for the software GPU):
  *   cc -O2 -shared -fPIC [-DSETTER_TIMER_HIP] setter_timer.c -Wl,--no-as-needed <the real
  *      runtime's .so, or a stub under its SONAME> -ldl
@@ -24,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -49,10 +58,33 @@ static void *real(const char *name) {
     return f;
 }
 
+/* Whether RCB_SETTER_TIMER_SKIP=1 (read once). */
+static int skip_kernels(void) {
+    static _Atomic int skip = -1;
+    int s = atomic_load_explicit(&skip, memory_order_relaxed);
+    if (s < 0) {
+        const char *v = getenv("RCB_SETTER_TIMER_SKIP");
+        if (!v || !strcmp(v, "0")) {
+            s = 0;
+        } else if (!strcmp(v, "1")) {
+            s = 1;
+        } else {
+            fprintf(stderr, "setter_timer: RCB_SETTER_TIMER_SKIP must be 0 or 1, not \"%s\"\n", v);
+            abort();
+        }
+        atomic_store_explicit(&skip, s, memory_order_relaxed);
+    }
+    return s;
+}
+
 /* Each setter: the real one looked up on its first call (the library's own lookup found this
- * one), then timed. */
-#define TIMED(fn_name, params, args)                                                                \
+ * one), then timed; a kernel-node setter (`kernel` 1) returns at once when skipping. */
+#define TIMED(fn_name, kernel, params, args)                                                        \
     EXPORT int fn_name params {                                                                     \
+        if (kernel && skip_kernels()) {                                                             \
+            timed_calls += 1;                                                                       \
+            return 0;                                                                               \
+        }                                                                                           \
         typedef int(*real_fn) params;                                                               \
         static _Atomic(real_fn) f;                                                                  \
         real_fn g = atomic_load_explicit(&f, memory_order_relaxed);                                 \
@@ -71,23 +103,23 @@ static void *real(const char *name) {
     }
 
 #ifdef SETTER_TIMER_HIP
-TIMED(hipGraphKernelNodeSetParams, (void *node, const void *p), (node, p))
-TIMED(hipGraphExecKernelNodeSetParams, (void *exec, void *node, const void *p), (exec, node, p))
-TIMED(hipGraphMemcpyNodeSetParams1D, (void *node, void *dst, const void *src, size_t count, int kind),
+TIMED(hipGraphKernelNodeSetParams, 1, (void *node, const void *p), (node, p))
+TIMED(hipGraphExecKernelNodeSetParams, 1, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(hipGraphMemcpyNodeSetParams1D, 0, (void *node, void *dst, const void *src, size_t count, int kind),
       (node, dst, src, count, kind))
-TIMED(hipGraphExecMemcpyNodeSetParams1D, (void *exec, void *node, void *dst, const void *src, size_t count, int kind),
+TIMED(hipGraphExecMemcpyNodeSetParams1D, 0, (void *exec, void *node, void *dst, const void *src, size_t count, int kind),
       (exec, node, dst, src, count, kind))
-TIMED(hipGraphMemsetNodeSetParams, (void *node, const void *p), (node, p))
-TIMED(hipGraphExecMemsetNodeSetParams, (void *exec, void *node, const void *p), (exec, node, p))
-TIMED(hipGraphExecChildGraphNodeSetParams, (void *exec, void *node, void *child), (exec, node, child))
+TIMED(hipGraphMemsetNodeSetParams, 0, (void *node, const void *p), (node, p))
+TIMED(hipGraphExecMemsetNodeSetParams, 0, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(hipGraphExecChildGraphNodeSetParams, 0, (void *exec, void *node, void *child), (exec, node, child))
 #else
-TIMED(cuGraphKernelNodeSetParams_v2, (void *node, const void *p), (node, p))
-TIMED(cuGraphExecKernelNodeSetParams_v2, (void *exec, void *node, const void *p), (exec, node, p))
-TIMED(cuGraphMemcpyNodeSetParams, (void *node, const void *p), (node, p))
-TIMED(cuGraphExecMemcpyNodeSetParams, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
-TIMED(cuGraphMemsetNodeSetParams, (void *node, const void *p), (node, p))
-TIMED(cuGraphExecMemsetNodeSetParams, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
-TIMED(cuGraphExecChildGraphNodeSetParams, (void *exec, void *node, void *child), (exec, node, child))
+TIMED(cuGraphKernelNodeSetParams_v2, 1, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecKernelNodeSetParams_v2, 1, (void *exec, void *node, const void *p), (exec, node, p))
+TIMED(cuGraphMemcpyNodeSetParams, 0, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecMemcpyNodeSetParams, 0, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
+TIMED(cuGraphMemsetNodeSetParams, 0, (void *node, const void *p), (node, p))
+TIMED(cuGraphExecMemsetNodeSetParams, 0, (void *exec, void *node, const void *p, void *ctx), (exec, node, p, ctx))
+TIMED(cuGraphExecChildGraphNodeSetParams, 0, (void *exec, void *node, void *child), (exec, node, child))
 #endif
 
 /* The nanoseconds the calling thread spent inside the timed setters, and their calls, since it
@@ -95,4 +127,9 @@ TIMED(cuGraphExecChildGraphNodeSetParams, (void *exec, void *node, void *child),
 EXPORT void rcb_setter_timer_read(uint64_t *ns, uint64_t *calls) {
     *ns = timed_ns;
     *calls = timed_calls;
+}
+
+/* Whether the kernel-node setters skip the runtime (RCB_SETTER_TIMER_SKIP=1). */
+EXPORT int rcb_setter_timer_skipping(void) {
+    return skip_kernels();
 }

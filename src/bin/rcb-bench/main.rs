@@ -62,6 +62,16 @@ fn main() {
     let mut failed = false;
     let chosen: Vec<&(&str, Scenario)> =
         if wanted.is_empty() { SCENARIOS.iter().collect() } else { known().filter(|(n, _)| wanted.contains(n)).collect() };
+    // A stand-in that skips the kernel-node setters leaves every graph as recorded: only the
+    // loop that never launches one may run on it.
+    if setter_timer::SetterTimer::find().is_some_and(|t| t.skipping)
+        && let Some((name, _)) = chosen.iter().find(|(n, _)| *n != "update-loop")
+    {
+        eprintln!(
+            "rcb-bench: the runtime's kernel-node setters are skipped (RCB_SETTER_TIMER_SKIP=1), which only update-loop can run on, not {name}"
+        );
+        std::process::exit(2);
+    }
     for (name, run) in chosen {
         if let Err(e) = run(rt, quick) {
             eprintln!("scenario {name} failed: {e}");

@@ -2,7 +2,8 @@
 //! loaded is the stand-in `tests/gpu/setter_timer.c` (named by `RCB_CUDA_LIBRARY` or
 //! `RCB_HIP_LIBRARY`): it times each setter around the real one and sums what it took, so an
 //! update can be split, in the same call, into the time inside the runtime's setters and the
-//! library's own.
+//! library's own. With `RCB_SETTER_TIMER_SKIP=1` its kernel-node setters call nothing (see
+//! `setter_timer.c`), so that `update-loop` times the library's work alone.
 
 use libloading::os::unix::{Library, RTLD_LAZY, Symbol};
 
@@ -11,11 +12,14 @@ use libloading::os::unix::{Library, RTLD_LAZY, Symbol};
 const RTLD_NOLOAD: i32 = 0x4;
 
 type Read = unsafe extern "C" fn(*mut u64, *mut u64);
+type Skipping = unsafe extern "C" fn() -> i32;
 
 /// The stand-in's sums, read through its `rcb_setter_timer_read`: the calling thread's (it keeps
 /// them per thread), which is the thread that times the calls around them.
 pub struct SetterTimer {
     read: Symbol<Read>,
+    /// Its kernel-node setters return without calling the runtime.
+    pub skipping: bool,
     _library: Library,
 }
 
@@ -34,7 +38,13 @@ impl SetterTimer {
             let library = unsafe { Library::open(Some(&path), RTLD_LAZY | RTLD_NOLOAD) }.ok()?;
             // SAFETY: the stand-in defines this symbol with this signature (setter_timer.c).
             let read = unsafe { library.get::<Read>(b"rcb_setter_timer_read\0") }.ok()?;
-            Some(SetterTimer { read, _library: library })
+            // SAFETY: as above (setter_timer.c); a stand-in without it never skips.
+            let skipping = match unsafe { library.get::<Skipping>(b"rcb_setter_timer_skipping\0") } {
+                // SAFETY: the stand-in's function takes nothing and only reads the environment.
+                Ok(skipping) => (unsafe { skipping() }) != 0,
+                Err(_) => false,
+            };
+            Some(SetterTimer { read, skipping, _library: library })
         })
     }
 

@@ -1180,7 +1180,10 @@ pub fn run_after_writes(rt: &'static dyn Runtime, quick: bool) -> Result<(), Str
 /// runtime setters it calls (`docs/benchmarks.md` subtracts the setters' inclusive count).
 /// `RCB_BENCH_LOOP_ONLY="1000 nested"` (a size and a kind) runs that one loop, so
 /// that a profile holds one. It prints the median time per call, which under a profiler means
-/// nothing; no target is checked.
+/// nothing; no target is checked. With the setter-timing stand-in as the library's runtime, each
+/// call is split into the time inside the runtime's setters and the rest, and with its kernel-node
+/// setters skipped (`RCB_SETTER_TIMER_SKIP=1`, see `setter_timer.rs`) the rest is the library's
+/// work alone: its own, its runtime wrapper's and one empty call per touched node.
 pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
     const SIZES: [usize; 4] = [100, 1000, 10_000, 100_000];
     const KINDS: [&str; 4] = ["nested", "primary", "end-to-end", "nothing"];
@@ -1199,12 +1202,23 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         }
     };
     let f = kernels::load(rt, "rcb_test_add_f32")?;
+    let timer = SetterTimer::find();
+    let mut headers = vec!["N", "command buffer", "touched nodes", "calls (one untimed first)", "median per call", "per touched node"];
+    if timer.is_some() {
+        headers.extend(["in the setters, per touched node", "the rest, per touched node"]);
+    }
     let mut table = Table::new(
         format!(
-            "update-loop: move_allocations called in a loop, 10 % of allocations moved (end-to-end: all of them, lying end to end; nothing: none), on {}",
-            rt.info().backend.name()
+            "update-loop: move_allocations called in a loop, 10 % of allocations moved (end-to-end: all of them, lying end to end; nothing: none), on {}{}",
+            rt.info().backend.name(),
+            match &timer {
+                Some(t) if t.skipping =>
+                    ", the kernel-node setters skipped by the setter-timing stand-in (the rest: the library's work alone)",
+                Some(_) => ", split by the setter-timing stand-in",
+                None => "",
+            }
         ),
-        &["N", "command buffer", "touched nodes", "calls (one untimed first)", "median per call", "per touched node"],
+        &headers,
     );
     for (n, kind) in loops {
         let end_to_end = kind == "end-to-end";
@@ -1218,34 +1232,35 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         let timed = if quick { 20 } else { (200_000 / n).max(20) };
         // The update budget off on the primary, as in `update`: every update pushes.
         let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind != "nested").then_some(0)).and_then(|cb| {
-            let mut second = false;
-            let mut failure = None;
-            let per_call = median_ns(timed, || {
-                second = !second;
-                let done = if kind == "nothing" { move_nothing(cb) } else { update_once(cb, &given, second, touched, true) };
-                if let Err(e) = done {
-                    failure.get_or_insert(e);
-                }
-            });
+            let call = |second: bool| if kind == "nothing" { move_nothing(cb) } else { update_once(cb, &given, second, touched, true) };
+            // The first call untimed, then `timed` calls, each split where the stand-in is.
+            let calls: R<Vec<(f64, f64)>> = (0..=timed)
+                .map(|i| match &timer {
+                    Some(timer) => split_call(timer, touched, || call(i % 2 == 0)),
+                    None => {
+                        let t = Instant::now();
+                        call(i % 2 == 0).map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+                    }
+                })
+                .collect();
             // SAFETY: a live handle, freed once.
             let freed = unsafe { rcb_cmdbuf_free(cb) };
-            match failure {
-                Some(e) => Err(e),
-                None if freed != RCB_OK => Err(format!("rcb_cmdbuf_free: status {freed}")),
-                None => Ok(per_call),
+            let calls = calls?;
+            if freed != RCB_OK {
+                return Err(format!("rcb_cmdbuf_free: status {freed}"));
             }
+            Ok(Split::of(&calls[1..]))
         });
         let freed = layout.free(rt);
         let per_call = measured?;
         freed?;
-        table.row(vec![
-            n.to_string(),
-            kind.into(),
-            touched.to_string(),
-            (timed + 1).to_string(),
-            time(per_call),
-            if touched == 0 { "—".into() } else { time(per_call / touched as f64) },
-        ]);
+        let per_node = |ns: f64| if touched == 0 { "—".into() } else { time(ns / touched as f64) };
+        let mut row =
+            vec![n.to_string(), kind.into(), touched.to_string(), (timed + 1).to_string(), time(per_call.total), per_node(per_call.total)];
+        if timer.is_some() {
+            row.extend([per_node(per_call.inside), per_node(per_call.rest)]);
+        }
+        table.row(row);
     }
     table.print();
     Ok(())
