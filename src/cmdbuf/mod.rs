@@ -18,6 +18,7 @@ mod launches;
 mod leak_probe;
 mod memcpy_class;
 pub(crate) mod memory;
+mod node_flags;
 mod nodes;
 mod opaque;
 mod patch;
@@ -55,6 +56,7 @@ use crate::runtime::{
 use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
+use node_flags::NodeFlags;
 use nodes::{Blob, KernelRecord, NodeRecord, Params, RareFields};
 use opaque::{Pins, References};
 use patch::{PatchTable, Slot};
@@ -125,8 +127,10 @@ pub struct CmdBuf {
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
     /// Nodes of a primary whose template lags behind the library's parameters, each once
-    /// (`NodeRecord::template_dirty`).
+    /// (`NodeFlags::template_dirty`).
     template_dirty: Vec<NodeId>,
+    /// Each node's flags (`node_flags.rs`).
+    flags: NodeFlags,
     /// The nodes each flattened child became, by the group node it returned.
     flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
     counters: Counters,
@@ -190,6 +194,7 @@ impl CmdBuf {
             blob_bases: update::BlobBases::default(),
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
+            flags: NodeFlags::default(),
             flattened: std::collections::HashMap::new(),
             counters: Counters::new(),
             budget: ExecBudget::new(limit, settled.node_charge),
@@ -223,7 +228,8 @@ impl CmdBuf {
             lists.add(own);
         }
         lists.add(self.rare.heap());
-        let records = Heap::vec(&self.nodes);
+        let mut records = Heap::vec(&self.nodes);
+        records.add(self.flags.heap());
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
         table.add(self.pins.heap());
@@ -487,9 +493,9 @@ impl CmdBuf {
         }
         let mut addresses = Vec::new();
         let mut unknown = false;
-        for record in &self.nodes {
+        for (node, record) in self.nodes.iter().enumerate() {
             // The template of such a node holds older parameters than `params` says.
-            unknown |= record.unpushed || record.template_lags;
+            unknown |= self.flags.unpushed.get(node as NodeId) || self.flags.template_lags.get(node as NodeId);
             match record.params.references() {
                 Some(References::Unknown) => unknown = true,
                 Some(opaque @ References::Opaque(_)) => return opaque.clone(),
@@ -550,7 +556,7 @@ impl CmdBuf {
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
         }
-        self.nodes[node as usize].template_lags = template.is_err();
+        self.flags.template_lags.set(node, template.is_err());
         Ok(())
     }
 
@@ -623,7 +629,7 @@ impl CmdBuf {
         self.replace_kept(node, keeps, Some(clone));
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
-        record.template_lags = true;
+        self.flags.template_lags.set(node, true);
         self.rare.get_mut(node).child_bytes = bytes;
         self.attach_sites(node);
         Ok(())
@@ -794,9 +800,9 @@ impl CmdBuf {
     /// are never read back), when updates went to the executable graph only.
     fn refresh_template(&mut self) -> Result<()> {
         while let Some(&node) = self.template_dirty.last() {
-            let record = &mut self.nodes[node as usize];
+            let record = &self.nodes[node as usize];
             record.params.push(self.rt, None, record.raw)?;
-            record.template_dirty = false;
+            self.flags.template_dirty.set(node, false);
             let memcpy = matches!(record.params, Params::Memcpy(_));
             self.note_memcpy_set(memcpy);
             self.template_dirty.pop();
@@ -891,7 +897,7 @@ impl CmdBuf {
         }
         // The new executable graph holds every node's current parameters.
         self.unpushed.clear();
-        self.nodes.iter_mut().for_each(|r| r.unpushed = false);
+        self.flags.unpushed.clear_all();
         Ok(())
     }
 
@@ -920,6 +926,7 @@ impl CmdBuf {
     fn push_record(&mut self, raw: Node, params: Params) -> NodeId {
         let id = self.nodes.len() as NodeId;
         self.nodes.push(NodeRecord::new(raw, params));
+        self.flags.add(id);
         self.attach_sites(id);
         id
     }
@@ -956,7 +963,7 @@ impl CmdBuf {
         }
         if exec.is_some() {
             self.pushed(1, bytes);
-            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
+            self.flags.template_lags_behind(node, &mut self.template_dirty);
         } else {
             self.note_memcpy_set(matches!(params, Params::Memcpy(_)));
         }
@@ -968,9 +975,8 @@ impl CmdBuf {
     /// and pins.
     fn replace_params(&mut self, node: NodeId, params: Params) {
         self.detach_pins(node);
-        let record = &mut self.nodes[node as usize];
-        record.params = params;
-        record.unpushed = false;
+        self.nodes[node as usize].params = params;
+        self.flags.unpushed.set(node, false);
         self.patches.remove_node(node);
         self.attach_sites(node);
     }
@@ -979,7 +985,7 @@ impl CmdBuf {
     /// launches are refused until they reach it. (A node listed twice is pushed once: the list
     /// is read against each record's flag.)
     fn mark_unpushed(&mut self, node: NodeId) {
-        self.nodes[node as usize].unpushed = true;
+        self.flags.unpushed.set(node, true);
         self.unpushed.push(node);
     }
 
@@ -987,13 +993,12 @@ impl CmdBuf {
     /// tried): pushed by the next finalize or address update, launches refused until then.
     fn replace_unpushed(&mut self, node: NodeId, params: Params) {
         if self.exec.is_some() {
-            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
+            self.flags.template_lags_behind(node, &mut self.template_dirty);
         }
         self.detach_pins(node);
-        let record = &mut self.nodes[node as usize];
-        record.params = params;
+        self.nodes[node as usize].params = params;
         self.patches.remove_node(node);
-        if !std::mem::replace(&mut record.unpushed, true) {
+        if !self.flags.unpushed.replace(node, true) {
             self.unpushed.push(node);
         }
         self.attach_sites(node);
@@ -1092,7 +1097,7 @@ impl CmdBuf {
 
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
-            if self.nodes[node as usize].unpushed {
+            if self.flags.unpushed.get(node) {
                 if self.exec.is_some()
                     && let Params::Memcpy(copy) = &self.nodes[node as usize].params
                     && let Some(why) = self.memcpy_blocked(node, copy)
@@ -1127,9 +1132,8 @@ impl CmdBuf {
                     }
                     return Err(e);
                 }
-                let record = &mut self.nodes[node as usize];
-                record.unpushed = false;
-                let memcpy = matches!(record.params, Params::Memcpy(_));
+                self.flags.unpushed.set(node, false);
+                let memcpy = matches!(self.nodes[node as usize].params, Params::Memcpy(_));
                 if exec.is_some() {
                     self.pushed(1, bytes);
                 } else {
