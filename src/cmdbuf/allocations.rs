@@ -139,12 +139,12 @@ impl AllocationTable {
         self.index_stale = true;
     }
 
-    /// The entries, for an update's writing pass to move (each moved one to its new base, its size
-    /// unchanged) where it reads its old base, so that no pass of its own reads them again;
-    /// `moving` says whether any moves, which makes the lookup index stale.
-    pub fn entries_to_move(&mut self, moving: bool) -> &mut [Allocation] {
-        self.index_stale |= moving;
-        &mut self.entries
+    /// Moves each `(allocation, base)` of `moves` to its new base (same size).
+    pub fn rebase(&mut self, moves: &[(u32, u64)]) {
+        for &(i, base) in moves {
+            self.entries[i as usize].base = base;
+        }
+        self.index_stale |= !moves.is_empty();
     }
 
     /// The allocations `p` may have come from (see the module's rule), patched through the
@@ -311,10 +311,10 @@ mod tests {
     }
 
     #[test]
-    fn a_moved_entry_is_seen_by_the_next_lookup() {
+    fn rebase_is_seen_by_the_next_lookup() {
         let mut t = table(&[(0x1000, 0x100)]);
         assert_eq!(at(&mut t, 0x1010), Some((0, 0x10, vec![])));
-        t.entries_to_move(true)[0].base = 0x9000;
+        t.rebase(&[(0, 0x9000)]);
         assert_eq!(at(&mut t, 0x1010), None);
         assert_eq!(at(&mut t, 0x9010), Some((0, 0x10, vec![])));
     }

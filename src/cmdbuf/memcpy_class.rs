@@ -95,7 +95,7 @@ impl CmdBuf {
             }
         }
         self.unpushed.iter().find_map(|&node| match &self.nodes[node as usize].params {
-            Params::Memcpy(copy) if self.flags.unpushed.get(node) => self.memcpy_blocked(node, copy),
+            Params::Memcpy(copy) if self.nodes[node as usize].unpushed => self.memcpy_blocked(node, copy),
             _ => None,
         })
     }
@@ -104,9 +104,7 @@ impl CmdBuf {
     /// lags behind it with no clone to replay, or as many replaced executable graphs as are kept
     /// still wait for their launches (the host never waits for them).
     pub(super) fn reinstantiation_blocked(&mut self) -> Option<String> {
-        if let Some(node) =
-            (0..self.nodes.len()).find(|&n| self.flags.template_lags.get(n as NodeId) && self.rare.child_clone(n as NodeId).is_none())
-        {
+        if let Some(node) = (0..self.nodes.len()).find(|&n| self.nodes[n].template_lags && self.rare.child_clone(n as NodeId).is_none()) {
             let kind = self.nodes[node].params.kind_name();
             return Some(format!("the template of {kind} node {node} lags behind the executable graph"));
         }

@@ -18,7 +18,6 @@ mod launches;
 mod leak_probe;
 mod memcpy_class;
 pub(crate) mod memory;
-mod node_flags;
 mod nodes;
 mod opaque;
 mod patch;
@@ -56,7 +55,6 @@ use crate::runtime::{
 use allocations::{AllocationTable, Reach};
 use budget::ExecBudget;
 use launches::{Doomed, Launches};
-use node_flags::NodeFlags;
 use nodes::{Blob, KernelRecord, NodeRecord, Params, RareFields};
 use opaque::{Pins, References};
 use patch::{PatchTable, Slot};
@@ -127,10 +125,8 @@ pub struct CmdBuf {
     /// Nodes whose last push failed; pushed again by the next update or finalize.
     unpushed: Vec<NodeId>,
     /// Nodes of a primary whose template lags behind the library's parameters, each once
-    /// (`NodeFlags::template_dirty`).
+    /// (`NodeRecord::template_dirty`).
     template_dirty: Vec<NodeId>,
-    /// Each node's flags (`node_flags.rs`).
-    flags: NodeFlags,
     /// The nodes each flattened child became, by the group node it returned.
     flattened: std::collections::HashMap<NodeId, std::ops::Range<NodeId>>,
     counters: Counters,
@@ -194,7 +190,6 @@ impl CmdBuf {
             blob_bases: update::BlobBases::default(),
             unpushed: Vec::new(),
             template_dirty: Vec::new(),
-            flags: NodeFlags::default(),
             flattened: std::collections::HashMap::new(),
             counters: Counters::new(),
             budget: ExecBudget::new(limit, settled.node_charge),
@@ -228,8 +223,7 @@ impl CmdBuf {
             lists.add(own);
         }
         lists.add(self.rare.heap());
-        let mut records = Heap::vec(&self.nodes);
-        records.add(self.flags.heap());
+        let records = Heap::vec(&self.nodes);
         let sites = self.patches.heap();
         let mut table = self.allocs.heap();
         table.add(self.pins.heap());
@@ -493,9 +487,9 @@ impl CmdBuf {
         }
         let mut addresses = Vec::new();
         let mut unknown = false;
-        for (node, record) in self.nodes.iter().enumerate() {
+        for record in &self.nodes {
             // The template of such a node holds older parameters than `params` says.
-            unknown |= self.flags.unpushed.get(node as NodeId) || self.flags.template_lags.get(node as NodeId);
+            unknown |= record.unpushed || record.template_lags;
             match record.params.references() {
                 Some(References::Unknown) => unknown = true,
                 Some(opaque @ References::Opaque(_)) => return opaque.clone(),
@@ -556,7 +550,7 @@ impl CmdBuf {
         if let Err(e) = &template {
             log::warn!("node {node}: the executable graph has the new kernelParams but its template does not: {e}");
         }
-        self.flags.template_lags.set(node, template.is_err());
+        self.nodes[node as usize].template_lags = template.is_err();
         Ok(())
     }
 
@@ -629,7 +623,7 @@ impl CmdBuf {
         self.replace_kept(node, keeps, Some(clone));
         let record = &mut self.nodes[node as usize];
         record.params = Params::Child(refs);
-        self.flags.template_lags.set(node, true);
+        record.template_lags = true;
         self.rare.get_mut(node).child_bytes = bytes;
         self.attach_sites(node);
         Ok(())
@@ -800,9 +794,9 @@ impl CmdBuf {
     /// are never read back), when updates went to the executable graph only.
     fn refresh_template(&mut self) -> Result<()> {
         while let Some(&node) = self.template_dirty.last() {
-            let record = &self.nodes[node as usize];
+            let record = &mut self.nodes[node as usize];
             record.params.push(self.rt, None, record.raw)?;
-            self.flags.template_dirty.set(node, false);
+            record.template_dirty = false;
             let memcpy = matches!(record.params, Params::Memcpy(_));
             self.note_memcpy_set(memcpy);
             self.template_dirty.pop();
@@ -897,7 +891,7 @@ impl CmdBuf {
         }
         // The new executable graph holds every node's current parameters.
         self.unpushed.clear();
-        self.flags.unpushed.clear_all();
+        self.nodes.iter_mut().for_each(|r| r.unpushed = false);
         Ok(())
     }
 
@@ -926,7 +920,6 @@ impl CmdBuf {
     fn push_record(&mut self, raw: Node, params: Params) -> NodeId {
         let id = self.nodes.len() as NodeId;
         self.nodes.push(NodeRecord::new(raw, params));
-        self.flags.add(id);
         self.attach_sites(id);
         id
     }
@@ -963,7 +956,7 @@ impl CmdBuf {
         }
         if exec.is_some() {
             self.pushed(1, bytes);
-            self.flags.template_lags_behind(node, &mut self.template_dirty);
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
         } else {
             self.note_memcpy_set(matches!(params, Params::Memcpy(_)));
         }
@@ -975,8 +968,9 @@ impl CmdBuf {
     /// and pins.
     fn replace_params(&mut self, node: NodeId, params: Params) {
         self.detach_pins(node);
-        self.nodes[node as usize].params = params;
-        self.flags.unpushed.set(node, false);
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
+        record.unpushed = false;
         self.patches.remove_node(node);
         self.attach_sites(node);
     }
@@ -985,7 +979,7 @@ impl CmdBuf {
     /// launches are refused until they reach it. (A node listed twice is pushed once: the list
     /// is read against each record's flag.)
     fn mark_unpushed(&mut self, node: NodeId) {
-        self.flags.unpushed.set(node, true);
+        self.nodes[node as usize].unpushed = true;
         self.unpushed.push(node);
     }
 
@@ -993,12 +987,13 @@ impl CmdBuf {
     /// tried): pushed by the next finalize or address update, launches refused until then.
     fn replace_unpushed(&mut self, node: NodeId, params: Params) {
         if self.exec.is_some() {
-            self.flags.template_lags_behind(node, &mut self.template_dirty);
+            self.nodes[node as usize].template_lags_behind(node, &mut self.template_dirty);
         }
         self.detach_pins(node);
-        self.nodes[node as usize].params = params;
+        let record = &mut self.nodes[node as usize];
+        record.params = params;
         self.patches.remove_node(node);
-        if !self.flags.unpushed.replace(node, true) {
+        if !std::mem::replace(&mut record.unpushed, true) {
             self.unpushed.push(node);
         }
         self.attach_sites(node);
@@ -1097,7 +1092,7 @@ impl CmdBuf {
 
     fn push_unpushed(&mut self) -> Result<()> {
         while let Some(&node) = self.unpushed.last() {
-            if self.flags.unpushed.get(node) {
+            if self.nodes[node as usize].unpushed {
                 if self.exec.is_some()
                     && let Params::Memcpy(copy) = &self.nodes[node as usize].params
                     && let Some(why) = self.memcpy_blocked(node, copy)
@@ -1132,8 +1127,9 @@ impl CmdBuf {
                     }
                     return Err(e);
                 }
-                self.flags.unpushed.set(node, false);
-                let memcpy = matches!(self.nodes[node as usize].params, Params::Memcpy(_));
+                let record = &mut self.nodes[node as usize];
+                record.unpushed = false;
+                let memcpy = matches!(record.params, Params::Memcpy(_));
                 if exec.is_some() {
                     self.pushed(1, bytes);
                 } else {

@@ -408,19 +408,24 @@ impl Params {
     }
 }
 
-/// A node's handle and parameters, one cache line; its flags lie beside the records
-/// (`node_flags.rs`).
-#[repr(align(64))]
 pub struct NodeRecord {
     pub raw: Node,
     pub params: Params,
+    /// The runtime holds older parameters than `params` (a push failed).
+    pub unpushed: bool,
+    /// The template node holds older parameters than the executable graph and cannot be brought
+    /// up to date (a child node updated in place: the runtime has no template setter for it).
+    pub template_lags: bool,
+    /// The template node holds older parameters than `params`, which the next template refresh
+    /// pushes (a primary's updates go to its executable graph only).
+    pub template_dirty: bool,
 }
 
-// The record an update pushes: the handle and the parameters (a kernel's launch shape and its
-// blob's 16-byte handle, the largest), one cache line. Rust keeps the parameters' variant in a
+// The record an update walks: the handle, the parameters (a kernel's launch shape and its
+// blob's 16-byte handle, the largest) and the flags. Rust keeps the parameters' variant in a
 // niche of the kernel's, which no larger variant may take away.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<NodeRecord>() == 64 && std::mem::size_of::<Params>() == 56);
+const _: () = assert!(std::mem::size_of::<NodeRecord>() == 72 && std::mem::size_of::<Params>() == 56);
 
 /// The fields of a node record that only child nodes, nodes with known references and nodes
 /// that keep graphs use: kept in a side table by node ([`RareFields`]), so that the records an
@@ -546,8 +551,17 @@ impl NodeRecord {
         crate::prefetch::line(params.wrapping_add(64));
     }
 
+    /// Notes that this node's (number `id`) template lags behind its parameters, which went to
+    /// the executable graph only: listed once in `dirty`, which the next template refresh pushes.
+    pub fn template_lags_behind(&mut self, id: u32, dirty: &mut Vec<u32>) {
+        if !self.template_dirty {
+            self.template_dirty = true;
+            dirty.push(id);
+        }
+    }
+
     pub fn new(raw: Node, params: Params) -> Self {
-        Self { raw, params }
+        Self { raw, params, unpushed: false, template_lags: false, template_dirty: false }
     }
 }
 

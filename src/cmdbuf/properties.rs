@@ -97,7 +97,7 @@ fn allocation_lookup_agrees_with_the_model() {
                 let moved = random_allocation(r);
                 if moved.size == allocs[i].size {
                     allocs[i].base = moved.base;
-                    table.entries_to_move(true)[i].base = moved.base;
+                    table.rebase(&[(i as u32, moved.base)]);
                 }
             }
             let p = match (r.below(4), allocs.is_empty()) {

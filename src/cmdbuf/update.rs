@@ -6,7 +6,6 @@
 use super::allocations::{self, Allocation};
 use super::budget;
 use super::memory::Heap;
-use super::node_flags::NodeBits;
 use super::nodes::{NodeRecord, Params};
 use super::patch::{PatchTable, Site, Slot};
 use super::state::Op;
@@ -77,7 +76,7 @@ pub(super) struct Scratch {
 impl Scratch {
     /// The heap the buffers hold (see `memory.rs`).
     pub(super) fn heap(&self) -> Heap {
-        [self.marks.bits.heap(), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
+        [Heap::vec(&self.marks.bits), Heap::vec(&self.moved), Heap::vec(&self.touched)].into_iter().sum()
     }
 
     /// At finalize, so that the first update grows nothing on a graph of `nodes` nodes and
@@ -100,27 +99,32 @@ impl Scratch {
 /// per node took 32 times the room and wrapped every 2^32 updates.
 #[derive(Default)]
 struct Marks {
-    bits: NodeBits,
+    bits: Vec<u64>,
 }
 
 impl Marks {
     /// Room for `nodes` nodes, all clear.
     fn cover(&mut self, nodes: usize) {
-        self.bits.cover_exactly(nodes);
+        let words = nodes.div_ceil(64);
+        reserve_written(&mut self.bits, words, 0);
+        self.bits.resize(words, 0);
     }
 
     /// Whether this update touches `node` for the first time (and notes that it has).
     #[inline]
     fn first_touch(&mut self, node: NodeId) -> bool {
-        !self.bits.replace(node, true)
+        let (word, bit) = (node as usize / 64, 1u64 << (node % 64));
+        let first = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        first
     }
 
     /// Clears the marks of `touched`, every node marked since the last clear.
     fn clear(&mut self, touched: &[NodeId]) {
         for &node in touched {
-            self.bits.set(node, false);
+            self.bits[node as usize / 64] &= !(1u64 << (node % 64));
         }
-        debug_assert!(self.bits.is_clear(), "a node was marked but not listed as touched");
+        debug_assert!(self.bits.iter().all(|&w| w == 0), "a node was marked but not listed as touched");
     }
 }
 
@@ -334,31 +338,32 @@ impl CmdBuf {
         let scratch = &mut self.scratch;
         let mut report = UpdateReport { moved_allocations: scratch.moved.len() as u32, ..UpdateReport::default() };
         // Finalize made a mark for every node, and no node is added until the next finalize.
-        debug_assert!(scratch.marks.bits.words() >= self.nodes.len().div_ceil(64));
+        debug_assert_eq!(scratch.marks.bits.len(), self.nodes.len().div_ceil(64));
         scratch.touched.clear();
         let primary = self.exec.is_some();
         for node in self.unpushed.drain(..) {
-            if self.flags.unpushed.get(node) && scratch.marks.first_touch(node) {
+            if self.nodes[node as usize].unpushed && scratch.marks.first_touch(node) {
                 scratch.touched.push(node);
             }
         }
         let (bases, marks, touched) = (&self.blob_bases.0, &mut scratch.marks, &mut scratch.touched);
-        let entries = self.allocs.entries_to_move(!scratch.moved.is_empty());
         report.patched_sites = if self.nodes.len() >= LOOK_AHEAD_FROM_NODES {
-            write_sites::<true>(&scratch.moved, &self.patches, entries, bases, &mut self.nodes, marks, touched)
+            write_sites::<true>(&scratch.moved, &self.patches, self.allocs.entries(), bases, &mut self.nodes, marks, touched)
         } else {
-            write_sites::<false>(&scratch.moved, &self.patches, entries, bases, &mut self.nodes, marks, touched)
+            write_sites::<false>(&scratch.moved, &self.patches, self.allocs.entries(), bases, &mut self.nodes, marks, touched)
         };
+        self.allocs.rebase(&scratch.moved);
         scratch.marks.clear(&scratch.touched);
         for &node in &scratch.touched {
+            let record = &mut self.nodes[node as usize];
             // Cleared before the pushes: one that fails marks its node and those after it again,
             // a re-instantiation that fails marks every touched node (`finish_by_reinstantiating`),
             // and one that succeeds leaves none behind.
-            self.flags.unpushed.set(node, false);
+            record.unpushed = false;
             // The parameters go to the executable graph only; a re-instantiation brings the
             // template up to date first.
             if primary {
-                self.flags.template_lags_behind(node, &mut self.template_dirty);
+                record.template_lags_behind(node, &mut self.template_dirty);
             }
         }
 
@@ -503,14 +508,10 @@ impl CmdBuf {
 }
 
 /// The writing pass of an update: adds each moved allocation's delta (`moved`: allocation, new
-/// base; `entries` holds the old bases) to the address each of its sites holds, then gives its
-/// entry the new base, and lists in `touched` each node it touches for the first time (marked in
-/// `marks`). Returns the sites written. With `AHEAD`, asks for the line of the site
-/// [`PATCH_AHEAD`] after the current one, read by a second walk over the same sites.
-///
-/// The entry is moved here, where its line was just read, not in a pass of its own after this
-/// one: on `rcb-bench update-loop`'s chain at 100 000 nodes (10 000 touched), that pass missed
-/// the L2 once a touched node to write them, in callgrind's model of a 2 MiB L2 (software GPU).
+/// base; `entries` still holds the old bases) to the address each of its sites holds, and lists
+/// in `touched` each node it touches for the first time (marked in `marks`). Returns the sites
+/// written. With `AHEAD`, asks for the line of the site [`PATCH_AHEAD`] after the current one,
+/// read by a second walk over the same sites.
 ///
 /// A function of its own, given the tables as arguments: a store through a blob's raw pointer
 /// may alias any field of the command buffer as far as the compiler knows, so written inside
@@ -523,7 +524,7 @@ impl CmdBuf {
 fn write_sites<const AHEAD: bool>(
     moved: &[(u32, u64)],
     patches: &PatchTable,
-    entries: &mut [Allocation],
+    entries: &[Allocation],
     bases: &[*mut u8],
     nodes: &mut [NodeRecord],
     marks: &mut Marks,
@@ -572,7 +573,6 @@ fn write_sites<const AHEAD: bool>(
                 touched.push(s.node);
             }
         }
-        entries[alloc as usize].base = base;
     }
     written
 }
@@ -610,7 +610,7 @@ mod tests {
     fn each_node_is_touched_once_per_update_and_every_mark_is_clear_after_it() {
         let mut marks = Marks::default();
         marks.cover(130);
-        assert_eq!(marks.bits.words(), 3);
+        assert_eq!(marks.bits.len(), 3);
         for update in [vec![0, 63, 64, 129, 63, 0, 129], vec![129, 1, 1, 64], vec![]] {
             let mut touched = Vec::new();
             for &node in &update {
@@ -624,11 +624,11 @@ mod tests {
             touched.sort_unstable();
             assert_eq!(touched, distinct, "each node once in update {update:?}");
             marks.clear(&touched);
-            assert!(marks.bits.is_clear(), "marks left after update {update:?}");
+            assert!(marks.bits.iter().all(|&w| w == 0), "marks left after update {update:?}");
         }
         // Growing keeps the marks clear (a re-record added nodes).
         marks.cover(200);
-        assert!(marks.bits.words() == 4 && marks.bits.is_clear());
+        assert_eq!(marks.bits, vec![0; 4]);
         assert!(marks.first_touch(199) && !marks.first_touch(199));
     }
 }
