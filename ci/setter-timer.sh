@@ -6,8 +6,9 @@
 # the library's own, and check in each call that the setters were called once per touched node;
 # then `update-loop` split the same way, and with the kernel-node setters skipped
 # (RCB_SETTER_TIMER_SKIP=1). Fails unless the split table has a row for each size, every row of
-# update-after-writes is split, update-loop's skipped setters take no time where the timed ones
-# take some, and `update` is refused on a skipping stand-in. (ci/gpu.sh builds the CUDA stand-in
+# update-after-writes is split, update-loop's skipped setters take no time and reach the software
+# GPU's setter never where the timed ones take some and reach it once a push, and `update` is
+# refused on a skipping stand-in. (ci/gpu.sh builds the CUDA stand-in
 # for a GPU machine.)
 set -euo pipefail
 lib_dir=$(cd "$1" && pwd)
@@ -38,19 +39,24 @@ fi
 sed -n '/split in the same call/,/^| 1000 |/p' "$out/update.md"
 printf '%s\n' "$after"
 # update-loop split by the stand-in, and with its kernel-node setters skipped (RCB_SETTER_TIMER_SKIP=1):
-# nothing inside the setters then (no clock read), each call still pushing every touched node
-# through them once (rcb-bench checks the count); any other scenario is refused on a skipping one.
+# nothing inside the setters then (no clock read) and no call reaching the software GPU's setter
+# (its own count, HIPSIM_STATS=1), each call still pushing every touched node through the
+# stand-in once (rcb-bench checks the count); any other scenario is refused on a skipping one.
 loop_row() {
-    RCB_SETTER_TIMER_SKIP=$1 RCB_BENCH_LOOP_ONLY="1000 primary" RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" \
-        "$lib_dir/rcb-bench" --quick update-loop > "$out/loop$1.md"
+    HIPSIM_STATS=1 RCB_SETTER_TIMER_SKIP=$1 RCB_BENCH_LOOP_ONLY="1000 primary" RCB_BACKEND=hip \
+        RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update-loop > "$out/loop$1.md" 2> "$out/loop$1.err"
     grep -E '^\| 1000 \| primary \| 100 \|' "$out/loop$1.md" || true
 }
 timed=$(loop_row 0)
 skipped=$(loop_row 1)
 inside() { printf '%s\n' "$1" | awk -F'|' 'NF == 10 { gsub(/ /, "", $8); print $8 }'; }
-if [ -z "$(inside "$timed")" ] || [ "$(inside "$timed")" = 0ns ] || [ "$(inside "$skipped")" != 0ns ]; then
-    echo "ci/setter-timer.sh: update-loop's split rows are not as expected (timed: time inside the setters; skipped: none)" >&2
-    cat "$out/loop0.md" "$out/loop1.md" >&2
+# The software GPU's own count of exec kernel-node setter calls: 21 calls of 100 touched nodes.
+reached() { awk '$1 == "hipGraphExecKernelNodeSetParams" { n = $2 } END { print n + 0 }' "$out/loop$1.err"; }
+if [ -z "$(inside "$timed")" ] || [ "$(inside "$timed")" = 0ns ] || [ "$(reached 0)" != 2100 ] ||
+    [ "$(inside "$skipped")" != 0ns ] || [ "$(reached 1)" != 0 ]; then
+    echo "ci/setter-timer.sh: update-loop's split rows are not as expected (timed: time inside the setters and" \
+        "2100 calls reaching the software GPU's setter, $(reached 0) did; skipped: none of either, $(reached 1) did)" >&2
+    cat "$out/loop0.md" "$out/loop0.err" "$out/loop1.md" "$out/loop1.err" >&2
     exit 1
 fi
 if RCB_SETTER_TIMER_SKIP=1 RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer.so" "$lib_dir/rcb-bench" --quick update \

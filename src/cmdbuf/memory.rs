@@ -17,8 +17,7 @@ pub struct MemoryUse {
     pub argument_bytes: u64,
     /// The heap the argument blobs take (their capacity).
     pub argument_copies: u64,
-    /// The node records, one inline record per node (a memcpy's or memset's parameters inline),
-    /// and their flags (three bits a node).
+    /// The node records, one inline record per node (a memcpy's or memset's parameters inline).
     pub node_records: u64,
     /// Each node's own lists on the heap: a kernel's pointer offsets and named arguments (after
     /// its arguments in their block), the side table of the rare fields of the nodes that have

@@ -161,9 +161,15 @@ def setter_timer():
     if not path:
         return None
     try:
-        read = C.CDLL(path).rcb_setter_timer_read
+        stand_in = C.CDLL(path)
+        read = stand_in.rcb_setter_timer_read
     except (OSError, AttributeError):
         return None
+    # Its kernel-node setters skipped (RCB_SETTER_TIMER_SKIP=1), the library's pushes would reach
+    # no graph while the floor's do: every replay stale and every table wrong.
+    skipping = getattr(stand_in, "rcb_setter_timer_skipping", None)
+    if skipping is not None and skipping():
+        sys.exit("real_graphs: the setter-timing stand-in skips the kernel-node setters (RCB_SETTER_TIMER_SKIP=1); unset it")
     read.argtypes = [C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
 
     def sums():

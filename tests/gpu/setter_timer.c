@@ -17,9 +17,10 @@
  * RCB_SETTER_TIMER_SKIP=1 makes the kernel-node setters (of templates and of executable graphs)
  * return success without calling the runtime: counted, with no time and no clock read. A call of
  * the library's update is then its own work, its runtime wrapper and one empty call per kernel
- * node: what `rcb-bench update-loop` times as the library's work alone. Nothing reaches the
- * graphs, so rcb-bench runs nothing but `update-loop` so (it asks rcb_setter_timer_skipping);
- * 0 or unset skips nothing, and any other value stops the process with a message.
+ * node: what `rcb-bench update-loop` times as the library's work alone (with those calls). Nothing
+ * reaches the graphs, so rcb-bench runs only `update-loop` against a stand-in that skips, and
+ * real_graphs.py none of its timings (both ask rcb_setter_timer_skipping); 0 or unset skips
+ * nothing, and any other value stops the process with a message.
  *
  * Build (ci/gpu.sh for CUDA; ci/setter-timer.sh for the software GPU):
  *   cc -O2 -shared -fPIC [-DSETTER_TIMER_HIP] setter_timer.c -Wl,--no-as-needed <the real
