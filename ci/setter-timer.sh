@@ -66,4 +66,4 @@ if RCB_SETTER_TIMER_SKIP=1 RCB_BACKEND=hip RCB_HIP_LIBRARY="$out/libsetter_timer
     exit 1
 fi
 printf '%s\n%s\n' "$timed" "$skipped"
-echo "setter timer: the split table has its rows, every call pushed through the stand-in's setters once per touched node, update-loop is split and its skipped setters take no time, and a skipping stand-in runs nothing else"
+echo "setter timer: the split table has its rows, every call pushed through the stand-in's setters once per touched node, update-loop is split and its skipped setters take no time and reach no setter of the software GPU, and a skipping stand-in runs nothing else"

@@ -905,17 +905,22 @@ fn split_alternation(
     floor: &dyn Fn(bool) -> R<()>,
     update: &dyn Fn(bool) -> R<()>,
 ) -> R<(Split, Split)> {
-    let call = |body: &dyn Fn() -> R<()>| match timer {
-        Some(timer) => split_call(timer, pushes, body),
-        None => {
-            let t = Instant::now();
-            body().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
-        }
-    };
-    let (floor_calls, update_calls) =
-        alternate(runs, settle, &mut |second| call(&|| floor(second)), &mut |second| call(&|| update(second)));
+    let (floor_calls, update_calls) = alternate(runs, settle, &mut |second| timed_call(timer, pushes, || floor(second)), &mut |second| {
+        timed_call(timer, pushes, || update(second))
+    });
     let calls = |c: Vec<R<(f64, f64)>>| c.into_iter().collect::<R<Vec<_>>>();
     Ok((Split::of(&calls(floor_calls)?), Split::of(&calls(update_calls)?)))
+}
+
+/// Times `f`: with `timer`, split as [`split_call`] splits it, else `(its time, 0)`.
+fn timed_call(timer: Option<&SetterTimer>, pushes: usize, f: impl FnOnce() -> R<()>) -> R<(f64, f64)> {
+    match timer {
+        Some(timer) => split_call(timer, pushes, f),
+        None => {
+            let t = Instant::now();
+            f().map(|()| (t.elapsed().as_nanos() as f64, 0.0))
+        }
+    }
 }
 
 /// Times `f` and what the runtime's setters took inside it; an error if they were called other
@@ -1234,15 +1239,7 @@ pub fn run_loop(rt: &'static dyn Runtime, quick: bool) -> Result<(), String> {
         let measured = record_cmdbuf(f, &layout, n, kind == "nested", (kind != "nested").then_some(0)).and_then(|cb| {
             let call = |second: bool| if kind == "nothing" { move_nothing(cb) } else { update_once(cb, &given, second, touched, true) };
             // The first call untimed, then `timed` calls, each split where the stand-in is.
-            let calls: R<Vec<(f64, f64)>> = (0..=timed)
-                .map(|i| match &timer {
-                    Some(timer) => split_call(timer, touched, || call(i % 2 == 0)),
-                    None => {
-                        let t = Instant::now();
-                        call(i % 2 == 0).map(|()| (t.elapsed().as_nanos() as f64, 0.0))
-                    }
-                })
-                .collect();
+            let calls: R<Vec<(f64, f64)>> = (0..=timed).map(|i| timed_call(timer.as_ref(), touched, || call(i % 2 == 0))).collect();
             // SAFETY: a live handle, freed once.
             let freed = unsafe { rcb_cmdbuf_free(cb) };
             let calls = calls?;
